@@ -1,0 +1,220 @@
+"""The whole chainlab exception tree.
+
+::
+
+    ChainlabError
+    ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
+    │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
+    ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name, bad metadata)
+    ├── ToolError                 raised BY a tool body to classify its own failure
+    │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
+    │   └── PermanentError        never retried
+    ├── RunStateError             an operation that the run's current state does not allow
+    │   ├── RunNotActiveError     the run is not driven by this process (resume it first)
+    │   └── UnknownStepError      no step with that id in the run
+    ├── StoreError                the store cannot do what was asked
+    │   ├── RunNotFoundError      no run with that id in the store
+    │   └── StaleEpochError       a newer writer owns the run; this writer must stop
+    ├── PlannerError              the planner could not produce a chain
+    └── MissingExtraError         an optional package is not installed (names the extra)
+
+Errors carry structured fields so that front ends never parse messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ChainlabError",
+    "CycleError",
+    "MissingExtraError",
+    "PermanentError",
+    "PlanError",
+    "PlannerError",
+    "Problem",
+    "RunNotActiveError",
+    "RunNotFoundError",
+    "RunStateError",
+    "StaleEpochError",
+    "StoreError",
+    "ToolDefinitionError",
+    "ToolError",
+    "TransientError",
+    "UnknownStepError",
+]
+
+
+class ChainlabError(Exception):
+    """Root of every error chainlab raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a plan.
+
+    ``code`` is one of a fixed vocabulary (see ``chainlab.plan.validate.PROBLEM_CODES``),
+    ``step_id`` the step it concerns (None for chain-level problems), ``field`` the field
+    (dotted path such as ``args.rows`` or ``retry.max_attempts``), ``line`` the 1-based line
+    in the YAML/JSON source when known.
+    """
+
+    code: str
+    message: str
+    step_id: str | None = None
+    field: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.step_id is not None:
+            where.append(f"step {self.step_id!r}")
+        if self.field:
+            where.append(self.field)
+        prefix = ", ".join(where)
+        return f"[{self.code}] {prefix + ': ' if prefix else ''}{self.message}"
+
+
+class PlanError(ChainlabError, ValueError):
+    """A plan is invalid. ``.problems`` lists every problem found, not just the first."""
+
+    def __init__(self, problems: Sequence[Problem] | Problem, *, chain_name: str | None = None):
+        self.problems: list[Problem] = (
+            [problems] if isinstance(problems, Problem) else list(problems)
+        )
+        self.chain_name = chain_name
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        head = f"chain {self.chain_name!r}" if self.chain_name else "plan"
+        lines = [f"{head} has {n} problem{'s' if n != 1 else ''}:"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    @property
+    def codes(self) -> list[str]:
+        """The problem codes, in the order found (handy in tests and UIs)."""
+        return [p.code for p in self.problems]
+
+
+class CycleError(PlanError):
+    """The plan's dependency graph has a cycle; ``.cycle`` is the path, first node repeated
+    at the end (``['a', 'b', 'a']``), like :class:`graphlib.CycleError`'s second argument."""
+
+    def __init__(self, problems: Sequence[Problem], cycle: Sequence[str], **kw: Any):
+        self.cycle = list(cycle)
+        super().__init__(problems, **kw)
+
+
+class ToolDefinitionError(ChainlabError, TypeError):
+    """A tool or toolbox is declared wrongly."""
+
+
+class ToolError(ChainlabError):
+    """Raise from a tool body to say how it failed.
+
+    ``kind`` is the error kind recorded on the attempt (``execution_failed``, ``transient``,
+    ``permanent``). ``before_effect=True`` promises that the tool failed before it could
+    change the world, which makes a retry safe even for a non-idempotent side-effecting tool.
+    """
+
+    kind = "execution_failed"
+
+    def __init__(self, message: str, *, before_effect: bool = False):
+        super().__init__(message)
+        self.before_effect = before_effect
+
+
+class TransientError(ToolError):
+    """A failure that may go away when retried (rate limit, timeout upstream, 503)."""
+
+    kind = "transient"
+
+
+class PermanentError(ToolError):
+    """A failure that retrying cannot fix; never retried."""
+
+    kind = "permanent"
+
+
+class RunStateError(ChainlabError, RuntimeError):
+    """The run's current state does not allow the operation (``.status`` holds it)."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, status: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
+class RunNotActiveError(RunStateError):
+    """The run is not driven by this process. ``await runtime.resume(run_id)`` first."""
+
+
+class UnknownStepError(RunStateError, KeyError):
+    """No step with that id in the run."""
+
+    def __init__(self, step_id: str, known: Iterable[str], *, run_id: str | None = None):
+        from chainlab._text import did_you_mean
+
+        self.step_id = step_id
+        super().__init__(
+            f"run has no step {step_id!r}{did_you_mean(step_id, known)}", run_id=run_id
+        )
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class StoreError(ChainlabError):
+    """The store cannot do what was asked."""
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """No run with that id in the store."""
+
+    def __init__(self, run_id: str, known: Iterable[str] = ()):
+        from chainlab._text import did_you_mean
+
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} in the store{did_you_mean(run_id, known)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StaleEpochError(StoreError):
+    """A newer writer took over the run (its epoch is higher); this writer must stop.
+
+    Nothing this writer tried to commit after the takeover was written.
+    """
+
+    def __init__(self, run_id: str, epoch: int, current: int | None):
+        self.run_id = run_id
+        self.epoch = epoch
+        self.current = current
+        super().__init__(
+            f"run {run_id!r}: writer epoch {epoch} is stale (the store is at epoch {current}); "
+            "another process resumed this run, so this one stops without writing"
+        )
+
+
+class PlannerError(ChainlabError):
+    """The planner could not produce a valid chain."""
+
+
+class MissingExtraError(ChainlabError, ImportError):
+    """An optional package is missing; the message names the extra that installs it."""
+
+    def __init__(self, package: str, extra: str, feature: str):
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the optional package {package!r}: "
+            f'pip install "chainlab[{extra}]"'
+        )

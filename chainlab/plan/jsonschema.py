@@ -1,0 +1,63 @@
+"""JSON Schema of a plan, optionally restricted to one toolbox (for structured LLM output)."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from chainlab.plan.schema import Chain
+
+if TYPE_CHECKING:
+    from chainlab.tools import Toolbox
+
+__all__ = ["chain_json_schema"]
+
+
+def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
+    """The Chain JSON Schema. With a toolbox, each step must be one of the toolbox's tools
+    (``tool`` is a constant) with ``args`` following that tool's input schema; sub-chains
+    registered in the toolbox appear as ``chain:NAME``."""
+    schema = Chain.model_json_schema()
+    if toolbox is None:
+        return schema
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    base_step = defs["Step"]
+    variants = []
+    for tool in toolbox:
+        safe = "".join(c if c.isalnum() else "_" for c in tool.name)
+        args_schema = tool.input_model.model_json_schema(
+            ref_template=f"#/$defs/{safe}__{{model}}"
+        )
+        for name, sub in args_schema.pop("$defs", {}).items():
+            defs[f"{safe}__{name}"] = sub
+        args_schema.pop("title", None)
+        args_schema["description"] = _tool_note(tool)
+        variants.append(_variant(base_step, tool.name, args_schema, tool.description))
+    for name, chain in toolbox.chains.items():
+        args = {"type": "object", "description": f"context for sub-chain {name!r}"}
+        variants.append(_variant(base_step, f"chain:{name}", args, chain.description))
+    defs["Step"] = {"anyOf": variants, "title": "Step"} if variants else base_step
+    schema["description"] = (
+        "A chain of tool calls. Use only the tools listed; reference earlier outputs with "
+        "'{{ steps.ID.output.field }}' or a save_as key; dependencies are derived from references."
+    )
+    return schema
+
+
+def _variant(base: dict[str, Any], tool: str, args: dict[str, Any], description: str) -> dict[str, Any]:
+    v = copy.deepcopy(base)
+    v["title"] = f"Step calling {tool}"
+    if description:
+        v["description"] = description
+    v["properties"]["tool"] = {"const": tool, "type": "string"}
+    v["properties"]["args"] = args
+    return v
+
+
+def _tool_note(tool: Any) -> str:
+    notes = []
+    if tool.side_effects:
+        notes.append("changes the world" + ("" if tool.idempotent else " (not idempotent)"))
+    if tool.requires_confirmation:
+        notes.append("needs human confirmation")
+    return f"arguments of {tool.name}" + (f"; {', '.join(notes)}" if notes else "")

@@ -1,0 +1,314 @@
+"""Plan validation: collect EVERY problem, then raise one PlanError.
+
+Problem codes (stable strings, documented in README):
+duplicate_step, unknown_dependency, self_dependency, cycle, unknown_tool, unknown_reference,
+duplicate_save_as, invalid_args, bad_template, bad_condition, recursive_chain, invalid_field,
+bad_syntax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from chainlab._text import did_you_mean
+from chainlab.errors import CycleError, PlanError, Problem
+from chainlab.plan.graph import find_cycle, ref_target, value_refs
+from chainlab.plan.refs import Ref, TemplateSyntaxError, iter_refs, parse_condition
+from chainlab.plan.schema import Chain, Rollback, Step
+
+if TYPE_CHECKING:
+    from chainlab.tools import Tool, Toolbox
+
+__all__ = ["PROBLEM_CODES", "find_problems", "raise_for_problems"]
+
+PROBLEM_CODES = (
+    "duplicate_step",
+    "unknown_dependency",
+    "self_dependency",
+    "cycle",
+    "unknown_tool",
+    "unknown_reference",
+    "duplicate_save_as",
+    "invalid_args",
+    "bad_template",
+    "bad_condition",
+    "recursive_chain",
+    "invalid_field",
+    "bad_syntax",
+)
+
+
+def raise_for_problems(
+    chain: Chain, toolbox: Toolbox | None, *, context: Mapping[str, Any] | None = None,
+    chains: Mapping[str, Chain] | None = None,
+) -> None:
+    """Raise PlanError (CycleError when a cycle is among the problems) if anything is wrong."""
+    problems, cycle = _collect(chain, toolbox, context, chains)
+    if cycle:
+        raise CycleError(problems, cycle, chain_name=chain.name)
+    if problems:
+        raise PlanError(problems, chain_name=chain.name)
+
+
+def find_problems(
+    chain: Chain, toolbox: Toolbox | None, *, context: Mapping[str, Any] | None = None,
+    chains: Mapping[str, Chain] | None = None,
+) -> list[Problem]:
+    """Every problem of the chain, in a stable order (by step, then by check)."""
+    return _collect(chain, toolbox, context, chains)[0]
+
+
+def _collect(
+    chain: Chain, toolbox: Toolbox | None, context: Mapping[str, Any] | None,
+    chains: Mapping[str, Chain] | None,
+) -> tuple[list[Problem], list[str] | None]:
+    known_chains = dict(toolbox.chains if toolbox is not None else {})
+    known_chains.update(chains or {})
+    checker = _Checker(chain, toolbox, context, known_chains)
+    checker.run()
+    checker.check_subchains(stack=(chain.name,), prefix="")
+    return checker.problems, checker.cycle
+
+
+class _Checker:
+    def __init__(
+        self, chain: Chain, toolbox: Toolbox | None, context: Mapping[str, Any] | None,
+        chains: dict[str, Chain],
+    ):
+        self.chain = chain
+        self.toolbox = toolbox
+        self.context = context
+        self.chains = chains
+        self.problems: list[Problem] = []
+        self.cycle: list[str] | None = None
+        self.ids = [s.id for s in chain.steps]
+        self.idset = set(self.ids)
+        self.save_as: dict[str, str] = {}
+
+    def add(self, code: str, message: str, step: Step | None = None, field: str | None = None) -> None:
+        self.problems.append(Problem(code, message, step.id if step else None, field))
+
+    # ------------------------------------------------------------------ the checks
+    def run(self) -> None:
+        seen: set[str] = set()
+        for step in self.chain.steps:
+            if step.id in seen:
+                self.add("duplicate_step", f"step id {step.id!r} is used more than once", step, "id")
+            seen.add(step.id)
+            if step.save_as:
+                if step.save_as in self.save_as:
+                    first = self.save_as[step.save_as]
+                    self.add("duplicate_save_as",
+                             f"save_as key {step.save_as!r} is already used by step {first!r}",
+                             step, "save_as")
+                else:
+                    self.save_as[step.save_as] = step.id
+        deps: dict[str, set[str]] = {sid: set() for sid in self.ids}
+        for step in self.chain.steps:
+            deps[step.id] |= self.check_step(step)
+        self.check_options()
+        cycle = find_cycle(deps, self.ids)
+        if cycle:
+            self.cycle = cycle
+            self.problems.append(Problem(
+                "cycle", f"dependency cycle {' -> '.join(cycle)}; remove one of these "
+                "dependencies (explicit depends_on or a reference)", cycle[0], "depends_on"))
+
+    def check_step(self, step: Step) -> set[str]:
+        deps: set[str] = set()
+        for dep in step.depends_on:
+            if dep == step.id:
+                self.add("self_dependency", f"step {step.id!r} depends on itself", step, "depends_on")
+            elif dep not in self.idset:
+                self.add("unknown_dependency",
+                         f"depends on unknown step {dep!r}{did_you_mean(dep, self.ids)}",
+                         step, "depends_on")
+            else:
+                deps.add(dep)
+        for field, refs in self.step_refs(step):
+            for ref in refs:
+                deps |= self.check_ref(step, field, ref, allow_io=False)
+        tool = self.check_tool(step)
+        if tool is not None:
+            self.check_args(step, tool, step.args, "args")
+        self.check_rollback(step, tool)
+        return deps
+
+    def step_refs(self, step: Step) -> list[tuple[str, list[Ref]]]:
+        out = []
+        for key, value in step.args.items():
+            try:
+                out.append((f"args.{key}", list(value_refs(value))))
+            except TemplateSyntaxError as exc:
+                self.add("bad_template", str(exc), step, f"args.{key}")
+        if step.when is not None:
+            try:
+                out.append(("when", list(iter_refs(parse_condition(step.when)))))
+            except TemplateSyntaxError as exc:
+                self.add("bad_condition", str(exc), step, "when")
+        return out
+
+    def check_ref(self, step: Step, field: str, ref: Ref, *, allow_io: bool) -> set[str]:
+        if ref.root in ("input", "output"):
+            if not allow_io:
+                self.add("unknown_reference",
+                         f"{ref.source!r}: '{ref.root}' is only available in rollback args",
+                         step, field)
+            return set()
+        if ref.root == "context":
+            if self.context is not None and ref.path and isinstance(ref.path[0], str) \
+                    and ref.path[0] not in self.context:
+                self.add("unknown_reference",
+                         f"{ref.source!r}: the context has no key {ref.path[0]!r}"
+                         f"{did_you_mean(ref.path[0], self.context)}", step, field)
+            return set()
+        target = ref_target(ref, self.save_as)
+        if target is None:
+            keys = list(self.save_as)
+            how = "memory key" if ref.source.startswith("memory.") else "save_as key (or root)"
+            self.add("unknown_reference",
+                     f"{ref.source!r}: no step saves {ref.target!r} as a {how}"
+                     f"{did_you_mean(str(ref.target), keys)}", step, field)
+            return set()
+        if target not in self.idset:
+            self.add("unknown_reference",
+                     f"{ref.source!r}: no step {target!r}{did_you_mean(target, self.ids)}",
+                     step, field)
+            return set()
+        if target == step.id and not allow_io:
+            self.add("self_dependency", f"{ref.source!r} refers to the step's own output",
+                     step, field)
+            return set()
+        return {target}
+
+    def check_tool(self, step: Step) -> Tool | None:
+        if step.is_subchain:
+            name = step.subchain_name or ""
+            if self.toolbox is not None and name not in self.chains:
+                self.add("unknown_tool", f"unknown sub-chain {name!r}"
+                         f"{did_you_mean(name, self.chains)}; register it with "
+                         "toolbox.add_chain(chain)", step, "tool")
+            return None
+        if self.toolbox is None:
+            return None
+        if step.tool not in self.toolbox:
+            self.add("unknown_tool", f"unknown tool {step.tool!r}"
+                     f"{did_you_mean(step.tool, self.toolbox.names())}", step, "tool")
+            return None
+        return self.toolbox.get(step.tool)
+
+    def check_args(self, step: Step, tool: Tool, args: Mapping[str, Any], field: str) -> None:
+        fields = tool.input_model.model_fields
+        allows_extra = tool.input_model.model_config.get("extra") == "allow"
+        for key, value in args.items():
+            if key not in fields:
+                if not allows_extra:
+                    self.add("invalid_args", f"tool {tool.name!r} has no parameter {key!r}"
+                             f"{did_you_mean(key, fields)}", step, f"{field}.{key}")
+                continue
+            if _has_template(value):
+                continue
+            adapter = tool.field_adapter(key)
+            try:
+                if adapter is not None:
+                    adapter.validate_python(value)
+            except ValidationError as exc:
+                msg = "; ".join(e["msg"] for e in exc.errors(include_url=False)[:3])
+                self.add("invalid_args", f"{key}={value!r:.60} does not fit tool "
+                         f"{tool.name!r}: {msg}", step, f"{field}.{key}")
+        for name, info in fields.items():
+            if info.is_required() and name not in args:
+                self.add("invalid_args", f"missing required arg {name!r} for tool {tool.name!r}",
+                         step, f"{field}.{name}")
+
+    def check_rollback(self, step: Step, tool: Tool | None) -> None:
+        rb = step.rollback
+        if not isinstance(rb, Rollback):
+            return
+        for key, value in rb.args.items():
+            try:
+                refs = list(value_refs(value))
+            except TemplateSyntaxError as exc:
+                self.add("bad_template", str(exc), step, f"rollback.args.{key}")
+                continue
+            for ref in refs:
+                self.check_ref(step, f"rollback.args.{key}", ref, allow_io=True)
+        if self.toolbox is None:
+            return
+        if rb.tool not in self.toolbox:
+            self.add("unknown_tool", f"unknown rollback tool {rb.tool!r}"
+                     f"{did_you_mean(rb.tool, self.toolbox.names())}", step, "rollback.tool")
+            return
+        self.check_args(step, self.toolbox.get(rb.tool), rb.args, "rollback.args")
+
+    def check_options(self) -> None:
+        for bp in self.chain.options.breakpoints:
+            if bp not in self.idset:
+                self.problems.append(Problem(
+                    "invalid_field", f"breakpoint on unknown step {bp!r}{did_you_mean(bp, self.ids)}",
+                    None, "options.breakpoints"))
+        if self.toolbox is None:
+            return
+        pools = self.chain.options.pools
+        for step in self.chain.steps:
+            if step.tool not in self.toolbox:
+                continue
+            for pool, units in self.toolbox.get(step.tool).resources.items():
+                if pool in pools and units > pools[pool]:
+                    self.add("invalid_field", f"tool {step.tool!r} needs {units} units of pool "
+                             f"{pool!r} whose capacity is {pools[pool]}; it could never run",
+                             step, "options.pools")
+
+    # ------------------------------------------------------------------ sub-chains
+    def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:
+        for step in self.chain.steps:
+            name = step.subchain_name
+            if name is None or name not in self.chains:
+                continue
+            if name in stack:
+                path = " -> ".join((*stack, name))
+                self.add("recursive_chain", f"sub-chain recursion {path}", step, "tool")
+                continue
+            child = self.chains[name]
+            sub = _Checker(child, self.toolbox, None, self.chains)
+            sub.run()
+            sub.check_subchains((*stack, name), prefix)
+            for p in sub.problems:
+                step_id = f"{step.id}/{p.step_id}" if p.step_id else step.id
+                field = p.field if p.step_id else f"chain:{name}.{p.field or ''}".rstrip(".")
+                self.problems.append(Problem(p.code, p.message, step_id, field))
+            self.check_subchain_args(step, child)
+
+    def check_subchain_args(self, step: Step, child: Chain) -> None:
+        needed: set[str] = set()
+        for s in child.steps:
+            try:
+                refs = [r for _, rs in _Checker(child, None, None, {}).step_refs(s) for r in rs]
+            except TemplateSyntaxError:  # pragma: no cover - step_refs records, never raises
+                continue
+            needed |= {r.path[0] for r in refs
+                       if r.root == "context" and r.path and isinstance(r.path[0], str)}
+        for key in sorted(needed - set(step.args)):
+            self.add("invalid_args", f"sub-chain {child.name!r} reads context.{key}; pass it "
+                     f"as an arg of this step", step, f"args.{key}")
+
+
+def _has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return False
+
+
+def problems_for_ids(problems: Iterable[Problem]) -> dict[str | None, list[Problem]]:
+    """Problems grouped by step id (for drawing faulty steps)."""
+    out: dict[str | None, list[Problem]] = {}
+    for p in problems:
+        out.setdefault(p.step_id, []).append(p)
+    return out

@@ -1,0 +1,142 @@
+"""Rebuilding a run's scheduler from its folded events after a restart (DESIGN §7).
+
+A completed step is never recomputed. An attempt that started but never ended is
+* re-run when the tool is idempotent or effect-free,
+* else reconciled when the tool has ``reconcile`` (did the call take effect?),
+* else left ``in_doubt`` for a person (``run.resolve``).
+A rollback interrupted by a crash carries on without compensating anything twice.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.runtime.graph import Node
+from chainlab.runtime.status import RunStatus, SkipReason, StepStatus
+from chainlab.tools import Reconciliation
+
+if TYPE_CHECKING:
+    from chainlab.runtime.kernel import Kernel
+
+__all__ = ["recover"]
+
+S = StepStatus
+_OK = (S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED)
+
+
+def _satisfied(k: Kernel, nid: str) -> bool:
+    st = k.steps[nid]
+    return st.status in _OK or (st.status == S.SKIPPED and st.reason == SkipReason.CONDITION)
+
+
+async def recover(k: Kernel) -> None:
+    if k.state.status == RunStatus.COMPENSATING:
+        await _recover_rollback(k)
+        return
+    initial = {nid: st.status for nid, st in k.steps.items()}
+    for nid, node in k.nodes.items():
+        k.indeg[nid] = sum(1 for d in node.deps if not _satisfied(k, d))
+    for nid, node in k.nodes.items():
+        status = initial[nid]
+        st = k.steps[nid]
+        if status == S.RUNNING and not node.is_group:
+            await _recover_attempt(k, node)
+        elif status == S.READY:
+            k.args[nid] = dict(st.args) if st.approved_hash and st.args is not None \
+                else _args(k, node)
+            heapq.heappush(k.ready, (node.order, nid))
+        elif status == S.RETRY_WAIT:
+            k.args[nid] = _args(k, node)
+            k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
+        elif status == S.IN_DOUBT:
+            k.args[nid] = dict(st.args or {})
+        elif status == S.PENDING and k.steps[nid].status == S.PENDING:
+            if node.group is not None and k.steps[node.group].status != S.RUNNING:
+                continue
+            blocked = [d for d in node.deps if k.steps[d].status in
+                       (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED) and not _satisfied(k, d)]
+            if blocked:
+                reason = (SkipReason.REJECTED if k.steps[blocked[0]].status == S.REJECTED
+                          else SkipReason.UPSTREAM_FAILED)
+                k.emit("step_skipped", nid, payload={"reason": reason, "because": blocked[0]})
+                k._after_done(node)
+            elif k.indeg[nid] == 0:
+                k._deps_met(node)
+    for nid, node in k.nodes.items():
+        if node.is_group and k.steps[nid].status == S.RUNNING:
+            k._child_done(node)
+
+
+def _args(k: Kernel, node: Node) -> dict[str, Any]:
+    if node.static_args is not None:
+        return node.static_args
+    return node.render_args(k.resolver(node))  # type: ignore[no-any-return]
+
+
+async def _recover_attempt(k: Kernel, node: Node) -> None:
+    nid = node.id
+    st = k.steps[nid]
+    tool = node.tool
+    assert tool is not None
+    k.args[nid] = dict(st.args or {})
+    if tool.safe_to_repeat:
+        k.emit("step_ready", nid, st.attempts, {"recovery": "rerun"})
+        heapq.heappush(k.ready, (node.order, nid))
+        return
+    if tool.reconcile is not None:
+        answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
+        if isinstance(answer, Reconciliation) and answer.applied:
+            try:
+                output = tool.check_output(answer.output)
+            except Exception as exc:  # noqa: BLE001
+                answer = None
+                note = f"reconcile said the call took effect but its output is bad: {exc}"
+            else:
+                k.emit("step_succeeded", nid, st.attempts, {"output": output, "reconciled": True})
+                k._after_done(node)
+                return
+        elif isinstance(answer, Reconciliation):
+            k.emit("step_ready", nid, st.attempts, {"recovery": "reconciled_no_effect"})
+            heapq.heappush(k.ready, (node.order, nid))
+            return
+        else:
+            note = "reconcile could not tell whether the call took effect"
+    else:
+        note = ("the process stopped during this call and the tool is neither idempotent nor "
+                "reconcilable; check the outside world, then resolve the step")
+    k.emit("step_in_doubt", nid, st.attempts, {"reason": "interrupted", "error": note})
+
+
+async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation | None:
+    try:
+        if inspect.iscoroutinefunction(fn):
+            answer = await fn(args, key)
+        else:
+            answer = await anyio.to_thread.run_sync(fn, args, key)
+    except Exception:  # noqa: BLE001 - a failing reconcile means "unknown"
+        return None
+    return answer if isinstance(answer, Reconciliation) else None
+
+
+async def _recover_rollback(k: Kernel) -> None:
+    for nid, st in k.steps.items():
+        if st.status != S.COMPENSATING:
+            continue
+        rec = k.state.open_attempt(nid, "compensation")
+        if rec is None:
+            continue  # between attempts: the rollback simply tries again
+        rb = k.nodes[nid].rollback
+        tool = k.toolbox.get(rb.tool) if rb is not None else None
+        again = tool is not None and tool.safe_to_repeat
+        k.emit("compensation_failed", nid, rec.attempt, {
+            "error_kind": "interrupted", "will_retry": again,
+            "error": "the process stopped during this compensation" + (
+                "; it is safe to repeat" if again else
+                "; its effect is unknown, check and run rollback() again")})
+    k.stopping = "rollback"
+    k.stop_reason = "continuing the rollback after a restart"
+    k.retry_failed = False

@@ -1,0 +1,345 @@
+"""Run state derived from events (the fold).
+
+The scheduler applies each event it emits; ``resume`` and the views replay stored events
+through the same :meth:`RunState.apply`. Transitions are checked against the tables in
+:mod:`chainlab.runtime.status`, live and on replay alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from chainlab.runtime.events import Event
+from chainlab.runtime.status import (
+    AttemptStatus,
+    RunStatus,
+    StepStatus,
+    check_run,
+    check_step,
+)
+
+__all__ = ["AttemptRecord", "RunState", "StepState"]
+
+S = StepStatus
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    """One call (or compensation) of a tool, from its start event to its end event."""
+
+    step_id: str
+    attempt: int
+    kind: str  # "call" | "compensation"
+    epoch: int
+    started_at: float
+    tool: str | None = None
+    idempotency_key: str | None = None
+    ended_at: float | None = None
+    status: str = AttemptStatus.RUNNING
+    error_kind: str | None = None
+    error: str | None = None
+    retry_delay_s: float | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+@dataclass(slots=True)
+class StepState:
+    """What is known about one step (namespaced ``parent/child`` for sub-chain steps)."""
+
+    step_id: str
+    status: StepStatus = S.PENDING
+    reason: str | None = None
+    attempts: int = 0
+    compensations: int = 0
+    output: Any = None
+    error_kind: str | None = None
+    error: str | None = None
+    args: dict[str, Any] | None = None
+    args_hash: str | None = None
+    preview: Any = None
+    approved_hash: str | None = None
+    approval: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    due_at: float | None = None
+    ready_at: float | None = None
+    waiting_since: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in (S.SUCCEEDED, S.FAILED, S.SKIPPED, S.REJECTED, S.CANCELLED,
+                               S.COMPENSATED, S.COMPENSATION_FAILED)
+
+
+class RunState:
+    """The fold of a run's events."""
+
+    def __init__(self, run_id: str, step_ids: Iterable[str] = ()):
+        self.run_id = run_id
+        self.status: RunStatus | None = None
+        self.epoch = 0
+        self.last_seq = 0
+        self.steps: dict[str, StepState] = {sid: StepState(sid) for sid in step_ids}
+        self.attempts: list[AttemptRecord] = []
+        self.completion: list[str] = []  # step ids in the order they succeeded
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.suspended_on: dict[str, Any] = {}
+        self.paused_at: str | None = None
+        self.failure: dict[str, Any] | None = None
+        self.planning: list[dict[str, Any]] = []
+        self._open: dict[tuple[str, str], AttemptRecord] = {}
+
+    @classmethod
+    def from_events(cls, run_id: str, events: Iterable[Event],
+                    step_ids: Iterable[str] = ()) -> RunState:
+        state = cls(run_id, step_ids)
+        for ev in events:
+            state.apply(ev)
+        return state
+
+    def step(self, step_id: str) -> StepState:
+        st = self.steps.get(step_id)
+        if st is None:
+            st = self.steps[step_id] = StepState(step_id)
+        return st
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Outputs of every step that succeeded (kept after compensation, for the audit)."""
+        return {sid: self.steps[sid].output for sid in self.completion}
+
+    def open_attempt(self, step_id: str, kind: str = "call") -> AttemptRecord | None:
+        return self._open.get((step_id, kind))
+
+    # ------------------------------------------------------------------ applying events
+    def apply(self, ev: Event) -> None:
+        self.last_seq = ev.seq
+        self.epoch = ev.epoch
+        handler = _HANDLERS.get(ev.kind)
+        if handler is not None:
+            handler(self, ev)
+
+    def _set(self, st: StepState, new: StepStatus, ts: float) -> None:
+        check_step(st.step_id, st.status, new)
+        st.status = new
+
+    def _set_run(self, new: RunStatus) -> None:
+        if self.status is not None:
+            check_run(self.run_id, self.status, new)
+        self.status = new
+
+    def _close(self, ev: Event, kind: str, status: str) -> AttemptRecord | None:
+        rec = self._open.pop((ev.step_id or "", kind), None)
+        if rec is not None:
+            rec.ended_at = ev.ts
+            rec.status = status
+            p = ev.payload
+            rec.error_kind = p.get("error_kind")
+            rec.error = p.get("error")
+            if "delay_s" in p:
+                rec.retry_delay_s = p["delay_s"]
+        return rec
+
+    # step events
+    def _on_ready(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        if st.status == S.RUNNING:  # recovery of a safe call interrupted by a crash
+            self._close(ev, "call", AttemptStatus.INTERRUPTED)
+        self._set(st, S.READY, ev.ts)
+        st.ready_at = ev.ts
+        st.due_at = None
+
+    def _on_started(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.RUNNING, ev.ts)
+        p = ev.payload
+        st.attempts = ev.attempt or st.attempts + 1
+        st.args = p.get("args", st.args)
+        st.idempotency_key = p.get("idempotency_key")
+        if st.started_at is None:
+            st.started_at = ev.ts
+        rec = AttemptRecord(st.step_id, st.attempts, "call", ev.epoch, ev.ts, p.get("tool"),
+                            st.idempotency_key)
+        self.attempts.append(rec)
+        self._open[(st.step_id, "call")] = rec
+
+    def _on_succeeded(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        status = AttemptStatus.SUCCEEDED
+        if st.status == S.RUNNING and ev.payload.get("reconciled"):
+            status = AttemptStatus.INTERRUPTED
+        self._close(ev, "call", status)
+        self._set(st, S.SUCCEEDED, ev.ts)
+        st.output = ev.payload.get("output")
+        st.error = st.error_kind = None
+        st.ended_at = ev.ts
+        self.completion.append(st.step_id)
+
+    def _on_failed(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._close(ev, "call", AttemptStatus.FAILED)
+        self._set(st, S.FAILED, ev.ts)
+        st.error_kind = ev.payload.get("error_kind")
+        st.error = ev.payload.get("error")
+        st.ended_at = ev.ts
+
+    def _on_retry(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._close(ev, "call", AttemptStatus.FAILED)
+        self._set(st, S.RETRY_WAIT, ev.ts)
+        st.error_kind = ev.payload.get("error_kind")
+        st.error = ev.payload.get("error")
+        st.due_at = ev.payload.get("due_at")
+
+    def _on_timed_out(self, ev: Event) -> None:
+        self._close(ev, "call", AttemptStatus.TIMED_OUT)
+
+    def _on_waiting(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.WAITING_CONFIRMATION, ev.ts)
+        p = ev.payload
+        st.args = p.get("args")
+        st.args_hash = p.get("args_hash")
+        st.preview = p.get("preview")
+        st.approved_hash = None
+        st.waiting_since = ev.ts
+
+    def _on_approved(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.READY, ev.ts)
+        p = ev.payload
+        if p.get("args") is not None:
+            st.args = p["args"]
+        st.args_hash = p.get("args_hash", st.args_hash)
+        st.approved_hash = st.args_hash
+        st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts}
+
+    def _on_rejected(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.REJECTED, ev.ts)
+        st.reason = ev.payload.get("reason")
+        st.ended_at = ev.ts
+
+    def _on_skipped(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.SKIPPED, ev.ts)
+        st.reason = ev.payload.get("reason")
+
+    def _on_in_doubt(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        interrupted = ev.payload.get("reason") == "interrupted"
+        self._close(ev, "call", AttemptStatus.INTERRUPTED if interrupted else AttemptStatus.FAILED)
+        self._set(st, S.IN_DOUBT, ev.ts)
+        st.reason = ev.payload.get("reason")
+        st.error_kind = ev.payload.get("error_kind", st.error_kind)
+        st.error = ev.payload.get("error", st.error)
+
+    def _on_cancelled(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._close(ev, "call", AttemptStatus.CANCELLED)
+        self._set(st, S.CANCELLED, ev.ts)
+        st.reason = ev.payload.get("reason")
+
+    def _on_comp_started(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._set(st, S.COMPENSATING, ev.ts)
+        st.compensations = ev.attempt or st.compensations + 1
+        p = ev.payload
+        rec = AttemptRecord(st.step_id, st.compensations, "compensation", ev.epoch, ev.ts,
+                            p.get("tool"), p.get("idempotency_key"))
+        self.attempts.append(rec)
+        self._open[(st.step_id, "compensation")] = rec
+
+    def _on_comp_succeeded(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        self._close(ev, "compensation", AttemptStatus.SUCCEEDED)
+        self._set(st, S.COMPENSATED, ev.ts)
+
+    def _on_comp_failed(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        status = (AttemptStatus.INTERRUPTED if ev.payload.get("error_kind") == "interrupted"
+                  else AttemptStatus.FAILED)
+        if ev.payload.get("error_kind") == "timeout":
+            status = AttemptStatus.TIMED_OUT
+        self._close(ev, "compensation", status)
+        if not ev.payload.get("will_retry"):
+            self._set(st, S.COMPENSATION_FAILED, ev.ts)
+            st.error = ev.payload.get("error")
+
+    # run events
+    def _on_run_started(self, ev: Event) -> None:
+        self._set_run(RunStatus.RUNNING)
+        self.started_at = ev.ts
+
+    def _on_paused(self, ev: Event) -> None:
+        self._set_run(RunStatus.PAUSED)
+        self.paused_at = ev.payload.get("step_id")
+
+    def _on_suspended(self, ev: Event) -> None:
+        self._set_run(RunStatus.SUSPENDED)
+        self.suspended_on = dict(ev.payload.get("waiting", {}))
+
+    def _on_resumed(self, ev: Event) -> None:
+        reason = ev.payload.get("reason")
+        if reason == "recovery" and self.status in (RunStatus.COMPENSATING,):
+            return  # a rollback interrupted by a crash carries on as a rollback
+        if reason == "recovery" and self.status is not None and self.status in _RUN_ENDED:
+            return  # resumed to roll back a finished run; status changes with the rollback
+        self._set_run(RunStatus.RUNNING)
+        self.paused_at = None
+        self.suspended_on = {}
+
+    def _on_run_end(self, status: RunStatus, ev: Event) -> None:
+        self._set_run(status)
+        self.ended_at = ev.ts
+        if status in (RunStatus.FAILED, RunStatus.ROLLBACK_FAILED):
+            self.failure = dict(ev.payload)
+
+    def _on_rollback_started(self, ev: Event) -> None:
+        self._set_run(RunStatus.COMPENSATING)
+        self.ended_at = None
+
+    def _on_planning(self, ev: Event) -> None:
+        self.planning.append({"kind": ev.kind, **ev.payload})
+
+
+_RUN_ENDED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
+                        RunStatus.ROLLED_BACK, RunStatus.ROLLBACK_FAILED})
+
+_HANDLERS: dict[str, Any] = {
+    "step_ready": RunState._on_ready,
+    "step_started": RunState._on_started,
+    "step_succeeded": RunState._on_succeeded,
+    "step_failed": RunState._on_failed,
+    "step_retry_scheduled": RunState._on_retry,
+    "step_timed_out": RunState._on_timed_out,
+    "step_waiting_confirmation": RunState._on_waiting,
+    "step_approved": RunState._on_approved,
+    "step_rejected": RunState._on_rejected,
+    "step_skipped": RunState._on_skipped,
+    "step_in_doubt": RunState._on_in_doubt,
+    "step_cancelled": RunState._on_cancelled,
+    "compensation_started": RunState._on_comp_started,
+    "compensation_succeeded": RunState._on_comp_succeeded,
+    "compensation_failed": RunState._on_comp_failed,
+    "run_started": RunState._on_run_started,
+    "run_paused": RunState._on_paused,
+    "run_suspended": RunState._on_suspended,
+    "run_resumed": RunState._on_resumed,
+    "run_succeeded": lambda s, e: s._on_run_end(RunStatus.SUCCEEDED, e),
+    "run_failed": lambda s, e: s._on_run_end(RunStatus.FAILED, e),
+    "run_cancelled": lambda s, e: s._on_run_end(RunStatus.CANCELLED, e),
+    "run_rolled_back": lambda s, e: s._on_run_end(RunStatus.ROLLED_BACK, e),
+    "run_rollback_failed": lambda s, e: s._on_run_end(RunStatus.ROLLBACK_FAILED, e),
+    "run_rollback_started": RunState._on_rollback_started,
+    "planning_started": RunState._on_planning,
+    "planning_completed": RunState._on_planning,
+    "planning_failed": RunState._on_planning,
+}

@@ -1,0 +1,102 @@
+"""The Store protocol and the records it keeps (runs and their events).
+
+The event log is the source of truth: a run's steps, attempts and compensations are folds of
+its events (``chainlab.runtime.state``). A store keeps runs and events, appends events in
+order, refuses writes from a stale epoch, and tells when appended events are durable.
+
+Writes are ``append`` (non-blocking, ordered) plus ``await flush(...)`` (durable barrier):
+the runtime flushes before every side-effecting call (write-ahead) and whenever a run stops
+or suspends, so group commit never weakens what a person or a crash can observe.
+Reads are plain blocking calls (cheap; the runtime calls them from a worker thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Event", "RunRecord", "Store"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One state change of a run. ``step_id``/``attempt`` are None for run-level events."""
+
+    run_id: str
+    seq: int
+    ts: float
+    epoch: int
+    kind: str
+    step_id: str | None = None
+    attempt: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "seq": self.seq, "ts": self.ts, "epoch": self.epoch,
+                "kind": self.kind, "step_id": self.step_id, "attempt": self.attempt,
+                "payload": self.payload}
+
+    def __str__(self) -> str:
+        where = f" {self.step_id}" if self.step_id else ""
+        att = f" #{self.attempt}" if self.attempt else ""
+        return f"[{self.seq}] {self.kind}{where}{att}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run as stored: identity, status, owner epoch, and what is needed to resume it."""
+
+    run_id: str
+    chain_name: str
+    status: str
+    epoch: int
+    created_at: float
+    updated_at: float
+    chain: dict[str, Any]
+    chains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> RunRecord:
+        return replace(self, **changes)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where runs and events live. Implementations: MemoryStore, SQLiteStore."""
+
+    #: True when reads block on I/O (the runtime then calls them from a worker thread)
+    blocking: bool
+
+    def create_run(self, record: RunRecord) -> None:
+        """Insert a new run (epoch as given). Raises StoreError if the id exists."""
+
+    def claim(self, run_id: str, expected_epoch: int) -> int:
+        """Compare-and-swap the run's epoch from ``expected_epoch`` to the next one and return
+        it. Raises StaleEpochError if the epoch moved, RunNotFoundError if unknown."""
+
+    def append(self, run_id: str, epoch: int, events: Iterable[Event],
+               run_status: str | None = None) -> None:
+        """Queue events (in order) written by the owner of ``epoch``; optionally set the run's
+        status with them, atomically. Never blocks; errors surface in :meth:`flush`."""
+
+    async def flush(self, run_id: str, epoch: int) -> None:
+        """Wait until everything appended so far for the run is durable. Raises
+        StaleEpochError if a write of ``epoch`` was refused because a newer owner exists."""
+
+    def is_stale(self, run_id: str, epoch: int) -> bool:
+        """True once a write of that epoch has been refused (cheap, non-blocking)."""
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run record. Raises RunNotFoundError."""
+
+    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first."""
+
+    def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        """Committed events of the run with ``seq > after_seq``, in order."""
+
+    def close(self) -> None:
+        """Flush and release resources."""
