@@ -28,6 +28,7 @@ attempt number and the idempotency key (stable across retries and recovery) in i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic_core import PydanticSerializationError
 
 from chainlab._text import did_you_mean
 from chainlab.errors import ToolDefinitionError
@@ -178,7 +180,8 @@ class Tool:
         if self.name.startswith("chain:"):
             raise ToolDefinitionError("tool names may not start with 'chain:' (sub-chains)")
         self.description = (description or inspect.getdoc(fn) or "").strip()
-        self.is_async = inspect.iscoroutinefunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None))  # callable objects with an async __call__
         self.side_effects = bool(side_effects)
         self.idempotent = (not self.side_effects) if idempotent is None else bool(idempotent)
         if not (isinstance(requires_confirmation, bool) or callable(requires_confirmation)):
@@ -215,8 +218,9 @@ class Tool:
             fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
         except ValueError as exc:
             raise ToolDefinitionError(f"{self.name}: bad serial_key {template!r}: {exc}") from None
+        allows_extra = self.input_model.model_config.get("extra") == "allow"
         for f in fields:
-            if f not in params:
+            if f not in params and not allows_extra:
                 raise ToolDefinitionError(
                     f"{self.name}: serial_key {template!r} names {f!r}, which is not a "
                     f"parameter{did_you_mean(f, params)}"
@@ -249,7 +253,7 @@ class Tool:
     def resolve_serial_key(self, args: Mapping[str, Any]) -> str | None:
         if self.serial_key is None:
             return None
-        return self.serial_key.format_map({k: args.get(k) for k in self.input_model.model_fields})
+        return self.serial_key.format_map(_Missing(args))
 
     def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
         rc = self.requires_confirmation
@@ -263,7 +267,9 @@ class Tool:
         one. Raises ValidationError (wrong shape) or NotJSONError (not serialisable)."""
         if self.output_adapter is not None:
             value = self.output_adapter.validate_python(value)
-            return to_json_value(self.output_adapter.dump_python(value, mode="json"))
+            # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
+            with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError):
+                value = self.output_adapter.dump_python(value, mode="json")
         return to_json_value(value)
 
     def input_schema(self) -> dict[str, Any]:
@@ -301,6 +307,13 @@ class Tool:
                                  ("confirm", bool(self.requires_confirmation)),
                                  ("async", self.is_async)) if on]
         return f"<Tool {self.name}{' [' + ', '.join(flags) + ']' if flags else ''}>"
+
+
+class _Missing(dict):  # type: ignore[type-arg]
+    """Format args for a key template; an arg that is absent formats as ``None``."""
+
+    def __missing__(self, key: str) -> None:
+        return None
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -344,7 +357,21 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
         model = create_model(f"{name}_input", __base__=base, **fields)
     except Exception as exc:  # noqa: BLE001 - pydantic raises many kinds for bad annotations
         raise ToolDefinitionError(f"{name}: cannot build an input schema: {exc}") from None
+    if not model.__pydantic_complete__:  # a type named in a string annotation is not found
+        raise ToolDefinitionError(f"{name}: {_unresolved(fn)}")
     return model, context_param
+
+
+def _unresolved(fn: Callable[..., Any]) -> str:
+    try:
+        typing.get_type_hints(fn)
+    except Exception as exc:  # noqa: BLE001 - NameError, TypeError...
+        why = str(exc)
+    else:  # pragma: no cover - only called when resolution failed
+        why = "unknown reason"
+    where = getattr(fn, "__qualname__", None) or repr(fn)
+    return (f"cannot resolve the type hints of {where} ({why}); define the types "
+            "they name at module level, where the tool's module can see them")
 
 
 class _ArgsAllow(BaseModel):
@@ -355,6 +382,8 @@ def _output_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
     ann = _hints(fn).get("return", inspect.Signature.empty)
     if ann in (inspect.Signature.empty, Any, None, type(None)):
         return None
+    if isinstance(ann, str):  # unresolvable: TypeAdapter would fail only at call time
+        raise ToolDefinitionError(f"{getattr(fn, '__name__', fn)!s}: {_unresolved(fn)}")
     origin = typing.get_origin(ann)
     if origin is not None and getattr(origin, "__name__", "") in ("Coroutine", "Awaitable"):
         return None

@@ -71,10 +71,11 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
         ) from None
     except yaml.YAMLError as exc:
         raise PlanError(_yaml_problem(exc)) from None
-    except ValueError as exc:  # e.g. an integer longer than Python's int-conversion limit
-        raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
     except RecursionError:
         raise PlanError(Problem("bad_syntax", "plan text is nested too deeply")) from None
+    except Exception as exc:  # noqa: BLE001 - the parsers also raise ValueError (an int over
+        # Python's digit limit) and OverflowError (a YAML "\U99999999" escape)
+        raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
     return load_data(data, locate=lambda path: _locate(text, path))
 
 

@@ -51,6 +51,8 @@ def _variant(base: dict[str, Any], tool: str, args: dict[str, Any], description:
         v["description"] = description
     v["properties"]["tool"] = {"const": tool, "type": "string"}
     v["properties"]["args"] = args
+    if args.get("required"):  # a tool with required parameters needs its args
+        v["required"] = [*v.get("required", []), "args"]
     return v
 
 

@@ -426,6 +426,7 @@ class Kernel:
         finally:
             self.calls.pop(id(scope), None)
             self.workers -= 1
+            self.poke()  # a cancelled worker ends without looking for work again
 
     async def _work(self) -> None:
         while not self.closing:
@@ -527,7 +528,8 @@ class Kernel:
             return
         if fate == att.Fate.CANCELLED or (fate == att.Fate.RETRY and self.stopping):
             self.emit("step_cancelled", nid, attempt, {**payload, "reason": "cancelled"})
-            self._after_done(node)
+            if not self.stopping:  # when stopping, cancel_remaining settles the rest
+                self._after_done(node)
             return
         self.emit("step_failed", nid, attempt, payload)
         self._after_done(node)

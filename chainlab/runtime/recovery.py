@@ -4,6 +4,7 @@ A completed step is never recomputed. An attempt that started but never ended is
 * re-run when the tool is idempotent or effect-free,
 * else reconciled when the tool has ``reconcile`` (did the call take effect?),
 * else left ``in_doubt`` for a person (``run.resolve``).
+A run that was stopping (fail_fast failure, cancel) stops again instead of releasing more.
 A rollback interrupted by a crash carries on without compensating anything twice.
 """
 
@@ -37,6 +38,7 @@ async def recover(k: Kernel) -> None:
     if k.state.status == RunStatus.COMPENSATING:
         await _recover_rollback(k)
         return
+    _restore_stopping(k)
     initial = {nid: st.status for nid, st in k.steps.items()}
     for nid, node in k.nodes.items():
         k.indeg[nid] = sum(1 for d in node.deps if not _satisfied(k, d))
@@ -51,7 +53,8 @@ async def recover(k: Kernel) -> None:
             heapq.heappush(k.ready, (node.order, nid))
         elif status == S.RETRY_WAIT:
             k.args[nid] = _args(k, node)
-            k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
+            if not k.stopping:  # a stopping run cancels it instead
+                k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
         elif status == S.IN_DOUBT:
             k.args[nid] = dict(st.args or {})
         elif status == S.PENDING and k.steps[nid].status == S.PENDING:
@@ -69,6 +72,20 @@ async def recover(k: Kernel) -> None:
     for nid, node in k.nodes.items():
         if node.is_group and k.steps[nid].status == S.RUNNING:
             k._child_done(node)
+
+
+def _restore_stopping(k: Kernel) -> None:
+    """A run that was stopping when the process died stops again, so a crash never changes
+    the outcome: a failed (or rejected) step under ``fail_fast``, or any cancelled step (only
+    a stopping run cancels steps), means nothing new may start and the run must end (and
+    compensate) as it would have. The stop request itself is not an event; its traces are."""
+    failed = [(st.ended_at or 0.0, k.nodes[nid].order, nid) for nid, st in k.steps.items()
+              if st.status in (S.FAILED, S.REJECTED) and nid in k.nodes]
+    if failed and k.options.on_failure == "fail_fast":
+        nid = min(failed)[2]
+        k.start_stopping("failed", f"step {nid!r} {k.steps[nid].status}")
+    elif any(st.status == S.CANCELLED for st in k.steps.values()):
+        k.start_stopping("cancelled", "the run was stopping when its process ended")
 
 
 def _args(k: Kernel, node: Node) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,13 +82,17 @@ class Runtime:
         self.store = store
         self.executor = executor or LocalExecutor()
         self.clock = clock or SystemClock()
-        self.chains: dict[str, Chain] = dict(self.toolbox.chains)
-        self.chains.update(chains or {})
+        self._chains: dict[str, Chain] = dict(chains or {})
         self.id_factory = id_factory
         self._active: dict[str, Run] = {}
         self._compiled: dict[str, Graph] = {}
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def chains(self) -> dict[str, Chain]:
+        """Chains usable as sub-chains: the toolbox's (read live) plus those given here."""
+        return {**self.toolbox.chains, **self._chains}
 
     # ------------------------------------------------------------------ hosting
     async def __aenter__(self) -> Runtime:
@@ -137,9 +141,12 @@ class Runtime:
     # ------------------------------------------------------------------ runs
     async def start(self, chain: Chain, context: Mapping[str, Any] | None = None,
                     options: RunOptions | None = None, *, run_id: str | None = None,
-                    meta: Mapping[str, Any] | None = None, paused: bool = False) -> Run:
+                    meta: Mapping[str, Any] | None = None, paused: bool = False,
+                    planning: Sequence[tuple[str, dict[str, Any]]] = ()) -> Run:
         """Validate ``chain`` and start a run in the background; returns its handle at once.
         With ``paused=True`` nothing starts until ``run.step()`` or ``run.resume()``.
+        ``planning``: ``(kind, payload)`` planning events to record at the head of the log
+        (the planner's report, see chainlab.planner).
 
         Raises PlanError if the chain (with this context) does not validate.
         """
@@ -157,7 +164,7 @@ class Runtime:
         record = RunRecord(
             run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=1,
             created_at=now, updated_at=now, chain=json.loads(chain_json),
-            chains={n: c.to_dict() for n, c in self._used_chains(chain).items()},
+            chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
             context=context, options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}))
         await self._blocking(self.store.create_run, record)
@@ -166,6 +173,10 @@ class Runtime:
         kernel.emit("run_started", payload={
             "chain": chain.name, "steps": len(graph.nodes), "context_keys": sorted(context),
             "options": record.options}, run_status=RunStatus.RUNNING)
+        for kind, payload in planning:
+            if not kind.startswith("planning_"):
+                raise ValueError(f"planning events are planning_*, got {kind!r}")
+            kernel.emit(kind, payload=dict(payload))
         if paused:
             kernel.pause_now(reason="start paused (step-through)")
         run = Run(self, chain, kernel, record)
@@ -212,15 +223,16 @@ class Runtime:
                  context: dict[str, Any]) -> Graph:
         """Validate and compile, cached by content: starting the same chain again (a loop in
         a script, a benchmark, a notebook re-run) skips both."""
-        used = self._used_chains(chain)
+        chains = self.chains
+        used = self._used_chains(chain, chains)
         key = "\x1f".join([chain_json, opts.model_dump_json(), ",".join(sorted(context)),
                            *(c.model_dump_json() for c in used.values())])
         graph = self._compiled.get(key)
         if graph is None:
             checked = chain if opts == chain.options else chain.model_copy(
                 update={"options": opts})
-            raise_for_problems(checked, self.toolbox, context=context, chains=self.chains)
-            graph = compile_chain(chain, self.toolbox, self.chains, opts)
+            raise_for_problems(checked, self.toolbox, context=context, chains=chains)
+            graph = compile_chain(chain, self.toolbox, chains, opts)
             if len(self._compiled) >= 64:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = graph
@@ -232,13 +244,14 @@ class Runtime:
                       store=self.store, executor=self.executor, clock=self.clock, epoch=epoch,
                       toolbox=self.toolbox)
 
-    def _used_chains(self, chain: Chain, seen: dict[str, Chain] | None = None) -> dict[str, Chain]:
+    def _used_chains(self, chain: Chain, chains: Mapping[str, Chain],
+                     seen: dict[str, Chain] | None = None) -> dict[str, Chain]:
         seen = {} if seen is None else seen
         for step in chain.steps:
             name = step.subchain_name
-            if name and name not in seen and name in self.chains:
-                seen[name] = self.chains[name]
-                self._used_chains(self.chains[name], seen)
+            if name and name not in seen and name in chains:
+                seen[name] = chains[name]
+                self._used_chains(chains[name], chains, seen)
         return seen
 
     def get_run(self, run_id: str) -> Run:

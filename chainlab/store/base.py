@@ -80,14 +80,19 @@ class Store(Protocol):
     def append(self, run_id: str, epoch: int, events: Iterable[Event],
                run_status: str | None = None) -> None:
         """Queue events (in order) written by the owner of ``epoch``; optionally set the run's
-        status with them, atomically. Never blocks; errors surface in :meth:`flush`."""
+        status with them, atomically. Never blocks and never does I/O on the caller's thread;
+        errors surface in :meth:`flush`. Once one write of ``(run_id, epoch)`` is refused,
+        every later one is too (the log never has a gap)."""
 
     async def flush(self, run_id: str, epoch: int) -> None:
-        """Wait until everything appended so far for the run is durable. Raises
-        StaleEpochError if a write of ``epoch`` was refused because a newer owner exists."""
+        """Wait until everything appended so far for the run is durable.
+
+        Raises StaleEpochError if a write of ``epoch`` was refused because a newer owner
+        exists, RunNotFoundError if the run does not exist, StoreError if a write could not
+        be committed. Once raised, it raises for that ``(run_id, epoch)`` forever."""
 
     def is_stale(self, run_id: str, epoch: int) -> bool:
-        """True once a write of that epoch has been refused (cheap, non-blocking)."""
+        """True once a write of that epoch has been refused as stale (cheap, non-blocking)."""
 
     def get_run(self, run_id: str) -> RunRecord:
         """The run record. Raises RunNotFoundError."""

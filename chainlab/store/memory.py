@@ -13,7 +13,11 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """Keeps runs and events in dictionaries. Thread-safe; everything is "durable" at once."""
+    """Keeps runs and events in dictionaries. Thread-safe; everything is "durable" at once.
+
+    Payloads are kept as given (not copied through JSON): the runtime only appends JSON data,
+    and SQLiteStore is the store that checks it.
+    """
 
     blocking = False
 
@@ -22,7 +26,9 @@ class MemoryStore:
         # mutable part of each run: [status, epoch, updated_at] (cheap to update per event)
         self._live: dict[str, list[object]] = {}
         self._events: dict[str, list[Event]] = {}
-        self._stale: set[tuple[str, int]] = set()
+        # (run_id, epoch) of writers whose writes were refused -> the epoch that won / why
+        self._stale: dict[tuple[str, int], int | None] = {}
+        self._failed: dict[tuple[str, int], StoreError] = {}
         self._lock = threading.Lock()
 
     def create_run(self, record: RunRecord) -> None:
@@ -44,22 +50,31 @@ class MemoryStore:
 
     def append(self, run_id: str, epoch: int, events: Iterable[Event],
                run_status: str | None = None) -> None:
-        # no lock: list.append and item assignment are atomic under the GIL, and an epoch
-        # bump (claim) takes the lock, so a stale writer is refused from then on
-        live = self._live.get(run_id)
-        if live is None or live[1] != epoch:
-            self._stale.add((run_id, epoch))
-            return
-        log = self._events[run_id]
-        for ev in events:
-            log.append(ev)
-            live[2] = ev.ts
-        if run_status is not None:
-            live[0] = run_status
+        # the lock makes "check the epoch, then append" atomic against claim() in another
+        # thread (uncontended, it costs far less than the event itself)
+        with self._lock:
+            key = (run_id, epoch)
+            live = self._live.get(run_id)
+            if live is None:
+                self._failed.setdefault(key, RunNotFoundError(run_id, self._runs))
+                return
+            if live[1] != epoch or key in self._stale:
+                self._stale.setdefault(key, live[1])  # type: ignore[arg-type]
+                return
+            log = self._events[run_id]
+            for ev in events:
+                log.append(ev)
+                live[2] = ev.ts
+            if run_status is not None:
+                live[0] = run_status
 
     async def flush(self, run_id: str, epoch: int) -> None:
-        if (run_id, epoch) in self._stale:
-            raise StaleEpochError(run_id, epoch, self._live[run_id][1])  # type: ignore[arg-type]
+        key = (run_id, epoch)
+        failed = self._failed.get(key)
+        if failed is not None:
+            raise failed
+        if key in self._stale:
+            raise StaleEpochError(run_id, epoch, self._stale[key])
 
     def is_stale(self, run_id: str, epoch: int) -> bool:
         return (run_id, epoch) in self._stale
@@ -76,14 +91,23 @@ class MemoryStore:
             raise RunNotFoundError(run_id, self._runs) from None
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        runs = [self.get_run(rid) for rid in list(self._runs)]
+        runs = [self.get_run(run_id) for run_id in list(self._runs)]
         runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return runs[:limit] if limit else runs
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         with self._lock:
             self._get_live(run_id)
-            return [e for e in self._events[run_id] if e.seq > after_seq]
+            log = self._events[run_id]
+            if after_seq <= 0:
+                return list(log)
+            return [e for e in log if e.seq > after_seq]
 
     def close(self) -> None:
         pass
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,260 @@
+"""Run sync tool bodies on a Dask cluster while scheduling stays in the runtime.
+
+::
+
+    from distributed import Client
+    from chainlab.dask import DaskExecutor
+
+    client = Client("tcp://scheduler:8786")          # or Client(LocalCluster(...))
+    runtime = Runtime(toolbox, store, executor=DaskExecutor(client))
+
+What goes to the cluster is only the call of a SYNC tool's function: dependencies, retries,
+timeouts, confirmation, compensation and persistence stay in the runtime, exactly as with the
+default executor (async tools keep running on the event loop). A timeout or a cancellation of
+the run cancels the task on the cluster; like any Python thread, a body that already runs on
+a worker goes on until it returns, and its result is dropped.
+
+Everything crosses the wire pickled (cloudpickle), even on an in-process cluster, so that a
+local test shows the errors a real cluster would: the function, its args and its output must
+be serialisable, else the step fails with a message that names the step and the tool. The
+workers need chainlab and the tools' module installed (a function defined in ``__main__`` or
+in a notebook is shipped by value).
+
+This is the only chainlab module that imports ``dask``/``distributed`` (extra ``dask``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import importlib
+import logging
+import pickle
+import secrets
+import sys
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.errors import MissingExtraError, PermanentError, ToolError, TransientError
+
+try:
+    import cloudpickle
+    import distributed
+    from distributed.scheduler import KilledWorker
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("distributed", "dask", "chainlab.dask.DaskExecutor") from _exc
+
+if TYPE_CHECKING:
+    from chainlab.tools import CallContext, Tool
+
+__all__ = ["DaskExecutor", "Submission"]
+
+log = logging.getLogger("chainlab.dask")
+
+SubmitOptions = Callable[["Tool", "CallContext"], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One task sent to the cluster: its Dask key, the call it served and how it ended
+    (``finished``, ``error``, ``cancelled`` by a timeout or the run, or ``lost`` when the
+    cluster dropped it)."""
+
+    key: str
+    run_id: str
+    step_id: str
+    attempt: int
+    kind: str
+    tool: str
+    outcome: str
+
+
+class DaskExecutor:
+    """An :class:`chainlab.runtime.Executor` that runs sync tool bodies on a Dask cluster.
+
+    ``client`` is a ``distributed.Client`` (synchronous or asynchronous) or a scheduler
+    address, for which a client is created and closed by :meth:`close`.
+    ``submit_options(tool, ctx)`` may return extra ``Client.submit`` arguments per call
+    (``workers=``, ``resources=``, ``priority=``, ...). The last ``history`` submissions are
+    kept in :attr:`submissions` (keys and outcomes, for debugging and tests).
+
+    ``call`` raises what the tool raised (the same exception class as a local call, so the
+    runtime classifies it the same way), PermanentError when the call cannot be sent to the
+    cluster, ToolError when the output cannot be sent back, TransientError when the cluster
+    lost the task (a worker died, the task was cancelled by someone else).
+    """
+
+    def __init__(self, client: distributed.Client | str, *,
+                 submit_options: SubmitOptions | None = None, history: int = 1000):
+        self._owns_client = isinstance(client, str)
+        self.client: distributed.Client = (
+            distributed.Client(client) if isinstance(client, str) else client)
+        self.submit_options = submit_options
+        self.submissions: deque[Submission] = deque(maxlen=history)
+
+    # ------------------------------------------------------------------ Executor protocol
+    async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any:
+        """Run one call: async tools on the loop, sync tools as a task on the cluster."""
+        if tool.is_async:
+            return await tool.fn(**kwargs)
+        label = f"step {ctx.step_id!r} (tool {tool.name!r})"
+        payload = _pack(tool, kwargs, label)
+        options = dict(self.submit_options(tool, ctx)) if self.submit_options else {}
+        key = f"{tool.name}-{secrets.token_hex(8)}"
+        future = self.client.submit(_call_on_worker, payload, label, key=key, pure=False,
+                                    **options)
+        outcome = "error"
+        try:
+            packed = await self._on_client_loop(self.client.gather(future, asynchronous=True))
+            outcome = "finished"
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            with anyio.CancelScope(shield=True):
+                await self._cancel(future)
+            raise
+        except concurrent.futures.CancelledError as exc:
+            outcome = "lost"
+            raise TransientError(f"{label}: the cluster cancelled its task {key!r} ({exc})",
+                                 ) from exc
+        except KilledWorker as exc:
+            outcome = "lost"
+            raise TransientError(
+                f"{label}: the Dask worker running task {key!r} died ({exc})") from exc
+        finally:
+            self.submissions.append(Submission(key, ctx.run_id, ctx.step_id, ctx.attempt,
+                                               ctx.kind, tool.name, outcome))
+            del future  # release the task's result on the cluster
+        return _unpack(packed, label)
+
+    # ------------------------------------------------------------------ client plumbing
+    async def _on_client_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Await a coroutine of the client on the client's own loop (an asynchronous client
+        shares ours; a synchronous one runs its loop in a thread)."""
+        loop = self.client.loop.asyncio_loop
+        if loop is asyncio.get_running_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    async def _cancel(self, future: distributed.Future) -> None:
+        try:
+            with anyio.move_on_after(10):
+                await self._on_client_loop(self.client.cancel([future], asynchronous=True))
+        except Exception:  # noqa: BLE001 - the run goes on; the task may linger on the cluster
+            log.warning("could not cancel Dask task %s", future.key, exc_info=True)
+
+    def close(self) -> None:
+        """Close the client if this executor created it (from an address)."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<DaskExecutor {self.client!r}>"
+
+
+@dataclass(frozen=True, slots=True)
+class _ByName:
+    """A tool function sent by name: ``@toolbox.tool`` replaces the module attribute with
+    the Tool, so cloudpickle would ship the function (and its globals) by value."""
+
+    module: str
+    qualname: str
+
+
+def _by_name(fn: Any) -> _ByName | Any:
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not module or module == "__main__" or not qualname or "<locals>" in qualname:
+        return fn
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return _ByName(module, qualname) if getattr(obj, "fn", None) is fn else fn
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolve(ref: _ByName) -> Any:
+    obj: Any = importlib.import_module(ref.module)
+    for part in ref.qualname.split("."):
+        obj = getattr(obj, part)
+    return obj.fn
+
+
+def _pack(tool: Tool, kwargs: dict[str, Any], label: str) -> bytes:
+    """Pickle the call now, so that an unserialisable function or arg fails here, with a
+    message naming the step, instead of deep inside distributed."""
+    try:
+        return cloudpickle.dumps((_by_name(tool.fn), kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - pickling raises many kinds
+        culprit = _unpicklable(tool.fn, kwargs)
+        raise PermanentError(
+            f"{label}: cannot send the call to the Dask cluster: {culprit} is not "
+            f"serialisable ({type(exc).__name__}: {exc}); tools run on a cluster must be "
+            "module-level functions (or closures over serialisable values) taking "
+            "serialisable args", before_effect=True) from exc
+
+
+def _unpicklable(fn: Any, kwargs: dict[str, Any]) -> str:
+    for name, value in kwargs.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception:  # noqa: BLE001
+            return f"argument {name!r} ({type(value).__name__})"
+    return f"the tool function {getattr(fn, '__qualname__', fn)!r}"
+
+
+def _unpack(packed: bytes, label: str) -> Any:
+    try:
+        return cloudpickle.loads(packed)
+    except Exception as exc:  # noqa: BLE001 - a class missing on this side, typically
+        raise ToolError(f"{label}: cannot read the output sent back by the Dask worker "
+                        f"({type(exc).__name__}: {exc})") from exc
+
+
+def _call_on_worker(payload: bytes, label: str) -> bytes:
+    """The task: unpickle the call, run it, pickle the output (so an unserialisable output
+    is reported as such, on every kind of cluster)."""
+    fn, kwargs = cloudpickle.loads(payload)
+    if isinstance(fn, _ByName):
+        fn = _resolve(fn)
+    try:
+        result = fn(**kwargs)
+    except Exception as exc:
+        if _round_trips(exc):
+            raise
+        raise _stand_in(exc) from None
+    try:
+        return cloudpickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001
+        raise ToolError(
+            f"{label}: the output ({type(result).__name__}) cannot be sent back from the Dask "
+            f"worker: {type(exc).__name__}: {exc}; return plain data or a pydantic model"
+        ) from None
+
+
+def _round_trips(exc: BaseException) -> bool:
+    try:
+        pickle.loads(cloudpickle.dumps(exc))
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _stand_in(exc: Exception) -> ToolError:
+    """A picklable error that the runtime classifies like ``exc`` (an exception that cannot
+    travel back, e.g. one whose ``__init__`` needs extra arguments)."""
+    from chainlab.runtime.attempts import classify
+
+    failure = classify(exc, tool_name="")
+    stand_in = ToolError(failure.message, before_effect=failure.before_effect)
+    stand_in.kind = str(failure.kind)
+    return stand_in

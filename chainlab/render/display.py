@@ -1,0 +1,175 @@
+"""Drawings of chains and runs as SVG and as Jupyter mime bundles (``_repr_mimebundle_``).
+
+A bundle holds ``image/svg+xml`` (static: it survives nbconvert to HTML and GitHub's
+notebook viewer) and ``text/plain``. Without any Graphviz it holds ``text/plain`` only, with
+the fix in it, so a bare ``chain`` in a cell never prints a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from chainlab.render.dot import Drawing, draw_chain
+from chainlab.render.markup import add_legend
+from chainlab.runtime.status import StepStatus
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
+    from chainlab.runtime.run import Run
+    from chainlab.runtime.state import StepState
+    from chainlab.tools import Toolbox
+
+__all__ = [
+    "chain_mimebundle",
+    "chain_svg",
+    "drawing_svg",
+    "run_badges",
+    "run_dot",
+    "run_drawing",
+    "run_mimebundle",
+    "run_notes",
+    "run_statuses",
+    "run_svg",
+    "step_badges",
+]
+
+S = StepStatus
+
+
+def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
+    """Short texts shown after a step's status: attempts (``×3``), repeated compensations
+    (``undo ×2``), why it was skipped / is in doubt / was cancelled, and ``approved`` or
+    ``edited`` for a confirmed step."""
+    out: dict[str, str] = {}
+    for step_id, st in steps.items():
+        parts = []
+        if st.attempts > 1:
+            parts.append(f"×{st.attempts}")
+        if st.compensations > 1:
+            parts.append(f"undo ×{st.compensations}")
+        if st.status in (S.SKIPPED, S.IN_DOUBT, S.CANCELLED) and st.reason:
+            reason = str(st.reason).replace("_", " ")
+            parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
+        if st.approval and st.status != S.WAITING_CONFIRMATION:
+            parts.append("edited" if st.approval.get("edited") else "approved")
+        if parts:
+            out[step_id] = " · ".join(parts)
+    return out
+
+
+def run_statuses(run: Run) -> dict[str, str]:
+    """``{step_id: status}`` of every step of the run (sub-chain steps as ``parent/child``)."""
+    return {step_id: str(st.status) for step_id, st in run.steps.items()}
+
+
+def run_badges(run: Run) -> dict[str, str]:
+    """:func:`step_badges` of the run's steps (feed it to ``LiveDag.css``)."""
+    return step_badges(run.steps)
+
+
+def run_notes(run: Run) -> dict[str, str]:
+    """Tooltip text per step: status, attempts, reason and the last error."""
+    out: dict[str, str] = {}
+    for step_id, st in run.steps.items():
+        lines = [f"status: {st.status}" + (f" ({st.reason})" if st.reason else "")]
+        if st.attempts:
+            lines.append(f"attempts: {st.attempts}")
+        if st.error:
+            error = f"{st.error_kind}: {st.error}" if st.error_kind else st.error
+            lines.append(error if len(error) <= 300 else error[:299] + "…")
+        out[step_id] = "\n".join(lines)
+    return out
+
+
+def _run_chains(run: Run) -> dict[str, Chain]:
+    from chainlab.plan.schema import Chain
+
+    chains = dict(getattr(run.runtime, "chains", {}) or {})
+    chains.update({name: Chain.from_dict(data) for name, data in run.record.chains.items()})
+    return chains
+
+
+def run_drawing(run: Run, *, scope: str | None = None,
+                rankdir: Literal["TB", "LR"] = "TB") -> Drawing:
+    """The :class:`~chainlab.render.dot.Drawing` of a run: its chain with every step's status,
+    badges and tooltips, titled with the run's status (no run id or time, so a drawing of the
+    same state is the same text)."""
+    return draw_chain(run.chain, run.runtime.toolbox, run_statuses(run), None, _run_chains(run),
+                      badges=run_badges(run), notes=run_notes(run),
+                      title=f"{run.chain.name} · run {run.status}", rankdir=rankdir,
+                      scope=scope)
+
+
+def run_dot(run: Run) -> str:
+    """DOT text of a run: its chain drawn with each step's status (see :func:`chain_dot`)."""
+    return run_drawing(run).dot
+
+
+def drawing_svg(drawing: Drawing, *, legend: bool = True, backend: str = "auto") -> str:
+    """SVG of a drawing (Graphviz, see :func:`to_svg`), with its legend beside it.
+
+    Raises GraphvizUnavailable, GraphvizError.
+    """
+    from chainlab.render.svg import to_svg
+
+    svg = to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]
+    if not legend:
+        return svg
+    return add_legend(svg, drawing.scope, statuses=drawing.statuses, kinds=drawing.kinds,
+                      edge_kinds=drawing.edge_kinds)
+
+
+def chain_svg(chain: Chain, toolbox: Toolbox | None = None,
+              statuses: Mapping[str, str] | None = None, problems: Iterable[Any] | None = None,
+              chains: Mapping[str, Chain] | None = None, *, legend: bool = True,
+              backend: str = "auto", **options: Any) -> str:
+    """SVG of :func:`chain_dot` (same arguments; ``options`` are its keyword arguments) with a
+    legend. Raises GraphvizUnavailable, GraphvizError, ValueError (unknown status)."""
+    drawing = draw_chain(chain, toolbox, statuses, problems, chains, **options)
+    return drawing_svg(drawing, legend=legend, backend=backend)
+
+
+def run_svg(run: Run, *, legend: bool = True, backend: str = "auto") -> str:
+    """SVG of a run's DAG with statuses and a legend. Raises GraphvizUnavailable,
+    GraphvizError."""
+    return drawing_svg(run_drawing(run), legend=legend, backend=backend)
+
+
+def _chain_text(chain: Chain) -> str:
+    ids = [s.id for s in chain.steps]
+    shown = ", ".join(ids[:10]) + (", …" if len(ids) > 10 else "")
+    n = len(ids)
+    return f"<Chain {chain.name!r}: {n} step{'s' if n != 1 else ''} ({shown})>"
+
+
+def _bundle(drawing: Drawing, text: str) -> dict[str, Any]:
+    from chainlab.render.svg import GraphvizError, GraphvizUnavailable
+
+    try:
+        return {"image/svg+xml": drawing_svg(drawing), "text/plain": text}
+    except (GraphvizUnavailable, GraphvizError) as exc:
+        return {"text/plain": f"{text}\n(not drawn: {exc})"}
+
+
+def chain_mimebundle(chain: Chain, toolbox: Toolbox | None = None,
+                     problems: Iterable[Any] | None = None,
+                     chains: Mapping[str, Chain] | None = None) -> dict[str, Any]:
+    """The Jupyter display of a chain: its DAG as SVG plus a one-line text. Without a
+    ``toolbox`` the default toolbox (tools registered with ``@chainlab.tool``) tells step
+    kinds. Never raises for a missing Graphviz (the text says how to install one)."""
+    if toolbox is None:
+        from chainlab.tools import default_toolbox
+
+        toolbox = default_toolbox
+    return _bundle(draw_chain(chain, toolbox, None, problems, chains), _chain_text(chain))
+
+
+def run_mimebundle(run: Run) -> dict[str, Any]:
+    """The Jupyter display of a run: its DAG with step statuses, as SVG, plus its repr and a
+    count of step statuses."""
+    counts: dict[str, int] = {}
+    for st in run.steps.values():
+        counts[str(st.status)] = counts.get(str(st.status), 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return _bundle(run_drawing(run), f"{run!r} steps: {summary}")

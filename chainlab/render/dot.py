@@ -1,0 +1,401 @@
+"""DOT text for a chain, optionally with step statuses: pure, deterministic, no Graphviz needed.
+
+What the drawing encodes (the legend, :mod:`chainlab.render.legend`, repeats it):
+
+* shape by kind: rounded box = no side effects; square box with ``⚡`` = side effects
+  (``⚡=`` when idempotent); octagon with ``☐`` = needs a person's approval; ``◇`` = has a
+  ``when`` condition; a sub-chain (``tool: chain:NAME``) is a cluster holding its steps when
+  its chain is known, else a folder node marked ``⇢``;
+* status (when given) by fill, border colour, border pattern and a text line
+  ``"✓ succeeded · ×2"`` (symbol + word + badges), see :data:`~chainlab.render.STATUS_STYLE`;
+* ``depends_on`` edges solid, data edges (derived from references) dashed and labelled with
+  the reference;
+* plan problems: a dashed vermillion border and a ``⚠ code`` line on the faulty step.
+
+Ids are stable: the Graphviz node of a step is named by its id (``parent/child`` inside
+sub-chains) and its SVG element id is :func:`element_id` (scope + escaped step id), so the
+same input always gives the same text, and a view can address a step's SVG element.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from chainlab.plan.graph import Edge, edges
+from chainlab.render.style import (
+    CLUSTER_FILL,
+    CLUSTER_STROKE,
+    EDGE_COLOR,
+    FONT_NAME,
+    KIND_MARK,
+    LONGEST_CAPTION,
+    MUTED_TEXT,
+    NEUTRAL,
+    PROBLEM,
+    StatusStyle,
+    status_line,
+    status_style,
+)
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain, Step
+    from chainlab.tools import Tool, Toolbox
+
+__all__ = ["Drawing", "chain_dot", "draw_chain", "element_id", "escape_id", "quote", "step_kind"]
+
+Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
+_SCOPE_TOKEN = "\x00scope\x00"
+_MAX_TEXT = 34
+
+
+def escape_id(step_id: str) -> str:
+    """A step id as a CSS/XML-safe identifier fragment, injective and readable:
+    letters, digits and ``-`` stay, ``_`` becomes ``__``, anything else ``_<hex>_``
+    (``parent/child`` -> ``parent_2f_child``)."""
+    out = []
+    for c in step_id:
+        if c.isascii() and (c.isalnum() or c == "-"):
+            out.append(c)
+        elif c == "_":
+            out.append("__")
+        else:
+            out.append(f"_{ord(c):x}_")
+    return "".join(out)
+
+
+def element_id(scope: str, step_id: str) -> str:
+    """The SVG element id of a step's node (or sub-chain cluster) in the view ``scope``."""
+    return f"{scope}-n-{escape_id(step_id)}"
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string (backslashes and quotes escaped; no escape sequences)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def _lines(*lines: str) -> str:
+    """A multi-line DOT label: each line escaped, joined by DOT's centred line break."""
+    body = "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+                      for line in lines)
+    return f'"{body}"'
+
+
+def _clip(text: str, limit: int = _MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
+    """The step's kind (which decides its shape) and its markers (``"☐⚡"``)."""
+    if step.is_subchain:
+        return "subchain", KIND_MARK["subchain"]
+    tool: Tool | None = toolbox.get(step.tool) if toolbox is not None and \
+        step.tool in toolbox else None
+    confirm: bool | str = False
+    if step.confirm is not None:
+        confirm = step.confirm
+    elif tool is not None and tool.requires_confirmation:
+        confirm = True if tool.requires_confirmation is True else "maybe"
+    effect: Kind = "plain"
+    if tool is not None and tool.side_effects:
+        effect = "idempotent" if tool.idempotent else "effect"
+    marks = ""
+    if confirm:
+        marks += KIND_MARK["confirm"] + ("?" if confirm == "maybe" else "")
+    marks += KIND_MARK[effect]
+    if step.when:
+        marks += "◇"
+    return ("confirm" if confirm else effect), marks
+
+
+@dataclass(slots=True)
+class _Anchor:
+    """Where edges attach to a step: a node, or (for a cluster) an inner node + the cluster."""
+
+    head: str
+    tail: str
+    cluster: str | None = None
+
+
+@dataclass(slots=True)
+class _Writer:
+    scope: str
+    toolbox: Toolbox | None
+    chains: Mapping[str, Chain]
+    statuses: Mapping[str, str] | None
+    badges: Mapping[str, str]
+    notes: Mapping[str, str]
+    problems: Mapping[str, list[Any]]
+    reserve: bool
+    out: list[str] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)
+    edge_kinds: set[str] = field(default_factory=set)
+    drawn: list[str] = field(default_factory=list)
+    n_edges: int = 0
+
+    # -------------------------------------------------------------- styling
+    def _status_style(self, step_id: str) -> StatusStyle | None:
+        if self.statuses is None:
+            return None
+        if self.reserve:
+            return status_style("pending")
+        return status_style(str(self.statuses.get(step_id, "pending")))
+
+    def _status_text(self, step_id: str) -> str | None:
+        if self.statuses is None:
+            return None
+        if self.reserve:
+            return LONGEST_CAPTION
+        return status_line(str(self.statuses.get(step_id, "pending")), self.badges.get(step_id))
+
+    def _problem_text(self, step_id: str) -> str | None:
+        found = self.problems.get(step_id)
+        if not found:
+            return None
+        code = getattr(found[0], "code", "problem")
+        more = f" (+{len(found) - 1})" if len(found) > 1 else ""
+        return f"⚠ {code}{more}"
+
+    def _tooltip(self, step: Step, full_id: str, extra: Iterable[str] = ()) -> str:
+        parts = [f"{full_id}: {step.tool}"]
+        if step.description:
+            parts.append(step.description)
+        if step.when:
+            parts.append(f"when: {step.when}")
+        for p in self.problems.get(full_id, ()):
+            parts.append(f"⚠ [{getattr(p, 'code', '?')}] {getattr(p, 'message', p)}")
+        parts.extend(extra)
+        if full_id in self.notes:
+            parts.append(self.notes[full_id])
+        text = "\n".join(parts)
+        return text if len(text) <= 600 else text[:599] + "…"
+
+    # -------------------------------------------------------------- steps
+    def chain_level(self, chain: Chain, prefix: str, indent: str,
+                    stack: tuple[str, ...]) -> dict[str, _Anchor]:
+        """Emit the steps of one chain level (recursing into sub-chains) and its edges."""
+        anchors: dict[str, _Anchor] = {}
+        for step in chain.steps:
+            full = prefix + step.id
+            self.drawn.append(full)
+            sub = self.chains.get(step.subchain_name or "") if step.is_subchain else None
+            if sub is not None and sub.steps and sub.name not in stack:
+                anchors[full] = self.cluster(step, sub, full, indent, stack)
+            else:
+                self.node(step, full, indent)
+                anchors[full] = _Anchor(full, full)
+        level_edges = edges(chain)
+        for e in level_edges:
+            self.edge(e, prefix, anchors, indent)
+        return anchors
+
+    def node(self, step: Step, full: str, indent: str) -> None:
+        kind, marks = step_kind(step, self.toolbox)
+        self.kinds.add(kind)
+        if step.when:
+            self.kinds.add("conditional")
+        tool = step.tool if not step.is_subchain else f"chain:{step.subchain_name}"
+        lines = [_clip(step.id), _clip(f"{marks} {tool}".strip())]
+        problem = self._problem_text(full)
+        if problem:
+            lines.append(problem)
+            self.kinds.add("problem")
+        status = self._status_text(full)
+        if status is not None:
+            lines.append(status)
+        style = self._status_style(full) or (PROBLEM if problem else NEUTRAL)
+        shape = {"confirm": "octagon", "subchain": "folder"}.get(
+            kind, "box")
+        styles = ["rounded"] if kind == "plain" else []
+        styles.append("filled")
+        if style.line != "solid":
+            styles.append(style.line)
+        attrs = [
+            ("id", quote(element_id(self.scope, full))),
+            ("class", '"cl-step"'),
+            ("shape", shape),
+            ("style", quote(",".join(styles))),
+            ("fillcolor", quote(style.fill)),
+            ("color", quote(style.stroke)),
+            ("penwidth", _num(style.width)),
+            ("fontcolor", quote(style.text)),
+            ("label", _lines(*lines)),
+            ("tooltip", quote_multiline(self._tooltip(step, full))),
+        ]
+        self.out.append(f"{indent}{quote(full)} [{_attrs(attrs)}];")
+
+    def cluster(self, step: Step, sub: Chain, full: str, indent: str,
+                stack: tuple[str, ...]) -> _Anchor:
+        self.kinds.add("subchain")
+        name = f"cluster_{full}"
+        status = self._status_text(full)
+        style = self._status_style(full)
+        problem = self._problem_text(full)
+        head = f"{KIND_MARK['subchain']} {_clip(step.id)} · chain:{_clip(sub.name)}"
+        lines = [head] + ([problem] if problem else []) + ([status] if status else [])
+        if style is None:
+            fill, stroke, text, width, line = (CLUSTER_FILL, PROBLEM.stroke if problem else
+                                               CLUSTER_STROKE, MUTED_TEXT, 1.2, "dashed")
+        else:
+            fill, stroke, text, width, line = (style.fill, style.stroke, style.text,
+                                               style.width, style.line)
+        styles = ["rounded", "filled"] + ([line] if line != "solid" else [])
+        inner = indent + "  "
+        self.out.append(f"{indent}subgraph {quote(name)} {{")
+        for key, value in [
+            ("id", quote(element_id(self.scope, full))),
+            ("class", '"cl-step"'),
+            ("label", _lines(*lines)),
+            ("labeljust", "l"),
+            ("fontsize", "10"),
+            ("style", quote(",".join(styles))),
+            ("fillcolor", quote(fill)),
+            ("color", quote(stroke)),
+            ("penwidth", _num(width)),
+            ("fontcolor", quote(text)),
+            ("tooltip", quote_multiline(self._tooltip(step, full, [f"sub-chain {sub.name!r}"]))),
+        ]:
+            self.out.append(f"{inner}{key}={value};")
+        anchors = self.chain_level(sub, full + "/", inner, (*stack, sub.name))
+        self.out.append(f"{indent}}}")
+        sub_edges = edges(sub)
+        has_in = {e.target for e in sub_edges}
+        has_out = {e.source for e in sub_edges}
+        ids = [full + "/" + s.id for s in sub.steps]
+        first = next((i for i in ids if i[len(full) + 1:] not in has_in), ids[0])
+        last = next((i for i in reversed(ids) if i[len(full) + 1:] not in has_out), ids[-1])
+        return _Anchor(anchors[first].head, anchors[last].tail, name)
+
+    def edge(self, e: Edge, prefix: str, anchors: Mapping[str, _Anchor], indent: str) -> None:
+        src, dst = anchors[prefix + e.source], anchors[prefix + e.target]
+        self.edge_kinds.add(e.kind)
+        attrs = [("id", quote(f"{self.scope}-e{self.n_edges}"))]
+        self.n_edges += 1
+        if e.kind == "data":
+            attrs += [("style", "dashed"), ("label", quote(_clip(e.label or "", 36))),
+                      ("tooltip", quote(f"{e.source} -> {e.target}: {e.label}"))]
+        else:
+            attrs.append(("tooltip", quote(f"{e.target} depends on {e.source}")))
+        if src.cluster:
+            attrs.append(("ltail", quote(src.cluster)))
+        if dst.cluster:
+            attrs.append(("lhead", quote(dst.cluster)))
+        self.out.append(f"{indent}{quote(src.tail)} -> {quote(dst.head)} [{_attrs(attrs)}];")
+
+
+def quote_multiline(text: str) -> str:
+    """A DOT string whose newlines become line breaks (for tooltips)."""
+    return _lines(*text.split("\n"))
+
+
+def _attrs(attrs: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in attrs)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Drawing:
+    """DOT text plus what a view needs to know about it.
+
+    ``steps`` maps every drawn step id (clusters included) to its SVG element id;
+    ``kinds``/``edge_kinds`` say which step and edge kinds occur (the legend shows those).
+    """
+
+    dot: str
+    scope: str
+    steps: dict[str, str]
+    kinds: frozenset[str]
+    edge_kinds: frozenset[str]
+    statuses: bool
+
+
+def draw_chain(
+    chain: Chain,
+    toolbox: Toolbox | None = None,
+    statuses: Mapping[str, str] | None = None,
+    problems: Iterable[Any] | None = None,
+    chains: Mapping[str, Chain] | None = None,
+    *,
+    badges: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    title: str | None = None,
+    rankdir: Literal["TB", "LR"] = "TB",
+    scope: str | None = None,
+    reserve_status: bool = False,
+) -> Drawing:
+    """:func:`chain_dot` plus the facts a view needs (see :class:`Drawing`)."""
+    if chains is None:
+        chains = dict(getattr(toolbox, "chains", {}) or {})
+    if reserve_status and statuses is None:
+        statuses = {}
+    by_step: dict[str, list[Any]] = {}
+    chain_problems: list[Any] = []
+    for p in problems or ():
+        sid = getattr(p, "step_id", None)
+        (by_step.setdefault(sid, []) if sid else chain_problems).append(p)
+    w = _Writer(scope=scope or _SCOPE_TOKEN, toolbox=toolbox, chains=chains,
+                statuses=statuses, badges=badges or {}, notes=notes or {}, problems=by_step,
+                reserve=reserve_status)
+    head_lines = [title if title is not None else chain.name]
+    head_lines += [_clip(f"⚠ [{getattr(p, 'code', '?')}] {getattr(p, 'message', p)}", 100)
+                   for p in chain_problems]
+    w.out += [
+        f"digraph {quote(chain.name)} {{",
+        f"  graph [id={quote(w.scope)}, rankdir={rankdir}, bgcolor=\"transparent\", "
+        "compound=true, outputorder=\"edgesfirst\", nodesep=0.3, ranksep=0.45, pad=0.12, "
+        f"fontname={quote(FONT_NAME)}, fontsize=11, fontcolor={quote(MUTED_TEXT)}, "
+        f"label={_lines(*head_lines)}, labelloc=t, labeljust=l];",
+        f"  node [fontname={quote(FONT_NAME)}, fontsize=10, margin=\"0.12,0.05\", height=0.3];",
+        f"  edge [color={quote(EDGE_COLOR)}, fontname={quote(FONT_NAME)}, fontsize=8, "
+        f"fontcolor={quote(MUTED_TEXT)}, arrowsize=0.7];",
+    ]
+    w.chain_level(chain, "", "  ", (chain.name,))
+    w.out.append("}")
+    text = "\n".join(w.out) + "\n"
+    final_scope = w.scope
+    if scope is None:
+        final_scope = "cl-" + hashlib.sha1(text.encode()).hexdigest()[:10]
+        text = text.replace(_SCOPE_TOKEN, final_scope)
+    steps = {sid: element_id(final_scope, sid) for sid in w.drawn}
+    return Drawing(text, final_scope, steps, frozenset(w.kinds), frozenset(w.edge_kinds),
+                   statuses is not None)
+
+
+def chain_dot(
+    chain: Chain,
+    toolbox: Toolbox | None = None,
+    statuses: Mapping[str, str] | None = None,
+    problems: Iterable[Any] | None = None,
+    chains: Mapping[str, Chain] | None = None,
+    *,
+    badges: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    title: str | None = None,
+    rankdir: Literal["TB", "LR"] = "TB",
+    scope: str | None = None,
+    reserve_status: bool = False,
+) -> str:
+    """DOT text drawing ``chain`` (pure: no Graphviz needed; same input -> same text).
+
+    ``toolbox`` tells step kinds (side effects, confirmation); without it every tool step is
+    drawn plain (the display path, :func:`chainlab.render.chain_mimebundle`, falls back to the
+    default toolbox; this function stays pure). ``chains`` (else the toolbox's chains) lets
+    sub-chains be drawn as clusters. ``statuses`` (``{step_id: status}``, sub-chain steps as
+    ``parent/child``) adds a status line and status colours to every step (missing steps are
+    ``pending``); ``badges`` adds a short text to a step's status line (``"×3"``), ``notes``
+    a text to its tooltip. ``problems`` (``chain.problems(toolbox)``) marks the faulty steps;
+    problems without a step are listed under the title. ``scope`` prefixes every SVG element
+    id (default: a hash of the input, so equal inputs give equal ids). ``reserve_status``
+    lays out a status line wide enough for any status (live views patch it later).
+    The legend is not part of the DOT: :func:`chainlab.render.chain_svg` adds it to the SVG.
+
+    Raises ValueError for an unknown status value.
+    """
+    return draw_chain(chain, toolbox, statuses, problems, chains, badges=badges, notes=notes,
+                      title=title, rankdir=rankdir, scope=scope,
+                      reserve_status=reserve_status).dot

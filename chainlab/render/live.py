@@ -1,0 +1,227 @@
+"""Live status on a DAG without re-layout: lay out once, then only recolour.
+
+Graphviz takes ~33 ms per layout of a 200-node chain; recolouring takes well under a
+millisecond. :class:`LiveDag` renders the chain once with a status line reserved in every
+node, then offers two ways to show new statuses:
+
+* :meth:`LiveDag.css` returns a small ``<style>`` block (one rule per status listing the nodes
+  in it, plus one per node with a badge) that sets CSS custom properties on the nodes of
+  :attr:`LiveDag.svg`; that SVG's own rules turn them into fill, border and text, and its
+  status lines are HTML ``<div>``\\s in ``<foreignObject>``\\s whose text comes from CSS
+  ``content``. Send :attr:`svg` once and the style block per update (an ipywidgets ``HTML``
+  widget inserts both verbatim): ~3 ms in the browser for 200 nodes, against ~25 ms to
+  resend the whole SVG.
+* :meth:`LiveDag.patched_svg` returns a plain static SVG (attributes, real ``<text>``; no CSS),
+  for nbconvert, GitHub and files. It is built from a template split once at every value
+  that changes, so a patch is one ``"".join``.
+
+Both give each step exactly the paint, text colour and status text that a fresh
+``chain_svg(chain, statuses=...)`` would (a test checks it).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from chainlab.render.dot import Drawing, draw_chain
+from chainlab.render.markup import TEXT, add_legend, attrs, step_groups
+from chainlab.render.style import FONT, STATUS_STYLE, dasharray, status_line, status_style
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
+    from chainlab.runtime.run import Run
+    from chainlab.tools import Toolbox
+
+__all__ = ["LiveDag", "css_string"]
+
+_PAINT = re.compile(r' (?:fill|stroke|stroke-width|stroke-dasharray|fill-opacity|'
+                    r'stroke-opacity)="[^"]*"')
+_FILL = re.compile(r' fill="[^"]*"')
+_Slot = tuple[int, str]  # (step index, "paint" | "tfill" | "status")
+_PENDING = STATUS_STYLE["pending"]
+
+
+def css_string(text: str) -> str:
+    """A CSS string literal that is also safe inside an HTML ``<style>`` element."""
+    body = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ")
+            .replace("<", "\\3c "))
+    return f'"{body}"'
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+class LiveDag:
+    """A chain's DAG laid out ONCE, then recoloured by status as often as needed.
+
+    ``LiveDag(chain, toolbox, chains)`` (or :meth:`for_run`) runs Graphviz once. Then:
+    :attr:`svg` is the markup to display once (root classes ``cl-dag`` and :attr:`scope`,
+    element ids :meth:`element_id` per step); :meth:`css` gives the ``<style>`` block for a set
+    of statuses; :meth:`patched_svg` gives a static SVG with those statuses applied.
+
+    ``scope`` defaults to ``cl-dag-<random>`` so two views on one page never share element
+    ids or rules. Raises GraphvizUnavailable / GraphvizError (from :func:`to_svg`).
+    """
+
+    def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
+                 chains: Mapping[str, Chain] | None = None, *, scope: str | None = None,
+                 legend: bool = True, rankdir: Literal["TB", "LR"] = "TB",
+                 title: str | None = None, backend: str = "auto"):
+        from chainlab.render.svg import to_svg
+
+        self.scope = scope or f"cl-dag-{secrets.token_hex(4)}"
+        self.drawing: Drawing = draw_chain(chain, toolbox, None, None, chains,
+                                           reserve_status=True, scope=self.scope, title=title,
+                                           rankdir=rankdir)
+        base = to_svg(self.drawing.dot, backend=backend)  # type: ignore[arg-type]
+        if legend:
+            base = add_legend(base, self.scope, statuses=True, kinds=self.drawing.kinds,
+                              edge_kinds=self.drawing.edge_kinds)
+        self.step_ids: list[str] = list(self.drawing.steps)
+        self._index = {sid: i for i, sid in enumerate(self.step_ids)}
+        self._parts: list[str | _Slot] = []
+        self.svg: str = self._split(base)
+        self._values: dict[tuple[str, str | None], tuple[str, str, str]] = {}
+
+    @classmethod
+    def for_run(cls, run: Run, **options: Any) -> LiveDag:
+        """A live view of a run's chain (its runtime's toolbox and sub-chains)."""
+        from chainlab.render.display import _run_chains
+
+        return cls(run.chain, run.runtime.toolbox, _run_chains(run), **options)
+
+    def element_id(self, step_id: str) -> str:
+        """The SVG element id of a step's node or cluster. Raises KeyError for a step that is
+        not drawn."""
+        return self.drawing.steps[step_id]
+
+    # ------------------------------------------------------------------ building
+    def _split(self, base: str) -> str:
+        """Build the static template (``self._parts``) and return the live markup."""
+        ids = {eid: sid for sid, eid in self.drawing.steps.items()}
+        parts: list[str | _Slot] = []
+        live: list[str] = []
+        pos = 0
+        for g in step_groups(base):
+            step = ids.get(g.element_id)
+            if step is None:
+                continue
+            i = self._index[step]
+            if g.shape is not None:
+                a, b = g.shape
+                tag = _PAINT.sub("", base[a:b])
+                head, rest = tag.split(" ", 1)
+                parts += [base[pos:a], f"{head} ", (i, "paint"), f" {rest}"]
+                live += [base[pos:a], f'{head} class="cl-shape" {rest}']
+                pos = b
+            for n, (a, b) in enumerate(g.texts):
+                m = TEXT.match(base, a, b)
+                assert m is not None
+                tag_attrs = _FILL.sub("", m[1])
+                last = n == len(g.texts) - 1
+                parts += [base[pos:a], f"<text{tag_attrs} ", (i, "tfill"), ">",
+                          (i, "status") if last else m[2], "</text>"]
+                live += [base[pos:a], _status_box(attrs(m[1])) if last else base[a:b]]
+                pos = b
+        parts.append(base[pos:])
+        live.append(base[pos:])
+        self._parts = parts
+        markup = "".join(live)
+        root_end = markup.index(">", markup.index("<svg")) + 1
+        return markup[:root_end] + "\n" + self._base_style() + markup[root_end:]
+
+    def _base_style(self) -> str:
+        s = f".{self.scope}"
+        p = _PENDING
+        return (
+            f"<style>{s} .cl-shape{{fill:var(--cl-f,{p.fill});stroke:var(--cl-s,{p.stroke});"
+            f"stroke-width:var(--cl-w,{_num(p.width)}px);"
+            f"stroke-dasharray:var(--cl-d,{dasharray(p.line)})}}"
+            f"{s} .cl-step text{{fill:var(--cl-t,{p.text})}}"
+            f"{s} .cl-st{{margin:0;padding:0;white-space:nowrap;color:var(--cl-t,{p.text})}}"
+            f"{s} .cl-st::after{{content:var(--cl-c,{css_string(p.caption)})}}</style>\n")
+
+    # ------------------------------------------------------------------ updating
+    def _statuses(self, statuses: Mapping[str, Any]) -> list[str]:
+        out = []
+        for sid in self.step_ids:
+            status = str(statuses.get(sid, "pending"))
+            status_style(status)  # raises ValueError for an unknown status
+            out.append(status)
+        return out
+
+    def css(self, statuses: Mapping[str, Any], badges: Mapping[str, str] | None = None) -> str:
+        """A ``<style>`` block that shows ``statuses`` (``{step_id: status}``; steps not in it
+        are ``pending``, ids not drawn are ignored) and ``badges`` on :attr:`svg`. Every
+        selector is an element id that contains this view's unique scope, so the block can
+        only affect this view. Raises ValueError for an unknown status."""
+        by_status: dict[str, list[str]] = {}
+        current = self._statuses(statuses)
+        for sid, status in zip(self.step_ids, current, strict=True):
+            by_status.setdefault(status, []).append(self.drawing.steps[sid])
+        rules = []
+        for status in STATUS_STYLE:
+            if status not in by_status:
+                continue
+            st = STATUS_STYLE[status]
+            selector = ",".join(f"#{eid}" for eid in by_status[status])
+            rules.append(f"{selector}{{--cl-f:{st.fill};--cl-s:{st.stroke};"
+                         f"--cl-w:{_num(st.width)}px;--cl-d:{dasharray(st.line)};"
+                         f"--cl-t:{st.text};--cl-c:{css_string(st.caption)}}}")
+        for sid, status in zip(self.step_ids, current, strict=True):
+            badge = (badges or {}).get(sid)
+            if badge:
+                line = css_string(status_line(status, badge))
+                rules.append(f"#{self.drawing.steps[sid]}{{--cl-c:{line}}}")
+        return f'<style class="{self.scope}-status">\n' + "\n".join(rules) + "\n</style>"
+
+    def _value(self, status: str, badge: str | None) -> tuple[str, str, str]:
+        key = (status, badge)
+        hit = self._values.get(key)
+        if hit is None:
+            from xml.sax.saxutils import escape
+
+            st = status_style(status)
+            paint = (f'fill="{st.fill}" stroke="{st.stroke}" stroke-width="{_num(st.width)}" '
+                     f'stroke-dasharray="{dasharray(st.line)}"')
+            hit = self._values[key] = (paint, f'fill="{st.text}"',
+                                       escape(status_line(status, badge)))
+        return hit
+
+    def patched_svg(self, statuses: Mapping[str, Any],
+                    badges: Mapping[str, str] | None = None) -> str:
+        """A static SVG of this layout showing ``statuses`` and ``badges`` (no CSS: works in
+        nbconvert HTML, on GitHub and as a file). Raises ValueError for an unknown status."""
+        current = self._statuses(statuses)
+        badges = badges or {}
+        values = [self._value(status, badges.get(sid))
+                  for sid, status in zip(self.step_ids, current, strict=True)]
+        key = {"paint": 0, "tfill": 1, "status": 2}
+        return "".join(p if isinstance(p, str) else values[p[0]][key[p[1]]]
+                       for p in self._parts)
+
+    def html(self, statuses: Mapping[str, Any], badges: Mapping[str, str] | None = None) -> str:
+        """:meth:`css` followed by :attr:`svg`: one HTML fragment showing ``statuses``."""
+        return self.css(statuses, badges) + "\n" + self.svg
+
+
+def _status_box(text_attrs: dict[str, str]) -> str:
+    """An HTML box replacing a status ``<text>``: same place and font, text from CSS."""
+    size = float(text_attrs.get("font-size", "10"))
+    x, y = float(text_attrs.get("x", "0")), float(text_attrs.get("y", "0"))
+    anchor = text_attrs.get("text-anchor", "middle")
+    width = 320.0
+    left = {"middle": x - width / 2, "end": x - width}.get(anchor, x)
+    align = {"middle": "center", "end": "right"}.get(anchor, "left")
+    height = size * 1.35
+    font = text_attrs.get("font-family", FONT)
+    return (f'<foreignObject class="cl-fo" x="{left:.2f}" y="{y - size * 1.02:.2f}" '
+            f'width="{width:g}" height="{height:.2f}" style="overflow:visible">'
+            f'<div xmlns="http://www.w3.org/1999/xhtml" class="cl-st" style="font-size:{size:g}px;'
+            f"line-height:{height:.2f}px;text-align:{align};font-family:{font}\"></div>"
+            "</foreignObject>")
+

@@ -1,0 +1,146 @@
+"""The one palette of chainlab: how every step status (and step kind) looks, everywhere.
+
+The DAG (:mod:`chainlab.render`), the live widget and the timeline plot
+(:mod:`chainlab.timeline`) all take their colours from :data:`STATUS_STYLE`, so a status
+looks the same in every view.
+
+Design rules:
+
+* **Readable in light and dark themes.** Nodes are self-contained "cards": a light tint as
+  fill with near-black text (contrast >= 10:1), a saturated border that stands out on white
+  and on JupyterLab's dark background alike. Everything drawn directly on the page background
+  (edges, edge labels, titles, cluster borders) is a mid grey that works on both.
+* **Colour-blind safe.** Hues come from the Okabe-Ito palette (blue, sky blue, bluish green,
+  yellow, orange, vermillion, reddish purple) plus greys, and colour is never the only cue:
+  every status also has a symbol and a word (``badge`` + ``label``, drawn in the node as text)
+  and a border pattern (``line``: solid / dashed / dotted) and width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from chainlab.runtime.status import StepStatus
+
+__all__ = [
+    "CLUSTER_FILL",
+    "CLUSTER_STROKE",
+    "EDGE_COLOR",
+    "FONT",
+    "FONT_NAME",
+    "KIND_MARK",
+    "LONGEST_CAPTION",
+    "MUTED_TEXT",
+    "NEUTRAL",
+    "PROBLEM",
+    "STATUS_STYLE",
+    "StatusStyle",
+    "dasharray",
+    "status_line",
+    "status_style",
+]
+
+LineStyle = Literal["solid", "dashed", "dotted"]
+
+#: the font Graphviz lays out with: the system ``dot`` measures it with the installed font,
+#: the WebAssembly build with its built-in metrics table (a family list would make it fall
+#: back to Times metrics and draw boxes too narrow); matplotlib ships it too
+FONT_NAME = "DejaVu Sans"
+#: what the SVG asks the browser for (``clean_svg`` widens Graphviz's ``font-family``)
+FONT = "DejaVu Sans,Verdana,Helvetica,Arial,sans-serif"
+#: edges and their arrows (on the page background: mid grey works on light and dark)
+EDGE_COLOR = "#7f7f7f"
+#: text drawn on the page background (titles, edge labels, legend caption)
+MUTED_TEXT = "#767676"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusStyle:
+    """How one status is drawn.
+
+    ``fill`` node background, ``stroke`` border, ``text`` text colour, ``badge`` a one-character
+    symbol and ``label`` a short word (both shown in the node, so colour is never the only
+    cue), ``line`` the border pattern and ``width`` the border width in points.
+    """
+
+    fill: str
+    stroke: str
+    text: str
+    badge: str
+    label: str
+    line: LineStyle = "solid"
+    width: float = 1.0
+
+    @property
+    def caption(self) -> str:
+        """Badge and label: ``"✓ succeeded"``."""
+        return f"{self.badge} {self.label}"
+
+
+_DARK = "#1a1a1a"
+S = StepStatus
+
+#: status -> style, for all 14 step statuses (a read-only mapping; keys are the status values)
+STATUS_STYLE: Mapping[str, StatusStyle] = MappingProxyType({
+    S.PENDING: StatusStyle("#f4f4f4", "#8c8c8c", _DARK, "○", "pending", "dashed", 1.0),
+    S.READY: StatusStyle("#e3f1fb", "#56b4e9", _DARK, "◔", "ready", "solid", 1.5),
+    S.RUNNING: StatusStyle("#cce4f6", "#0072b2", _DARK, "▶", "running", "solid", 2.5),
+    S.RETRY_WAIT: StatusStyle("#fdf2c4", "#b58900", _DARK, "↻", "retry wait", "dashed", 2.0),
+    S.WAITING_CONFIRMATION: StatusStyle("#ffe2b0", "#e69f00", _DARK, "☐", "awaiting approval",
+                                        "solid", 2.5),
+    S.SUCCEEDED: StatusStyle("#cdeee0", "#009e73", _DARK, "✓", "succeeded", "solid", 1.5),
+    S.FAILED: StatusStyle("#f8d0bc", "#d55e00", _DARK, "✗", "failed", "solid", 2.5),
+    S.SKIPPED: StatusStyle("#fafafa", "#b3b3b3", "#595959", "⇥", "skipped", "dotted", 1.0),
+    S.REJECTED: StatusStyle("#f4d6e6", "#cc79a7", _DARK, "⊘", "rejected", "solid", 2.0),
+    S.IN_DOUBT: StatusStyle("#fff1a6", "#a07a00", _DARK, "⚠", "in doubt", "dashed", 2.5),
+    S.CANCELLED: StatusStyle("#e6e6e6", "#6b6b6b", _DARK, "■", "cancelled", "dotted", 1.5),
+    S.COMPENSATING: StatusStyle("#e8dcf3", "#8f5fb8", _DARK, "↶", "compensating", "dashed", 2.0),
+    S.COMPENSATED: StatusStyle("#efe6f7", "#7d5ba6", _DARK, "↩", "compensated", "solid", 1.5),
+    S.COMPENSATION_FAILED: StatusStyle("#f8d0bc", "#8f5fb8", _DARK, "↯", "compensation failed",
+                                       "solid", 2.5),
+})
+
+#: a step of a chain drawn without a run (no status)
+NEUTRAL = StatusStyle("#ffffff", "#595959", _DARK, "", "", "solid", 1.2)
+#: the border of a step that has plan problems (``%%chain`` with errors)
+PROBLEM = StatusStyle("#ffffff", "#d55e00", _DARK, "⚠", "problem", "dashed", 2.5)
+#: a sub-chain cluster without status: translucent grey works on light and dark pages
+CLUSTER_FILL = "#8080801a"
+CLUSTER_STROKE = "#808080"
+
+#: step kind -> the marker printed before the tool name
+KIND_MARK: Mapping[str, str] = MappingProxyType({
+    "plain": "",
+    "effect": "⚡",  # side effects (not idempotent)
+    "idempotent": "⚡=",  # side effects, safe to repeat
+    "confirm": "☐",  # needs a person's approval first
+    "subchain": "⇢",  # a sub-chain (drawn as a cluster when its chain is known)
+})
+
+#: the longest status line, reserved in live views so a node never grows when it changes
+LONGEST_CAPTION = max((s.caption for s in STATUS_STYLE.values()), key=len)
+
+_DASH = {"solid": "none", "dashed": "5,2", "dotted": "1,5"}
+
+
+def dasharray(line: str) -> str:
+    """SVG ``stroke-dasharray`` value that Graphviz emits for the style ``line``."""
+    return _DASH[line]
+
+
+def status_style(status: str) -> StatusStyle:
+    """The style of ``status``. Raises ValueError naming the valid statuses."""
+    try:
+        return STATUS_STYLE[status]
+    except KeyError:
+        valid = ", ".join(STATUS_STYLE)
+        raise ValueError(f"unknown step status {status!r}; expected one of: {valid}") from None
+
+
+def status_line(status: str, badge: str | None = None) -> str:
+    """The text line a node shows for its status: ``"✓ succeeded · ×2"``."""
+    caption = status_style(status).caption
+    return f"{caption} · {badge}" if badge else caption

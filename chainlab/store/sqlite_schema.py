@@ -1,0 +1,126 @@
+"""The SQLite schema as an append-only list of migrations (never edit a released one: add
+a new one; ``SQLiteStore`` applies what a file lacks and records it in ``schema_version``).
+
+Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
+that agree with the Python fold (``chainlab.runtime.state.RunState``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_CALL_ENDS = ("'step_succeeded','step_failed','step_retry_scheduled','step_in_doubt',"
+              "'step_timed_out','step_cancelled','step_ready'")
+
+MIGRATIONS: list[str] = [
+    # 1: runs and their event log; attempts and step states are views over the log
+    f"""
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        chain_name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        chain TEXT NOT NULL,
+        chains TEXT NOT NULL DEFAULT '{{}}',
+        context TEXT NOT NULL DEFAULT '{{}}',
+        options TEXT NOT NULL DEFAULT '{{}}',
+        meta TEXT NOT NULL DEFAULT '{{}}'
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        epoch INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        step_id TEXT,
+        attempt INTEGER,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX events_step ON events(run_id, step_id, attempt, seq);
+    CREATE VIEW attempts AS
+    SELECT s.run_id, s.step_id, s.attempt,
+           CASE s.kind WHEN 'step_started' THEN 'call' ELSE 'compensation' END AS kind,
+           s.epoch, json_extract(s.payload, '$.tool') AS tool,
+           s.ts AS started_at, e.ts AS ended_at,
+           CASE WHEN e.kind IS NULL THEN 'running'
+                WHEN e.kind IN ('step_succeeded', 'compensation_succeeded') THEN 'succeeded'
+                WHEN e.kind = 'step_timed_out' THEN 'timed_out'
+                WHEN e.kind = 'step_cancelled' THEN 'cancelled'
+                WHEN e.kind = 'step_ready' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.reason') = 'interrupted' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.error_kind') = 'interrupted' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.error_kind') = 'timeout' THEN 'timed_out'
+                ELSE 'failed' END AS status,
+           json_extract(e.payload, '$.error_kind') AS error_kind,
+           json_extract(e.payload, '$.error') AS error,
+           json_extract(s.payload, '$.idempotency_key') AS idempotency_key
+    FROM events s
+    LEFT JOIN events e ON e.run_id = s.run_id AND e.seq = (
+        SELECT min(x.seq) FROM events x
+        WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.attempt = s.attempt
+          AND x.seq > s.seq
+          AND ((s.kind = 'step_started' AND x.kind IN ({_CALL_ENDS}))
+            OR (s.kind = 'compensation_started'
+                AND x.kind IN ('compensation_succeeded', 'compensation_failed'))))
+    WHERE s.kind IN ('step_started', 'compensation_started');
+    CREATE VIEW step_runs AS
+    SELECT e.run_id, e.step_id,
+           CASE e.kind
+             WHEN 'step_ready' THEN 'ready' WHEN 'step_started' THEN 'running'
+             WHEN 'step_succeeded' THEN 'succeeded' WHEN 'step_failed' THEN 'failed'
+             WHEN 'step_retry_scheduled' THEN 'retry_wait'
+             WHEN 'step_waiting_confirmation' THEN 'waiting_confirmation'
+             WHEN 'step_approved' THEN 'ready' WHEN 'step_rejected' THEN 'rejected'
+             WHEN 'step_skipped' THEN 'skipped' WHEN 'step_in_doubt' THEN 'in_doubt'
+             WHEN 'step_cancelled' THEN 'cancelled'
+             WHEN 'compensation_started' THEN 'compensating'
+             WHEN 'compensation_succeeded' THEN 'compensated'
+             WHEN 'compensation_failed' THEN
+               CASE WHEN json_extract(e.payload, '$.will_retry') THEN 'compensating'
+                    ELSE 'compensation_failed' END
+           END AS status,
+           e.seq AS last_seq, e.ts AS updated_at
+    FROM events e
+    WHERE e.step_id IS NOT NULL AND e.seq = (
+        SELECT max(x.seq) FROM events x
+        WHERE x.run_id = e.run_id AND x.step_id = e.step_id AND x.kind != 'step_timed_out');
+    """,
+    # 2: attempts: a call whose effect was found by `reconcile` after a crash is
+    #    'interrupted' (as in RunState), and the back-off delay after a failed attempt
+    f"""
+    DROP VIEW attempts;
+    CREATE VIEW attempts AS
+    SELECT s.run_id, s.step_id, s.attempt,
+           CASE s.kind WHEN 'step_started' THEN 'call' ELSE 'compensation' END AS kind,
+           s.epoch, json_extract(s.payload, '$.tool') AS tool,
+           s.ts AS started_at, e.ts AS ended_at,
+           CASE WHEN e.kind IS NULL THEN 'running'
+                WHEN e.kind = 'step_succeeded' AND json_extract(e.payload, '$.reconciled')
+                     THEN 'interrupted'
+                WHEN e.kind IN ('step_succeeded', 'compensation_succeeded') THEN 'succeeded'
+                WHEN e.kind = 'step_timed_out' THEN 'timed_out'
+                WHEN e.kind = 'step_cancelled' THEN 'cancelled'
+                WHEN e.kind = 'step_ready' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.reason') = 'interrupted' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.error_kind') = 'interrupted' THEN 'interrupted'
+                WHEN json_extract(e.payload, '$.error_kind') = 'timeout' THEN 'timed_out'
+                ELSE 'failed' END AS status,
+           json_extract(e.payload, '$.error_kind') AS error_kind,
+           json_extract(e.payload, '$.error') AS error,
+           json_extract(s.payload, '$.idempotency_key') AS idempotency_key,
+           json_extract(e.payload, '$.delay_s') AS retry_delay_s
+    FROM events s
+    LEFT JOIN events e ON e.run_id = s.run_id AND e.seq = (
+        SELECT min(x.seq) FROM events x
+        WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.attempt = s.attempt
+          AND x.seq > s.seq
+          AND ((s.kind = 'step_started' AND x.kind IN ({_CALL_ENDS}))
+            OR (s.kind = 'compensation_started'
+                AND x.kind IN ('compensation_succeeded', 'compensation_failed'))))
+    WHERE s.kind IN ('step_started', 'compensation_started');
+    """,
+]
