@@ -1,0 +1,102 @@
+"""The shared benchmark workloads (identical to ../shared/bench/peers.py: same shapes, same
+seed), as chainlab chains and as plain dependency maps for the stdlib baselines.
+
+Every node computes ``1 + sum(values of its dependencies)`` (roots: 1), after a sleep in W3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from chainlab import Chain, Toolbox
+
+
+@dataclass
+class Workload:
+    id: str
+    order: list[str]
+    deps: dict[str, tuple[str, ...]]
+    sleep_s: float = 0.0
+    sinks: list[str] = field(default_factory=list)
+    expected: int = 0
+
+    def __post_init__(self) -> None:
+        has_succ = {d for n in self.order for d in self.deps[n]}
+        self.sinks = [n for n in self.order if n not in has_succ]
+        vals: dict[str, int] = {}
+        for n in self.order:
+            vals[n] = 1 + sum(vals[d] for d in self.deps[n])
+        self.expected = sum(vals[s] for s in self.sinks)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.order)
+
+    def lower_bound_s(self, concurrency: int) -> float:
+        """max(critical path, total work / concurrency) for unit-duration nodes."""
+        depth: dict[str, int] = {}
+        for n in self.order:
+            depth[n] = 1 + max((depth[d] for d in self.deps[n]), default=0)
+        return max(max(depth.values()), len(self.order) / concurrency) * self.sleep_s
+
+
+def chain_workload(n: int) -> Workload:
+    order = [f"n{i}" for i in range(n)]
+    return Workload("W1", order, {o: ((order[i - 1],) if i else ()) for i, o in enumerate(order)})
+
+
+def fanout_workload(n: int) -> Workload:
+    children = [f"c{i}" for i in range(n)]
+    deps: dict[str, tuple[str, ...]] = {"root": ()}
+    deps.update({c: ("root",) for c in children})
+    deps["join"] = tuple(children)
+    return Workload("W2", ["root", *children, "join"], deps)
+
+
+def layered_workload(n: int = 200, layers: int = 10, seed: int = 42, max_deps: int = 3,
+                     sleep_s: float = 0.02) -> Workload:
+    rng = random.Random(seed)
+    per = [n // layers + (1 if i < n % layers else 0) for i in range(layers)]
+    lay: list[list[str]] = []
+    k = 0
+    for size in per:
+        lay.append([f"n{k + j}" for j in range(size)])
+        k += size
+    deps: dict[str, tuple[str, ...]] = {}
+    for li, layer in enumerate(lay):
+        for node in layer:
+            if li == 0:
+                deps[node] = ()
+            else:
+                prev = lay[li - 1]
+                kk = rng.randint(1, min(max_deps, len(prev)))
+                deps[node] = tuple(sorted(rng.sample(prev, kk), key=lambda s: int(s[1:])))
+    return Workload("W3", [x for layer in lay for x in layer], deps, sleep_s=sleep_s)
+
+
+def node_toolbox(sleep_s: float, *, side_effects: bool = False) -> Toolbox:
+    """A toolbox with one async tool ``node(xs: list[int]) -> int``."""
+    toolbox = Toolbox("bench")
+    if sleep_s > 0:
+        async def node(xs: list[int]) -> int:
+            await asyncio.sleep(sleep_s)
+            return 1 + sum(xs)
+    else:
+        async def node(xs: list[int]) -> int:
+            return 1 + sum(xs)
+    toolbox.tool(node, side_effects=side_effects, idempotent=True if side_effects else None)
+    return toolbox
+
+
+def as_chain(wl: Workload, concurrency: int) -> Chain:
+    steps: list[dict[str, Any]] = [
+        {"id": n, "tool": "node",
+         "args": {"xs": [f"{{{{ steps.{d}.output }}}}" for d in wl.deps[n]]},
+         "retry": {"max_attempts": 1}}
+        for n in wl.order
+    ]
+    return Chain.from_dict({"name": f"bench-{wl.id}", "steps": steps,
+                            "options": {"max_concurrency": concurrency}})

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# chainlab developer entry point. Every command sets up what it needs itself:
+# system packages (Graphviz, Chromium, python3-venv) on Debian, a virtualenv in .venv,
+# and the package with all extras. Usage:
+#   ./run.sh demo            JupyterLab on notebooks/01-quickstart.ipynb (the main job)
+#   ./run.sh terminal-demo   the same example in the terminal (no browser)
+#   ./run.sh test            the whole test suite: unit, notebooks (nbval), browser e2e
+#   ./run.sh bench           the benchmarks (prints tables)
+#   ./run.sh lint            ruff + mypy
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+
+system_packages() {
+  local need=()
+  command -v dot >/dev/null || need+=(graphviz)
+  { command -v chromium >/dev/null || command -v chromium-browser >/dev/null; } || need+=(chromium)
+  python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
+  [ ${#need[@]} -eq 0 ] && return 0
+  if command -v apt-get >/dev/null; then
+    echo "installing system packages: ${need[*]}"
+    sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive sudo_ apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "not a Debian machine: please install ${need[*]} yourself" \
+         "(without Graphviz chainlab uses its WebAssembly build; without Chromium the browser test skips)"
+  fi
+}
+
+python_env() {
+  local stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+  [ -f "$stamp" ] && return 0
+  [ -x "$PY" ] || python3 -m venv "$VENV"
+  "$PY" -m pip install -q --upgrade pip
+  "$PY" -m pip install -q -e ".[dev]"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+}
+
+case "${1:-}" in
+  demo)
+    system_packages; python_env
+    root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)
+    exec "$VENV/bin/jupyter" lab notebooks/01-quickstart.ipynb --ip=127.0.0.1 "${root_flag[@]}" ${JUPYTER_ARGS:-} ;;
+  terminal-demo)
+    python_env
+    exec "$VENV/bin/chainlab" demo ;;
+  test)
+    system_packages; python_env
+    "$PY" -m pytest -n 2 --dist loadgroup tests
+    "$PY" -m pytest -p no:xdist --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg ;;
+  bench)
+    python_env
+    for b in benchmarks/bench_*.py; do echo "== $b"; "$PY" "$b"; done ;;
+  lint)
+    python_env
+    "$VENV/bin/ruff" check chainlab tests benchmarks
+    "$VENV/bin/mypy" ;;
+  *)
+    sed -n '2,9p' "$0"; exit 2 ;;
+esac
