@@ -1,9 +1,15 @@
 """chainlab: design, run and debug chains of tool calls as explicit DAGs.
 
-The public API is curated here; everything else is reachable through its module.
-Front-end packages (IPython, ipywidgets, graphviz, pandas, openai) are never imported by
+The public API is curated here and loaded lazily (PEP 562), so ``import chainlab`` costs a
+few milliseconds and the first use of ``chainlab.Chain`` pays for pydantic. Front-end
+packages (IPython, ipywidgets, graphviz, pandas, openai) are never imported by
 ``import chainlab``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import (
     ChainlabError,
@@ -23,10 +29,25 @@ from chainlab.errors import (
     TransientError,
     UnknownStepError,
 )
-from chainlab.plan import Chain, ErrorKind, RetryPolicy, Rollback, RunOptions, Step
-from chainlab.tools import CallContext, Reconciliation, Tool, Toolbox, default_toolbox, tool
+
+if TYPE_CHECKING:
+    from chainlab.plan import Chain, ErrorKind, RetryPolicy, Rollback, RunOptions, Step
+    from chainlab.runtime import Run, RunResult, RunStatus, Runtime, StepStatus
+    from chainlab.store import MemoryStore, SQLiteStore
+    from chainlab.tools import CallContext, Reconciliation, Tool, Toolbox, default_toolbox, tool
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Chain": "chainlab.plan", "ErrorKind": "chainlab.plan", "RetryPolicy": "chainlab.plan",
+    "Rollback": "chainlab.plan", "RunOptions": "chainlab.plan", "Step": "chainlab.plan",
+    "CallContext": "chainlab.tools", "Reconciliation": "chainlab.tools",
+    "Tool": "chainlab.tools", "Toolbox": "chainlab.tools",
+    "default_toolbox": "chainlab.tools", "tool": "chainlab.tools",
+    "Run": "chainlab.runtime", "RunResult": "chainlab.runtime", "RunStatus": "chainlab.runtime",
+    "Runtime": "chainlab.runtime", "StepStatus": "chainlab.runtime",
+    "MemoryStore": "chainlab.store", "SQLiteStore": "chainlab.store",
+}
 
 __all__ = [
     "CallContext",
@@ -34,6 +55,7 @@ __all__ = [
     "ChainlabError",
     "CycleError",
     "ErrorKind",
+    "MemoryStore",
     "MissingExtraError",
     "PermanentError",
     "PlanError",
@@ -42,12 +64,18 @@ __all__ = [
     "Reconciliation",
     "RetryPolicy",
     "Rollback",
+    "Run",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunOptions",
+    "RunResult",
     "RunStateError",
+    "RunStatus",
+    "Runtime",
+    "SQLiteStore",
     "StaleEpochError",
     "Step",
+    "StepStatus",
     "StoreError",
     "Tool",
     "ToolDefinitionError",
@@ -61,7 +89,20 @@ __all__ = [
 ]
 
 
-def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chainlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext chainlab``: imports the Jupyter front end only now."""
     from chainlab.jupyter import load_ipython_extension as _load
 
