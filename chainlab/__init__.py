@@ -6,10 +6,11 @@ packages (IPython, ipywidgets, graphviz, pandas, openai) are never imported by
 ``import chainlab``.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+# (no `from __future__ import annotations` and private aliases only: every public name in
+# this namespace is part of the API, and a test checks that __all__ lists exactly them)
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from chainlab.errors import (
     ChainlabError,
@@ -30,7 +31,7 @@ from chainlab.errors import (
     UnknownStepError,
 )
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from chainlab.plan import Chain, ErrorKind, RetryPolicy, Rollback, RunOptions, Step
     from chainlab.runtime import Run, RunResult, RunStatus, Runtime, StepStatus
     from chainlab.store import MemoryStore, SQLiteStore
@@ -89,11 +90,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'chainlab' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
@@ -102,7 +103,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: _Any) -> None:
     """``%load_ext chainlab``: imports the Jupyter front end only now."""
     from chainlab.jupyter import load_ipython_extension as _load
 

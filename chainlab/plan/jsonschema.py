@@ -31,6 +31,7 @@ def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
         for name, sub in args_schema.pop("$defs", {}).items():
             defs[f"{safe}__{name}"] = sub
         args_schema.pop("title", None)
+        _allow_references(args_schema)
         args_schema["description"] = _tool_note(tool)
         variants.append(_variant(base_step, tool.name, args_schema, tool.description))
     for name, chain in toolbox.chains.items():
@@ -42,6 +43,20 @@ def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
         "'{{ steps.ID.output.field }}' or a save_as key; dependencies are derived from references."
     )
     return schema
+
+
+REFERENCE = {"type": "string", "pattern": r"^\s*\{\{.*\}\}\s*$",
+             "description": "a reference such as {{ steps.ID.output.field }}"}
+
+
+def _allow_references(args_schema: dict[str, Any]) -> None:
+    """Any argument may be a whole-string reference ("{{ steps.a.output }}") whose value
+    arrives at run time; string parameters already accept it."""
+    for name, prop in list(args_schema.get("properties", {}).items()):
+        if prop.get("type") == "string":
+            continue
+        extra = {k: prop.pop(k) for k in ("title", "description", "default") if k in prop}
+        args_schema["properties"][name] = {"anyOf": [prop, REFERENCE], **extra}
 
 
 def _variant(base: dict[str, Any], tool: str, args: dict[str, Any], description: str) -> dict[str, Any]:
