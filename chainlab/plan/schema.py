@@ -27,7 +27,9 @@ __all__ = [
 STEP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 CHAIN_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
-RESERVED_KEYS = frozenset({"context", "steps", "memory", "input", "output"})
+# roots of references, and words of the condition grammar (a bare {{ KEY }} must parse)
+RESERVED_KEYS = frozenset({"context", "steps", "memory", "input", "output",
+                           "and", "or", "not", "in", "true", "false", "null", "none"})
 
 
 class ErrorKind(StrEnum):
@@ -110,7 +112,7 @@ class Step(_Model):
     @field_validator("save_as")
     @classmethod
     def _not_reserved(cls, v: str | None) -> str | None:
-        if v is not None and v in RESERVED_KEYS:
+        if v is not None and v.lower() in RESERVED_KEYS:
             raise ValueError(f"{v!r} is reserved for references; choose another key")
         return v
 
@@ -251,6 +253,9 @@ class Chain(_Model):
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        # Deliberate upward import, inside the method only: Jupyter finds a rich display on
+        # the object itself, and a plan that draws itself is worth more than a pure layer
+        # diagram here. The contract layer never imports chainlab.render at import time.
         from chainlab.render import chain_mimebundle
 
         return chain_mimebundle(self)

@@ -226,6 +226,8 @@ class _Checker:
 
     def check_rollback(self, step: Step, tool: Tool | None) -> None:
         rb = step.rollback
+        if rb is None and tool is not None and tool.compensate is not None:
+            rb = tool.compensate  # the tool's default compensation is checked like a step's
         if not isinstance(rb, Rollback):
             return
         for key, value in rb.args.items():
