@@ -100,6 +100,8 @@ class Kernel:
         self._settled = anyio.Event()
         self.settled_status: RunStatus | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self.drive_done = anyio.Event()
+        self.drive_done.set()
 
     # ================================================================== events
     def emit(self, kind: str, step_id: str | None = None, attempt: int | None = None,
@@ -129,6 +131,7 @@ class Kernel:
         """Run until the run is terminal (or, for a suspended run, until closed)."""
         self.driving = True
         self.closing = False
+        self.drive_done = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -162,6 +165,7 @@ class Kernel:
         finally:
             self.driving = False
             self._tg = None
+            self.drive_done.set()
 
     def _quiescent(self) -> bool:
         if self.running or self.timers:
@@ -559,6 +563,8 @@ class Kernel:
             return
         self.stopping = why
         self.stop_reason = reason
+        self.settled_status = None  # wait() must wait for the end of the stop, not return
+        # the status (e.g. suspended) it had before
         for scope in list(self.timers.values()):
             scope.cancel()
         self.poke()

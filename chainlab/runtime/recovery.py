@@ -60,11 +60,17 @@ async def recover(k: Kernel) -> None:
         elif status == S.PENDING and k.steps[nid].status == S.PENDING:
             if node.group is not None and k.steps[node.group].status != S.RUNNING:
                 continue
-            blocked = [d for d in node.deps if k.steps[d].status in
-                       (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED) and not _satisfied(k, d)]
+            # as the kernel does: dependants of a failed/rejected step are skipped; those of
+            # a step cancelled by a stopping run are cancelled with the rest (cancel_remaining)
+            ends = (S.FAILED, S.REJECTED, S.SKIPPED) if k.stopping else \
+                (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED)
+            blocked = [d for d in node.deps
+                       if k.steps[d].status in ends and not _satisfied(k, d)]
             if blocked:
-                reason = (SkipReason.REJECTED if k.steps[blocked[0]].status == S.REJECTED
-                          else SkipReason.UPSTREAM_FAILED)
+                dep = k.steps[blocked[0]]
+                rejected = dep.status == S.REJECTED or (
+                    dep.status == S.SKIPPED and dep.reason == SkipReason.REJECTED)
+                reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
                 k.emit("step_skipped", nid, payload={"reason": reason, "because": blocked[0]})
                 k._after_done(node)
             elif k.indeg[nid] == 0:

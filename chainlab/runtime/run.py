@@ -436,11 +436,12 @@ class Run:
         if status == RunStatus.ROLLED_BACK:
             raise RunStateError("run is already rolled back", run_id=self.run_id,
                                 status=str(status))
-        if k.driving:
+        if k.driving and status not in RUN_TERMINAL:
             k.start_stopping("rollback", "rollback requested")
             for scope in list(k.calls.values()):
                 scope.cancel()
             return
+        await k.drive_done.wait()  # a finished run's driver may still be winding down
         k.stopping = "rollback"
         k.stop_reason = "rollback requested"
         k.retry_failed = True

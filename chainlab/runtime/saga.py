@@ -80,20 +80,33 @@ def cancel_remaining(k: Kernel) -> None:
 
 def _order(k: Kernel, retry_failed: bool) -> list[str]:
     """Steps to compensate, most recently completed first."""
+    return _plan(k, retry_failed)[0]
+
+
+def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
+    """(steps to compensate now, most recently completed first; steps held back). Under
+    ``strict``, a failed compensation that is not retried now (after a crash: one whose
+    effect is unknown) holds back every step completed before it: they stay pending."""
     wanted = (S.SUCCEEDED, S.COMPENSATING) + ((S.COMPENSATION_FAILED,) if retry_failed else ())
+    strict = k.options.rollback_mode == "strict"
     seen: set[str] = set()
-    out = []
+    out: list[str] = []
+    held: list[str] = []
+    blocked = False
     for nid in reversed(k.state.completion):
-        if nid in seen:
+        if nid in seen or k.nodes[nid].rollback is None:
             continue
         seen.add(nid)
-        if k.steps[nid].status in wanted and k.nodes[nid].rollback is not None:
-            out.append(nid)
-    return out
+        status = k.steps[nid].status
+        if status in wanted:
+            (held if blocked else out).append(nid)
+        elif strict and status == S.COMPENSATION_FAILED:
+            blocked = True
+    return out, held
 
 
 async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> None:
-    order = _order(k, retry_failed)
+    order, held = _plan(k, retry_failed)
     needs_decision = [nid for nid, st in k.steps.items()
                       if st.status == S.IN_DOUBT and k.nodes[nid].rollback is not None]
     if k.state.status != R.COMPENSATING:
@@ -112,7 +125,7 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
                if st.status == S.COMPENSATION_FAILED and nid not in failed]
     if failed or needs_decision or earlier:
         k.emit("run_rollback_failed", payload={
-            "reason": reason, "failed": failed + earlier, "pending": pending,
+            "reason": reason, "failed": failed + earlier, "pending": pending + held,
             "needs_decision": needs_decision}, run_status=R.ROLLBACK_FAILED)
     else:
         k.emit("run_rolled_back", payload={"reason": reason, "compensated": order},
