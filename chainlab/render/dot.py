@@ -7,7 +7,8 @@ What the drawing encodes (the legend, :mod:`chainlab.render.legend`, repeats it)
   ``when`` condition; a sub-chain (``tool: chain:NAME``) is a cluster holding its steps when
   its chain is known, else a folder node marked ``⇢``;
 * status (when given) by fill, border colour, border pattern and a text line
-  ``"✓ succeeded · ×2"`` (symbol + word + badges), see :data:`~chainlab.render.STATUS_STYLE`;
+  ``"✓ succeeded · <badges>"`` (symbol + word + badges such as the attempt count), see
+  :data:`~chainlab.render.STATUS_STYLE`;
 * ``depends_on`` edges solid, data edges (derived from references) dashed and labelled with
   the reference;
 * plan problems: a dashed vermillion border and a ``⚠ code`` line on the faulty step.
@@ -194,6 +195,10 @@ class _Writer:
     def node(self, step: Step, full: str, indent: str) -> None:
         kind, marks = step_kind(step, self.toolbox)
         self.kinds.add(kind)
+        if KIND_MARK["idempotent"] in marks:  # markers beyond the shape go in the legend too
+            self.kinds.add("idempotent")
+        elif KIND_MARK["effect"] in marks:
+            self.kinds.add("effect")
         if step.when:
             self.kinds.add("conditional")
         tool = step.tool if not step.is_subchain else f"chain:{step.subchain_name}"
@@ -273,11 +278,10 @@ class _Writer:
         self.edge_kinds.add(e.kind)
         attrs = [("id", quote(f"{self.scope}-e{self.n_edges}"))]
         self.n_edges += 1
+        # no edge tooltips: Graphviz's <title>a->b</title> already is one (and the SVG of a
+        # 200-step chain is ~40 KB smaller without the <a> wrappers)
         if e.kind == "data":
-            attrs += [("style", "dashed"), ("label", quote(_clip(e.label or "", 36))),
-                      ("tooltip", quote(f"{e.source} -> {e.target}: {e.label}"))]
-        else:
-            attrs.append(("tooltip", quote(f"{e.target} depends on {e.source}")))
+            attrs += [("style", "dashed"), ("label", quote(_clip(e.label or "", 36)))]
         if src.cluster:
             attrs.append(("ltail", quote(src.cluster)))
         if dst.cluster:
@@ -387,11 +391,12 @@ def chain_dot(
     default toolbox; this function stays pure). ``chains`` (else the toolbox's chains) lets
     sub-chains be drawn as clusters. ``statuses`` (``{step_id: status}``, sub-chain steps as
     ``parent/child``) adds a status line and status colours to every step (missing steps are
-    ``pending``); ``badges`` adds a short text to a step's status line (``"×3"``), ``notes``
-    a text to its tooltip. ``problems`` (``chain.problems(toolbox)``) marks the faulty steps;
-    problems without a step are listed under the title. ``scope`` prefixes every SVG element
-    id (default: a hash of the input, so equal inputs give equal ids). ``reserve_status``
-    lays out a status line wide enough for any status (live views patch it later).
+    ``pending``); ``badges`` adds a short text to a step's status line (the attempt count),
+    ``notes`` a text to its tooltip. ``problems`` (``chain.problems(toolbox)``) marks the
+    faulty steps; problems without a step are listed under the title. ``scope`` prefixes
+    every SVG element id (default: a hash of the input, so equal inputs give equal ids).
+    ``reserve_status`` lays out a status line wide enough for any status (live views patch
+    it later).
     The legend is not part of the DOT: :func:`chainlab.render.chain_svg` adds it to the SVG.
 
     Raises ValueError for an unknown status value.

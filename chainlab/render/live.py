@@ -17,6 +17,17 @@ node, then offers two ways to show new statuses:
 
 Both give each step exactly the paint, text colour and status text that a fresh
 ``chain_svg(chain, statuses=...)`` would (a test checks it).
+
+In a notebook (the widget layer does this; shown here with plain ipywidgets)::
+
+    live = LiveDag.for_run(run)
+    style = W.HTML(live.css(run_statuses(run), run_badges(run)))
+    display(W.VBox([style, W.HTML(live.svg)]))
+    redraw = Throttle(lambda _event: setattr(
+        style, "value", live.css(run_statuses(run), run_badges(run))), rate=10)
+    run.subscribe(redraw)       # at most 10 style updates per second, the last one always
+    ...                         # when the run ends: redraw.flush(); and for nbconvert/GitHub
+    display(SVG(live.patched_svg(run_statuses(run), run_badges(run))))
 """
 
 from __future__ import annotations

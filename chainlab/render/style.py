@@ -37,6 +37,7 @@ __all__ = [
     "NEUTRAL",
     "PROBLEM",
     "STATUS_STYLE",
+    "TIMES",
     "StatusStyle",
     "dasharray",
     "status_line",
@@ -50,7 +51,7 @@ LineStyle = Literal["solid", "dashed", "dotted"]
 #: back to Times metrics and draw boxes too narrow); matplotlib ships it too
 FONT_NAME = "DejaVu Sans"
 #: what the SVG asks the browser for (``clean_svg`` widens Graphviz's ``font-family``)
-FONT = "DejaVu Sans,Verdana,Helvetica,Arial,sans-serif"
+FONT = "DejaVu Sans,Verdana,sans-serif"
 #: edges and their arrows (on the page background: mid grey works on light and dark)
 EDGE_COLOR = "#7f7f7f"
 #: text drawn on the page background (titles, edge labels, legend caption)
@@ -80,6 +81,8 @@ class StatusStyle:
         return f"{self.badge} {self.label}"
 
 
+#: the multiplication sign of attempt badges (``f"{TIMES}3"``: third attempt)
+TIMES = "\u00d7"
 _DARK = "#1a1a1a"
 S = StepStatus
 
@@ -141,6 +144,6 @@ def status_style(status: str) -> StatusStyle:
 
 
 def status_line(status: str, badge: str | None = None) -> str:
-    """The text line a node shows for its status: ``"✓ succeeded · ×2"``."""
+    """The text line a node shows for its status: caption, then `` · badge`` if any."""
     caption = status_style(status).caption
     return f"{caption} · {badge}" if badge else caption

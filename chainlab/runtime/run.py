@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections import ChainMap
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,9 +91,10 @@ class Runtime:
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
-    def chains(self) -> dict[str, Chain]:
-        """Chains usable as sub-chains: the toolbox's (read live) plus those given here."""
-        return {**self.toolbox.chains, **self._chains}
+    def chains(self) -> ChainMap[str, Chain]:
+        """Chains usable as sub-chains: those given here (assignments land here) over the
+        toolbox's (read live)."""
+        return ChainMap(self._chains, self.toolbox.chains)
 
     # ------------------------------------------------------------------ hosting
     async def __aenter__(self) -> Runtime:

@@ -179,6 +179,7 @@ class RunState:
         self._set(st, S.SUCCEEDED, ev.ts)
         st.output = ev.payload.get("output")
         st.error = st.error_kind = None
+        st.reason = "resolved by a person" if ev.payload.get("resolved") else None
         st.ended_at = ev.ts
         self.completion.append(st.step_id)
 
@@ -186,6 +187,7 @@ class RunState:
         st = self.step(ev.step_id or "")
         self._close(ev, "call", AttemptStatus.FAILED)
         self._set(st, S.FAILED, ev.ts)
+        st.reason = "resolved by a person" if ev.payload.get("resolved") else None
         st.error_kind = ev.payload.get("error_kind")
         st.error = ev.payload.get("error")
         st.ended_at = ev.ts

@@ -1,0 +1,412 @@
+"""A run's attempts, compensations, waits and events as pandas DataFrames, and its Gantt chart.
+
+Everything here is built from the store only (``store.get_run`` + ``store.load_events``,
+folded by :class:`chainlab.runtime.state.RunState`, the fold the runtime itself uses), so it
+works for a live run, a finished one and one written by another process.
+
+Plotting library: **matplotlib**, on purpose. A run timeline is a static picture that
+must survive ``nbconvert`` to HTML, GitHub's notebook viewer and nbval, and render in CI with
+no display: matplotlib renders headless to PNG with its Agg rasteriser and needs no browser,
+no JavaScript and no kernel extension (plotly/bokeh/altair need a JS front end for their
+default output and extra packages to export a PNG). The chart is drawn on a
+``matplotlib.figure.Figure`` directly (no ``pyplot``): nothing touches the user's backend or
+global figure state, it is safe in worker threads, and there is no double display in
+Jupyter; the returned figure shows itself as PNG (``_repr_png_``). This module and
+:mod:`chainlab.render` share one palette (:data:`chainlab.render.STATUS_STYLE`).
+
+Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still open):
+
+``attempts_frame`` - one row per tool call and per compensation call, in start order:
+    run_id, step_id (``parent/child`` in sub-chains), tool, kind (``attempt`` |
+    ``compensation``), attempt (1-based, per step and kind), epoch (writer epoch), status
+    (``succeeded`` | ``failed`` | ``timed_out`` | ``cancelled`` | ``interrupted`` |
+    ``running``), error_kind, error, started_at, ended_at, duration_s, retry_delay_s (the
+    back-off scheduled after this attempt), idempotency_key (None for effect-free tools).
+    A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
+``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
+``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
+    (``backoff`` | ``confirmation`` | ``in_doubt``), started_at, ended_at, duration_s,
+    outcome (``retried``, ``approved``, ``rejected``, ``resolved``, ``cancelled``, or None
+    while waiting).
+``events_frame`` - the event log: run_id, seq, ts, elapsed_s (since the first event), epoch,
+    kind, step_id, attempt (nullable Int64), payload (dict).
+``runs_frame`` - one row per run, newest first: run_id, chain_name, status, epoch,
+    created_at, updated_at, duration_s (updated - created), steps (top-level step count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from chainlab.runtime.events import Event
+from chainlab.runtime.state import RunState
+from chainlab.store.base import RunRecord, Store
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "ATTEMPT_COLUMNS",
+    "TimelineFigure",
+    "attempts_frame",
+    "compensations_frame",
+    "events_frame",
+    "plot_timeline",
+    "runs_frame",
+    "waits_frame",
+]
+
+ATTEMPT_COLUMNS = ["run_id", "step_id", "tool", "kind", "attempt", "epoch", "status",
+                   "error_kind", "error", "started_at", "ended_at", "duration_s",
+                   "retry_delay_s", "idempotency_key"]
+WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outcome"]
+EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
+                 "payload"]
+RUN_COLUMNS = ["run_id", "chain_name", "status", "epoch", "created_at", "updated_at",
+               "duration_s", "steps"]
+
+
+def _times(values: Iterable[float | None]) -> pd.Series:
+    return pd.to_datetime(pd.Series([float("nan") if v is None else v for v in values],
+                                    dtype="float64"), unit="s", utc=True)
+
+
+def _load(store: Store, run_id: str) -> tuple[RunRecord, list[Event], RunState]:
+    record = store.get_run(run_id)
+    events = store.load_events(run_id)
+    step_ids = [s["id"] for s in record.chain.get("steps", [])]
+    return record, events, RunState.from_events(run_id, events, step_ids)
+
+
+def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """Every attempt and compensation of a run (columns: see the module docstring).
+
+    Raises RunNotFoundError for an unknown run.
+    """
+    _, _, state = _load(store, run_id)
+    recs = state.attempts
+    frame = pd.DataFrame({
+        "run_id": pd.Series([run_id] * len(recs), dtype="object"),
+        "step_id": pd.Series([r.step_id for r in recs], dtype="object"),
+        "tool": pd.Series([r.tool for r in recs], dtype="object"),
+        "kind": pd.Series(["attempt" if r.kind == "call" else r.kind for r in recs],
+                          dtype="object"),
+        "attempt": pd.Series([r.attempt for r in recs], dtype="int64"),
+        "epoch": pd.Series([r.epoch for r in recs], dtype="int64"),
+        "status": pd.Series([str(r.status) for r in recs], dtype="object"),
+        "error_kind": pd.Series([r.error_kind for r in recs], dtype="object"),
+        "error": pd.Series([r.error for r in recs], dtype="object"),
+        "started_at": _times(r.started_at for r in recs),
+        "ended_at": _times(r.ended_at for r in recs),
+        "duration_s": pd.Series([r.duration_s for r in recs], dtype="float64"),
+        "retry_delay_s": pd.Series([r.retry_delay_s for r in recs], dtype="float64"),
+        "idempotency_key": pd.Series([r.idempotency_key for r in recs], dtype="object"),
+    }, columns=ATTEMPT_COLUMNS)
+    return frame
+
+
+def compensations_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """The compensation rows of :func:`attempts_frame` (same columns, renumbered index)."""
+    frame = attempts_frame(store, run_id)
+    return frame[frame["kind"] == "compensation"].reset_index(drop=True)
+
+
+_WAIT_OPEN = {"step_retry_scheduled": "backoff", "step_waiting_confirmation": "confirmation",
+              "step_in_doubt": "in_doubt"}
+# a back-off ends when the step is due again (step_ready), not when a slot frees up
+_WAIT_CLOSE: dict[str, dict[str, str | None]] = {
+    "backoff": {"step_ready": "retried", "step_started": "retried", "step_cancelled": "cancelled",
+                "step_skipped": "cancelled", "step_failed": "cancelled"},
+    "confirmation": {"step_approved": "approved", "step_rejected": "rejected",
+                     "step_skipped": "cancelled", "step_cancelled": "cancelled",
+                     "step_waiting_confirmation": "asked again"},
+    "in_doubt": {"step_succeeded": "resolved", "step_failed": "resolved",
+                 "step_ready": "retried"},
+}
+
+
+def _waits(events: Iterable[Event]) -> list[tuple[str, str, float, float | None, str | None]]:
+    """(step_id, kind, start, end, outcome) of every wait, in start order."""
+    open_: dict[str, tuple[str, float, int]] = {}  # step -> (kind, start, row)
+    rows: list[tuple[str, str, float, float | None, str | None]] = []
+    for ev in events:
+        sid = ev.step_id
+        if sid is None:
+            continue
+        current = open_.get(sid)
+        if current is not None:
+            kind, start, row = current
+            closing = _WAIT_CLOSE[kind]
+            outcome = closing.get(ev.kind)
+            if outcome is not None:
+                rows[row] = (sid, kind, start, ev.ts, outcome)
+                del open_[sid]
+        if ev.kind in _WAIT_OPEN:
+            open_[sid] = (_WAIT_OPEN[ev.kind], ev.ts, len(rows))
+            rows.append((sid, _WAIT_OPEN[ev.kind], ev.ts, None, None))
+    return rows
+
+
+def waits_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """Back-off, confirmation and in-doubt waits of a run (columns: module docstring)."""
+    _, events, _ = _load(store, run_id)
+    rows = _waits(events)
+    return pd.DataFrame({
+        "step_id": pd.Series([r[0] for r in rows], dtype="object"),
+        "kind": pd.Series([r[1] for r in rows], dtype="object"),
+        "started_at": _times(r[2] for r in rows),
+        "ended_at": _times(r[3] for r in rows),
+        "duration_s": pd.Series([None if r[3] is None else r[3] - r[2] for r in rows],
+                                dtype="float64"),
+        "outcome": pd.Series([r[4] for r in rows], dtype="object"),
+    }, columns=WAIT_COLUMNS)
+
+
+def events_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """The run's event log, one row per event in ``seq`` order (columns: module docstring)."""
+    events = store.load_events(run_id)
+    if not events:
+        store.get_run(run_id)  # raises RunNotFoundError for an unknown run
+    t0 = events[0].ts if events else 0.0
+    return pd.DataFrame({
+        "run_id": pd.Series([e.run_id for e in events], dtype="object"),
+        "seq": pd.Series([e.seq for e in events], dtype="int64"),
+        "ts": _times(e.ts for e in events),
+        "elapsed_s": pd.Series([e.ts - t0 for e in events], dtype="float64"),
+        "epoch": pd.Series([e.epoch for e in events], dtype="int64"),
+        "kind": pd.Series([e.kind for e in events], dtype="object"),
+        "step_id": pd.Series([e.step_id for e in events], dtype="object"),
+        "attempt": pd.Series([e.attempt for e in events], dtype="Int64"),
+        "payload": pd.Series([dict(e.payload) for e in events], dtype="object"),
+    }, columns=EVENT_COLUMNS)
+
+
+def runs_frame(store: Store, limit: int | None = None) -> pd.DataFrame:
+    """Runs in the store, newest first (columns: module docstring)."""
+    runs = store.list_runs(limit)
+    return pd.DataFrame({
+        "run_id": pd.Series([r.run_id for r in runs], dtype="object"),
+        "chain_name": pd.Series([r.chain_name for r in runs], dtype="object"),
+        "status": pd.Series([str(r.status) for r in runs], dtype="object"),
+        "epoch": pd.Series([r.epoch for r in runs], dtype="int64"),
+        "created_at": _times(r.created_at for r in runs),
+        "updated_at": _times(r.updated_at for r in runs),
+        "duration_s": pd.Series([r.updated_at - r.created_at for r in runs], dtype="float64"),
+        "steps": pd.Series([len(r.chain.get("steps", [])) for r in runs], dtype="int64"),
+    }, columns=RUN_COLUMNS)
+
+
+class TimelineFigure(Figure):
+    """A matplotlib Figure that shows itself as PNG in Jupyter without pyplot."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=self.dpi, facecolor="white")
+        return buf.getvalue()
+
+
+def plot_timeline(store: Store, run_id: str, *, ax: Axes | None = None,
+                  width: float = 10.0, title: str | None = None) -> Figure:
+    """A Gantt chart of a run: one row per step, a bar per attempt coloured by its outcome,
+    hatched bars for compensations, thin bars for back-off, confirmation and in-doubt waits,
+    each step's final status at the right. Draws into ``ax`` when given, else into a new
+    figure ``width`` inches wide. Returns the figure (save it with ``fig.savefig(...)``).
+
+    Raises RunNotFoundError for an unknown run.
+    """
+    record, events, state = _load(store, run_id)
+    order = _step_order(record, state)
+    if ax is None:
+        rows = max(len(order), 1)  # 0.34 in per row; beyond 60 steps 0.14 in, smaller text
+        height = 1.6 + (0.34 * rows if rows <= 60 else 20.4 + 0.14 * (rows - 60))
+        fig = TimelineFigure(figsize=(width, min(height, 60.0)), dpi=100)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure  # type: ignore[assignment]
+    heading = title if title is not None else (
+        f"{record.chain_name} · run {state.status or record.status}")
+    handles, margins = _draw(ax, state, _waits(events), order, events, heading)
+    if isinstance(fig, TimelineFigure):
+        _place(fig, handles, margins)
+    else:
+        ax.legend(handles=handles, loc="best", fontsize=8)
+    return fig
+
+
+def _place(fig: Figure, handles: list[Any], margins: tuple[float, float]) -> None:
+    """Margins computed from the label lengths (matplotlib's layout engines measure every
+    tick label several times: seconds for a few hundred steps) and the legend below."""
+    w, h = fig.get_size_inches()
+    ncol = max(len(handles) if len(handles) <= 4 else -(-len(handles) // 2), 1)
+    legend_rows = -(-len(handles) // ncol) if handles else 0
+    bottom = 0.55 + 0.24 * legend_rows
+    left, right = margins
+    fig.subplots_adjust(left=min(left / w, 0.45), right=1 - min(right / w, 0.4),
+                        top=1 - 0.42 / h, bottom=min(bottom / h, 0.5))
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False,
+                   fontsize=8.5, bbox_to_anchor=(0.5, 0.0))
+
+
+def _step_order(record: RunRecord, state: RunState) -> list[str]:
+    """Step ids in declaration order, sub-chain steps right after their parent."""
+    out: list[str] = []
+
+    def walk(chain: dict[str, Any], prefix: str, seen: tuple[str, ...]) -> None:
+        for step in chain.get("steps", []):
+            sid = prefix + step["id"]
+            out.append(sid)
+            tool = str(step.get("tool", ""))
+            name = tool[len("chain:"):].strip() if tool.startswith("chain:") else None
+            if name and name in record.chains and name not in seen:
+                walk(record.chains[name], sid + "/", (*seen, name))
+
+    walk(record.chain, "", (record.chain_name,))
+    known = set(out)
+    out += [sid for sid in state.steps if sid not in known]
+    return out
+
+
+# ---------------------------------------------------------------------- drawing
+KIND_SUBCHAIN = "⇢"
+_ATTEMPT_LOOK = {"succeeded": "succeeded", "failed": "failed", "timed_out": "failed",
+                 "cancelled": "cancelled", "interrupted": "in_doubt", "running": "running"}
+_COMPENSATION_LOOK = {"succeeded": "compensated", "failed": "compensation_failed",
+                      "timed_out": "compensation_failed", "interrupted": "compensation_failed",
+                      "cancelled": "cancelled", "running": "compensating"}
+_WAIT_LOOK = {"backoff": ("retry_wait", "back-off"),
+              "confirmation": ("waiting_confirmation", "waiting for approval"),
+              "in_doubt": ("in_doubt", "in doubt")}
+_OUTCOME_NAMES = {"succeeded": "attempt succeeded", "failed": "attempt failed",
+                  "timed_out": "attempt timed out", "interrupted": "attempt interrupted",
+                  "cancelled": "attempt cancelled", "running": "attempt running"}
+_COMPENSATION_NAMES = {"compensated": "compensation succeeded",
+                       "compensation_failed": "compensation failed",
+                       "compensating": "compensation running",
+                       "cancelled": "compensation cancelled"}
+_LEGEND_ORDER = ([f"attempt:{k}" for k in _OUTCOME_NAMES] + [f"wait:{k}" for k in _WAIT_LOOK]
+                 + [f"comp:{k}" for k in _COMPENSATION_NAMES])
+
+
+class _Bars:
+    """Bars collected per look and drawn as one PolyCollection each: ``barh`` makes a
+    Rectangle artist per bar, which costs seconds for a few hundred steps."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[Any, ...], list[tuple[float, float, float]]] = {}
+
+    def add(self, y: float, left: float, width: float, *, height: float, **look: Any) -> None:
+        key = (height, *sorted(look.items()))
+        self.groups.setdefault(key, []).append((y, left, width))
+
+    def draw(self, ax: Axes) -> None:
+        from matplotlib.collections import PolyCollection
+
+        for (height, *look), bars in self.groups.items():
+            h = height / 2
+            verts = [[(x, y - h), (x + w, y - h), (x + w, y + h), (x, y + h)]
+                     for y, x, w in bars]
+            style = dict(look)
+            ax.add_collection(PolyCollection(
+                verts, facecolors=style["color"], edgecolors=style["edgecolor"],
+                linewidths=style["linewidth"], linestyles=style.get("linestyle", "solid"),
+                hatch=style.get("hatch"), zorder=style["zorder"]), autolim=False)
+
+
+def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | None,
+          str | None]], order: list[str], events: list[Event],
+          heading: str) -> tuple[list[Any], tuple[float, float]]:
+    """Draw the chart into ``ax``; return the legend handles and the left and right margins
+    (inches) its labels need."""
+    from matplotlib.patches import Patch
+
+    from chainlab.render.style import MUTED_TEXT, STATUS_STYLE
+
+    t0 = events[0].ts if events else 0.0
+    t_end = max((e.ts for e in events), default=t0)
+    span = (t_end - t0) or 1.0
+    min_w = span * 0.006
+    n = len(order)
+    small = n > 60  # many rows: smaller text, no text inside bars
+    fig_w = ax.figure.get_figwidth() if isinstance(ax.figure, Figure) else 10.0
+    chars = max(ax.get_position().width * fig_w * 72 / 4.6, 20)
+
+    def fits(text: str, width: float) -> bool:  # 7-pt text is ~4.6 pt per character
+        return not small and width >= (len(text) + 1) * span / chars
+
+    row = {sid: i for i, sid in enumerate(order)}
+    handles: dict[str, Any] = {}
+    bars = _Bars()
+    for sid, kind, start, end, outcome in waits:
+        look, name = _WAIT_LOOK[kind]
+        st = STATUS_STYLE[look]
+        stop = end if end is not None else t_end
+        bars.add(row[sid], start - t0, max(stop - start, min_w), height=0.22, color=st.fill,
+                 edgecolor=st.stroke, linewidth=1.0, linestyle="--", zorder=2)
+        note = f"{st.badge} {stop - start:.3g} s" + (f" {outcome}" if outcome else "")
+        if fits(note, stop - start):
+            ax.text(start - t0 + (stop - start) / 2, row[sid] - 0.2, note, ha="center",
+                    va="bottom", fontsize=7, color=MUTED_TEXT, zorder=4)
+        handles.setdefault(f"wait:{kind}", Patch(facecolor=st.fill, edgecolor=st.stroke,
+                                                 linestyle="--", label=name))
+    for rec in state.attempts:
+        comp = rec.kind == "compensation"
+        look = (_COMPENSATION_LOOK if comp else _ATTEMPT_LOOK)[str(rec.status)]
+        st = STATUS_STYLE[look]
+        stop = rec.ended_at if rec.ended_at is not None else t_end
+        width = max(stop - rec.started_at, min_w)
+        y, left = row[rec.step_id], rec.started_at - t0
+        if not comp and str(rec.tool or "").startswith("chain:"):  # a sub-chain: its span
+            bars.add(y, left, width, height=0.5, color="none", edgecolor=st.stroke,
+                     linewidth=1.2, linestyle="--", zorder=3)
+            text = f"{KIND_SUBCHAIN} {rec.tool}"
+            if fits(text, width):
+                ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7.5,
+                        color=MUTED_TEXT, zorder=4)
+            continue
+        bars.add(y, left, width, height=0.62, color=st.fill, edgecolor=st.stroke,
+                 linewidth=1.4, hatch="////" if comp else None, zorder=3)
+        text = f"{st.badge} undo" if comp else f"{st.badge} #{rec.attempt}"
+        if fits(text, width):
+            ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7.5,
+                    color=st.text, zorder=4)
+        key = f"comp:{look}" if comp else f"attempt:{rec.status}"
+        label = _COMPENSATION_NAMES[look] if comp else _OUTCOME_NAMES[str(rec.status)]
+        handles.setdefault(key, Patch(facecolor=st.fill, edgecolor=st.stroke,
+                                      hatch="////" if comp else None, label=label))
+    bars.draw(ax)
+    label_size = 8.5 if not small else 6.5
+    ax.set_ylim(n - 0.4, -0.6)
+    ax.set_yticks(range(n), labels=order, fontsize=label_size)
+    ax.set_xlim(-span * 0.02, span * 1.02)
+    ax.set_xlabel("seconds since the run started", fontsize=9, color=MUTED_TEXT)
+    ax.grid(axis="x", color="#e3e3e3", linewidth=0.8, zorder=0)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="x", labelsize=8.5, colors="#444444")
+    ax.tick_params(axis="y", colors="#444444")
+    ax.set_title(heading, loc="left", fontsize=11, color="#333333")
+    captions = [STATUS_STYLE[str(state.steps[sid].status)] if sid in state.steps else None
+                for sid in order]
+    at_right = ax.get_yaxis_transform()  # x in axes fraction, y in data
+    for y, (sid, cap) in enumerate(zip(order, captions, strict=True)):
+        if cap is not None:
+            ax.text(1.012, y, cap.caption, transform=at_right, ha="left", va="center",
+                    gid=f"status:{sid}",
+                    fontsize=label_size - 0.5, color=cap.text, clip_on=False,
+                    bbox=None if small else {"facecolor": cap.fill, "edgecolor": cap.stroke,
+                                             "boxstyle": "round,pad=0.25", "linewidth": 1.0})
+    char = label_size * 0.62 / 72  # DejaVu Sans: ~0.6 em per character, in inches
+    left = 0.3 + max((len(s) for s in order), default=1) * char
+    right_margin = 0.35 + max((len(c.caption) for c in captions if c), default=1) * char
+    return [handles[k] for k in _LEGEND_ORDER if k in handles], (left, right_margin)

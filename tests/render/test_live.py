@@ -1,0 +1,225 @@
+"""LiveDag: one layout, then recolouring by CSS or by patching; both must match what a fresh
+render of the same statuses draws."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+
+import pytest
+
+from chainlab.render import (
+    STATUS_STYLE,
+    LiveDag,
+    chain_svg,
+    node_styles,
+    run_badges,
+    run_statuses,
+    run_svg,
+    status_line,
+)
+from chainlab.render import svg as svg_module
+from chainlab.render.style import TIMES, dasharray
+
+from .conftest import ALL_STEP_IDS, demo_chain, demo_toolbox
+from .scenarios import Lab, run_saga
+
+# a run's progress as a series of changes (every status appears at least once)
+CHANGES: list[tuple[str, str, str | None]] = [
+    ("fetch", "ready", None), ("fetch", "running", None), ("fetch", "retry_wait", f"{TIMES}1"),
+    ("fetch", "running", f"{TIMES}2"), ("fetch", "succeeded", f"{TIMES}2"),
+    ("parse", "running", None),
+    ("parse", "succeeded", None), ("store", "running", None), ("store", "in_doubt", "timeout"),
+    ("store", "succeeded", None), ("pay", "waiting_confirmation", None), ("move", "ready", None),
+    ("pay", "rejected", None), ("notify", "skipped", "rejected"),
+    ("notify/render", "skipped", None), ("notify/mail", "cancelled", None),
+    ("move", "failed", None), ("done", "skipped", "upstream failed"),
+    ("store", "compensating", None), ("fetch", "compensation_failed", None),
+    ("store", "compensated", None), ("notify/deep", "pending", None),
+]
+
+
+def _states() -> list[tuple[dict[str, str], dict[str, str]]]:
+    statuses: dict[str, str] = {}
+    badges: dict[str, str] = {}
+    out = []
+    for step, status, badge in CHANGES:
+        statuses[step] = status
+        if badge:
+            badges[step] = badge
+        else:
+            badges.pop(step, None)
+        out.append((dict(statuses), dict(badges)))
+    return out
+
+
+def css_vars(css: str) -> dict[str, dict[str, str]]:
+    """What a browser would apply: ``{element_id: {--cl-x: value}}``, later rules winning."""
+    out: dict[str, dict[str, str]] = {}
+    body = css.split(">", 1)[1].rsplit("</style>", 1)[0]
+    for selectors, decls in re.findall(r'([^{}]+)\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}', body):
+        values = dict(re.findall(r'(--cl-\w)\s*:\s*("(?:[^"\\]|\\.)*"|[^;]*)', decls))
+        for sel in selectors.strip().split(","):
+            assert sel.startswith("#"), sel
+            out.setdefault(sel[1:], {}).update(values)
+    return out
+
+
+def css_unquote(value: str) -> str:
+    assert value.startswith('"') and value.endswith('"')
+    return re.sub(r"\\3c ", "<", value[1:-1]).replace('\\"', '"').replace("\\\\", "\\")
+
+
+@pytest.fixture
+def live(backend: str) -> LiveDag:
+    return LiveDag(demo_chain(), demo_toolbox(), scope="cl-dag-p", backend=backend)
+
+
+def test_patched_and_css_match_a_fresh_render_after_every_change(live: LiveDag,
+                                                                 backend: str) -> None:
+    seen = set()
+    for statuses, badges in _states():
+        fresh = node_styles(chain_svg(demo_chain(), demo_toolbox(), statuses, badges=badges,
+                                      scope="cl-dag-p", backend=backend))
+        patched = node_styles(live.patched_svg(statuses, badges))
+        assert patched == fresh
+        applied = css_vars(live.css(statuses, badges))
+        for eid, want in fresh.items():
+            got = applied[eid]
+            assert (got["--cl-f"], got["--cl-s"], got["--cl-w"], got["--cl-d"]) == (
+                want.fill, want.stroke, f"{want.width}px", want.dash), eid
+            assert {got["--cl-t"]} == set(want.text_fills)
+            assert css_unquote(got["--cl-c"]) == want.lines[-1]
+        seen |= set(statuses.values())
+    assert seen | {"pending"} == set(STATUS_STYLE)
+
+
+def test_layout_runs_graphviz_once(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    calls: list[str] = []
+    real_dot, real_wasm = svg_module._run_dot, svg_module._run_wasm
+
+    def counting(name: str, real: Callable[[str], str]) -> Callable[[str], str]:
+        def run(dot: str) -> str:
+            calls.append(name)
+            return real(dot)
+
+        return run
+
+    monkeypatch.setattr(svg_module, "_run_dot", counting("dot", real_dot))
+    monkeypatch.setattr(svg_module, "_run_wasm", counting("wasm", real_wasm))
+    svg_module._cache.clear()
+    live = LiveDag(demo_chain(), demo_toolbox(), backend=backend)
+    for statuses, badges in _states():
+        live.css(statuses, badges)
+        live.patched_svg(statuses, badges)
+    assert calls == [backend]
+
+
+def test_live_markup(live: LiveDag) -> None:
+    root = ET.fromstring(live.svg)  # well-formed, foreignObject content included
+    assert root.get("class") == "cl-dag cl-dag-p"
+    assert live.step_ids == ALL_STEP_IDS
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = {el.get("id"): el for el in root.iter(f"{ns}g")}
+    for step_id in live.step_ids:
+        g = groups[live.element_id(step_id)]
+        assert len(list(g.iter(f"{ns}foreignObject"))) == 1
+        assert [el.get("class") for el in g.iter() if el.get("class") == "cl-shape"]
+    style = next(root.iter(f"{ns}style")).text or ""
+    pending = STATUS_STYLE["pending"]
+    assert f"var(--cl-f,{pending.fill})" in style and '"○ pending"' in style
+    assert all(rule.startswith(".cl-dag-p ") for rule in re.findall(r"\}?([^{}]+)\{", style))
+    assert "LONGEST" not in live.svg and "↯ compensation failed" not in live.svg.split(
+        "cl-legend")[0]  # the reserved text is replaced by the CSS-driven box
+
+
+def test_patched_svg_is_static(live: LiveDag) -> None:
+    statuses, badges = _states()[-1]
+    out = live.patched_svg(statuses, badges)
+    ET.fromstring(out)
+    assert "foreignObject" not in out and "<style" not in out and "var(--" not in out
+    assert out == live.patched_svg(statuses, badges)
+    assert live.patched_svg({}) == LiveDag(demo_chain(), demo_toolbox(), scope="cl-dag-p",
+                                           backend=_backend(live)).patched_svg({})
+
+
+def _backend(live: LiveDag) -> str:
+    return "wasm" if 'xml:space="preserve"' in live.svg else "dot"
+
+
+def test_missing_steps_are_pending_and_unknown_ids_ignored(live: LiveDag) -> None:
+    css = css_vars(live.css({"fetch": "running", "not-a-step": "failed"}))
+    assert css[live.element_id("fetch")]["--cl-c"] == '"▶ running"'
+    assert css[live.element_id("done")]["--cl-c"] == '"○ pending"'
+    assert "not-a-step" not in live.css({"not-a-step": "failed"})
+    lines = node_styles(live.patched_svg({}))
+    assert {s.lines[-1] for s in lines.values()} == {"○ pending"}
+
+
+def test_unknown_status_is_refused(live: LiveDag) -> None:
+    for fn in (live.css, live.patched_svg):
+        with pytest.raises(ValueError, match="unknown step status 'done'"):
+            fn({"fetch": "done"})
+
+
+def test_badges_are_escaped(live: LiveDag) -> None:
+    nasty = '"</style><script>alert(1)</script>\\'
+    css = live.css({"fetch": "failed"}, {"fetch": nasty})
+    assert css.count("</style>") == 1 and "<script" not in css
+    assert css_unquote(css_vars(css)[live.element_id("fetch")]["--cl-c"]) == \
+        status_line("failed", nasty)
+    patched = live.patched_svg({"fetch": "failed"}, {"fetch": nasty})
+    ET.fromstring(patched)
+    assert node_styles(patched)[live.element_id("fetch")].lines[-1] == status_line(
+        "failed", nasty)
+
+
+def test_every_view_has_its_own_scope() -> None:
+    a, b = LiveDag(demo_chain(), demo_toolbox()), LiveDag(demo_chain(), demo_toolbox())
+    assert a.scope != b.scope and a.scope.startswith("cl-dag-")
+    assert a.element_id("fetch").startswith(a.scope)
+    assert a.html({"fetch": "running"}).endswith(a.svg)
+    assert a.html({}).startswith(f'<style class="{a.scope}-status">')
+    with pytest.raises(KeyError):
+        a.element_id("nope")
+
+
+def test_css_groups_steps_by_status(live: LiveDag) -> None:
+    css = live.css(dict.fromkeys(ALL_STEP_IDS, "succeeded"), {"fetch": f"{TIMES}3"})
+    rules = css.strip().splitlines()[1:-1]
+    assert len(rules) == 2  # one rule for the status, one for the badge
+    assert rules[0].count("#cl-dag-p-n-") == len(ALL_STEP_IDS)
+
+
+@pytest.mark.anyio
+async def test_for_run_matches_the_run_view(backend: str) -> None:
+    lab = Lab()
+    run = await run_saga(lab)
+    live = LiveDag.for_run(run, backend=backend)
+    fresh = node_styles(run_svg(run, backend=backend))
+    patched = node_styles(live.patched_svg(run_statuses(run), run_badges(run)))
+    assert {eid.split("-n-")[1]: s for eid, s in patched.items()} == \
+        {eid.split("-n-")[1]: s for eid, s in fresh.items()}
+    assert patched[live.element_id("pay")].lines == ("pay", "☐⚡ pay",
+                                                     "↩ compensated · approved")
+
+
+def test_throttled_redraws_keep_the_latest_state(live: LiveDag) -> None:
+    from chainlab.render import Throttle
+    from chainlab.render.throttle import ManualTimers
+
+    timers = ManualTimers()
+    shown: list[str] = []
+    redraw: Throttle[dict[str, str]] = Throttle(lambda st: shown.append(live.css(st)), 10,
+                                                clock=timers.now,
+                      call_later=timers.call_later)
+    states = _states()
+    for statuses, _ in states:  # a burst of events at one instant
+        redraw(statuses)
+    timers.advance(1.0)
+    assert len(shown) == 2 and shown[-1] == live.css(states[-1][0])
+
+
+def test_width_and_dash_values_are_graphviz_equivalents() -> None:
+    assert {dasharray(s.line) for s in STATUS_STYLE.values()} == {"none", "5,2", "1,5"}
