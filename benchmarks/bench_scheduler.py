@@ -30,7 +30,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import (  # noqa: E402
+from workloads import (
     Workload,
     as_chain,
     chain_workload,
@@ -39,8 +39,8 @@ from workloads import (  # noqa: E402
     node_toolbox,
 )
 
-from chainlab.runtime import Runtime  # noqa: E402
-from chainlab.store import MemoryStore  # noqa: E402
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore
 
 Runner = Callable[[], Awaitable[int]]
 
@@ -159,27 +159,37 @@ async def main(reps: int, quick: bool) -> None:
         cases.append((f"W2 N={n}", fanout_workload(n)))
     cases.append(("W3 200 nodes", layered_workload(200)))
     conc = 8
-    print(f"python {sys.version.split()[0]}, anyio {anyio.__version__ if hasattr(anyio, '__version__') else ''}, "
-          f"reps={reps}, concurrency={conc}\n")
+    print(
+        f"python {sys.version.split()[0]}, anyio {anyio.__version__ if hasattr(anyio, '__version__') else ''}, "
+        f"reps={reps}, concurrency={conc}\n"
+    )
     header = f"{'workload':<14} {'contender':<9} {'median ms':>10} {'us/node':>9} {'x asyncio':>10} {'x anyio':>8} {'vs LB':>7}"
     print(header)
     print("-" * len(header))
     for label, wl in cases:
         runtime = Runtime(node_toolbox(wl.sleep_s), MemoryStore())
         rows = {}
-        for name, make in (("asyncio", lambda: asyncio_floor(wl, conc)),
-                           ("anyio", lambda: anyio_floor(wl, conc)),
-                           ("chainlab", lambda: chainlab_runner(wl, conc, runtime))):
-            times = await measure(make(), wl.expected, reps if wl.sleep_s == 0 else max(3, reps // 2))
+        for name, make in (
+            ("asyncio", lambda: asyncio_floor(wl, conc)),
+            ("anyio", lambda: anyio_floor(wl, conc)),
+            ("chainlab", lambda: chainlab_runner(wl, conc, runtime)),
+        ):
+            times = await measure(
+                make(), wl.expected, reps if wl.sleep_s == 0 else max(3, reps // 2)
+            )
             rows[name] = statistics.median(times)
         lb = wl.lower_bound_s(conc) if wl.sleep_s else None
         for name, med in rows.items():
             ratio_lb = f"{med / lb:.3f}" if lb else ""
-            print(f"{label:<14} {name:<9} {med * 1e3:>10.2f} {med / wl.nodes * 1e6:>9.1f} "
-                  f"{med / rows['asyncio']:>10.2f} {med / rows['anyio']:>8.2f} {ratio_lb:>7}")
+            print(
+                f"{label:<14} {name:<9} {med * 1e3:>10.2f} {med / wl.nodes * 1e6:>9.1f} "
+                f"{med / rows['asyncio']:>10.2f} {med / rows['anyio']:>8.2f} {ratio_lb:>7}"
+            )
         await runtime.aclose()
-    print("\nW3 lower bound = max(critical path, total work / 8) with 20 ms per node;"
-          " a 20 ms sleep really takes ~20.2 ms, so ~1.01 is the best reachable ratio.")
+    print(
+        "\nW3 lower bound = max(critical path, total work / 8) with 20 ms per node;"
+        " a 20 ms sleep really takes ~20.2 ms, so ~1.01 is the best reachable ratio."
+    )
 
 
 if __name__ == "__main__":

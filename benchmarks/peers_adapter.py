@@ -37,11 +37,22 @@ class _ChainlabBase(Adapter):
         from chainlab import Chain
         from chainlab.runtime import Runtime
 
-        steps = [{"id": n, "tool": "node", "retry": {"max_attempts": 1},
-                  "args": {"xs": [f"{{{{ steps.{d}.output }}}}" for d in wl.deps[n]]}}
-                 for n in wl.order]
-        chain = Chain.from_dict({"name": f"peers-{wl.id}", "steps": steps,
-                                 "options": {"max_concurrency": wl.concurrency}})
+        steps = [
+            {
+                "id": n,
+                "tool": "node",
+                "retry": {"max_attempts": 1},
+                "args": {"xs": [f"{{{{ steps.{d}.output }}}}" for d in wl.deps[n]]},
+            }
+            for n in wl.order
+        ]
+        chain = Chain.from_dict(
+            {
+                "name": f"peers-{wl.id}",
+                "steps": steps,
+                "options": {"max_concurrency": wl.concurrency},
+            }
+        )
         runtime = Runtime(node_toolbox(wl.sleep_s, side_effects=wl.durable), self._store(wl))
         self._runtime = runtime
         sinks = wl.sinks
@@ -66,7 +77,8 @@ class ChainlabAdapter(_ChainlabBase):
 
     def mode(self, wl: Any) -> str:
         return f"max_concurrency={wl.concurrency}, memory store" + (
-            " (W4: not durable)" if wl.durable else "")
+            " (W4: not durable)" if wl.durable else ""
+        )
 
     def _store(self, wl: Any) -> Any:
         from chainlab.store import MemoryStore
@@ -80,8 +92,11 @@ class ChainlabSQLiteAdapter(_ChainlabBase):
     base_peer = "chainlab"
 
     def mode(self, wl: Any) -> str:
-        return ("sqlite, side-effecting steps: write-ahead commit per step" if wl.durable
-                else "sqlite, effect-free steps: group commit")
+        return (
+            "sqlite, side-effecting steps: write-ahead commit per step"
+            if wl.durable
+            else "sqlite, effect-free steps: group commit"
+        )
 
     def _store(self, wl: Any) -> Any:
         from chainlab.store import SQLiteStore

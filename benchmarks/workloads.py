@@ -56,8 +56,9 @@ def fanout_workload(n: int) -> Workload:
     return Workload("W2", ["root", *children, "join"], deps)
 
 
-def layered_workload(n: int = 200, layers: int = 10, seed: int = 42, max_deps: int = 3,
-                     sleep_s: float = 0.02) -> Workload:
+def layered_workload(
+    n: int = 200, layers: int = 10, seed: int = 42, max_deps: int = 3, sleep_s: float = 0.02
+) -> Workload:
     rng = random.Random(seed)
     per = [n // layers + (1 if i < n % layers else 0) for i in range(layers)]
     lay: list[list[str]] = []
@@ -81,22 +82,29 @@ def node_toolbox(sleep_s: float, *, side_effects: bool = False) -> Toolbox:
     """A toolbox with one async tool ``node(xs: list[int]) -> int``."""
     toolbox = Toolbox("bench")
     if sleep_s > 0:
+
         async def node(xs: list[int]) -> int:
             await asyncio.sleep(sleep_s)
             return 1 + sum(xs)
     else:
+
         async def node(xs: list[int]) -> int:
             return 1 + sum(xs)
+
     toolbox.tool(node, side_effects=side_effects, idempotent=True if side_effects else None)
     return toolbox
 
 
 def as_chain(wl: Workload, concurrency: int) -> Chain:
     steps: list[dict[str, Any]] = [
-        {"id": n, "tool": "node",
-         "args": {"xs": [f"{{{{ steps.{d}.output }}}}" for d in wl.deps[n]]},
-         "retry": {"max_attempts": 1}}
+        {
+            "id": n,
+            "tool": "node",
+            "args": {"xs": [f"{{{{ steps.{d}.output }}}}" for d in wl.deps[n]]},
+            "retry": {"max_attempts": 1},
+        }
         for n in wl.order
     ]
-    return Chain.from_dict({"name": f"bench-{wl.id}", "steps": steps,
-                            "options": {"max_concurrency": concurrency}})
+    return Chain.from_dict(
+        {"name": f"bench-{wl.id}", "steps": steps, "options": {"max_concurrency": concurrency}}
+    )

@@ -91,11 +91,32 @@ class DaskExecutor:
 
     def __init__(self, client: distributed.Client | str, *,
                  submit_options: SubmitOptions | None = None, history: int = 1000):
-        self._owns_client = isinstance(client, str)
-        self.client: distributed.Client = (
-            distributed.Client(client) if isinstance(client, str) else client)
+        self._owned: list[Any] = []
+        if isinstance(client, str):
+            client = _client(client)
+            self._owned.append(client)
+        self.client: distributed.Client = client
         self.submit_options = submit_options
         self.submissions: deque[Submission] = deque(maxlen=history)
+
+    @classmethod
+    def connect(cls, address: str, **kwargs: Any) -> DaskExecutor:
+        """An executor on a new client of the scheduler at ``address``, or of a new
+        ``LocalCluster`` of this machine for ``"local"``; :meth:`close` closes them.
+
+        Raises ConnectionError when the scheduler cannot be reached (within Dask's
+        ``distributed.comm.timeouts.connect``).
+        """
+        if address != "local":
+            return cls(address, **kwargs)
+        cluster = distributed.LocalCluster(dashboard_address=":0")
+        try:
+            executor = cls(distributed.Client(cluster), **kwargs)
+        except BaseException:
+            cluster.close()
+            raise
+        executor._owned += [executor.client, cluster]
+        return executor
 
     # ------------------------------------------------------------------ Executor protocol
     async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any:
@@ -134,23 +155,37 @@ class DaskExecutor:
     # ------------------------------------------------------------------ client plumbing
     async def _on_client_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Await a coroutine of the client on the client's own loop (an asynchronous client
-        shares ours; a synchronous one runs its loop in a thread)."""
-        loop = self.client.loop.asyncio_loop
+        shares ours; a synchronous one runs its loop in a thread).
+
+        Cancelling the awaiting task does not cancel the coroutine (distributed's gather
+        does not like being interrupted): it goes on until :meth:`_cancel` ends it, and its
+        outcome is then dropped.
+        """
+        io_loop = self.client.loop
+        if io_loop is None:
+            raise TransientError(f"the Dask client {self.client!r} is closed")
+        loop: asyncio.AbstractEventLoop = io_loop.asyncio_loop  # type: ignore[attr-defined]
         if loop is asyncio.get_running_loop():
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(coro)
+        else:
+            waiter = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        try:
+            return await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            waiter.add_done_callback(_drop_outcome)
+            raise
 
     async def _cancel(self, future: distributed.Future) -> None:
         try:
             with anyio.move_on_after(10):
                 await self._on_client_loop(self.client.cancel([future], asynchronous=True))
-        except Exception:  # noqa: BLE001 - the run goes on; the task may linger on the cluster
+        except Exception:
             log.warning("could not cancel Dask task %s", future.key, exc_info=True)
 
     def close(self) -> None:
-        """Close the client if this executor created it (from an address)."""
-        if self._owns_client:
-            self.client.close()
+        """Close the client (and cluster) if this executor created them."""
+        while self._owned:
+            self._owned.pop(0).close()
 
     def __enter__(self) -> DaskExecutor:
         return self
@@ -189,12 +224,25 @@ def _resolve(ref: _ByName) -> Any:
     return obj.fn
 
 
+def _client(address: str) -> distributed.Client:
+    try:
+        return distributed.Client(address)
+    except OSError as exc:  # distributed's TimeoutError is an OSError too
+        raise ConnectionError(
+            f"cannot connect to the Dask scheduler at {address!r}: {exc}") from exc
+
+
+def _drop_outcome(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.cancelled():
+        waiter.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
 def _pack(tool: Tool, kwargs: dict[str, Any], label: str) -> bytes:
     """Pickle the call now, so that an unserialisable function or arg fails here, with a
     message naming the step, instead of deep inside distributed."""
     try:
         return cloudpickle.dumps((_by_name(tool.fn), kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001 - pickling raises many kinds
+    except Exception as exc:
         culprit = _unpicklable(tool.fn, kwargs)
         raise PermanentError(
             f"{label}: cannot send the call to the Dask cluster: {culprit} is not "
@@ -207,7 +255,7 @@ def _unpicklable(fn: Any, kwargs: dict[str, Any]) -> str:
     for name, value in kwargs.items():
         try:
             cloudpickle.dumps(value)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return f"argument {name!r} ({type(value).__name__})"
     return f"the tool function {getattr(fn, '__qualname__', fn)!r}"
 
@@ -215,7 +263,7 @@ def _unpicklable(fn: Any, kwargs: dict[str, Any]) -> str:
 def _unpack(packed: bytes, label: str) -> Any:
     try:
         return cloudpickle.loads(packed)
-    except Exception as exc:  # noqa: BLE001 - a class missing on this side, typically
+    except Exception as exc:
         raise ToolError(f"{label}: cannot read the output sent back by the Dask worker "
                         f"({type(exc).__name__}: {exc})") from exc
 
@@ -234,7 +282,7 @@ def _call_on_worker(payload: bytes, label: str) -> bytes:
         raise _stand_in(exc) from None
     try:
         return cloudpickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ToolError(
             f"{label}: the output ({type(result).__name__}) cannot be sent back from the Dask "
             f"worker: {type(exc).__name__}: {exc}; return plain data or a pydantic model"
@@ -244,7 +292,7 @@ def _call_on_worker(payload: bytes, label: str) -> bytes:
 def _round_trips(exc: BaseException) -> bool:
     try:
         pickle.loads(cloudpickle.dumps(exc))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
     return True
 

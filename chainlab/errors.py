@@ -217,6 +217,5 @@ class MissingExtraError(ChainlabError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{feature} needs the optional package {package!r}: "
-            f'pip install "chainlab[{extra}]"'
+            f'{feature} needs the optional package {package!r}: pip install "chainlab[{extra}]"'
         )

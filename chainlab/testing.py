@@ -57,8 +57,9 @@ class FlakyTool(_FakeTool):
     """Fails ``failures`` times (raising ``error``), then returns ``result`` (default: the
     kwargs it got). ``calls`` counts every call."""
 
-    def __init__(self, failures: int = 1, *, error: BaseException | None = None,
-                 result: Any = None):
+    def __init__(
+        self, failures: int = 1, *, error: BaseException | None = None, result: Any = None
+    ):
         self.failures = failures
         self.error = error if error is not None else TransientError("flaky failure")
         self.result = result
@@ -74,8 +75,9 @@ class FlakyTool(_FakeTool):
 class SlowTool(_FakeTool):
     """Takes ``seconds`` (anyio sleep), or waits until ``gate`` is set when given."""
 
-    def __init__(self, seconds: float = 0.01, *, gate: anyio.Event | None = None,
-                 result: Any = "done"):
+    def __init__(
+        self, seconds: float = 0.01, *, gate: anyio.Event | None = None, result: Any = "done"
+    ):
         self.seconds = seconds
         self.gate = gate
         self.result = result
@@ -107,8 +109,14 @@ class RecordingTool(_FakeTool):
 
     _default_timeline = itertools.count()
 
-    def __init__(self, seconds: float = 0.0, *, result: Callable[..., Any] | Any = None,
-                 timeline: itertools.count[int] | None = None, name: str = "recording"):
+    def __init__(
+        self,
+        seconds: float = 0.0,
+        *,
+        result: Callable[..., Any] | Any = None,
+        timeline: itertools.count[int] | None = None,
+        name: str = "recording",
+    ):
         self.seconds = seconds
         self.result = result
         self.timeline = timeline if timeline is not None else RecordingTool._default_timeline

@@ -109,7 +109,9 @@ class NotJSONError(TypeError):
 
     def __init__(self, path: str, value: Any):
         self.path = path
-        super().__init__(f"{path or 'the value'} is {type(value).__name__} {value!r:.60}, not JSON data")
+        super().__init__(
+            f"{path or 'the value'} is {type(value).__name__} {value!r:.60}, not JSON data"
+        )
 
 
 def to_json_value(value: Any, path: str = "") -> Any:
@@ -145,10 +147,25 @@ class Tool:
     """A registered tool: the function plus its schemas and side-effect contract."""
 
     __slots__ = (
-        "_field_adapters", "compensate", "context_param", "description", "fn", "idempotent",
-        "input_model", "is_async", "name", "output_adapter", "parallel_safe", "preview",
-        "reconcile", "requires_confirmation", "resources", "retry", "serial_key",
-        "side_effects", "timeout_s",
+        "_field_adapters",
+        "compensate",
+        "context_param",
+        "description",
+        "fn",
+        "idempotent",
+        "input_model",
+        "is_async",
+        "name",
+        "output_adapter",
+        "parallel_safe",
+        "preview",
+        "reconcile",
+        "requires_confirmation",
+        "resources",
+        "retry",
+        "serial_key",
+        "side_effects",
+        "timeout_s",
     )
 
     def __init__(
@@ -181,7 +198,8 @@ class Tool:
             raise ToolDefinitionError("tool names may not start with 'chain:' (sub-chains)")
         self.description = (description or inspect.getdoc(fn) or "").strip()
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None))  # callable objects with an async __call__
+            getattr(fn, "__call__", None)
+        )  # callable objects with an async __call__
         self.side_effects = bool(side_effects)
         self.idempotent = (not self.side_effects) if idempotent is None else bool(idempotent)
         if not (isinstance(requires_confirmation, bool) or callable(requires_confirmation)):
@@ -196,8 +214,8 @@ class Tool:
         self._field_adapters: dict[str, TypeAdapter[Any]] = {}
         self.output_adapter = _output_adapter(fn)
         self.parallel_safe = parallel_safe
-        self.serial_key = serial_key if serial_key is not None else (
-            None if parallel_safe else self.name
+        self.serial_key = (
+            serial_key if serial_key is not None else (None if parallel_safe else self.name)
         )
         if self.serial_key is not None:
             self._check_key_template(self.serial_key)
@@ -288,7 +306,8 @@ class Tool:
             "side_effects": self.side_effects,
             "idempotent": self.idempotent,
             "requires_confirmation": (
-                "depends on args" if callable(self.requires_confirmation)
+                "depends on args"
+                if callable(self.requires_confirmation)
                 else self.requires_confirmation
             ),
             "serial_key": self.serial_key,
@@ -302,10 +321,16 @@ class Tool:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        flags = [f for f, on in (("side_effects", self.side_effects),
-                                 ("idempotent", self.idempotent and self.side_effects),
-                                 ("confirm", bool(self.requires_confirmation)),
-                                 ("async", self.is_async)) if on]
+        flags = [
+            f
+            for f, on in (
+                ("side_effects", self.side_effects),
+                ("idempotent", self.idempotent and self.side_effects),
+                ("confirm", bool(self.requires_confirmation)),
+                ("async", self.is_async),
+            )
+            if on
+        ]
         return f"<Tool {self.name}{' [' + ', '.join(flags) + ']' if flags else ''}>"
 
 
@@ -319,7 +344,7 @@ class _Missing(dict):  # type: ignore[type-arg]
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # noqa: BLE001 - unresolvable forward refs: fall back to raw annotations
+    except Exception:
         return dict(getattr(fn, "__annotations__", {}))
 
 
@@ -355,7 +380,7 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
     base = _ArgsBase if extra == "forbid" else _ArgsAllow
     try:
         model = create_model(f"{name}_input", __base__=base, **fields)
-    except Exception as exc:  # noqa: BLE001 - pydantic raises many kinds for bad annotations
+    except Exception as exc:
         raise ToolDefinitionError(f"{name}: cannot build an input schema: {exc}") from None
     if not model.__pydantic_complete__:  # a type named in a string annotation is not found
         raise ToolDefinitionError(f"{name}: {_unresolved(fn)}")
@@ -365,13 +390,15 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
 def _unresolved(fn: Callable[..., Any]) -> str:
     try:
         typing.get_type_hints(fn)
-    except Exception as exc:  # noqa: BLE001 - NameError, TypeError...
+    except Exception as exc:
         why = str(exc)
     else:  # pragma: no cover - only called when resolution failed
         why = "unknown reason"
     where = getattr(fn, "__qualname__", None) or repr(fn)
-    return (f"cannot resolve the type hints of {where} ({why}); define the types "
-            "they name at module level, where the tool's module can see them")
+    return (
+        f"cannot resolve the type hints of {where} ({why}); define the types "
+        "they name at module level, where the tool's module can see them"
+    )
 
 
 class _ArgsAllow(BaseModel):
@@ -389,7 +416,7 @@ def _output_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
         return None
     try:
         return TypeAdapter(ann)
-    except Exception:  # noqa: BLE001 - an annotation pydantic cannot check is left unchecked
+    except Exception:
         return None
 
 

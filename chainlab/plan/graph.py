@@ -113,7 +113,7 @@ def find_cycle(deps: Mapping[str, set[str]], order: list[str]) -> list[str] | No
                     continue
                 if color[dep] == GREY:
                     path = [n for n, _ in stack]
-                    cycle = path[path.index(dep) :] + [dep]
+                    cycle = [*path[path.index(dep) :], dep]
                     return list(reversed(cycle))  # dependency -> dependent
                 if color[dep] == WHITE:
                     color[dep] = GREY

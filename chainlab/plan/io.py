@@ -43,7 +43,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
         try:
             if key in seen:
                 raise _DuplicateKey(
-                    None, None, f"duplicate key {key!r} (first at line {seen[key]})",
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {seen[key]})",
                     key_node.start_mark,
                 )
             seen[key] = key_node.start_mark.line + 1
@@ -59,21 +61,29 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
     """Parse plan text. Raises PlanError (``bad_syntax`` with line and column, or
     ``invalid_field`` problems located by line)."""
     if not isinstance(text, str):
-        raise PlanError(Problem("bad_syntax", f"expected plan text (str), got {type(text).__name__}"))
+        raise PlanError(
+            Problem("bad_syntax", f"expected plan text (str), got {type(text).__name__}")
+        )
     if len(text) > _MAX_TEXT:
-        raise PlanError(Problem("bad_syntax", f"plan text is {len(text)} characters; the limit is {_MAX_TEXT}"))
+        raise PlanError(
+            Problem("bad_syntax", f"plan text is {len(text)} characters; the limit is {_MAX_TEXT}")
+        )
     try:
-        data = json.loads(text) if fmt == "json" else yaml.load(text, Loader=_Loader)  # noqa: S506
+        data = json.loads(text) if fmt == "json" else yaml.load(text, Loader=_Loader)
     except json.JSONDecodeError as exc:
         raise PlanError(
-            Problem("bad_syntax", f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                    line=exc.lineno, column=exc.colno)
+            Problem(
+                "bad_syntax",
+                f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                line=exc.lineno,
+                column=exc.colno,
+            )
         ) from None
     except yaml.YAMLError as exc:
         raise PlanError(_yaml_problem(exc)) from None
     except RecursionError:
         raise PlanError(Problem("bad_syntax", "plan text is nested too deeply")) from None
-    except Exception as exc:  # noqa: BLE001 - the parsers also raise ValueError (an int over
+    except Exception as exc:
         # Python's digit limit) and OverflowError (a YAML "\U99999999" escape)
         raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
     return load_data(data, locate=lambda path: _locate(text, path))
@@ -83,10 +93,16 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
-    what = f"{context}: {problem}" if context and isinstance(exc, yaml.MarkedYAMLError) and not isinstance(exc, _DuplicateKey) else problem
+    what = (
+        f"{context}: {problem}"
+        if context and isinstance(exc, yaml.MarkedYAMLError) and not isinstance(exc, _DuplicateKey)
+        else problem
+    )
     if mark is not None:
         line, col = mark.line + 1, mark.column + 1
-        return Problem("bad_syntax", f"invalid YAML: {what} (line {line}, column {col})", line=line, column=col)
+        return Problem(
+            "bad_syntax", f"invalid YAML: {what} (line {line}, column {col})", line=line, column=col
+        )
     return Problem("bad_syntax", f"invalid YAML: {what}")
 
 
@@ -94,7 +110,7 @@ def _locate(text: str, path: tuple[Any, ...]) -> int | None:
     """1-based line of the value at ``path`` in YAML/JSON text (best effort)."""
     try:
         node = yaml.compose(text, Loader=_Loader)
-    except Exception:  # noqa: BLE001 - locating is best effort
+    except Exception:
         return None
     line = None
     for seg in path:
@@ -145,8 +161,11 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
     if not isinstance(data, dict):
         got = "nothing" if data is None else f"{type(data).__name__} {_short(data)}"
         raise PlanError(
-            Problem("invalid_field", f"a chain is a mapping with 'name' and 'steps'; got {got}",
-                    line=locate(()))
+            Problem(
+                "invalid_field",
+                f"a chain is a mapping with 'name' and 'steps'; got {got}",
+                line=locate(()),
+            )
         )
     _check_numbers(data, (), problems, locate)
     raw_steps = data.get("steps", [])
@@ -156,14 +175,22 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
     except ValidationError as exc:
         problems += _problems(exc, data, (), None, locate)
     if not isinstance(raw_steps, list):
-        problems.append(Problem("invalid_field", f"'steps' must be a list of steps, got {_short(raw_steps)}",
-                                field="steps", line=locate(("steps",))))
+        problems.append(
+            Problem(
+                "invalid_field",
+                f"'steps' must be a list of steps, got {_short(raw_steps)}",
+                field="steps",
+                line=locate(("steps",)),
+            )
+        )
         raw_steps = []
     for i, raw in enumerate(raw_steps):
         try:
             Step.model_validate(raw)
         except ValidationError as exc:
-            step_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+            step_id = (
+                raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+            )
             problems += _problems(exc, raw, ("steps", i), step_id, locate)
     if problems:
         raise PlanError(_dedupe(problems), chain_name=_name(data))
@@ -181,8 +208,14 @@ def _name(data: dict[str, Any]) -> str | None:
 def _check_numbers(value: Any, path: tuple[Any, ...], problems: list[Problem], locate: Any) -> None:
     """JSON has no NaN/Infinity: refuse them where they appear."""
     if isinstance(value, float) and not math.isfinite(value):
-        problems.append(Problem("invalid_field", f"{value!r} is not a JSON number",
-                                field=".".join(map(str, path)) or None, line=locate(path)))
+        problems.append(
+            Problem(
+                "invalid_field",
+                f"{value!r} is not a JSON number",
+                field=".".join(map(str, path)) or None,
+                line=locate(path),
+            )
+        )
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_numbers(v, (*path, k), problems, locate)
@@ -196,8 +229,11 @@ def _problems(
 ) -> list[Problem]:
     out = []
     errors = exc.errors(include_url=False)
-    literal_locs = {_untagged(e["loc"]) for e in errors
-                    if any(t.startswith("literal[") for t in _tags(e["loc"]))}
+    literal_locs = {
+        _untagged(e["loc"])
+        for e in errors
+        if any(t.startswith("literal[") for t in _tags(e["loc"]))
+    }
     for err in errors:
         loc = _untagged(err["loc"])
         tags = _tags(err["loc"])
@@ -212,8 +248,15 @@ def _problems(
             msg = f"rollback must be 'none' or a mapping with 'tool' and 'args', got {_short(value_at)}"
         else:
             msg = _message(err, loc, raw, prefix)
-        out.append(Problem("invalid_field", msg, step_id=step_id, field=field or None,
-                           line=locate((*prefix, *loc))))
+        out.append(
+            Problem(
+                "invalid_field",
+                msg,
+                step_id=step_id,
+                field=field or None,
+                line=locate((*prefix, *loc)),
+            )
+        )
     return out
 
 
@@ -298,5 +341,11 @@ _Dumper.add_representer(str, _represent_str)
 
 def dump_yaml(data: Any) -> str:
     """YAML for plan data: key order kept, readable block style."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=100)
+    return yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
+    )

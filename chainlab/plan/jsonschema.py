@@ -25,9 +25,7 @@ def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
     variants = []
     for tool in toolbox:
         safe = "".join(c if c.isalnum() else "_" for c in tool.name)
-        args_schema = tool.input_model.model_json_schema(
-            ref_template=f"#/$defs/{safe}__{{model}}"
-        )
+        args_schema = tool.input_model.model_json_schema(ref_template=f"#/$defs/{safe}__{{model}}")
         for name, sub in args_schema.pop("$defs", {}).items():
             defs[f"{safe}__{name}"] = sub
         args_schema.pop("title", None)
@@ -45,8 +43,11 @@ def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
     return schema
 
 
-REFERENCE = {"type": "string", "pattern": r"^\s*\{\{.*\}\}\s*$",
-             "description": "a reference such as {{ steps.ID.output.field }}"}
+REFERENCE = {
+    "type": "string",
+    "pattern": r"^\s*\{\{.*\}\}\s*$",
+    "description": "a reference such as {{ steps.ID.output.field }}",
+}
 
 
 def _allow_references(args_schema: dict[str, Any]) -> None:
@@ -59,7 +60,9 @@ def _allow_references(args_schema: dict[str, Any]) -> None:
         args_schema["properties"][name] = {"anyOf": [prop, REFERENCE], **extra}
 
 
-def _variant(base: dict[str, Any], tool: str, args: dict[str, Any], description: str) -> dict[str, Any]:
+def _variant(
+    base: dict[str, Any], tool: str, args: dict[str, Any], description: str
+) -> dict[str, Any]:
     v = copy.deepcopy(base)
     v["title"] = f"Step calling {tool}"
     if description:

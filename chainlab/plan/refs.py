@@ -169,9 +169,7 @@ def _parse_path(cur: _Cursor) -> Ref:
     return _make_ref(head, segments, cur.src[start : cur.pos], cur, start)
 
 
-def _make_ref(
-    head: str, segments: list[str | int], source: str, cur: _Cursor, start: int
-) -> Ref:
+def _make_ref(head: str, segments: list[str | int], source: str, cur: _Cursor, start: int) -> Ref:
     if head == "steps":
         if not segments or not isinstance(segments[0], str):
             raise TemplateSyntaxError("expected steps.ID.output", cur.src, start)

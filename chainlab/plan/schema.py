@@ -28,8 +28,23 @@ STEP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 CHAIN_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 # roots of references, and words of the condition grammar (a bare {{ KEY }} must parse)
-RESERVED_KEYS = frozenset({"context", "steps", "memory", "input", "output",
-                           "and", "or", "not", "in", "true", "false", "null", "none"})
+RESERVED_KEYS = frozenset(
+    {
+        "context",
+        "steps",
+        "memory",
+        "input",
+        "output",
+        "and",
+        "or",
+        "not",
+        "in",
+        "true",
+        "false",
+        "null",
+        "none",
+    }
+)
 
 
 class ErrorKind(StrEnum):
@@ -225,9 +240,12 @@ class Chain(_Model):
         except TemplateSyntaxError:
             from chainlab.plan.validate import find_problems
 
-            bad = [p for p in find_problems(self, None)
-                   if p.code in ("bad_template", "bad_condition")
-                   and not (p.field or "").startswith("rollback.")]
+            bad = [
+                p
+                for p in find_problems(self, None)
+                if p.code in ("bad_template", "bad_condition")
+                and not (p.field or "").startswith("rollback.")
+            ]
             raise PlanError(bad, chain_name=self.name) from None
 
     def validate(  # type: ignore[override]

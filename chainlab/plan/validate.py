@@ -42,7 +42,10 @@ PROBLEM_CODES = (
 
 
 def raise_for_problems(
-    chain: Chain, toolbox: Toolbox | None, *, context: Mapping[str, Any] | None = None,
+    chain: Chain,
+    toolbox: Toolbox | None,
+    *,
+    context: Mapping[str, Any] | None = None,
     chains: Mapping[str, Chain] | None = None,
 ) -> None:
     """Raise PlanError (CycleError when a cycle is among the problems) if anything is wrong."""
@@ -54,7 +57,10 @@ def raise_for_problems(
 
 
 def find_problems(
-    chain: Chain, toolbox: Toolbox | None, *, context: Mapping[str, Any] | None = None,
+    chain: Chain,
+    toolbox: Toolbox | None,
+    *,
+    context: Mapping[str, Any] | None = None,
     chains: Mapping[str, Chain] | None = None,
 ) -> list[Problem]:
     """Every problem of the chain, in a stable order (by step, then by check)."""
@@ -62,7 +68,9 @@ def find_problems(
 
 
 def _collect(
-    chain: Chain, toolbox: Toolbox | None, context: Mapping[str, Any] | None,
+    chain: Chain,
+    toolbox: Toolbox | None,
+    context: Mapping[str, Any] | None,
     chains: Mapping[str, Chain] | None,
 ) -> tuple[list[Problem], list[str] | None]:
     known_chains = dict(toolbox.chains if toolbox is not None else {})
@@ -75,7 +83,10 @@ def _collect(
 
 class _Checker:
     def __init__(
-        self, chain: Chain, toolbox: Toolbox | None, context: Mapping[str, Any] | None,
+        self,
+        chain: Chain,
+        toolbox: Toolbox | None,
+        context: Mapping[str, Any] | None,
         chains: dict[str, Chain],
     ):
         self.chain = chain
@@ -88,7 +99,9 @@ class _Checker:
         self.idset = set(self.ids)
         self.save_as: dict[str, str] = {}
 
-    def add(self, code: str, message: str, step: Step | None = None, field: str | None = None) -> None:
+    def add(
+        self, code: str, message: str, step: Step | None = None, field: str | None = None
+    ) -> None:
         self.problems.append(Problem(code, message, step.id if step else None, field))
 
     # ------------------------------------------------------------------ the checks
@@ -96,14 +109,19 @@ class _Checker:
         seen: set[str] = set()
         for step in self.chain.steps:
             if step.id in seen:
-                self.add("duplicate_step", f"step id {step.id!r} is used more than once", step, "id")
+                self.add(
+                    "duplicate_step", f"step id {step.id!r} is used more than once", step, "id"
+                )
             seen.add(step.id)
             if step.save_as:
                 if step.save_as in self.save_as:
                     first = self.save_as[step.save_as]
-                    self.add("duplicate_save_as",
-                             f"save_as key {step.save_as!r} is already used by step {first!r}",
-                             step, "save_as")
+                    self.add(
+                        "duplicate_save_as",
+                        f"save_as key {step.save_as!r} is already used by step {first!r}",
+                        step,
+                        "save_as",
+                    )
                 else:
                     self.save_as[step.save_as] = step.id
         deps: dict[str, set[str]] = {sid: set() for sid in self.ids}
@@ -113,19 +131,30 @@ class _Checker:
         cycle = find_cycle(deps, self.ids)
         if cycle:
             self.cycle = cycle
-            self.problems.append(Problem(
-                "cycle", f"dependency cycle {' -> '.join(cycle)}; remove one of these "
-                "dependencies (explicit depends_on or a reference)", cycle[0], "depends_on"))
+            self.problems.append(
+                Problem(
+                    "cycle",
+                    f"dependency cycle {' -> '.join(cycle)}; remove one of these "
+                    "dependencies (explicit depends_on or a reference)",
+                    cycle[0],
+                    "depends_on",
+                )
+            )
 
     def check_step(self, step: Step) -> set[str]:
         deps: set[str] = set()
         for dep in step.depends_on:
             if dep == step.id:
-                self.add("self_dependency", f"step {step.id!r} depends on itself", step, "depends_on")
+                self.add(
+                    "self_dependency", f"step {step.id!r} depends on itself", step, "depends_on"
+                )
             elif dep not in self.idset:
-                self.add("unknown_dependency",
-                         f"depends on unknown step {dep!r}{did_you_mean(dep, self.ids)}",
-                         step, "depends_on")
+                self.add(
+                    "unknown_dependency",
+                    f"depends on unknown step {dep!r}{did_you_mean(dep, self.ids)}",
+                    step,
+                    "depends_on",
+                )
             else:
                 deps.add(dep)
         for field, refs in self.step_refs(step):
@@ -154,33 +183,52 @@ class _Checker:
     def check_ref(self, step: Step, field: str, ref: Ref, *, allow_io: bool) -> set[str]:
         if ref.root in ("input", "output"):
             if not allow_io:
-                self.add("unknown_reference",
-                         f"{ref.source!r}: '{ref.root}' is only available in rollback args",
-                         step, field)
+                self.add(
+                    "unknown_reference",
+                    f"{ref.source!r}: '{ref.root}' is only available in rollback args",
+                    step,
+                    field,
+                )
             return set()
         if ref.root == "context":
-            if self.context is not None and ref.path and isinstance(ref.path[0], str) \
-                    and ref.path[0] not in self.context:
-                self.add("unknown_reference",
-                         f"{ref.source!r}: the context has no key {ref.path[0]!r}"
-                         f"{did_you_mean(ref.path[0], self.context)}", step, field)
+            if (
+                self.context is not None
+                and ref.path
+                and isinstance(ref.path[0], str)
+                and ref.path[0] not in self.context
+            ):
+                self.add(
+                    "unknown_reference",
+                    f"{ref.source!r}: the context has no key {ref.path[0]!r}"
+                    f"{did_you_mean(ref.path[0], self.context)}",
+                    step,
+                    field,
+                )
             return set()
         target = ref_target(ref, self.save_as)
         if target is None:
             keys = list(self.save_as)
             how = "memory key" if ref.source.startswith("memory.") else "save_as key (or root)"
-            self.add("unknown_reference",
-                     f"{ref.source!r}: no step saves {ref.target!r} as a {how}"
-                     f"{did_you_mean(str(ref.target), keys)}", step, field)
+            self.add(
+                "unknown_reference",
+                f"{ref.source!r}: no step saves {ref.target!r} as a {how}"
+                f"{did_you_mean(str(ref.target), keys)}",
+                step,
+                field,
+            )
             return set()
         if target not in self.idset:
-            self.add("unknown_reference",
-                     f"{ref.source!r}: no step {target!r}{did_you_mean(target, self.ids)}",
-                     step, field)
+            self.add(
+                "unknown_reference",
+                f"{ref.source!r}: no step {target!r}{did_you_mean(target, self.ids)}",
+                step,
+                field,
+            )
             return set()
         if target == step.id and not allow_io:
-            self.add("self_dependency", f"{ref.source!r} refers to the step's own output",
-                     step, field)
+            self.add(
+                "self_dependency", f"{ref.source!r} refers to the step's own output", step, field
+            )
             return set()
         return {target}
 
@@ -188,15 +236,24 @@ class _Checker:
         if step.is_subchain:
             name = step.subchain_name or ""
             if self.toolbox is not None and name not in self.chains:
-                self.add("unknown_tool", f"unknown sub-chain {name!r}"
-                         f"{did_you_mean(name, self.chains)}; register it with "
-                         "toolbox.add_chain(chain)", step, "tool")
+                self.add(
+                    "unknown_tool",
+                    f"unknown sub-chain {name!r}"
+                    f"{did_you_mean(name, self.chains)}; register it with "
+                    "toolbox.add_chain(chain)",
+                    step,
+                    "tool",
+                )
             return None
         if self.toolbox is None:
             return None
         if step.tool not in self.toolbox:
-            self.add("unknown_tool", f"unknown tool {step.tool!r}"
-                     f"{did_you_mean(step.tool, self.toolbox.names())}", step, "tool")
+            self.add(
+                "unknown_tool",
+                f"unknown tool {step.tool!r}{did_you_mean(step.tool, self.toolbox.names())}",
+                step,
+                "tool",
+            )
             return None
         return self.toolbox.get(step.tool)
 
@@ -206,8 +263,12 @@ class _Checker:
         for key, value in args.items():
             if key not in fields:
                 if not allows_extra:
-                    self.add("invalid_args", f"tool {tool.name!r} has no parameter {key!r}"
-                             f"{did_you_mean(key, fields)}", step, f"{field}.{key}")
+                    self.add(
+                        "invalid_args",
+                        f"tool {tool.name!r} has no parameter {key!r}{did_you_mean(key, fields)}",
+                        step,
+                        f"{field}.{key}",
+                    )
                 continue
             if _has_template(value):
                 continue
@@ -217,12 +278,20 @@ class _Checker:
                     adapter.validate_python(value)
             except ValidationError as exc:
                 msg = "; ".join(e["msg"] for e in exc.errors(include_url=False)[:3])
-                self.add("invalid_args", f"{key}={value!r:.60} does not fit tool "
-                         f"{tool.name!r}: {msg}", step, f"{field}.{key}")
+                self.add(
+                    "invalid_args",
+                    f"{key}={value!r:.60} does not fit tool {tool.name!r}: {msg}",
+                    step,
+                    f"{field}.{key}",
+                )
         for name, info in fields.items():
             if info.is_required() and name not in args:
-                self.add("invalid_args", f"missing required arg {name!r} for tool {tool.name!r}",
-                         step, f"{field}.{name}")
+                self.add(
+                    "invalid_args",
+                    f"missing required arg {name!r} for tool {tool.name!r}",
+                    step,
+                    f"{field}.{name}",
+                )
 
     def check_rollback(self, step: Step, tool: Tool | None) -> None:
         rb = step.rollback
@@ -241,17 +310,26 @@ class _Checker:
         if self.toolbox is None:
             return
         if rb.tool not in self.toolbox:
-            self.add("unknown_tool", f"unknown rollback tool {rb.tool!r}"
-                     f"{did_you_mean(rb.tool, self.toolbox.names())}", step, "rollback.tool")
+            self.add(
+                "unknown_tool",
+                f"unknown rollback tool {rb.tool!r}{did_you_mean(rb.tool, self.toolbox.names())}",
+                step,
+                "rollback.tool",
+            )
             return
         self.check_args(step, self.toolbox.get(rb.tool), rb.args, "rollback.args")
 
     def check_options(self) -> None:
         for bp in self.chain.options.breakpoints:
             if bp not in self.idset:
-                self.problems.append(Problem(
-                    "invalid_field", f"breakpoint on unknown step {bp!r}{did_you_mean(bp, self.ids)}",
-                    None, "options.breakpoints"))
+                self.problems.append(
+                    Problem(
+                        "invalid_field",
+                        f"breakpoint on unknown step {bp!r}{did_you_mean(bp, self.ids)}",
+                        None,
+                        "options.breakpoints",
+                    )
+                )
         if self.toolbox is None:
             return
         pools = self.chain.options.pools
@@ -260,9 +338,13 @@ class _Checker:
                 continue
             for pool, units in self.toolbox.get(step.tool).resources.items():
                 if pool in pools and units > pools[pool]:
-                    self.add("invalid_field", f"tool {step.tool!r} needs {units} units of pool "
-                             f"{pool!r} whose capacity is {pools[pool]}; it could never run",
-                             step, "options.pools")
+                    self.add(
+                        "invalid_field",
+                        f"tool {step.tool!r} needs {units} units of pool "
+                        f"{pool!r} whose capacity is {pools[pool]}; it could never run",
+                        step,
+                        "options.pools",
+                    )
 
     # ------------------------------------------------------------------ sub-chains
     def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:
@@ -291,11 +373,18 @@ class _Checker:
                 refs = [r for _, rs in _Checker(child, None, None, {}).step_refs(s) for r in rs]
             except TemplateSyntaxError:  # pragma: no cover - step_refs records, never raises
                 continue
-            needed |= {r.path[0] for r in refs
-                       if r.root == "context" and r.path and isinstance(r.path[0], str)}
+            needed |= {
+                r.path[0]
+                for r in refs
+                if r.root == "context" and r.path and isinstance(r.path[0], str)
+            }
         for key in sorted(needed - set(step.args)):
-            self.add("invalid_args", f"sub-chain {child.name!r} reads context.{key}; pass it "
-                     f"as an arg of this step", step, f"args.{key}")
+            self.add(
+                "invalid_args",
+                f"sub-chain {child.name!r} reads context.{key}; pass it as an arg of this step",
+                step,
+                f"args.{key}",
+            )
 
 
 def _has_template(value: Any) -> bool:

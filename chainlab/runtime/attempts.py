@@ -54,20 +54,27 @@ def invalid_input(exc: ValidationError, tool_name: str) -> Failure:
     errors = exc.errors(include_url=False)
     parts = [f"{'.'.join(str(x) for x in e['loc']) or 'args'}: {e['msg']}" for e in errors[:4]]
     more = f" (+{len(errors) - 4} more)" if len(errors) > 4 else ""
-    return Failure(ErrorKind.INVALID_INPUT,
-                   f"args do not fit tool {tool_name!r}: {'; '.join(parts)}{more}", True)
+    return Failure(
+        ErrorKind.INVALID_INPUT,
+        f"args do not fit tool {tool_name!r}: {'; '.join(parts)}{more}",
+        True,
+    )
 
 
 def bad_output(exc: Exception, tool_name: str, step_id: str) -> Failure:
     if isinstance(exc, NotJSONError):
-        return Failure(ErrorKind.EXECUTION_FAILED,
-                       f"step {step_id!r}: output of {tool_name!r} is not JSON-serialisable: "
-                       f"{exc}; return plain data or a pydantic model")
+        return Failure(
+            ErrorKind.EXECUTION_FAILED,
+            f"step {step_id!r}: output of {tool_name!r} is not JSON-serialisable: "
+            f"{exc}; return plain data or a pydantic model",
+        )
     if isinstance(exc, ValidationError):
         first = exc.errors(include_url=False)[0]
-        return Failure(ErrorKind.EXECUTION_FAILED,
-                       f"step {step_id!r}: {tool_name!r} returned {_short(first.get('input'))}, "
-                       f"which does not match its return annotation: {first['msg']}")
+        return Failure(
+            ErrorKind.EXECUTION_FAILED,
+            f"step {step_id!r}: {tool_name!r} returned {_short(first.get('input'))}, "
+            f"which does not match its return annotation: {first['msg']}",
+        )
     return Failure(ErrorKind.EXECUTION_FAILED, f"step {step_id!r}: bad output: {exc}")
 
 

@@ -121,8 +121,15 @@ def compile_chain(
 
 
 def _compile_level(
-    chain: Chain, toolbox: Toolbox, chains: Mapping[str, Chain], options: RunOptions,
-    nodes: dict[str, Node], *, prefix: str, group: str | None, order: tuple[int, ...],
+    chain: Chain,
+    toolbox: Toolbox,
+    chains: Mapping[str, Chain],
+    options: RunOptions,
+    nodes: dict[str, Node],
+    *,
+    prefix: str,
+    group: str | None,
+    order: tuple[int, ...],
 ) -> list[str]:
     deps = dependencies(chain)
     save_as = {s.save_as: prefix + s.id for s in chain.steps if s.save_as}
@@ -133,22 +140,41 @@ def _compile_level(
         tool = None if step.is_subchain else toolbox.get(step.tool)
         render, static = compile_value(step.args)
         node = Node(
-            id=nid, step=step, tool=tool, order=(*order, i),
-            deps=tuple(prefix + d for d in sorted(deps[step.id])), ns=ns,
-            render_args=render, static_args=dict(step.args) if static else None,
+            id=nid,
+            step=step,
+            tool=tool,
+            order=(*order, i),
+            deps=tuple(prefix + d for d in sorted(deps[step.id])),
+            ns=ns,
+            render_args=render,
+            static_args=dict(step.args) if static else None,
             when=parse_condition(step.when) if step.when else None,
-            retry=(step.retry or (tool.retry if tool else None) or options.default_retry
-                   or DEFAULT_RETRY),
-            timeout_s=step.timeout_s or (tool.timeout_s if tool else None)
+            retry=(
+                step.retry
+                or (tool.retry if tool else None)
+                or options.default_retry
+                or DEFAULT_RETRY
+            ),
+            timeout_s=step.timeout_s
+            or (tool.timeout_s if tool else None)
             or options.default_timeout_s,
-            rollback=_rollback(step, tool), group=group,
+            rollback=_rollback(step, tool),
+            group=group,
         )
         nodes[nid] = node
         ids.append(nid)
         if step.is_subchain:
             child = chains[step.subchain_name or ""]
-            node.children = _compile_level(child, toolbox, chains, options, nodes,
-                                           prefix=nid + "/", group=nid, order=node.order)
+            node.children = _compile_level(
+                child,
+                toolbox,
+                chains,
+                options,
+                nodes,
+                prefix=nid + "/",
+                group=nid,
+                order=node.order,
+            )
     for nid in ids:
         for d in nodes[nid].deps:
             nodes[d].succ.append(nid)

@@ -57,9 +57,18 @@ class Kernel:
     """Drives one run. Created by :class:`chainlab.runtime.Runtime`; used through ``Run``."""
 
     def __init__(
-        self, *, run_id: str, graph: Graph, state: RunState, options: RunOptions,
-        context: dict[str, Any], store: Store, executor: Executor, clock: Clock,
-        epoch: int, toolbox: Toolbox,
+        self,
+        *,
+        run_id: str,
+        graph: Graph,
+        state: RunState,
+        options: RunOptions,
+        context: dict[str, Any],
+        store: Store,
+        executor: Executor,
+        clock: Clock,
+        epoch: int,
+        toolbox: Toolbox,
     ):
         self.run_id = run_id
         self.graph = graph
@@ -104,11 +113,18 @@ class Kernel:
         self.drive_done.set()
 
     # ================================================================== events
-    def emit(self, kind: str, step_id: str | None = None, attempt: int | None = None,
-             payload: dict[str, Any] = _EMPTY, run_status: RunStatus | None = None) -> Event:
+    def emit(
+        self,
+        kind: str,
+        step_id: str | None = None,
+        attempt: int | None = None,
+        payload: dict[str, Any] = _EMPTY,
+        run_status: RunStatus | None = None,
+    ) -> Event:
         self.seq += 1
-        ev = Event(self.run_id, self.seq, self.clock.now(), self.epoch, kind, step_id, attempt,
-                   payload)
+        ev = Event(
+            self.run_id, self.seq, self.clock.now(), self.epoch, kind, step_id, attempt, payload
+        )
         self.state.apply(ev)
         self.store.append(self.run_id, self.epoch, (ev,), run_status)
         if self.subscribers:
@@ -149,9 +165,8 @@ class Kernel:
                     self.stopping = "rollback"
                 self._wake_workers(0)
                 while True:
-                    if self._quiescent():
-                        if await self._settle():
-                            break
+                    if self._quiescent() and await self._settle():
+                        break
                     await self._changed.wait()
                     self._changed = anyio.Event()
                 self.closing = True
@@ -170,7 +185,7 @@ class Kernel:
     def _quiescent(self) -> bool:
         if self.running or self.timers:
             return False
-        if self.stopping or self.paused and not self.step_tokens:
+        if self.stopping or (self.paused and not self.step_tokens):
             return True
         return not any(self.steps[nid].status == S.READY for _, nid in self.ready)
 
@@ -192,16 +207,21 @@ class Kernel:
             await self.flush_and_signal()
             return True
         if not waiting:
-            raise RuntimeError(f"scheduler stalled with unfinished steps {unfinished}; "
-                               "this is a chainlab bug, please report it")
+            raise RuntimeError(
+                f"scheduler stalled with unfinished steps {unfinished}; "
+                "this is a chainlab bug, please report it"
+            )
         if self.state.status != R.SUSPENDED:
             self.emit("run_suspended", payload={"waiting": waiting}, run_status=R.SUSPENDED)
         await self.flush_and_signal()
         return False
 
     def _finish_normally(self) -> None:
-        bad = {nid: str(st.status) for nid, st in self.steps.items()
-               if st.status in (S.FAILED, S.REJECTED)}
+        bad = {
+            nid: str(st.status)
+            for nid, st in self.steps.items()
+            if st.status in (S.FAILED, S.REJECTED)
+        }
         if bad:
             self.emit("run_failed", payload={"steps": bad}, run_status=R.FAILED)
         else:
@@ -256,16 +276,26 @@ class Kernel:
         try:
             preview = node.tool.make_preview(args) if node.tool else args
             preview = to_json_value(preview)
-        except Exception as exc:  # noqa: BLE001 - a broken preview must not hide the args
+        except Exception as exc:
             preview = f"(preview failed: {type(exc).__name__}: {exc})"
-        self.emit("step_waiting_confirmation", node.id, payload={
-            "args": args, "args_hash": args_hash(args), "preview": preview,
-            "tool": node.step.tool})
+        self.emit(
+            "step_waiting_confirmation",
+            node.id,
+            payload={
+                "args": args,
+                "args_hash": args_hash(args),
+                "preview": preview,
+                "tool": node.step.tool,
+            },
+        )
 
     def _fail_early(self, node: Node, message: str) -> None:
         """A step fails before any attempt (bad reference at run time)."""
-        self.emit("step_failed", node.id, payload={
-            "error_kind": ErrorKind.INVALID_INPUT, "error": message})
+        self.emit(
+            "step_failed",
+            node.id,
+            payload={"error_kind": ErrorKind.INVALID_INPUT, "error": message},
+        )
         self._after_done(node)
 
     def resolver(self, node: Node) -> Callable[[Ref], Any]:
@@ -313,8 +343,12 @@ class Kernel:
     # ================================================================== sub-chains
     def _start_group(self, node: Node, args: dict[str, Any]) -> None:
         st = self.steps[node.id]
-        self.emit("step_started", node.id, st.attempts + 1, {
-            "args": args, "tool": node.step.tool, "subchain": True})
+        self.emit(
+            "step_started",
+            node.id,
+            st.attempts + 1,
+            {"args": args, "tool": node.step.tool, "subchain": True},
+        )
         for cid in node.children:
             self.indeg[cid] = len(self.nodes[cid].deps)
         for cid in node.children:
@@ -330,15 +364,25 @@ class Kernel:
         kids = [self.steps[c] for c in group.children]
         if any(k.status in _UNSETTLED or k.status == S.IN_DOUBT for k in kids):
             return
-        bad = [k.step_id for k in kids if k.status in (S.FAILED, S.REJECTED, S.CANCELLED)
-               or (k.status == S.SKIPPED and k.reason != SkipReason.CONDITION)]
+        bad = [
+            k.step_id
+            for k in kids
+            if k.status in (S.FAILED, S.REJECTED, S.CANCELLED)
+            or (k.status == S.SKIPPED and k.reason != SkipReason.CONDITION)
+        ]
         if bad:
-            self.emit("step_failed", group.id, st.attempts, {
-                "error_kind": ErrorKind.EXECUTION_FAILED,
-                "error": f"sub-chain steps did not succeed: {', '.join(bad)}"})
+            self.emit(
+                "step_failed",
+                group.id,
+                st.attempts,
+                {
+                    "error_kind": ErrorKind.EXECUTION_FAILED,
+                    "error": f"sub-chain steps did not succeed: {', '.join(bad)}",
+                },
+            )
         else:
             prefix = group.id + "/"
-            output = {k.step_id[len(prefix):]: k.output for k in kids if k.status in _SATISFIED}
+            output = {k.step_id[len(prefix) :]: k.output for k in kids if k.status in _SATISFIED}
             self.emit("step_succeeded", group.id, st.attempts, {"output": output})
         self._after_done(group)
 
@@ -346,8 +390,11 @@ class Kernel:
     def _take(self) -> Node | None:
         """The next dispatchable ready step (declaration order), with its slot, keys and pool
         units taken; None when nothing can start now."""
-        if self.stopping or (self.paused and not self.step_tokens) or \
-                self.running >= self.max_concurrency:
+        if (
+            self.stopping
+            or (self.paused and not self.step_tokens)
+            or self.running >= self.max_concurrency
+        ):
             return None
         skipped: list[tuple[tuple[int, ...], str]] = []
         found: Node | None = None
@@ -463,10 +510,14 @@ class Kernel:
         if args is None:
             args = self.args[nid] = dict(st.args or {})
         # effect-free tools get a key only when they ask for it (nothing to deduplicate)
-        key = (idempotency_key(self.run_id, nid, args_hash(args))
-               if tool.side_effects or tool.context_param or tool.reconcile else None)
-        self.emit("step_started", nid, attempt, {
-            "args": args, "tool": tool.name, "idempotency_key": key})
+        key = (
+            idempotency_key(self.run_id, nid, args_hash(args))
+            if tool.side_effects or tool.context_param or tool.reconcile
+            else None
+        )
+        self.emit(
+            "step_started", nid, attempt, {"args": args, "tool": tool.name, "idempotency_key": key}
+        )
         failure: att.Failure | None = None
         output: Any = None
         called = False
@@ -489,22 +540,26 @@ class Kernel:
                         result = await self.executor.call(tool, kwargs, ctx)
                     if deadline.cancelled_caught:
                         failure = att.Failure(
-                            ErrorKind.TIMEOUT, f"no answer within timeout_s={node.timeout_s}")
+                            ErrorKind.TIMEOUT, f"no answer within timeout_s={node.timeout_s}"
+                        )
             except StaleEpochError:
                 raise
             except anyio.get_cancelled_exc_class():
                 # run.cancel()/rollback(): record the attempt, then let the worker stop
                 if self.stopping:
-                    self._attempt_failed(node, attempt, att.Failure(
-                        ErrorKind.CANCELLED, "cancelled", before_effect=not called))
+                    self._attempt_failed(
+                        node,
+                        attempt,
+                        att.Failure(ErrorKind.CANCELLED, "cancelled", before_effect=not called),
+                    )
                 raise
-            except Exception as exc:  # noqa: BLE001 - every tool error is recorded
+            except Exception as exc:
                 failure = att.classify(exc, tool_name=tool.name)
             else:
                 if failure is None:
                     try:
                         output = tool.check_output(result)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         failure = att.bad_output(exc, tool.name, nid)
         if failure is None:
             self.emit("step_succeeded", nid, attempt, {"output": output})
@@ -522,8 +577,12 @@ class Kernel:
         if fate == att.Fate.RETRY and not self.stopping:
             delay = node.retry.delay(attempt)
             due = self.clock.now() + delay
-            self.emit("step_retry_scheduled", nid, attempt,
-                      {**payload, "delay_s": delay, "due_at": due, "next_attempt": attempt + 1})
+            self.emit(
+                "step_retry_scheduled",
+                nid,
+                attempt,
+                {**payload, "delay_s": delay, "due_at": due, "next_attempt": attempt + 1},
+            )
             self.start_timer(node, delay)
             return
         if fate == att.Fate.IN_DOUBT:
@@ -572,8 +631,9 @@ class Kernel:
     def pause_now(self, reason: str = "user", step_id: str | None = None) -> None:
         self.paused = True
         if self.state.status in (R.RUNNING, R.SUSPENDED):
-            payload = {"reason": reason} if step_id is None else {"reason": reason,
-                                                                   "step_id": step_id}
+            payload = (
+                {"reason": reason} if step_id is None else {"reason": reason, "step_id": step_id}
+            )
             self.emit("run_paused", payload=payload, run_status=R.PAUSED)
         self.poke()
 
@@ -594,10 +654,14 @@ class Kernel:
             if step_id not in ready:
                 raise RunStateError(
                     f"step {step_id!r} is {self.steps[step_id].status}, not ready; "
-                    f"ready now: {', '.join(ready) or 'none'}", run_id=self.run_id)
+                    f"ready now: {', '.join(ready) or 'none'}",
+                    run_id=self.run_id,
+                )
         elif not ready:
-            raise RunStateError("no step is ready to run (waiting: "
-                                f"{', '.join(self.waiting()) or 'none'})", run_id=self.run_id)
+            raise RunStateError(
+                f"no step is ready to run (waiting: {', '.join(self.waiting()) or 'none'})",
+                run_id=self.run_id,
+            )
         if not self.paused:
             self.pause_now()
         target = step_id or ready[0]
@@ -608,8 +672,11 @@ class Kernel:
 
     def cancel(self) -> None:
         if self.state.status in RUN_TERMINAL:
-            raise RunStateError(f"run is already {self.state.status}", run_id=self.run_id,
-                                status=str(self.state.status))
+            raise RunStateError(
+                f"run is already {self.state.status}",
+                run_id=self.run_id,
+                status=str(self.state.status),
+            )
         self.start_stopping("cancelled", "cancelled by a person")
         for scope in list(self.calls.values()):
             scope.cancel()
@@ -625,44 +692,78 @@ class Kernel:
                 try:
                     node.tool.validate_args(args)
                 except ValidationError as exc:
-                    raise PlanError(Problem("invalid_args", att.invalid_input(
-                        exc, node.tool.name).message, step_id, "args")) from None
+                    raise PlanError(
+                        Problem(
+                            "invalid_args",
+                            att.invalid_input(exc, node.tool.name).message,
+                            step_id,
+                            "args",
+                        )
+                    ) from None
             args = to_json_value(args)
             payload.update(args=args, args_hash=args_hash(args))
+        self._mark_running("approval")
         self.emit("step_approved", step_id, payload=payload)
         self.args[step_id] = dict(st.args or {})
         heapq.heappush(self.ready, (node.order, step_id))
-        self._resume_if_suspended("approval")
+        self._kick()
 
     def reject(self, step_id: str, reason: str) -> None:
         node = self.require_waiting(step_id, S.WAITING_CONFIRMATION, "reject")
+        self._mark_running("rejection")
         self.emit("step_rejected", step_id, payload={"reason": reason})
-        self._resume_if_suspended("rejection")
         self._after_done(node)
+        self._kick()
 
-    def resolve(self, step_id: str, *, output: Any, retry: bool, fail: bool,
-                note: str | None) -> None:
+    def resolve(
+        self, step_id: str, *, output: Any, retry: bool, fail: bool, note: str | None
+    ) -> None:
         node = self.require_waiting(step_id, S.IN_DOUBT, "resolve")
         st = self.steps[step_id]
+        value = None
+        if not retry and not fail:
+            try:
+                value = node.tool.check_output(output) if node.tool else to_json_value(output)
+            except Exception as exc:  # noqa: BLE001 - a person's typo, not a crash
+                from chainlab.errors import PlanError, Problem
+
+                raise PlanError(
+                    Problem("invalid_field", f"output does not fit the step: {exc}", step_id,
+                            "output")
+                ) from None
+        self._mark_running("resolution")
         if retry:
             self.emit("step_ready", step_id, st.attempts, {"resolved": "retry", "note": note})
             heapq.heappush(self.ready, (node.order, step_id))
-            self._resume_if_suspended("resolution")
-            return
-        if fail:
-            self.emit("step_failed", step_id, st.attempts, {
-                "error_kind": ErrorKind.EXECUTION_FAILED, "resolved": "fail",
-                "error": f"marked failed by a person{': ' + note if note else ''}"})
+        elif fail:
+            self.emit(
+                "step_failed",
+                step_id,
+                st.attempts,
+                {
+                    "error_kind": ErrorKind.EXECUTION_FAILED,
+                    "resolved": "fail",
+                    "error": f"marked failed by a person{': ' + note if note else ''}",
+                },
+            )
+            self._after_done(node)
         else:
-            value = node.tool.check_output(output) if node.tool else to_json_value(output)
-            self.emit("step_succeeded", step_id, st.attempts,
-                      {"output": value, "resolved": "output", "note": note})
-        self._resume_if_suspended("resolution")
-        self._after_done(node)
+            self.emit(
+                "step_succeeded",
+                step_id,
+                st.attempts,
+                {"output": value, "resolved": "output", "note": note},
+            )
+            self._after_done(node)
+        self._kick()
 
-    def _resume_if_suspended(self, reason: str) -> None:
+    def _mark_running(self, reason: str) -> None:
+        """A person's decision moves a suspended run on: record it before its effects."""
         if self.state.status == R.SUSPENDED:
             self.emit("run_resumed", payload={"reason": reason}, run_status=R.RUNNING)
+
+    def _kick(self) -> None:
+        """Wake workers for what became ready and let the coordinator re-evaluate."""
         self._wake_workers(0)
         self.poke()
 
@@ -681,7 +782,9 @@ class Kernel:
             raise RunStateError(
                 f"cannot {action} step {step_id!r}: it is {st.status}, not {status} "
                 f"({status}: {', '.join(waiting) or 'none'})",
-                run_id=self.run_id, status=str(st.status))
+                run_id=self.run_id,
+                status=str(st.status),
+            )
         return node
 
     def ready_steps(self) -> list[str]:

@@ -115,7 +115,7 @@ async def _recover_attempt(k: Kernel, node: Node) -> None:
         if isinstance(answer, Reconciliation) and answer.applied:
             try:
                 output = tool.check_output(answer.output)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 answer = None
                 note = f"reconcile said the call took effect but its output is bad: {exc}"
             else:
@@ -140,7 +140,7 @@ async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation 
             answer = await fn(args, key)
         else:
             answer = await anyio.to_thread.run_sync(fn, args, key)
-    except Exception:  # noqa: BLE001 - a failing reconcile means "unknown"
+    except Exception:
         return None
     return answer if isinstance(answer, Reconciliation) else None
 

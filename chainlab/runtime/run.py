@@ -7,10 +7,11 @@ coroutines on the kernel's running loop; there is no second, blocking copy of th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
-from collections import ChainMap
 import time
+from collections import ChainMap
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +71,12 @@ class Runtime:
     """
 
     def __init__(
-        self, toolbox: Toolbox | None = None, store: Store | None = None, *,
-        executor: Executor | None = None, clock: Clock | None = None,
+        self,
+        toolbox: Toolbox | None = None,
+        store: Store | None = None,
+        *,
+        executor: Executor | None = None,
+        clock: Clock | None = None,
         chains: Mapping[str, Chain] | None = None,
         id_factory: Callable[[], str] = new_run_id,
     ):
@@ -119,7 +124,8 @@ class Runtime:
         except RuntimeError:
             raise RuntimeError(
                 "this event loop is not asyncio: use `async with Runtime(...) as runtime:` so "
-                "runs have a task group to live in") from None
+                "runs have a task group to live in"
+            ) from None
         task = loop.create_task(coro_fn())
         self._tasks.add(task)  # asyncio keeps only weak references to tasks
         task.add_done_callback(self._tasks.discard)
@@ -129,10 +135,8 @@ class Runtime:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            try:
+            with contextlib.suppress(BaseException):
                 await task
-            except BaseException:  # noqa: BLE001, S110 - cancelled on purpose
-                pass
         self._active.clear()
 
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -141,10 +145,17 @@ class Runtime:
         return fn(*args)
 
     # ------------------------------------------------------------------ runs
-    async def start(self, chain: Chain, context: Mapping[str, Any] | None = None,
-                    options: RunOptions | None = None, *, run_id: str | None = None,
-                    meta: Mapping[str, Any] | None = None, paused: bool = False,
-                    planning: Sequence[tuple[str, dict[str, Any]]] = ()) -> Run:
+    async def start(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
+        *,
+        run_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        paused: bool = False,
+        planning: Sequence[tuple[str, dict[str, Any]]] = (),
+    ) -> Run:
         """Validate ``chain`` and start a run in the background; returns its handle at once.
         With ``paused=True`` nothing starts until ``run.step()`` or ``run.resume()``.
         ``planning``: ``(kind, payload)`` planning events to record at the head of the log
@@ -156,25 +167,40 @@ class Runtime:
         try:
             context = to_json_value(context)
         except NotJSONError as exc:
-            raise PlanError(Problem("invalid_field", f"context must be JSON data: {exc}",
-                                    field="context")) from None
+            raise PlanError(
+                Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
+            ) from None
         opts = chain.options.merged(options)
         chain_json = chain.model_dump_json(exclude_defaults=True)
         graph = self._prepare(chain, chain_json, opts, context)
         run_id = run_id or self.id_factory()
         now = self.clock.now()
         record = RunRecord(
-            run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=1,
-            created_at=now, updated_at=now, chain=json.loads(chain_json),
+            run_id=run_id,
+            chain_name=chain.name,
+            status=RunStatus.RUNNING,
+            epoch=1,
+            created_at=now,
+            updated_at=now,
+            chain=json.loads(chain_json),
             chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
-            context=context, options=opts.model_dump(mode="json", exclude_defaults=True),
-            meta=dict(meta or {}))
+            context=context,
+            options=opts.model_dump(mode="json", exclude_defaults=True),
+            meta=dict(meta or {}),
+        )
         await self._blocking(self.store.create_run, record)
         state = RunState(run_id, graph.nodes)
         kernel = self._kernel(run_id, graph, state, opts, context, epoch=1)
-        kernel.emit("run_started", payload={
-            "chain": chain.name, "steps": len(graph.nodes), "context_keys": sorted(context),
-            "options": record.options}, run_status=RunStatus.RUNNING)
+        kernel.emit(
+            "run_started",
+            payload={
+                "chain": chain.name,
+                "steps": len(graph.nodes),
+                "context_keys": sorted(context),
+                "options": record.options,
+            },
+            run_status=RunStatus.RUNNING,
+        )
         for kind, payload in planning:
             if not kind.startswith("planning_"):
                 raise ValueError(f"planning events are planning_*, got {kind!r}")
@@ -207,11 +233,13 @@ class Runtime:
         state = RunState.from_events(run_id, events, graph.nodes)
         kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch)
         was = state.status
-        kernel.emit("run_resumed", payload={"reason": "recovery", "epoch": epoch,
-                                            "was": str(was)},
-                    run_status=None if was in RUN_TERMINAL else
-                    (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else
-                     RunStatus.RUNNING))
+        kernel.emit(
+            "run_resumed",
+            payload={"reason": "recovery", "epoch": epoch, "was": str(was)},
+            run_status=None
+            if was in RUN_TERMINAL
+            else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
+        )
         run = Run(self, chain, kernel, record)
         self._active[run_id] = run
         if was in RUN_TERMINAL:
@@ -221,18 +249,24 @@ class Runtime:
             self._spawn(lambda: kernel.drive("recover"))
         return run
 
-    def _prepare(self, chain: Chain, chain_json: str, opts: RunOptions,
-                 context: dict[str, Any]) -> Graph:
+    def _prepare(
+        self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
+    ) -> Graph:
         """Validate and compile, cached by content: starting the same chain again (a loop in
         a script, a benchmark, a notebook re-run) skips both."""
         chains = self.chains
         used = self._used_chains(chain, chains)
-        key = "\x1f".join([chain_json, opts.model_dump_json(), ",".join(sorted(context)),
-                           *(c.model_dump_json() for c in used.values())])
+        key = "\x1f".join(
+            [
+                chain_json,
+                opts.model_dump_json(),
+                ",".join(sorted(context)),
+                *(c.model_dump_json() for c in used.values()),
+            ]
+        )
         graph = self._compiled.get(key)
         if graph is None:
-            checked = chain if opts == chain.options else chain.model_copy(
-                update={"options": opts})
+            checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             raise_for_problems(checked, self.toolbox, context=context, chains=chains)
             graph = compile_chain(chain, self.toolbox, chains, opts)
             if len(self._compiled) >= 64:
@@ -240,14 +274,32 @@ class Runtime:
             self._compiled[key] = graph
         return graph
 
-    def _kernel(self, run_id: str, graph: Any, state: RunState, opts: RunOptions,
-                context: dict[str, Any], *, epoch: int) -> Kernel:
-        return Kernel(run_id=run_id, graph=graph, state=state, options=opts, context=context,
-                      store=self.store, executor=self.executor, clock=self.clock, epoch=epoch,
-                      toolbox=self.toolbox)
+    def _kernel(
+        self,
+        run_id: str,
+        graph: Any,
+        state: RunState,
+        opts: RunOptions,
+        context: dict[str, Any],
+        *,
+        epoch: int,
+    ) -> Kernel:
+        return Kernel(
+            run_id=run_id,
+            graph=graph,
+            state=state,
+            options=opts,
+            context=context,
+            store=self.store,
+            executor=self.executor,
+            clock=self.clock,
+            epoch=epoch,
+            toolbox=self.toolbox,
+        )
 
-    def _used_chains(self, chain: Chain, chains: Mapping[str, Chain],
-                     seen: dict[str, Chain] | None = None) -> dict[str, Chain]:
+    def _used_chains(
+        self, chain: Chain, chains: Mapping[str, Chain], seen: dict[str, Chain] | None = None
+    ) -> dict[str, Chain]:
         seen = {} if seen is None else seen
         for step in chain.steps:
             name = step.subchain_name
@@ -274,8 +326,12 @@ class Runtime:
 
         return runs_frame(self.store, limit)
 
-    def run_sync(self, chain: Chain, context: Mapping[str, Any] | None = None,
-                 options: RunOptions | None = None) -> RunResult:
+    def run_sync(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
+    ) -> RunResult:
         """Start a run and wait for it (terminal or suspended) from synchronous code."""
 
         async def main() -> RunResult:
@@ -295,8 +351,7 @@ class Run:
     (``runtime.start`` or ``runtime.resume``); otherwise they raise RunNotActiveError.
     """
 
-    def __init__(self, runtime: Runtime, chain: Chain, kernel: Kernel | None,
-                 record: RunRecord):
+    def __init__(self, runtime: Runtime, chain: Chain, kernel: Kernel | None, record: RunRecord):
         self.runtime = runtime
         self.chain = chain
         self.run_id = record.run_id
@@ -333,10 +388,18 @@ class Run:
     @property
     def memory(self) -> dict[str, Any]:
         """Outputs by ``save_as`` key (top-level steps)."""
-        return {s.save_as: self.steps[s.id].output for s in self.chain.steps
-                if s.save_as and self.steps[s.id].status in (
-                    StepStatus.SUCCEEDED, StepStatus.COMPENSATED, StepStatus.COMPENSATING,
-                    StepStatus.COMPENSATION_FAILED)}
+        return {
+            s.save_as: self.steps[s.id].output
+            for s in self.chain.steps
+            if s.save_as
+            and self.steps[s.id].status
+            in (
+                StepStatus.SUCCEEDED,
+                StepStatus.COMPENSATED,
+                StepStatus.COMPENSATING,
+                StepStatus.COMPENSATION_FAILED,
+            )
+        }
 
     def ready_steps(self) -> list[str]:
         """Steps released and waiting for a slot (or the Step button), in release order."""
@@ -344,8 +407,11 @@ class Run:
 
     def waiting(self) -> dict[str, str]:
         """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
-        return {nid: str(st.status) for nid, st in self.steps.items()
-                if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
+        return {
+            nid: str(st.status)
+            for nid, st in self.steps.items()
+            if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
+        }
 
     @property
     def paused(self) -> bool:
@@ -354,10 +420,13 @@ class Run:
     def result(self) -> RunResult:
         st = self.state
         return RunResult(
-            run_id=self.run_id, status=self.status, outputs=st.outputs,
+            run_id=self.run_id,
+            status=self.status,
+            outputs=st.outputs,
             steps={nid: str(s.status) for nid, s in st.steps.items()},
             waiting=self.waiting(),
-            errors={nid: s.error for nid, s in st.steps.items() if s.error})
+            errors={nid: s.error for nid, s in st.steps.items() if s.error},
+        )
 
     # ------------------------------------------------------------------ waiting
     async def wait(self) -> RunResult:
@@ -368,8 +437,11 @@ class Run:
             if k.error is not None:
                 raise k.error
             settled = k.settled_status
-            if settled is not None and (settled in RUN_TERMINAL or settled == RunStatus.SUSPENDED) \
-                    and settled == k.state.status:
+            if (
+                settled is not None
+                and (settled in RUN_TERMINAL or settled == RunStatus.SUSPENDED)
+                and settled == k.state.status
+            ):
                 return self.result()
             await k.wait_settled()
 
@@ -379,7 +451,9 @@ class Run:
             raise RunNotActiveError(
                 f"run {self.run_id!r} is not driven by this process; "
                 f"`run = await runtime.resume({self.run_id!r})` first",
-                run_id=self.run_id, status=str(self.status))
+                run_id=self.run_id,
+                status=str(self.status),
+            )
         return self._kernel
 
     async def pause(self) -> None:
@@ -405,8 +479,9 @@ class Run:
         compensated (unless ``compensate_on_failure`` is off)."""
         self._k().cancel()
 
-    async def approve(self, step_id: str, args: dict[str, Any] | None = None,
-                      note: str | None = None) -> None:
+    async def approve(
+        self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None
+    ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
         validated again). Raises RunStateError if the step is not waiting."""
         k = self._k()
@@ -420,8 +495,15 @@ class Run:
         k.reject(step_id, reason)
         await k.store.flush(self.run_id, k.epoch)
 
-    async def resolve(self, step_id: str, *, output: Any = None, retry: bool = False,
-                      fail: bool = False, note: str | None = None) -> None:
+    async def resolve(
+        self,
+        step_id: str,
+        *,
+        output: Any = None,
+        retry: bool = False,
+        fail: bool = False,
+        note: str | None = None,
+    ) -> None:
         """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
         ``fail`` it."""
         if sum(bool(x) for x in (retry, fail)) > 1:
@@ -436,8 +518,9 @@ class Run:
         k = self._k()
         status = k.state.status
         if status == RunStatus.ROLLED_BACK:
-            raise RunStateError("run is already rolled back", run_id=self.run_id,
-                                status=str(status))
+            raise RunStateError(
+                "run is already rolled back", run_id=self.run_id, status=str(status)
+            )
         if k.driving and status not in RUN_TERMINAL:
             k.start_stopping("rollback", "rollback requested")
             for scope in list(k.calls.values()):
@@ -471,12 +554,14 @@ class Run:
         try:
             last = 0
             if history:
-                for ev in await self.runtime._blocking(self.runtime.store.load_events,
-                                                       self.run_id):
+                for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
                     last = ev.seq
                     yield ev
-            if k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL \
-                    and not k.driving:
+            if (
+                k.state.status in RUN_TERMINAL
+                and k.settled_status in RUN_TERMINAL
+                and not k.driving
+            ):
                 return
             async with receive:
                 async for ev in receive:
@@ -524,5 +609,6 @@ class Run:
         return f"<Run {self.run_id} {self.chain.name!r} {self.status}>"
 
 
-_TERMINAL_EVENTS = frozenset({"run_succeeded", "run_failed", "run_cancelled", "run_rolled_back",
-                              "run_rollback_failed"})
+_TERMINAL_EVENTS = frozenset(
+    {"run_succeeded", "run_failed", "run_cancelled", "run_rolled_back", "run_rollback_failed"}
+)

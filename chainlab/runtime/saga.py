@@ -43,13 +43,22 @@ async def finish_stopped(k: Kernel) -> None:
         return
     in_doubt = [nid for nid, st in k.steps.items() if st.status == S.IN_DOUBT]
     if why == "cancelled":
-        k.emit("run_cancelled", payload={"reason": k.stop_reason, "in_doubt": in_doubt},
-               run_status=R.CANCELLED)
+        k.emit(
+            "run_cancelled",
+            payload={"reason": k.stop_reason, "in_doubt": in_doubt},
+            run_status=R.CANCELLED,
+        )
     else:
-        bad = {nid: str(st.status) for nid, st in k.steps.items()
-               if st.status in (S.FAILED, S.REJECTED)}
-        k.emit("run_failed", payload={"reason": k.stop_reason, "steps": bad,
-                                      "in_doubt": in_doubt}, run_status=R.FAILED)
+        bad = {
+            nid: str(st.status)
+            for nid, st in k.steps.items()
+            if st.status in (S.FAILED, S.REJECTED)
+        }
+        k.emit(
+            "run_failed",
+            payload={"reason": k.stop_reason, "steps": bad, "in_doubt": in_doubt},
+            run_status=R.FAILED,
+        )
 
 
 def cancel_remaining(k: Kernel) -> None:
@@ -67,11 +76,20 @@ def cancel_remaining(k: Kernel) -> None:
         if st.status == S.RUNNING:
             kids = [k.steps[c] for c in node.children]
             if any(c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT) for c in kids):
-                k.emit("step_failed", node.id, st.attempts, {
-                    "error_kind": ErrorKind.EXECUTION_FAILED,
-                    "error": "sub-chain stopped: " + ", ".join(
-                        f"{c.step_id} {c.status}" for c in kids
-                        if c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT))})
+                k.emit(
+                    "step_failed",
+                    node.id,
+                    st.attempts,
+                    {
+                        "error_kind": ErrorKind.EXECUTION_FAILED,
+                        "error": "sub-chain stopped: "
+                        + ", ".join(
+                            f"{c.step_id} {c.status}"
+                            for c in kids
+                            if c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT)
+                        ),
+                    },
+                )
             else:
                 k.emit("step_cancelled", node.id, st.attempts, {"reason": k.stop_reason})
         elif st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION):
@@ -107,11 +125,17 @@ def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
 
 async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> None:
     order, held = _plan(k, retry_failed)
-    needs_decision = [nid for nid, st in k.steps.items()
-                      if st.status == S.IN_DOUBT and k.nodes[nid].rollback is not None]
+    needs_decision = [
+        nid
+        for nid, st in k.steps.items()
+        if st.status == S.IN_DOUBT and k.nodes[nid].rollback is not None
+    ]
     if k.state.status != R.COMPENSATING:
-        k.emit("run_rollback_started", payload={"reason": reason, "order": order},
-               run_status=R.COMPENSATING)
+        k.emit(
+            "run_rollback_started",
+            payload={"reason": reason, "order": order},
+            run_status=R.COMPENSATING,
+        )
     failed: list[str] = []
     pending = list(order)
     for nid in order:
@@ -121,15 +145,28 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
             failed.append(nid)
             if k.options.rollback_mode == "strict":
                 break
-    earlier = [nid for nid, st in k.steps.items()
-               if st.status == S.COMPENSATION_FAILED and nid not in failed]
+    earlier = [
+        nid
+        for nid, st in k.steps.items()
+        if st.status == S.COMPENSATION_FAILED and nid not in failed
+    ]
     if failed or needs_decision or earlier:
-        k.emit("run_rollback_failed", payload={
-            "reason": reason, "failed": failed + earlier, "pending": pending + held,
-            "needs_decision": needs_decision}, run_status=R.ROLLBACK_FAILED)
+        k.emit(
+            "run_rollback_failed",
+            payload={
+                "reason": reason,
+                "failed": failed + earlier,
+                "pending": pending + held,
+                "needs_decision": needs_decision,
+            },
+            run_status=R.ROLLBACK_FAILED,
+        )
     else:
-        k.emit("run_rolled_back", payload={"reason": reason, "compensated": order},
-               run_status=R.ROLLED_BACK)
+        k.emit(
+            "run_rolled_back",
+            payload={"reason": reason, "compensated": order},
+            run_status=R.ROLLED_BACK,
+        )
 
 
 async def compensate_one(k: Kernel, nid: str) -> bool:
@@ -146,33 +183,58 @@ async def compensate_one(k: Kernel, nid: str) -> bool:
         args = render(_resolver(k, nid))
     except (LookupError, TypeError) as exc:
         k.emit("compensation_started", nid, st.compensations + 1, {"tool": rb.tool})
-        k.emit("compensation_failed", nid, st.compensations, {
-            "error_kind": ErrorKind.INVALID_INPUT, "error": f"cannot resolve args: {exc}",
-            "will_retry": False})
+        k.emit(
+            "compensation_failed",
+            nid,
+            st.compensations,
+            {
+                "error_kind": ErrorKind.INVALID_INPUT,
+                "error": f"cannot resolve args: {exc}",
+                "will_retry": False,
+            },
+        )
         return False
     key = idempotency_key(k.run_id, nid, args_hash(args), kind="compensation")
     while True:
         attempt = st.compensations + 1
-        k.emit("compensation_started", nid, attempt, {
-            "tool": rb.tool, "args": args, "idempotency_key": key})
-        failure = await _call(k, tool, args, CallContext(k.run_id, nid, attempt, key, k.epoch,
-                                                         "compensation"), timeout)
+        k.emit(
+            "compensation_started",
+            nid,
+            attempt,
+            {"tool": rb.tool, "args": args, "idempotency_key": key},
+        )
+        failure = await _call(
+            k,
+            tool,
+            args,
+            CallContext(k.run_id, nid, attempt, key, k.epoch, "compensation"),
+            timeout,
+        )
         if failure is None:
             k.emit("compensation_succeeded", nid, attempt, {"tool": rb.tool})
             return True
         fate = att.decide(failure, tool, policy, attempt)
         retry = fate == att.Fate.RETRY
         delay = policy.delay(attempt) if retry else None
-        k.emit("compensation_failed", nid, attempt, {
-            "error_kind": failure.kind, "error": failure.message, "will_retry": retry,
-            **({"delay_s": delay} if retry else {})})
+        k.emit(
+            "compensation_failed",
+            nid,
+            attempt,
+            {
+                "error_kind": failure.kind,
+                "error": failure.message,
+                "will_retry": retry,
+                **({"delay_s": delay} if retry else {}),
+            },
+        )
         if not retry:
             return False
         await k.clock.sleep(delay or 0.0)
 
 
-async def _call(k: Kernel, tool: Any, args: dict[str, Any], ctx: CallContext,
-                timeout: float | None) -> att.Failure | None:
+async def _call(
+    k: Kernel, tool: Any, args: dict[str, Any], ctx: CallContext, timeout: float | None
+) -> att.Failure | None:
     try:
         kwargs = tool.validate_args(args)
     except ValidationError as exc:
@@ -192,7 +254,7 @@ async def _call(k: Kernel, tool: Any, args: dict[str, Any], ctx: CallContext,
         return None
     except StaleEpochError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every compensation error is recorded
+    except Exception as exc:
         return att.classify(exc, tool_name=tool.name)
 
 

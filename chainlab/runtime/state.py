@@ -73,8 +73,15 @@ class StepState:
 
     @property
     def done(self) -> bool:
-        return self.status in (S.SUCCEEDED, S.FAILED, S.SKIPPED, S.REJECTED, S.CANCELLED,
-                               S.COMPENSATED, S.COMPENSATION_FAILED)
+        return self.status in (
+            S.SUCCEEDED,
+            S.FAILED,
+            S.SKIPPED,
+            S.REJECTED,
+            S.CANCELLED,
+            S.COMPENSATED,
+            S.COMPENSATION_FAILED,
+        )
 
 
 class RunState:
@@ -97,8 +104,9 @@ class RunState:
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     @classmethod
-    def from_events(cls, run_id: str, events: Iterable[Event],
-                    step_ids: Iterable[str] = ()) -> RunState:
+    def from_events(
+        cls, run_id: str, events: Iterable[Event], step_ids: Iterable[str] = ()
+    ) -> RunState:
         state = cls(run_id, step_ids)
         for ev in events:
             state.apply(ev)
@@ -165,8 +173,9 @@ class RunState:
         st.idempotency_key = p.get("idempotency_key")
         if st.started_at is None:
             st.started_at = ev.ts
-        rec = AttemptRecord(st.step_id, st.attempts, "call", ev.epoch, ev.ts, p.get("tool"),
-                            st.idempotency_key)
+        rec = AttemptRecord(
+            st.step_id, st.attempts, "call", ev.epoch, ev.ts, p.get("tool"), st.idempotency_key
+        )
         self.attempts.append(rec)
         self._open[(st.step_id, "call")] = rec
 
@@ -254,8 +263,15 @@ class RunState:
         self._set(st, S.COMPENSATING, ev.ts)
         st.compensations = ev.attempt or st.compensations + 1
         p = ev.payload
-        rec = AttemptRecord(st.step_id, st.compensations, "compensation", ev.epoch, ev.ts,
-                            p.get("tool"), p.get("idempotency_key"))
+        rec = AttemptRecord(
+            st.step_id,
+            st.compensations,
+            "compensation",
+            ev.epoch,
+            ev.ts,
+            p.get("tool"),
+            p.get("idempotency_key"),
+        )
         self.attempts.append(rec)
         self._open[(st.step_id, "compensation")] = rec
 
@@ -266,8 +282,11 @@ class RunState:
 
     def _on_comp_failed(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
-        status = (AttemptStatus.INTERRUPTED if ev.payload.get("error_kind") == "interrupted"
-                  else AttemptStatus.FAILED)
+        status = (
+            AttemptStatus.INTERRUPTED
+            if ev.payload.get("error_kind") == "interrupted"
+            else AttemptStatus.FAILED
+        )
         if ev.payload.get("error_kind") == "timeout":
             status = AttemptStatus.TIMED_OUT
         self._close(ev, "compensation", status)
@@ -312,8 +331,15 @@ class RunState:
         self.planning.append({"kind": ev.kind, **ev.payload})
 
 
-_RUN_ENDED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
-                        RunStatus.ROLLED_BACK, RunStatus.ROLLBACK_FAILED})
+_RUN_ENDED = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.ROLLED_BACK,
+        RunStatus.ROLLBACK_FAILED,
+    }
+)
 
 _HANDLERS: dict[str, Any] = {
     "step_ready": RunState._on_ready,

@@ -69,18 +69,29 @@ class AttemptStatus(StrEnum):
 
 
 S = StepStatus
-STEP_TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.SKIPPED, S.REJECTED, S.CANCELLED,
-                           S.COMPENSATED, S.COMPENSATION_FAILED})
+STEP_TERMINAL = frozenset(
+    {
+        S.SUCCEEDED,
+        S.FAILED,
+        S.SKIPPED,
+        S.REJECTED,
+        S.CANCELLED,
+        S.COMPENSATED,
+        S.COMPENSATION_FAILED,
+    }
+)
 # states that release dependants (a skipped-by-condition step counts as done; see DESIGN §2)
 STEP_DONE_OK = frozenset({S.SUCCEEDED})
 
 _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     S.PENDING: frozenset({S.READY, S.WAITING_CONFIRMATION, S.SKIPPED, S.CANCELLED, S.FAILED}),
     S.READY: frozenset({S.RUNNING, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}),
-    S.WAITING_CONFIRMATION: frozenset({S.READY, S.REJECTED, S.CANCELLED, S.SKIPPED,
-                                       S.WAITING_CONFIRMATION}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.RETRY_WAIT, S.IN_DOUBT, S.CANCELLED,
-                          S.READY}),  # READY: a crash interrupted a safe-to-repeat call
+    S.WAITING_CONFIRMATION: frozenset(
+        {S.READY, S.REJECTED, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}
+    ),
+    S.RUNNING: frozenset(
+        {S.SUCCEEDED, S.FAILED, S.RETRY_WAIT, S.IN_DOUBT, S.CANCELLED, S.READY}
+    ),  # READY: a crash interrupted a safe-to-repeat call
     S.RETRY_WAIT: frozenset({S.READY, S.CANCELLED}),
     S.IN_DOUBT: frozenset({S.SUCCEEDED, S.FAILED, S.READY}),
     S.SUCCEEDED: frozenset({S.COMPENSATING}),
@@ -97,14 +108,18 @@ R = RunStatus
 RUN_TERMINAL = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED, R.ROLLED_BACK, R.ROLLBACK_FAILED})
 
 _RUN: dict[RunStatus, frozenset[RunStatus]] = {
-    R.RUNNING: frozenset({R.PAUSED, R.SUSPENDED, R.SUCCEEDED, R.FAILED, R.CANCELLED,
-                          R.COMPENSATING, R.RUNNING}),
-    R.PAUSED: frozenset({R.RUNNING, R.CANCELLED, R.COMPENSATING, R.FAILED, R.SUCCEEDED,
-                         R.SUSPENDED, R.PAUSED}),
-    R.SUSPENDED: frozenset({R.RUNNING, R.PAUSED, R.COMPENSATING, R.CANCELLED, R.FAILED,
-                            R.SUCCEEDED, R.SUSPENDED}),
-    R.COMPENSATING: frozenset({R.ROLLED_BACK, R.ROLLBACK_FAILED, R.SUSPENDED, R.RUNNING,
-                               R.COMPENSATING}),
+    R.RUNNING: frozenset(
+        {R.PAUSED, R.SUSPENDED, R.SUCCEEDED, R.FAILED, R.CANCELLED, R.COMPENSATING, R.RUNNING}
+    ),
+    R.PAUSED: frozenset(
+        {R.RUNNING, R.CANCELLED, R.COMPENSATING, R.FAILED, R.SUCCEEDED, R.SUSPENDED, R.PAUSED}
+    ),
+    R.SUSPENDED: frozenset(
+        {R.RUNNING, R.PAUSED, R.COMPENSATING, R.CANCELLED, R.FAILED, R.SUCCEEDED, R.SUSPENDED}
+    ),
+    R.COMPENSATING: frozenset(
+        {R.ROLLED_BACK, R.ROLLBACK_FAILED, R.SUSPENDED, R.RUNNING, R.COMPENSATING}
+    ),
     R.SUCCEEDED: frozenset({R.COMPENSATING}),
     R.FAILED: frozenset({R.COMPENSATING}),
     R.CANCELLED: frozenset({R.COMPENSATING}),
@@ -119,11 +134,15 @@ class InvalidTransition(RunStateError):
 
 def check_step(step_id: str, old: StepStatus, new: StepStatus) -> None:
     if new not in _STEP[old]:
-        raise InvalidTransition(f"step {step_id!r}: {old} -> {new} is not a valid transition",
-                                status=str(old))
+        raise InvalidTransition(
+            f"step {step_id!r}: {old} -> {new} is not a valid transition", status=str(old)
+        )
 
 
 def check_run(run_id: str, old: RunStatus, new: RunStatus) -> None:
     if new not in _RUN[old]:
-        raise InvalidTransition(f"run {run_id!r}: {old} -> {new} is not a valid transition",
-                                run_id=run_id, status=str(old))
+        raise InvalidTransition(
+            f"run {run_id!r}: {old} -> {new} is not a valid transition",
+            run_id=run_id,
+            status=str(old),
+        )

@@ -34,8 +34,9 @@ class Harness:
         self.max_active = 0
         self.log: list[tuple[str, str]] = []  # ("start"|"end", step_id) in order
 
-    def tracked(self, name: str, *, seconds: float = 0.0, yields: int = 1,
-                result: Any = None, **meta: Any) -> None:
+    def tracked(
+        self, name: str, *, seconds: float = 0.0, yields: int = 1, result: Any = None, **meta: Any
+    ) -> None:
         """A tool that logs start/end (by its `tag` arg), tracks concurrency, yields to the
         loop `yields` times (or sleeps `seconds`), and returns `result` or its args."""
         h = self

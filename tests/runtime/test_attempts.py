@@ -58,8 +58,11 @@ MATRIX = {
     (UNSAFE, "permanent"): ("failed", 1),
     (UNSAFE, "before_effect"): ("succeeded", 2),
 }
-META = {SAFE: {}, IDEMPOTENT: {"side_effects": True, "idempotent": True},
-        UNSAFE: {"side_effects": True}}
+META = {
+    SAFE: {},
+    IDEMPOTENT: {"side_effects": True, "idempotent": True},
+    UNSAFE: {"side_effects": True},
+}
 
 
 @pytest.mark.parametrize("case", sorted(MATRIX), ids=lambda c: f"{c[0]}-{c[1]}")
@@ -67,14 +70,14 @@ async def test_retry_matrix(h: Harness, case: tuple[str, str]) -> None:
     tool_kind, error = case
     fn, calls = raiser(error)
     h.toolbox.tool(fn, name="t", **META[tool_kind])
-    chain = chain_of({"id": "s", "tool": "t", "timeout_s": 0.05,
-                      "retry": {"max_attempts": 3, "delay_s": 2.0}})
+    chain = chain_of(
+        {"id": "s", "tool": "t", "timeout_s": 0.05, "retry": {"max_attempts": 3, "delay_s": 2.0}}
+    )
     run, result, _ = await h.run(chain)
     expected_status, expected_calls = MATRIX[case]
     assert run.steps["s"].status == expected_status
     assert calls["calls"] == expected_calls
-    kind = "timeout" if error == "timeout" else (
-        "transient" if error == "before_effect" else error)
+    kind = "timeout" if error == "timeout" else ("transient" if error == "before_effect" else error)
     assert run.steps["s"].attempts == expected_calls
     events = h.store.load_events(run.run_id)
     if expected_status == "succeeded" and expected_calls == 2:
@@ -98,10 +101,16 @@ async def test_invalid_input_is_an_attempt_without_a_call(h: Harness) -> None:
         return n
 
     h.toolbox.tool(typed)
-    chain = chain_of({"id": "a", "tool": "typed", "args": {"n": 1}, "save_as": "x"},
-                     {"id": "b", "tool": "typed", "args": {"n": "{{ context.word }}"},
-                      "retry": {"max_attempts": 1}})
-    run, result, _ = await h.run(chain, {"word": "eleven"})
+    chain = chain_of(
+        {"id": "a", "tool": "typed", "args": {"n": 1}, "save_as": "x"},
+        {
+            "id": "b",
+            "tool": "typed",
+            "args": {"n": "{{ context.word }}"},
+            "retry": {"max_attempts": 1},
+        },
+    )
+    run, _result, _ = await h.run(chain, {"word": "eleven"})
     assert calls == [1]
     assert run.steps["b"].status == "failed"
     assert run.steps["b"].error_kind == "invalid_input"
@@ -119,8 +128,18 @@ async def test_exponential_backoff_is_capped(h: Harness) -> None:
         return "ok"
 
     h.toolbox.tool(flaky)
-    chain = chain_of({"id": "s", "tool": "flaky", "retry": {
-        "max_attempts": 5, "backoff": "exponential", "delay_s": 1.0, "max_delay_s": 3.0}})
+    chain = chain_of(
+        {
+            "id": "s",
+            "tool": "flaky",
+            "retry": {
+                "max_attempts": 5,
+                "backoff": "exponential",
+                "delay_s": 1.0,
+                "max_delay_s": 3.0,
+            },
+        }
+    )
     run, result, _ = await h.run(chain)
     assert result.ok
     assert h.clock.slept == [1.0, 2.0, 3.0, 3.0]
@@ -132,8 +151,9 @@ async def test_retry_exhausted_fails_with_last_error(h: Harness) -> None:
         raise TransientError("still down")
 
     h.toolbox.tool(always)
-    run, result, _ = await h.run(chain_of({"id": "s", "tool": "always",
-                                           "retry": {"max_attempts": 3, "delay_s": 0}}))
+    run, result, _ = await h.run(
+        chain_of({"id": "s", "tool": "always", "retry": {"max_attempts": 3, "delay_s": 0}})
+    )
     assert result.status == RunStatus.FAILED
     assert run.steps["s"].attempts == 3
     assert run.steps["s"].error == "still down"
@@ -144,8 +164,11 @@ async def test_retry_on_restricts_kinds(h: Harness) -> None:
         raise ValueError("bug")
 
     h.toolbox.tool(bad)
-    run, _, _ = await h.run(chain_of({"id": "s", "tool": "bad",
-                                      "retry": {"max_attempts": 3, "retry_on": ["transient"]}}))
+    run, _, _ = await h.run(
+        chain_of(
+            {"id": "s", "tool": "bad", "retry": {"max_attempts": 3, "retry_on": ["transient"]}}
+        )
+    )
     assert run.steps["s"].attempts == 1 and run.steps["s"].status == "failed"
 
 
@@ -161,11 +184,17 @@ async def test_backoff_holds_no_slot(h: Harness) -> None:
         return tag
 
     h.toolbox.tool(flaky)
-    chain = chain_of({"id": "f", "tool": "flaky", "args": {"tag": "f"},
-                      "retry": {"max_attempts": 2, "delay_s": 10}},
-                     {"id": "o", "tool": "work", "args": {"tag": "o"}},
-                     max_concurrency=1)
-    run, result, _ = await h.run(chain)
+    chain = chain_of(
+        {
+            "id": "f",
+            "tool": "flaky",
+            "args": {"tag": "f"},
+            "retry": {"max_attempts": 2, "delay_s": 10},
+        },
+        {"id": "o", "tool": "work", "args": {"tag": "o"}},
+        max_concurrency=1,
+    )
+    _run, result, _ = await h.run(chain)
     assert result.ok
     assert h.starts() == ["o", "f"]  # o used the only slot while f backed off
 
@@ -180,8 +209,9 @@ async def test_call_context_and_idempotency_key_are_stable_across_retries(h: Har
         return ctx.idempotency_key
 
     h.toolbox.tool(effect, side_effects=True)
-    run, result, _ = await h.run(chain_of({"id": "pay", "tool": "effect",
-                                           "args": {"order": "o-1"}}))
+    run, result, _ = await h.run(
+        chain_of({"id": "pay", "tool": "effect", "args": {"order": "o-1"}})
+    )
     assert result.ok
     assert [c.attempt for c in seen] == [1, 2]
     assert seen[0].idempotency_key == seen[1].idempotency_key != ""

@@ -16,8 +16,13 @@ pytestmark = pytest.mark.anyio
 
 
 def S(step_id: str, deps: list[str] = (), tool: str = "work", **extra: Any) -> dict[str, Any]:
-    return {"id": step_id, "tool": tool, "depends_on": list(deps),
-            "args": {"tag": step_id, **extra.pop("args", {})}, **extra}
+    return {
+        "id": step_id,
+        "tool": tool,
+        "depends_on": list(deps),
+        "args": {"tag": step_id, **extra.pop("args", {})},
+        **extra,
+    }
 
 
 async def settle(run: Any) -> None:
@@ -114,14 +119,18 @@ async def test_cancel_stops_running_calls_and_cancels_the_rest(h: Harness) -> No
 
     h.toolbox.tool(forever)
     h.tracked("work")
-    run = await h.runtime.start(chain_of(S("f", tool="forever"), S("after", ["f"]),
-                                         S("other", ["f"])))
+    run = await h.runtime.start(
+        chain_of(S("f", tool="forever"), S("after", ["f"]), S("other", ["f"]))
+    )
     await started.wait()
     await run.cancel()
     result = await run.wait()
     assert result.status == RunStatus.CANCELLED
     assert {k: str(v.status) for k, v in run.steps.items()} == {
-        "f": "cancelled", "after": "cancelled", "other": "cancelled"}
+        "f": "cancelled",
+        "after": "cancelled",
+        "other": "cancelled",
+    }
     assert run.state.attempts[0].status == "cancelled"
     with pytest.raises(RunStateError, match="already cancelled"):
         await run.cancel()
@@ -146,11 +155,19 @@ async def test_cancel_of_an_unsafe_call_leaves_it_in_doubt(h: Harness) -> None:
 
 async def test_confirmations_are_routed_by_step_id_and_other_branches_run(h: Harness) -> None:
     h.tracked("work")
-    h.tracked("send", side_effects=True, requires_confirmation=True,
-              preview=lambda args: f"send to {args['to']}")
-    chain = chain_of(S("m1", tool="send", args={"to": "ann"}),
-                     S("m2", tool="send", args={"to": "bob"}),
-                     S("x"), S("y", ["x"]), S("after1", ["m1"]))
+    h.tracked(
+        "send",
+        side_effects=True,
+        requires_confirmation=True,
+        preview=lambda args: f"send to {args['to']}",
+    )
+    chain = chain_of(
+        S("m1", tool="send", args={"to": "ann"}),
+        S("m2", tool="send", args={"to": "bob"}),
+        S("x"),
+        S("y", ["x"]),
+        S("after1", ["m1"]),
+    )
     run, result, _ = await h.run(chain)
     assert result.status == RunStatus.SUSPENDED
     assert result.waiting == {"m1": "waiting_confirmation", "m2": "waiting_confirmation"}
@@ -158,9 +175,10 @@ async def test_confirmations_are_routed_by_step_id_and_other_branches_run(h: Har
     assert run.steps["m2"].preview == "send to bob"
     await run.approve("m2", note="ok for bob")
     result = await run.wait()
-    assert result.status == RunStatus.SUSPENDED and result.waiting == {
-        "m1": "waiting_confirmation"}
-    assert run.steps["m2"].status == "succeeded" and run.steps["m1"].status == "waiting_confirmation"
+    assert result.status == RunStatus.SUSPENDED and result.waiting == {"m1": "waiting_confirmation"}
+    assert (
+        run.steps["m2"].status == "succeeded" and run.steps["m1"].status == "waiting_confirmation"
+    )
     await run.reject("m1", reason="not ann")
     result = await run.wait()
     assert result.status == RunStatus.FAILED  # fail_fast, nothing to compensate
@@ -176,8 +194,10 @@ async def test_approve_with_edited_args_runs_exactly_those_after_revalidation(h:
         return f"{to}:{amount}"
 
     h.toolbox.tool(send, side_effects=True, requires_confirmation=lambda a: a["amount"] > 10)
-    chain = chain_of({"id": "small", "tool": "send", "args": {"to": "a", "amount": 5}},
-                     {"id": "big", "tool": "send", "args": {"to": "b", "amount": 500}})
+    chain = chain_of(
+        {"id": "small", "tool": "send", "args": {"to": "a", "amount": 5}},
+        {"id": "big", "tool": "send", "args": {"to": "b", "amount": 500}},
+    )
     run, result, _ = await h.run(chain)
     assert result.waiting == {"big": "waiting_confirmation"}  # callable policy on args
     with pytest.raises(PlanError, match="amount"):
@@ -187,7 +207,7 @@ async def test_approve_with_edited_args_runs_exactly_those_after_revalidation(h:
     await run.approve("big", args={"to": "b", "amount": 50})
     result = await run.wait()
     assert result.ok and calls == [("a", 5), ("b", 50)]
-    ev = [e for e in h.store.load_events(run.run_id) if e.kind == "step_approved"][0]
+    ev = next(e for e in h.store.load_events(run.run_id) if e.kind == "step_approved")
     assert ev.payload["args"] == {"to": "b", "amount": 50}
     assert run.steps["big"].approval["edited"] is True
 
@@ -207,11 +227,13 @@ async def test_resolve_in_doubt_three_ways(h: Harness) -> None:
 
     h.toolbox.tool(charge, side_effects=True)
     h.tracked("work")
-    chain = chain_of({"id": "c1", "tool": "charge", "args": {"who": "a"}},
-                     {"id": "c2", "tool": "charge", "args": {"who": "b"}},
-                     {"id": "c3", "tool": "charge", "args": {"who": "c"}},
-                     S("after", ["c1"], args={"paid": "{{ steps.c1.output }}"}),
-                     on_failure="continue")
+    chain = chain_of(
+        {"id": "c1", "tool": "charge", "args": {"who": "a"}},
+        {"id": "c2", "tool": "charge", "args": {"who": "b"}},
+        {"id": "c3", "tool": "charge", "args": {"who": "c"}},
+        S("after", ["c1"], args={"paid": "{{ steps.c1.output }}"}),
+        on_failure="continue",
+    )
     run, result, _ = await h.run(chain)
     assert result.waiting == {"c1": "in_doubt", "c2": "in_doubt", "c3": "in_doubt"}
     await run.resolve("c1", output={"charged": True})
@@ -242,16 +264,24 @@ async def test_subchain_runs_children_namespaced_on_the_same_scheduler(h: Harnes
     from chainlab import Chain
 
     h.tracked("work", yields=3)
-    child = Chain.from_dict({"name": "estimate", "steps": [
-        S("p1", args={"who": "{{ context.team }}"}), S("p2"),
-        S("sum", ["p1", "p2"], args={"n": "{{ steps.p1.output.who }}"})]})
+    child = Chain.from_dict(
+        {
+            "name": "estimate",
+            "steps": [
+                S("p1", args={"who": "{{ context.team }}"}),
+                S("p2"),
+                S("sum", ["p1", "p2"], args={"n": "{{ steps.p1.output.who }}"}),
+            ],
+        }
+    )
     h.toolbox.add_chain(child)
-    chain = chain_of(S("plan"),
-                     {"id": "est", "tool": "chain:estimate", "depends_on": ["plan"],
-                      "args": {"team": "core"}},
-                     S("slow"),
-                     S("done", args={"total": "{{ steps.est.output.sum.n }}"}),
-                     max_concurrency=2)
+    chain = chain_of(
+        S("plan"),
+        {"id": "est", "tool": "chain:estimate", "depends_on": ["plan"], "args": {"team": "core"}},
+        S("slow"),
+        S("done", args={"total": "{{ steps.est.output.sum.n }}"}),
+        max_concurrency=2,
+    )
     run, result, _ = await h.run(chain)
     assert result.ok, result
     assert set(run.steps) >= {"est/p1", "est/p2", "est/sum"}
@@ -275,11 +305,21 @@ async def test_subchain_failure_fails_the_parent_step(h: Harness) -> None:
         raise ValueError("child broke")
 
     h.toolbox.tool(boom, retry={"max_attempts": 1})
-    h.toolbox.add_chain(Chain.from_dict({"name": "sub", "steps": [
-        S("ok1"), S("bad", ["ok1"], tool="boom"), S("never", ["bad"])]}))
+    h.toolbox.add_chain(
+        Chain.from_dict(
+            {
+                "name": "sub",
+                "steps": [S("ok1"), S("bad", ["ok1"], tool="boom"), S("never", ["bad"])],
+            }
+        )
+    )
     chain = chain_of({"id": "s", "tool": "chain:sub"}, S("after", ["s"]))
     run, result, _ = await h.run(chain)
     assert result.status == RunStatus.FAILED
     assert {k: str(v.status) for k, v in run.steps.items()} == {
-        "s": "failed", "s/ok1": "succeeded", "s/bad": "failed", "s/never": "skipped",
-        "after": "skipped"}
+        "s": "failed",
+        "s/ok1": "succeeded",
+        "s/bad": "failed",
+        "s/never": "skipped",
+        "after": "skipped",
+    }

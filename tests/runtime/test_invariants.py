@@ -14,8 +14,7 @@ from chainlab.runtime.status import RUN_TERMINAL, STEP_TERMINAL
 from chainlab.store import MemoryStore
 from chainlab.testing import ManualClock
 
-ENDS = {"step_succeeded", "step_failed", "step_retry_scheduled", "step_in_doubt",
-        "step_cancelled"}
+ENDS = {"step_succeeded", "step_failed", "step_retry_scheduled", "step_in_doubt", "step_cancelled"}
 
 
 @st.composite
@@ -24,16 +23,26 @@ def dags(draw: Any) -> dict[str, Any]:
     steps = []
     for i in range(n):
         deps = draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else set()
-        steps.append({
-            "id": f"s{i}", "tool": "work",
-            "depends_on": [f"s{d}" for d in sorted(deps)],
-            "args": {"yields": draw(st.integers(0, 3)),
-                     "fail": draw(st.sampled_from(["no"] * 6 + ["once", "always"]))},
-            "retry": {"max_attempts": draw(st.integers(1, 2)), "delay_s": 1},
-        })
-    return {"name": "random", "steps": steps, "options": {
-        "max_concurrency": draw(st.integers(1, 4)),
-        "on_failure": draw(st.sampled_from(["fail_fast", "continue"]))}}
+        steps.append(
+            {
+                "id": f"s{i}",
+                "tool": "work",
+                "depends_on": [f"s{d}" for d in sorted(deps)],
+                "args": {
+                    "yields": draw(st.integers(0, 3)),
+                    "fail": draw(st.sampled_from(["no"] * 6 + ["once", "always"])),
+                },
+                "retry": {"max_attempts": draw(st.integers(1, 2)), "delay_s": 1},
+            }
+        )
+    return {
+        "name": "random",
+        "steps": steps,
+        "options": {
+            "max_concurrency": draw(st.integers(1, 4)),
+            "on_failure": draw(st.sampled_from(["fail_fast", "continue"])),
+        },
+    }
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,8 +16,13 @@ pytestmark = pytest.mark.anyio
 
 
 def S(step_id: str, deps: list[str] = (), tool: str = "work", **extra: Any) -> dict[str, Any]:
-    return {"id": step_id, "tool": tool, "depends_on": list(deps),
-            "args": {"tag": step_id, **extra.pop("args", {})}, **extra}
+    return {
+        "id": step_id,
+        "tool": tool,
+        "depends_on": list(deps),
+        "args": {"tag": step_id, **extra.pop("args", {})},
+        **extra,
+    }
 
 
 GRAPHS = {
@@ -31,10 +36,19 @@ GRAPHS = {
         {1: "abcd", 2: "abcd", 8: "abcd"},
     ),
     "fan_out_in": (
-        [S("r"), S("x1", ["r"]), S("x2", ["r"]), S("x3", ["r"]), S("x4", ["r"]),
-         S("j", ["x1", "x2", "x3", "x4"])],
-        {1: ["r", "x1", "x2", "x3", "x4", "j"], 2: ["r", "x1", "x2", "x3", "x4", "j"],
-         8: ["r", "x1", "x2", "x3", "x4", "j"]},
+        [
+            S("r"),
+            S("x1", ["r"]),
+            S("x2", ["r"]),
+            S("x3", ["r"]),
+            S("x4", ["r"]),
+            S("j", ["x1", "x2", "x3", "x4"]),
+        ],
+        {
+            1: ["r", "x1", "x2", "x3", "x4", "j"],
+            2: ["r", "x1", "x2", "x3", "x4", "j"],
+            8: ["r", "x1", "x2", "x3", "x4", "j"],
+        },
     ),
     # declared out of topological order: release order is declaration order among READY
     "declared_late_root": (
@@ -47,8 +61,11 @@ GRAPHS = {
         [S("a1"), S("a2", ["a1"]), S("b1"), S("b2", ["b1"]), S("c1")],
         # one slot: a2 (declared 2nd) beats b1 once a1 is done; two slots: a1/b1 start,
         # their successors a2/b2 are declared before c1; eight: every root starts first
-        {1: ["a1", "a2", "b1", "b2", "c1"], 2: ["a1", "b1", "a2", "b2", "c1"],
-         8: ["a1", "b1", "c1", "a2", "b2"]},
+        {
+            1: ["a1", "a2", "b1", "b2", "c1"],
+            2: ["a1", "b1", "a2", "b2", "c1"],
+            8: ["a1", "b1", "c1", "a2", "b2"],
+        },
     ),
 }
 
@@ -59,7 +76,7 @@ async def test_start_order_and_dependencies(h: Harness, graph: str, concurrency:
     steps, expected = GRAPHS[graph]
     h.tracked("work")
     chain = chain_of(*steps, max_concurrency=concurrency)
-    run, result, _ = await h.run(chain)
+    _run, result, _ = await h.run(chain)
     assert result.status == RunStatus.SUCCEEDED
     assert h.starts() == list(expected[concurrency])
     # no step starts before all its dependencies ended
@@ -83,8 +100,9 @@ async def test_concurrency_limit_is_reached_and_never_exceeded(
 
 async def test_sequential_mode_runs_one_at_a_time_in_declaration_order(h: Harness) -> None:
     h.tracked("work", yields=3)
-    chain = chain_of(S("b", ["a"]), S("a"), S("c"), S("d", ["a", "c"]),
-                     mode="sequential", max_concurrency=8)
+    chain = chain_of(
+        S("b", ["a"]), S("a"), S("c"), S("d", ["a", "c"]), mode="sequential", max_concurrency=8
+    )
     await h.run(chain)
     assert h.max_active == 1
     assert h.starts() == ["a", "b", "c", "d"]
@@ -92,8 +110,10 @@ async def test_sequential_mode_runs_one_at_a_time_in_declaration_order(h: Harnes
 
 async def test_qtable_chain_overlaps_middle_steps_and_creates_last(h: Harness) -> None:
     timeline = iter(range(10_000))
-    tools = {name: RecordingTool(0.02, timeline=timeline, name=name)  # type: ignore[arg-type]
-             for name in ("split", "estimate", "gantt", "read_schema", "create")}
+    tools = {
+        name: RecordingTool(0.02, timeline=timeline, name=name)  # type: ignore[arg-type]
+        for name in ("split", "estimate", "gantt", "read_schema", "create")
+    }
     for name, t in tools.items():
         t.register(h.toolbox, name, side_effects=(name == "create"))
     chain = chain_of(
@@ -101,11 +121,17 @@ async def test_qtable_chain_overlaps_middle_steps_and_creates_last(h: Harness) -
         {"id": "estimate", "tool": "estimate", "args": {"tasks": "{{ steps.split.output }}"}},
         {"id": "gantt", "tool": "gantt", "args": {"tasks": "{{ steps.split.output }}"}},
         {"id": "read_schema", "tool": "read_schema", "depends_on": ["split"]},
-        {"id": "create", "tool": "create", "args": {
-            "effort": "{{ steps.estimate.output }}", "plan": "{{ steps.gantt.output }}",
-            "schema": "{{ steps.read_schema.output }}"}},
+        {
+            "id": "create",
+            "tool": "create",
+            "args": {
+                "effort": "{{ steps.estimate.output }}",
+                "plan": "{{ steps.gantt.output }}",
+                "schema": "{{ steps.read_schema.output }}",
+            },
+        },
     )
-    run, result, _ = await h.run(chain, {"request": "approval system"})
+    _run, result, _ = await h.run(chain, {"request": "approval system"})
     assert result.ok
     calls = {name: t.calls[0] for name, t in tools.items()}
     middle = ["estimate", "gantt", "read_schema"]
@@ -120,11 +146,12 @@ async def test_qtable_chain_overlaps_middle_steps_and_creates_last(h: Harness) -
 
 async def test_serial_keys_never_overlap_but_other_keys_do(h: Harness) -> None:
     h.tracked("write", yields=3, serial_key="table:{table}")
-    steps = [S(f"w{i}", tool="write", args={"table": "t1" if i % 2 == 0 else "t2"})
-             for i in range(6)]
+    steps = [
+        S(f"w{i}", tool="write", args={"table": "t1" if i % 2 == 0 else "t2"}) for i in range(6)
+    ]
     await h.run(chain_of(*steps, max_concurrency=8))
     spans: dict[str, list[int]] = {}
-    for i, (kind, tag) in enumerate(h.log):
+    for i, (_kind, tag) in enumerate(h.log):
         spans.setdefault(tag, []).append(i)
     same = [["w0", "w2", "w4"], ["w1", "w3", "w5"]]
     for group in same:
@@ -154,8 +181,9 @@ async def test_pools_never_exceed_capacity(h: Harness) -> None:
         nonlocal seen_llm, peak
         while True:
             # count llm steps running right now from the run state
-            running = [s for s, st in run.steps.items() if st.status == "running"
-                       and s.startswith("l")]
+            running = [
+                s for s, st in run.steps.items() if st.status == "running" and s.startswith("l")
+            ]
             peak = max(peak, len(running))
             seen_llm += bool(running)
             await anyio.sleep(0)
@@ -189,8 +217,14 @@ async def test_fail_fast_stops_releasing_and_skips_downstream(h: Harness) -> Non
         raise ValueError("nope")
 
     h.toolbox.tool(boom, retry={"max_attempts": 1})
-    chain = chain_of(S("a"), S("bad", ["a"], tool="boom"), S("after", ["bad"]),
-                     S("slow"), S("late", ["slow"]), max_concurrency=1)
+    chain = chain_of(
+        S("a"),
+        S("bad", ["a"], tool="boom"),
+        S("after", ["bad"]),
+        S("slow"),
+        S("late", ["slow"]),
+        max_concurrency=1,
+    )
     run, result, _ = await h.run(chain)
     assert result.status == RunStatus.FAILED
     st = {k: (v.status, v.reason) for k, v in run.steps.items()}
@@ -210,13 +244,23 @@ async def test_continue_runs_independent_branches(h: Harness) -> None:
         raise ValueError("nope")
 
     h.toolbox.tool(boom, retry={"max_attempts": 1})
-    chain = chain_of(S("bad", tool="boom"), S("after", ["bad"]), S("after2", ["after"]),
-                     S("other"), S("other2", ["other"]), on_failure="continue")
+    chain = chain_of(
+        S("bad", tool="boom"),
+        S("after", ["bad"]),
+        S("after2", ["after"]),
+        S("other"),
+        S("other2", ["other"]),
+        on_failure="continue",
+    )
     run, result, _ = await h.run(chain)
     assert result.status == RunStatus.FAILED
     assert {k: str(v.status) for k, v in run.steps.items()} == {
-        "bad": "failed", "after": "skipped", "after2": "skipped",
-        "other": "succeeded", "other2": "succeeded"}
+        "bad": "failed",
+        "after": "skipped",
+        "after2": "skipped",
+        "other": "succeeded",
+        "other2": "succeeded",
+    }
     assert run.steps["after2"].reason == "upstream_failed"
 
 
@@ -239,11 +283,17 @@ async def test_args_resolution_keeps_types_and_interpolates_text(h: Harness) -> 
     h.tracked("work")
     chain = chain_of(
         S("a", args={"n": 3, "items": [1, 2]}, save_as="first"),
-        S("b", args={"n": "{{ steps.a.output.n }}", "items": "{{ first.items }}",
-                     "text": "got {{ memory.first.n }} and {{ first.items }} for {{ context.who }}",
-                     "nested": {"deep": ["{{ first.items[1] }}"]}}),
+        S(
+            "b",
+            args={
+                "n": "{{ steps.a.output.n }}",
+                "items": "{{ first.items }}",
+                "text": "got {{ memory.first.n }} and {{ first.items }} for {{ context.who }}",
+                "nested": {"deep": ["{{ first.items[1] }}"]},
+            },
+        ),
     )
-    run, result, _ = await h.run(chain, {"who": "ann"})
+    run, _result, _ = await h.run(chain, {"who": "ann"})
     out = run.outputs["b"]
     assert out["n"] == 3 and out["items"] == [1, 2]
     assert out["text"] == "got 3 and [1, 2] for ann"
@@ -271,12 +321,19 @@ async def test_context_keys_are_checked_at_start(h: Harness) -> None:
 
 async def test_event_seq_is_contiguous_and_stored(h: Harness) -> None:
     h.tracked("work")
-    run, result, rec = await h.run(chain_of(S("a"), S("b", ["a"])))
+    run, _result, rec = await h.run(chain_of(S("a"), S("b", ["a"])))
     stored = h.store.load_events(run.run_id)
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
     assert [e.kind for e in stored] == [
-        "run_started", "step_ready", "step_started", "step_succeeded", "step_ready",
-        "step_started", "step_succeeded", "run_succeeded"]
+        "run_started",
+        "step_ready",
+        "step_started",
+        "step_succeeded",
+        "step_ready",
+        "step_started",
+        "step_succeeded",
+        "run_succeeded",
+    ]
     assert rec.events == stored[1:]  # subscribed right after start: live == stored
 
 
@@ -312,8 +369,9 @@ async def test_unsafe_output_is_an_execution_failure_naming_the_step(h: Harness)
 
     h.toolbox.tool(weird, retry={"max_attempts": 1})
     h.toolbox.tool(typed, retry={"max_attempts": 1})
-    run, result, _ = await h.run(chain_of(S("w", tool="weird"), S("t", tool="typed"),
-                                          on_failure="continue"))
+    run, _result, _ = await h.run(
+        chain_of(S("w", tool="weird"), S("t", tool="typed"), on_failure="continue")
+    )
     assert "step 'w'" in run.steps["w"].error and "not JSON-serialisable" in run.steps["w"].error
     assert "when" in run.steps["w"].error
     assert "return annotation" in run.steps["t"].error
@@ -330,6 +388,6 @@ async def test_sync_tools_run_in_threads(h: Harness) -> None:
         return tag
 
     h.toolbox.tool(blocking)
-    run, result, _ = await h.run(chain_of(S("a", tool="blocking"), S("b", tool="blocking")))
+    _run, result, _ = await h.run(chain_of(S("a", tool="blocking"), S("b", tool="blocking")))
     assert result.outputs == {"a": "a", "b": "b"}
     assert main not in seen

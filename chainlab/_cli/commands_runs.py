@@ -1,0 +1,225 @@
+"""Commands on stored runs: ``runs``, ``show``, ``timeline`` (read only) and ``approve``,
+``reject``, ``resolve``, ``resume``, ``rollback`` (continue the run in this process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from chainlab._cli.common import CliError, reporting_errors
+from chainlab._cli.driving import (
+    Control,
+    Output,
+    continue_run,
+    report,
+    require_waiting,
+    stored_state,
+)
+from chainlab._cli.executors import executor_for
+from chainlab._cli.loading import (
+    DEFAULT_DB,
+    open_store,
+    parse_json,
+    parse_json_object,
+    toolbox_for_run,
+)
+from chainlab._cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
+from chainlab._cli.views import (
+    attempt_rows,
+    record_dict,
+    runs_table,
+    timeline_table,
+    write_csv,
+)
+from chainlab.errors import PlanError, Problem, RunStateError
+from chainlab.plan.schema import Chain
+from chainlab.runtime.attempts import invalid_input
+from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.tools import Toolbox
+
+__all__ = ["register"]
+
+RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID",
+                                         help="The run's id (see `chainlab runs`).")]
+StepArg = Annotated[str, typer.Argument(metavar="STEP", help="The step's id.")]
+NoteOpt = Annotated[str | None, typer.Option("--note", help="A note kept with the decision.")]
+
+
+def _continue(run_id: str, step: str | None, action: str,
+              make_control: Callable[[], tuple[Control, dict[str, Any] | None]] | None, *,
+              tools: str | None, db: Path, dask: str | None, quiet: bool, as_json: bool,
+              waiting: StepStatus | None = None) -> None:
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err):
+        # parse the options first: a typo never takes the run over
+        control, edited = make_control() if make_control is not None else (None, None)
+        store = open_store(db, must_exist=True)
+        record = store.get_run(run_id)
+        chain, state = stored_state(store, run_id)
+        if step is not None and waiting is not None:
+            require_waiting(state, run_id, step, waiting, action)
+        if action == "rollback" and state.status == RunStatus.ROLLED_BACK:
+            raise RunStateError(f"run {run_id!r} is already rolled back", run_id=run_id)
+        if action == "resume" and state.status in RUN_TERMINAL:
+            io.err.print(f"run {run_id} already ended ({state.status}); nothing to resume",
+                         markup=False)
+            raise typer.Exit(int(report(io, run_id, chain, state, db)))
+        toolbox, _ = toolbox_for_run(record, tools)
+        if step is not None and edited is not None:
+            check_args(chain, toolbox, step, edited)
+        with executor_for(dask) as executor:
+            code = continue_run(io, run_id=run_id, toolbox=toolbox, store=store, db=db,
+                                control=control, was=state.status, executor=executor)
+        store.close()
+    raise typer.Exit(int(code))
+
+
+def check_args(chain: Chain, toolbox: Toolbox, step_id: str, args: dict[str, Any]) -> None:
+    """Edited args must fit the step's tool (checked again by the runtime; checked here so
+    that a mistake does not take the run over). Raises PlanError."""
+    try:
+        tool = toolbox.get(chain.step(step_id).tool)
+    except KeyError:
+        return  # a sub-chain step: the runtime checks it
+    try:
+        tool.validate_args(args)
+    except ValidationError as exc:
+        raise PlanError(Problem("invalid_args", invalid_input(exc, tool.name).message, step_id,
+                                "args")) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the run commands to ``app``."""
+
+    @app.command()
+    def runs(db: DbOpt = DEFAULT_DB,
+             limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 20,
+             as_json: JsonOpt = False) -> None:
+        """List the runs in the database, newest first."""
+        io = Output.make(as_json=as_json)
+        with reporting_errors(io.err):
+            records = open_store(db, must_exist=True).list_runs(limit)
+            if as_json:
+                sys.stdout.write(json.dumps([record_dict(r) for r in records]) + "\n")
+            elif not records:
+                io.err.print(f"no runs in {db}", markup=False)
+            else:
+                io.out.print(runs_table(records))
+
+    @app.command()
+    def show(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+        """A run's steps: status, attempts, time, and what waits for a person."""
+        io = Output.make(as_json=as_json)
+        with reporting_errors(io.err):
+            chain, state = stored_state(open_store(db, must_exist=True), run_id)
+            code = report(io, run_id, chain, state, db)
+        raise typer.Exit(int(code))
+
+    @app.command()
+    def timeline(run_id: RunIdArg, db: DbOpt = DEFAULT_DB,
+                 csv: Annotated[Path | None, typer.Option(
+                     "--csv", metavar="FILE", help="Also write the attempts as CSV.")] = None,
+                 ) -> None:
+        """Every attempt and compensation of a run, in start order."""
+        io = Output.make()
+        with reporting_errors(io.err):
+            chain, state = stored_state(open_store(db, must_exist=True), run_id)
+            rows = attempt_rows(run_id, state)
+            io.out.print(timeline_table(rows, title=f"run {run_id} ({chain.name}): "
+                                                    f"{len(rows)} attempts"))
+            if csv is not None:
+                write_csv(rows, csv)
+                io.err.print(f"wrote {len(rows)} rows to {csv}", markup=False)
+
+    @app.command()
+    def approve(run_id: RunIdArg, step: StepArg,
+                args: Annotated[str | None, typer.Option(
+                    "--args", metavar="JSON|@FILE",
+                    help="Run the step with these args instead (validated again).")] = None,
+                note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                ) -> None:
+        """Approve a step that waits for confirmation; the run goes on in this process."""
+        def make_control() -> tuple[Control, dict[str, Any] | None]:
+            edited = parse_json_object(args, "--args") if args is not None else None
+
+            async def control(run: Any) -> None:
+                await run.approve(step, edited, note)
+
+            return control, edited
+
+        _continue(run_id, step, "approve", make_control, tools=tools, db=db, dask=dask,
+                  quiet=quiet, as_json=as_json, waiting=StepStatus.WAITING_CONFIRMATION)
+
+    @app.command()
+    def reject(run_id: RunIdArg, step: StepArg,
+               reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log).")],
+               tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB, dask: DaskOpt = None,
+               quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
+        """Reject a step that waits for confirmation: its dependants are skipped and, under
+        fail_fast, the run rolls back."""
+        def make_control() -> tuple[Control, dict[str, Any] | None]:
+            async def control(run: Any) -> None:
+                await run.reject(step, reason)
+
+            return control, None
+
+        _continue(run_id, step, "reject", make_control, tools=tools, db=db, dask=dask,
+                  quiet=quiet, as_json=as_json, waiting=StepStatus.WAITING_CONFIRMATION)
+
+    @app.command()
+    def resolve(run_id: RunIdArg, step: StepArg,
+                output: Annotated[str | None, typer.Option(
+                    "--output", metavar="JSON|@FILE",
+                    help="The call took effect; this is its output.")] = None,
+                retry: Annotated[bool, typer.Option("--retry", help="Call it again.")] = False,
+                fail: Annotated[bool, typer.Option("--fail", help="Mark it failed.")] = False,
+                note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                ) -> None:
+        """Decide an in-doubt step (a call whose effect is unknown): exactly one of
+        --output JSON, --retry, --fail."""
+        def make_control() -> tuple[Control, dict[str, Any] | None]:
+            chosen = [name for name, on in (("--output", output is not None),
+                                            ("--retry", retry), ("--fail", fail)) if on]
+            if len(chosen) != 1:
+                raise CliError(
+                    "resolve needs exactly one of --output JSON, --retry, --fail"
+                    + (f" (got {' and '.join(chosen)})" if chosen else ""),
+                    hint=f"e.g. chainlab resolve {run_id} {step} --output '{{\"id\": 1}}'")
+            value = parse_json(output, "--output") if output is not None else None
+
+            async def control(run: Any) -> None:
+                await run.resolve(step, output=value, retry=retry, fail=fail, note=note)
+
+            return control, None
+
+        _continue(run_id, step, "resolve", make_control, tools=tools, db=db, dask=dask,
+                  quiet=quiet, as_json=as_json, waiting=StepStatus.IN_DOUBT)
+
+    @app.command()
+    def resume(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+               dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+               ) -> None:
+        """Continue a run whose process stopped (crash, Ctrl-C): completed steps are kept,
+        interrupted calls re-run, reconciled or left in doubt."""
+        _continue(run_id, None, "resume", None, tools=tools, db=db, dask=dask, quiet=quiet,
+                  as_json=as_json)
+
+    @app.command()
+    def rollback(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                 dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                 ) -> None:
+        """Compensate a run's completed steps in reverse completion order (stopping it
+        first if it still goes on); run again to retry failed compensations."""
+        async def control(run: Any) -> None:
+            await run.rollback()
+
+        _continue(run_id, None, "rollback", lambda: (control, None), tools=tools, db=db, dask=dask,
+                  quiet=quiet, as_json=as_json)

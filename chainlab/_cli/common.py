@@ -1,0 +1,124 @@
+"""Exit codes, the one error type of the command line, and turning chainlab errors into
+one-line messages (never a traceback for a mistake the user can fix)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import IntEnum
+
+from rich.console import Console
+from rich.text import Text
+
+from chainlab.errors import (
+    ChainlabError,
+    MissingExtraError,
+    PlanError,
+    PlannerError,
+    RunNotFoundError,
+    RunStateError,
+    StaleEpochError,
+)
+from chainlab.runtime.status import RunStatus
+
+__all__ = ["CliError", "ExitCode", "exit_code_for", "reporting_errors"]
+
+
+class ExitCode(IntEnum):
+    """What ``chainlab`` exits with (documented in ``chainlab --help``)."""
+
+    OK = 0  # the command did what was asked; a run succeeded
+    FAILED = 1  # a run failed, was cancelled, or its rollback failed
+    USAGE = 2  # bad command line, plan, toolbox, run id or step: nothing was changed
+    SUSPENDED = 3  # the run waits for a person (approve, reject, resolve), then goes on
+    ROLLED_BACK = 4  # the run was rolled back (every compensation succeeded)
+    INTERRUPTED = 130  # Ctrl-C: the run stays in the store; `chainlab resume` continues it
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success, 1 run failed (or cancelled, or rollback failed), 2 usage error "
+    "(bad arguments, plan, toolbox, run id or step), 3 suspended (waits for a person), "
+    "4 rolled back, 130 interrupted."
+)
+
+
+def exit_code_for(status: RunStatus | str | None) -> ExitCode:
+    """The exit code that tells a shell script how a run ended."""
+    if status == RunStatus.SUCCEEDED:
+        return ExitCode.OK
+    if status == RunStatus.SUSPENDED:
+        return ExitCode.SUSPENDED
+    if status == RunStatus.ROLLED_BACK:
+        return ExitCode.ROLLED_BACK
+    return ExitCode.FAILED
+
+
+class CliError(Exception):
+    """A mistake the user can fix: printed as ``error: message`` (plus a hint), no traceback.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None,
+                 code: ExitCode = ExitCode.USAGE):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def print_error(console: Console, message: str, hint: str | None = None) -> None:
+    line = Text("error: ", style="bold red")
+    line.append(message)
+    console.print(line, soft_wrap=True)
+    if hint:
+        console.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def print_plan_error(console: Console, exc: PlanError, source: str | None) -> None:
+    what = source or (f"chain {exc.chain_name!r}" if exc.chain_name else "the plan")
+    n = len(exc.problems)
+    print_error(console, f"{what} has {n} problem{'s' if n != 1 else ''}:")
+    for problem in exc.problems:
+        console.print(Text(f"  - {problem}"), soft_wrap=True)
+
+
+@contextmanager
+def reporting_errors(console: Console, source: str | None = None) -> Iterator[None]:
+    """Turn errors into messages and :class:`ExitCode` (raised as ``SystemExit``)."""
+    try:
+        yield
+    except BaseException as raised:
+        exc = _unwrap(raised)
+        code = _report(console, exc, source)
+        if code is None:
+            raise
+        raise SystemExit(int(code)) from None
+
+
+def _report(console: Console, exc: BaseException, source: str | None) -> ExitCode | None:
+    if isinstance(exc, SystemExit):
+        raise exc  # an exit code already chosen (also when it came wrapped in a group)
+    if isinstance(exc, CliError):
+        print_error(console, exc.message, exc.hint)
+        return exc.code
+    if isinstance(exc, PlanError):
+        print_plan_error(console, exc, source)
+        return ExitCode.USAGE
+    if isinstance(exc, RunNotFoundError | RunStateError | MissingExtraError):
+        print_error(console, str(exc))
+        return ExitCode.USAGE
+    if isinstance(exc, StaleEpochError):
+        print_error(console, str(exc))
+        return ExitCode.FAILED
+    if isinstance(exc, PlannerError | ChainlabError):
+        print_error(console, str(exc))
+        return ExitCode.FAILED
+    if isinstance(exc, KeyboardInterrupt):
+        print_error(console, "interrupted")
+        return ExitCode.INTERRUPTED
+    return None

@@ -1,0 +1,27 @@
+"""Options shared by several commands (typer ``Annotated`` types)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "QuietOpt", "ToolsOpt"]
+
+ToolsOpt = Annotated[str | None, typer.Option(
+    "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
+    help="The toolbox: MODULE:TOOLBOX (or file.py:TOOLBOX). Runs started by `chainlab run` "
+         "remember theirs.")]
+DbOpt = Annotated[Path, typer.Option(
+    "--db", envvar="CHAINLAB_DB", help="The SQLite file of runs.")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", "-c", metavar="JSON|@FILE",
+    help="The run's context: a JSON object, or @file (.json/.yaml).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+DaskOpt = Annotated[str | None, typer.Option(
+    "--dask", envvar="CHAINLAB_DASK", metavar="ADDRESS",
+    help="Run sync tool bodies on the Dask scheduler at ADDRESS ('local': a LocalCluster).")]
+ChainArg = Annotated[Path, typer.Argument(metavar="CHAIN_FILE",
+                                          help="The chain (YAML or JSON).")]

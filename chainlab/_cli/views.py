@@ -1,0 +1,247 @@
+"""What the command line prints: step tables, run lists, attempt timelines (table and CSV)
+and the "what now" hints of a suspended run. Everything is read from the run state (the fold
+of the stored events), never from a live scheduler."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shlex
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from chainlab.plan.schema import Chain
+from chainlab.runtime.state import RunState, StepState
+from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.store.base import RunRecord
+
+__all__ = [
+    "TIMELINE_COLUMNS",
+    "attempt_rows",
+    "next_steps",
+    "runs_table",
+    "status_text",
+    "steps_table",
+    "timeline_table",
+    "write_csv",
+]
+
+S = StepStatus
+STATUS_STYLE: dict[str, str] = {
+    "pending": "dim", "ready": "cyan", "running": "bold cyan", "retry_wait": "yellow",
+    "waiting_confirmation": "bold yellow", "succeeded": "green", "failed": "bold red",
+    "skipped": "dim", "rejected": "red", "in_doubt": "bold magenta", "cancelled": "dim red",
+    "compensating": "yellow", "compensated": "blue", "compensation_failed": "bold red",
+    "paused": "yellow", "suspended": "bold yellow", "rolled_back": "blue",
+    "rollback_failed": "bold red", "timed_out": "red", "interrupted": "magenta",
+}
+_ATTENTION = (S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION, S.IN_DOUBT, S.FAILED,
+              S.COMPENSATING, S.COMPENSATION_FAILED, S.REJECTED)
+
+
+def status_text(status: object) -> Text:
+    value = str(status)
+    return Text(value, style=STATUS_STYLE.get(value, ""))
+
+
+def clip(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str,
+                                                           ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def step_note(st: StepState) -> str:
+    """One short line about a step: why it failed/waits/was skipped, or its output."""
+    if st.status in (S.FAILED, S.IN_DOUBT, S.RETRY_WAIT, S.COMPENSATION_FAILED) and st.error:
+        return clip(f"{st.error_kind}: {st.error}" if st.error_kind else st.error, 80)
+    if st.status == S.WAITING_CONFIRMATION:
+        return "waits for approval: " + clip(st.preview, 60)
+    if st.status in (S.SKIPPED, S.REJECTED, S.CANCELLED) and st.reason:
+        return clip(str(st.reason), 80)
+    if st.status in (S.SUCCEEDED, S.COMPENSATED) and st.output is not None:
+        return clip(st.output, 60)
+    return ""
+
+
+def step_tools(chain: Chain | None, state: RunState) -> dict[str, str]:
+    tools = {s.id: s.tool for s in chain.steps} if chain is not None else {}
+    for rec in state.attempts:
+        if rec.kind == "call" and rec.tool:
+            tools.setdefault(rec.step_id, rec.tool)
+    return tools
+
+
+def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = None,
+                title: str | None = None, now: float | None = None) -> Table:
+    """Steps with status, attempts, duration and a note. With ``limit``, the steps that
+    need attention come first and the rest is counted in the caption."""
+    tools = step_tools(chain, state)
+    table = Table(title=title, title_justify="left", expand=True, show_edge=False,
+                  pad_edge=False)
+    for name, kw in (("step", {"no_wrap": True}), ("tool", {"no_wrap": True}),
+                     ("status", {"no_wrap": True}), ("#", {"justify": "right"}),
+                     ("time", {"justify": "right", "no_wrap": True}),
+                     ("note", {"no_wrap": True, "overflow": "ellipsis", "ratio": 1})):
+        table.add_column(name, **kw)  # type: ignore[arg-type]
+    steps = list(state.steps.values())
+    shown = steps
+    if limit is not None and len(steps) > limit:
+        shown = [st for st in steps if st.status in _ATTENTION][:limit]
+        table.caption = f"{len(steps) - len(shown)} more steps: " + counts_line(
+            [st for st in steps if st not in shown])
+    for st in shown:
+        end = st.ended_at if st.ended_at is not None else (
+            (now or time.time()) if st.status == S.RUNNING else None)
+        took = end - st.started_at if end is not None and st.started_at is not None else None
+        table.add_row(st.step_id, tools.get(st.step_id, ""), status_text(st.status),
+                      str(st.attempts or ""), seconds(took), step_note(st))
+    return table
+
+
+def counts_line(steps: Iterable[StepState]) -> str:
+    counts = Counter(str(st.status) for st in steps)
+    return " · ".join(f"{n} {status}" for status, n in counts.most_common())
+
+
+def run_line(run_id: str, chain_name: str, state: RunState) -> Text:
+    status = state.status or RunStatus.RUNNING
+    line = Text(f"run {run_id} ({chain_name}) ")
+    line.append_text(status_text(status))
+    if state.started_at is not None:
+        end = state.ended_at if status in RUN_TERMINAL and state.ended_at else time.time()
+        line.append(f" after {seconds(end - state.started_at)}")
+    line.append(f" · {counts_line(state.steps.values())}", style="dim")
+    return line
+
+
+def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
+    """What a person can do now: approve/reject waiting steps, resolve in-doubt ones."""
+    q = shlex.quote
+    lines: list[Text] = []
+    for st in state.steps.values():
+        sid = q(st.step_id)
+        if st.status == S.WAITING_CONFIRMATION:
+            lines.append(Text.assemble(("  " + st.step_id, "bold"),
+                                       " waits for confirmation; preview: ",
+                                       clip(st.preview, 200)))
+            lines.append(Text(f"    approve: chainlab approve {run_id} {sid}{db_flag}"))
+            args = json.dumps(st.args or {}, ensure_ascii=False)
+            args = q(args) if len(args) <= 120 else "@args.json"
+            lines.append(Text(f"    edit:    chainlab approve {run_id} {sid} --args "
+                              f"{args}{db_flag}", style="dim"))
+            lines.append(Text(f"    reject:  chainlab reject {run_id} {sid} --reason "
+                              f"'why'{db_flag}"))
+        elif st.status == S.IN_DOUBT:
+            lines.append(Text.assemble(("  " + st.step_id, "bold"), " is in doubt: ",
+                                       clip(st.error or st.reason or "", 200)))
+            lines.append(Text(f"    resolve: chainlab resolve {run_id} {sid} "
+                              f"(--output JSON | --retry | --fail){db_flag}"))
+    if not lines:
+        return None
+    head = Text("The run waits for a person:", style="bold yellow")
+    return Group(head, *lines)
+
+
+# --------------------------------------------------------------------------- runs
+def runs_table(records: Sequence[RunRecord]) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("run", "chain", "status", "steps", "created", "updated"):
+        table.add_column(name, no_wrap=True)
+    for r in records:
+        table.add_row(r.run_id, r.chain_name, status_text(r.status),
+                      str(len(r.chain.get("steps", []))), _when(r.created_at),
+                      _when(r.updated_at))
+    return table
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def record_dict(r: RunRecord) -> dict[str, Any]:
+    return {"run_id": r.run_id, "chain": r.chain_name, "status": r.status, "epoch": r.epoch,
+            "created_at": r.created_at, "updated_at": r.updated_at,
+            "steps": len(r.chain.get("steps", [])), "meta": r.meta}
+
+
+def state_dict(run_id: str, state: RunState) -> dict[str, Any]:
+    """A run's state as JSON data (``--json``)."""
+    return {
+        "run_id": run_id, "status": str(state.status or RunStatus.RUNNING),
+        "steps": {sid: {"status": str(st.status), "attempts": st.attempts,
+                        "reason": st.reason, "error_kind": st.error_kind, "error": st.error,
+                        "output": st.output,
+                        **({"args": st.args, "preview": st.preview}
+                           if st.status == S.WAITING_CONFIRMATION else {})}
+                  for sid, st in state.steps.items()},
+        "outputs": state.outputs,
+        "waiting": {sid: str(st.status) for sid, st in state.steps.items()
+                    if st.status in (S.WAITING_CONFIRMATION, S.IN_DOUBT)},
+    }
+
+
+# --------------------------------------------------------------------------- timeline
+TIMELINE_COLUMNS = ("run_id", "step_id", "kind", "attempt", "epoch", "tool", "status",
+                    "started_at", "ended_at", "offset_s", "duration_s", "error_kind", "error",
+                    "retry_delay_s", "idempotency_key")
+
+
+def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
+    """Every attempt and compensation of the run, in start order (the timeline)."""
+    origin = state.started_at or min((a.started_at for a in state.attempts), default=0.0)
+    rows = []
+    for a in sorted(state.attempts, key=lambda a: a.started_at):
+        rows.append({
+            "run_id": run_id, "step_id": a.step_id, "kind": a.kind, "attempt": a.attempt,
+            "epoch": a.epoch, "tool": a.tool, "status": str(a.status),
+            "started_at": a.started_at, "ended_at": a.ended_at,
+            "offset_s": round(a.started_at - origin, 6),
+            "duration_s": None if a.duration_s is None else round(a.duration_s, 6),
+            "error_kind": a.error_kind, "error": a.error, "retry_delay_s": a.retry_delay_s,
+            "idempotency_key": a.idempotency_key})
+    return rows
+
+
+def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for name, justify in (("start", "right"), ("step", "left"), ("kind", "left"),
+                          ("#", "right"), ("epoch", "right"), ("tool", "left"),
+                          ("status", "left"), ("duration", "right"), ("error", "left")):
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=name != "error", overflow="fold")
+    for r in rows:
+        error = f"{r['error_kind']}: {r['error']}" if r["error_kind"] else (r["error"] or "")
+        if r["retry_delay_s"] is not None:
+            error += f" (retry in {seconds(r['retry_delay_s'])})"
+        table.add_row(f"+{r['offset_s']:.3f} s", r["step_id"], r["kind"], str(r["attempt"]),
+                      str(r["epoch"]), r["tool"] or "", status_text(r["status"]),
+                      seconds(r["duration_s"]), clip(error, 100))
+    return table
+
+
+def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """The timeline as CSV (one row per attempt; empty cells for missing values)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=TIMELINE_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row[k] is None else row[k] for k in TIMELINE_COLUMNS})
+
+
+def print_json(console: Console, data: Any) -> None:
+    console.print_json(json.dumps(data, default=str, ensure_ascii=False))
