@@ -87,6 +87,7 @@ __all__ = [
     "default_toolbox",
     "load_ipython_extension",
     "tool",
+    "unload_ipython_extension",
 ]
 
 
@@ -108,3 +109,10 @@ def load_ipython_extension(ipython: _Any) -> None:
     from chainlab.jupyter import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def unload_ipython_extension(ipython: _Any) -> None:
+    """``%unload_ext chainlab``."""
+    from chainlab.jupyter import unload_ipython_extension as _unload
+
+    _unload(ipython)

@@ -456,6 +456,13 @@ class Toolbox:
         return decorate
 
     def add(self, tool: Tool) -> Tool:
+        """Register a tool. Re-defining a function interactively (same qualified name in
+        ``__main__``: a notebook cell run again) replaces it; any other function with a taken
+        name is an error."""
+        old = self._tools.get(tool.name)
+        if old is not None and _same_definition(old.fn, tool.fn):
+            self._tools[tool.name] = tool
+            return tool
         if tool.name in self._tools:
             raise ToolDefinitionError(
                 f"toolbox {self.name!r} already has a tool named {tool.name!r}; "
@@ -495,6 +502,11 @@ class Toolbox:
 
     def __repr__(self) -> str:
         return f"<Toolbox {self.name!r}: {', '.join(self._tools) or 'empty'}>"
+
+
+def _same_definition(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    return (getattr(a, "__module__", None) == getattr(b, "__module__", None) == "__main__"
+            and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None))
 
 
 default_toolbox = Toolbox("default")

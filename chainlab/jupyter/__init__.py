@@ -14,6 +14,7 @@ Without magics: ``display(RunWidget(run))``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from chainlab.jupyter.session import NotebookSession, get_session
@@ -28,6 +29,7 @@ __all__ = [
     "load_ipython_extension",
     "unload_ipython_extension",
     "wait_for_decision",
+    "wait_until",
     "widget",
 ]
 
@@ -39,28 +41,38 @@ def widget(run: Run) -> RunWidget:
     return _widget(get_session(), run)  # type: ignore[no-any-return]
 
 
+async def wait_until(run: Run, predicate: Callable[[Run], bool]) -> None:
+    """Wait until ``predicate(run)`` is true (checked now and after every event of the run).
+
+    For notebook cells that wait for something other than the end of a run: a breakpoint
+    (``lambda r: r.paused``), a step's status, a person's decision. The widget's buttons keep
+    working meanwhile (ipykernel >= 7.4). Needs a run driven by this kernel.
+    """
+    changed = asyncio.Event()
+    unsubscribe = run.subscribe(lambda ev: changed.set())
+    try:
+        while not predicate(run):
+            changed.clear()
+            await changed.wait()
+    finally:
+        unsubscribe()
+
+
 async def wait_for_decision(run: Run, step_id: str) -> str:
     """Wait until nobody has to decide about ``step_id`` any more (approved, rejected,
     resolved) or the run ended; returns the step's status then.
 
     ``await run.wait()`` returns as soon as a run is suspended, which is right for scripts;
-    in a tutorial cell that waits for a person's click, await this instead. The widget's
-    buttons keep working while the cell waits (ipykernel >= 7.4).
+    in a tutorial cell that waits for a person's click, await this instead.
     Raises UnknownStepError when the run has no such step.
     """
-    waiting = (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
     if step_id not in run.steps:
         from chainlab.errors import UnknownStepError
 
         raise UnknownStepError(step_id, run.steps, run_id=run.run_id)
-    changed = asyncio.Event()
-    unsubscribe = run.subscribe(lambda ev: changed.set())
-    try:
-        while run.steps[step_id].status in waiting and run.status not in RUN_TERMINAL:
-            changed.clear()
-            await changed.wait()
-    finally:
-        unsubscribe()
+    waiting = (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
+    await wait_until(run, lambda r: r.steps[step_id].status not in waiting
+                     or r.status in RUN_TERMINAL)
     return str(run.steps[step_id].status)
 
 
@@ -84,7 +96,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext chainlab``: runs shown as static DAGs again; stores flushed."""
+    """``%unload_ext chainlab``: runs are shown as static DAGs again (runs started here go
+    on; the magics are gone until the next ``%load_ext chainlab``)."""
     formatter = ipython.display_formatter.mimebundle_formatter
     formatter.type_printers.pop(Run, None)
-    get_session(ipython).close()

@@ -18,13 +18,18 @@ from chainlab.errors import PlanError
 from chainlab.jupyter._args import ArgsError
 from chainlab.jupyter._tasks import eager
 from chainlab.jupyter.session import NotebookSession, SessionError
-from chainlab.jupyter.views import ChainView, RunsTable, ToolsTable
+from chainlab.jupyter.views import ChainView, RunsTable
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.run import Run
 from chainlab.runtime.status import RUN_TERMINAL, RunStatus
 from chainlab.tools import Toolbox
 
-__all__ = ["ChainView", "RunsTable", "ToolsTable"]
+__all__ = [
+    "chain_view", "control", "define_chain", "json_or_var", "make_planner", "plan", "resume",
+    "rollback", "run_options", "runs_table", "show_timeline", "start", "toolbox_or_none",
+    "widget",
+]
 
 _NAME_LINE = re.compile(r"^name\s*:", re.MULTILINE)
 
@@ -38,6 +43,10 @@ def define_chain(session: NotebookSession, name: str, body: str,
     if not name.isidentifier():
         raise ArgsError(f"%%chain {name}: NAME becomes a variable, so it must be a Python "
                         "identifier (letters, digits, _)")
+    existing = session.user_ns.get(name)
+    if existing is not None and not isinstance(existing, Chain):
+        raise ArgsError(f"%%chain {name}: {name!r} is already a {type(existing).__name__} in the "
+                        "notebook; pick another NAME")
     if not body.strip():
         raise ArgsError(f"%%chain {name}: the cell body is empty; write the chain as YAML "
                         "(a mapping with `steps:`)")
@@ -114,11 +123,21 @@ def run_options(chain: Chain, concurrency: int | None, breakpoints: str | None) 
 def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
           context: dict[str, Any] | None, options: RunOptions, *, paused: bool) -> Run:
     """Start a run on the kernel's loop and return its handle at once. Raises PlanError."""
+    from chainlab.jupyter.dag import DagView
+    from chainlab.jupyter.widgets import RunWidget
+
     runtime = session.runtime(toolbox, db)
+    raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
+                       toolbox, context=context or {}, chains=runtime.chains)
+    # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
+    # moment would show up as a gap before the first step in the timeline
+    dag = DagView(chain, toolbox, runtime.chains)
     started = eager(runtime.start(chain, context, options, paused=paused))
     if not started.done:  # pragma: no cover - the session's stores never block
         raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
-    return session.remember(started.value, db)  # type: ignore[arg-type]
+    run: Run = started.value  # type: ignore[assignment]
+    session.widgets[run.run_id] = RunWidget(run, session=session, dag=dag)
+    return session.remember(run, db)
 
 
 def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
@@ -141,8 +160,8 @@ def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
         raise RuntimeError("runtime.resume suspended; chainlab.jupyter needs inline stores")
     live: Run = resumed.value  # type: ignore[assignment]
     if not quiet:
-        print(f"resumed run {live.run_id} ({live.chain.name!r}) from {live.runtime.store!r} "
-              f"as epoch {live.state.epoch}; it was {status}")
+        print(f"resumed run {live.run_id} ({live.chain.name!r}) in this kernel as epoch "
+              f"{live.state.epoch}; it was {status}")
     return live
 
 
@@ -157,24 +176,9 @@ def rollback(session: NotebookSession, run: Run, toolbox: Toolbox) -> None:
 
     async def go() -> None:
         live = await session.live(run, toolbox)
-        await rollback_when_settled(live)
+        await live.rollback()
 
     eager(go(), on_error=_reporter(session, run.run_id))
-
-
-async def rollback_when_settled(run: Run) -> None:
-    """``run.rollback()``, after the driver of a just-finished run has exited.
-
-    Workaround: a rollback asked while the driver of a finished run is still winding down
-    (right after ``await run.wait()`` returned) is lost (see the xfail test
-    ``test_rollback_right_after_wait_is_not_lost``); wait up to 2 s for it to exit.
-    """
-    kernel = getattr(run, "_kernel", None)
-    for _ in range(200):
-        if kernel is None or not kernel.driving or run.status not in RUN_TERMINAL:
-            break
-        await asyncio.sleep(0.01)
-    await run.rollback()
 
 
 def _reporter(session: NotebookSession, run_id: str) -> Any:
@@ -201,24 +205,24 @@ def widget(session: NotebookSession, run: Run) -> Any:
 
 
 def runs_table(session: NotebookSession, db: str | None, limit: int) -> RunsTable:
-    store = session.store(db)
-    return RunsTable(store.list_runs(limit), str(getattr(store, "path", store)))
+    from chainlab.store.sqlite import DEFAULT_PATH
+
+    return RunsTable(session.store(db).list_runs(limit), db or str(DEFAULT_PATH))
 
 
 def show_timeline(run: Run) -> None:
+    """Display the attempts table and the Gantt chart (read from the store)."""
     from IPython.display import display
 
-    from chainlab.timeline import attempts_frame, plot_timeline
+    try:
+        from chainlab.timeline import attempts_frame, plot_timeline
+    except ImportError as exc:
+        from chainlab.errors import MissingExtraError
+
+        raise MissingExtraError(exc.name or "pandas", "jupyter", "%chain timeline") from None
 
     display(attempts_frame(run.runtime.store, run.run_id))
-    fig = plot_timeline(run.runtime.store, run.run_id)
-    display(fig)
-    try:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)  # the inline backend would draw it a second time
-    except Exception:  # noqa: BLE001, S110 - only a cosmetic double display is at stake
-        pass
+    display(plot_timeline(run.runtime.store, run.run_id))
 
 
 # ---------------------------------------------------------------------- planning
@@ -245,7 +249,7 @@ def plan(session: NotebookSession, planner: Any, request: str, toolbox: Toolbox,
     def work() -> None:
         try:
             box["chain"] = asyncio.run(planner.plan(request, toolbox, context))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     thread = threading.Thread(target=work, name="chainlab-plan", daemon=True)

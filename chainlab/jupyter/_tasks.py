@@ -55,7 +55,7 @@ def _adopt(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]
     future the coroutine is waiting on, then delegate the rest (``yield from``)."""
     try:
         yield pending
-    except BaseException as exc:  # noqa: BLE001 - cancellation etc. goes into the coroutine
+    except BaseException as exc:
         try:
             pending = coro.throw(exc)
         except StopIteration as stop:
@@ -94,6 +94,7 @@ def eager(coro: Coroutine[Any, Any, T], *,
     def done(t: asyncio.Task[T]) -> None:
         _TASKS.discard(t)
         if t.cancelled():
+            coro.close()  # cancelled before it resumed: run its finally blocks now
             return
         exc = t.exception()
         if exc is not None:

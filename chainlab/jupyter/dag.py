@@ -9,6 +9,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from chainlab.errors import ChainlabError
 from chainlab.plan.schema import Chain
 from chainlab.tools import Toolbox
 
@@ -16,10 +17,10 @@ __all__ = ["DagView"]
 
 
 class DagView(W.VBox):
-    """A chain's DAG whose step colours follow :meth:`update`.
+    """A chain's DAG whose step colours follow :meth:`update` (``chainlab.render.LiveDag``).
 
-    Without Graphviz (or without :mod:`chainlab.render`) it shows why, and a plain list of
-    the steps with their statuses instead, so the widget still works.
+    Without Graphviz it says why and lists the steps with their statuses instead, so the
+    widget still works.
     """
 
     def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
@@ -28,20 +29,25 @@ class DagView(W.VBox):
         self.live: Any = None
         self.unavailable: str | None = None
         self.svg_html = W.HTML(layout=W.Layout(overflow="auto"))
-        self.css_html = W.HTML()
+        self.css_html = W.HTML(layout=W.Layout(height="0px", margin="0"))
         try:
             from chainlab.render import LiveDag
 
             self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None)
-            self.svg_html.value = f'<div class="cl-dag">{self.live.svg}</div>'
-        except ImportError as exc:  # MissingExtraError (no Graphviz) is an ImportError
+            self.svg_html.value = f'<div class="cl-dagbox">{self.live.svg}</div>'
+        except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
             self.unavailable = str(exc)
         self._last: tuple[Any, ...] | None = None
         super().__init__([self.css_html, self.svg_html])
         self.add_class("cl-dagview")
 
+    @property
+    def scope(self) -> str | None:
+        """The unique CSS class of this view's SVG (None without Graphviz)."""
+        return self.live.scope if self.live is not None else None
+
     def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
-        """Show these step statuses (and badges such as ``"×2"``); a no-op when unchanged."""
+        """Show these step statuses (and badges such as ``"x2"``); a no-op when unchanged."""
         key = (tuple(sorted(statuses.items())), tuple(sorted((badges or {}).items())))
         if key == self._last:
             return
@@ -50,12 +56,17 @@ class DagView(W.VBox):
             self.css_html.value = self.live.css(dict(statuses), dict(badges or {}) or None)
             return
         rows = "".join(
-            f'<li><code>{step_id}</code> <span class="cl-badge cl-s-{status}">{status}</span>'
+            f'<li><code>{html.escape(step_id)}</code> '
+            f'<span class="cl-badge cl-s-{html.escape(status)}">{html.escape(status)}</span>'
             f"{' ' + html.escape(badges[step_id]) if badges and step_id in badges else ''}</li>"
             for step_id, status in statuses.items())
-        self.svg_html.value = (f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}</div>'
-                          f'<ul class="cl-steplist">{rows}</ul>')
+        self.svg_html.value = (
+            f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}</div>'
+            f'<ul class="cl-steplist">{rows}</ul>')
 
-    def static_svg(self, statuses: Mapping[str, str]) -> str:
+    def static_svg(self, statuses: Mapping[str, str],
+                   badges: Mapping[str, str] | None = None) -> str:
         """The SVG with the colours baked in (for static exports); "" without Graphviz."""
-        return self.live.patched_svg(dict(statuses)) if self.live is not None else ""
+        if self.live is None:
+            return ""
+        return str(self.live.patched_svg(dict(statuses), dict(badges or {}) or None))

@@ -25,13 +25,16 @@ __all__ = ["ApprovalCard", "DoubtCard", "Inbox"]
 
 def pretty(value: Any, limit: int = 4000) -> str:
     """``value`` as indented JSON (or its str), HTML-escaped, cut at ``limit`` characters."""
-    try:
-        text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        text = str(value)
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
     if len(text) > limit:
         text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
-    return f'<pre class="cl-pre">{html.escape(text)}</pre>'
+    return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
 
 
 def tool_of(widget: RunWidget, step_id: str) -> str:
@@ -205,7 +208,9 @@ class Inbox(W.VBox):
         return ("in_doubt", step_id, st.attempts)
 
     def card(self, step_id: str) -> _Card:
-        """The card of ``step_id``. Raises KeyError listing the waiting steps."""
+        """The card of ``step_id`` (brought up to date first). Raises KeyError listing the
+        waiting steps."""
+        self.sync()
         try:
             return self.cards[step_id]
         except KeyError:

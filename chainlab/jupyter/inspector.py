@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 __all__ = ["EventLog", "StepInspector", "TimelineTab", "event_line"]
 
 esc = html.escape
+# the attempts table in the Timeline tab (run.attempts() has every column)
+SHOWN_COLUMNS = ("step_id", "tool", "kind", "attempt", "epoch", "status", "error_kind", "error",
+                 "duration_s")
 
 
 class StepInspector(W.VBox):
@@ -25,7 +28,8 @@ class StepInspector(W.VBox):
 
     def __init__(self, widget: RunWidget):
         self.widget = widget
-        self.picker = W.Dropdown(description="step", options=[])
+        self.picker = W.Dropdown(description="step", options=[],
+                                 style={"description_width": "initial"})
         self.details = W.HTML()
         self.picker.observe(lambda _: self.refresh(), names="value")
         super().__init__([self.picker, self.details])
@@ -78,8 +82,10 @@ class StepInspector(W.VBox):
                 f"<td>{'' if a.duration_s is None else f'{a.duration_s:.3f} s'}</td>"
                 f"<td>{esc((a.error_kind or '') + (': ' + a.error if a.error else ''))}</td></tr>"
                 for a in attempts)
-            parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{lines}'
-                         "</table>")
+            head = ("<tr><th>attempt</th><th>epoch</th><th>status</th><th>duration</th>"
+                    "<th>error</th></tr>")
+            parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
+                         f"{lines}</table>")
         return "".join(parts)
 
 
@@ -110,15 +116,36 @@ class EventLog(W.HTML):
         super().__init__()
         self.events: deque[Event] = deque(maxlen=500)
         self.lines = lines
+        self.gap = False
+        self._shown = ""
         self.add_class("cl-log")
 
     def reset(self, events: Iterable[Event]) -> None:
         self.events.clear()
-        self.events.extend(events)
+        self.fill(events)
 
     def add(self, ev: Event) -> None:
-        if not self.events or ev.seq > self.events[-1].seq:
-            self.events.append(ev)
+        """A live event. One that skips a seq marks a gap (:meth:`fill` closes it)."""
+        last = self.events[-1].seq if self.events else 0
+        if ev.seq <= last:
+            return
+        if ev.seq != last + 1:
+            self.gap = True
+        self.events.append(ev)
+
+    def fill(self, stored: Iterable[Event]) -> None:
+        """Merge stored events in (events emitted before we subscribed, once committed)."""
+        merged = {ev.seq: ev for ev in stored}
+        merged.update((ev.seq, ev) for ev in self.events)
+        self.events.clear()
+        self.events.extend(merged[seq] for seq in sorted(merged))
+        seqs = [ev.seq for ev in self.events]
+        if not seqs:
+            self.gap = False
+            return
+        contiguous = seqs[-1] - seqs[0] + 1 == len(seqs)
+        from_the_start = seqs[0] == 1 or len(seqs) == self.events.maxlen  # or trimmed
+        self.gap = not (contiguous and from_the_start)
 
     def refresh(self) -> None:
         tail = list(self.events)[-self.lines:]
@@ -126,8 +153,8 @@ class EventLog(W.HTML):
         head = f"... {hidden} earlier events (run.event_log() has them all)\n" if hidden else ""
         text = head + "\n".join(event_line(ev) for ev in tail)
         value = f'<pre class="cl-pre">{esc(text)}</pre>'
-        if value != self.value:
-            self.value = value
+        if value != self._shown:
+            self._shown = self.value = value
 
 
 class TimelineTab(W.VBox):
@@ -135,14 +162,24 @@ class TimelineTab(W.VBox):
 
     def __init__(self, widget: RunWidget):
         self.widget = widget
-        self.draw_button = W.Button(description="Draw timeline", icon="refresh")
-        self.out = W.Output()
+        self.draw_button = W.Button(description="Redraw", icon="refresh",
+                                    tooltip="read the attempts from the store again")
+        self.out = W.Output(layout=W.Layout(overflow="auto"))
+        self.drawn_at: int | None = None  # the run's last event seq when drawn
+        self.frame: Any = None  # what is shown: the attempts DataFrame and the Gantt chart
+        self.figure: Any = None
         self.draw_button.on_click(lambda _: self.draw())
         super().__init__([self.draw_button, self.out])
+
+    def shown(self) -> None:
+        """The tab was selected: draw unless what is drawn is still current."""
+        if self.drawn_at != self.widget.run.state.last_seq:
+            self.draw()
 
     def draw(self) -> None:
         """(Re)draw the table and the chart (needs chainlab[jupyter]: pandas, matplotlib)."""
         run = self.widget.run
+        self.drawn_at = run.state.last_seq
         self.out.clear_output()
         with self.out:
             try:
@@ -150,18 +187,11 @@ class TimelineTab(W.VBox):
 
                 from chainlab.timeline import attempts_frame, plot_timeline
 
-                display(attempts_frame(run.runtime.store, run.run_id))
-                fig = plot_timeline(run.runtime.store, run.run_id)
-                display(fig)
-                _close(fig)
-            except Exception as exc:  # noqa: BLE001 - shown in the tab, never swallowed
+                frame = attempts_frame(run.runtime.store, run.run_id)
+                self.frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
+                self.figure = plot_timeline(run.runtime.store, run.run_id)
+                display(self.frame)
+                display(self.figure)
+            except Exception as exc:
                 self.widget.show_error(exc, action="draw the timeline")
 
-
-def _close(fig: Any) -> None:
-    try:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-    except Exception:  # noqa: BLE001, S110 - cosmetic only
-        pass

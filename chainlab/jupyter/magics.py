@@ -33,6 +33,7 @@ from chainlab.errors import ChainlabError, PlanError
 from chainlab.jupyter import _commands as cmd
 from chainlab.jupyter._args import ArgsError, HelpShown, Parser, split
 from chainlab.jupyter.session import NotebookSession, SessionError
+from chainlab.jupyter.views import ToolsTable
 
 __all__ = ["ChainMagics"]
 
@@ -46,7 +47,8 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
         if tools:
             p.add_argument("--tools", metavar="VAR", help="a Toolbox variable")
         if db:
-            p.add_argument("--db", metavar="PATH", help="SQLite file (default .chainlab/chainlab.db)")
+            p.add_argument("--db", metavar="PATH",
+                           help="SQLite file (default .chainlab/chainlab.db)")
         out[name] = (p, summary)
         return p
 
@@ -134,7 +136,7 @@ class ChainMagics(Magics):
 
     def help(self) -> str:
         lines = ["%%chain NAME [--tools VAR]   define a chain (the cell body is YAML)"]
-        for name, (parser, summary) in self.parsers.items():
+        for name, (_, summary) in self.parsers.items():
             lines.append(f"%chain {name:<9} {summary}")
         lines.append("`%chain SUBCOMMAND --help` shows its options.")
         return "\n".join(lines)
@@ -142,8 +144,13 @@ class ChainMagics(Magics):
     # ------------------------------------------------------------------ subcommands
     def define(self, ns: argparse.Namespace, body: str) -> None:
         chain, view = cmd.define_chain(self.session, ns.name, body, ns.tools)
-        self.shell.user_ns[ns.name] = chain
+        self._user_ns[ns.name] = chain
         display(view)
+
+    @property
+    def _user_ns(self) -> dict[str, Any]:
+        assert self.shell is not None  # a magic always runs in a shell
+        return self.shell.user_ns  # type: ignore[no-any-return]
 
     def run(self, ns: argparse.Namespace) -> Any:
         session = self.session
@@ -214,7 +221,7 @@ class ChainMagics(Magics):
         toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
-        return cmd.ToolsTable(toolbox)
+        return ToolsTable(toolbox)
 
     def plan(self, ns: argparse.Namespace) -> None:
         session = self.session
@@ -227,7 +234,7 @@ class ChainMagics(Magics):
         context = cmd.json_or_var(session, ns.context, "--context")
         planner = cmd.make_planner(session, ns.planner, ns.model, ns.base_url)
         chain, view = cmd.plan(session, planner, ns.request, toolbox, context, ns.name)
-        self.shell.user_ns[ns.name] = chain
+        self._user_ns[ns.name] = chain
         display(view)
 
     def _live(self, ns: argparse.Namespace) -> Any:

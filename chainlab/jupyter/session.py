@@ -12,6 +12,7 @@ the Run handle without an ``await`` (see :mod:`chainlab.jupyter._tasks`).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,9 +65,8 @@ class NotebookSession:
                   and not name.startswith("_")}
         if var is not None:
             if var not in ns:
-                known = [*others, *([] if not len(default_toolbox) else [])]
                 raise SessionError(f"--tools {var}: no variable {var!r} in the notebook"
-                                   f"{did_you_mean(var, known)}")
+                                   f"{did_you_mean(var, others)}")
             value = ns[var]
             if not isinstance(value, Toolbox):
                 raise SessionError(f"--tools {var}: {var!r} is a {type(value).__name__}, not a "
@@ -98,7 +98,11 @@ class NotebookSession:
         key = self.store_key(db)
         store = self.stores.get(key)
         if store is None:
-            store = SQLiteStore(key)
+            try:
+                store = SQLiteStore(key)
+            except (OSError, sqlite3.Error) as exc:
+                raise SessionError(f"cannot open the store {db or str(DEFAULT_PATH)!r}: {exc}"
+                                   ) from None
             store.blocking = False  # type: ignore[misc]  # inline reads: see module docstring
             self.stores[key] = store
         return store
@@ -146,11 +150,14 @@ class NotebookSession:
 
     def find_run(self, ref: str, db: str | None = None,
                  toolbox: Toolbox | None = None) -> Run:
-        """A run by id, or by the name of a variable holding a Run. Looks at the runs of this
-        session, then in the store ``db`` (or every store opened here and the default one).
+        """A run by id, or by the name of a variable holding a Run or a run id. Looks at the
+        runs of this session, then in the store ``db`` (or every store opened here and the
+        default one).
         The handle is live when this process drives the run, read-only otherwise.
         Raises SessionError with a did-you-mean."""
         value = self.user_ns.get(ref)
+        if isinstance(value, str) and ref.isidentifier():
+            ref, value = value, None  # a variable holding a run id
         if isinstance(value, Run):
             ref = value.run_id
             known = self.runs.get(ref)

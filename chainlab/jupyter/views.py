@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from chainlab.errors import Problem
+from chainlab.errors import ChainlabError, Problem
 from chainlab.jupyter.assets import style_tag
 from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
@@ -27,11 +27,11 @@ def dag_svg(chain: Chain, toolbox: Toolbox | None, problems: Sequence[Problem] =
     """The chain's DAG as SVG markup with faulty steps marked, or a short HTML note saying
     why it cannot be drawn (Graphviz missing)."""
     try:
-        from chainlab.render import chain_dot, to_svg
+        from chainlab.render import chain_svg
 
         chains = dict(toolbox.chains) if toolbox is not None else None
-        return to_svg(chain_dot(chain, toolbox, problems=list(problems) or None, chains=chains))
-    except ImportError as exc:  # MissingExtraError is an ImportError
+        return str(chain_svg(chain, toolbox, problems=list(problems) or None, chains=chains))
+    except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable, GraphvizError
         return f'<div class="cl-note">DAG not drawn: {esc(str(exc))}</div>'
 
 
@@ -75,8 +75,9 @@ class ChainView:
         if self.note:
             lines.append(f"note: {self.note}")
         lines += self._report_lines()
+        derived = self.chain.dependencies() if self.ok else {}
         for step in self.chain.steps:
-            deps = sorted(self.chain.dependencies().get(step.id, ())) if self.ok else step.depends_on
+            deps = sorted(derived.get(step.id, ())) if self.ok else step.depends_on
             after = f"  <- {', '.join(deps)}" if deps else ""
             lines.append(f"  {step.id:<14} {step.tool}{after}")
         lines += [f"  - {p}" for p in self.problems]

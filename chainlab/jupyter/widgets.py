@@ -24,6 +24,7 @@ from chainlab.jupyter.assets import style_tag
 from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
 from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
+from chainlab.render.throttle import Throttle
 from chainlab.runtime.run import Run
 from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.store.base import Event
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunWidget"]
 
-REDRAW_INTERVAL_S = 0.1
+REDRAW_RATE = 10.0  # redraws per second, at most
 _ACTIVE = (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.SUSPENDED, RunStatus.COMPENSATING)
 _BUTTONS = [  # name, label, icon, tooltip
     ("run", "Run", "play", "leave step-through mode and run to the end (run.resume())"),
@@ -50,12 +51,14 @@ class RunWidget(W.VBox):
     """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one)."""
 
     def __init__(self, run: Run, *, session: NotebookSession | None = None,
-                 log_lines: int = 14):
+                 log_lines: int = 14, dag: DagView | None = None):
         self.run = run
         self.session = session
         self.last_error: BaseException | None = None
+        self._was_waiting = 0  # cards in the inbox at the last refresh
         self._unsubscribe: Callable[[], None] | None = None
-        self._redraw: asyncio.TimerHandle | None = None
+        self._soon = False
+        self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
         self.header = W.HTML()
         self.error = W.HTML()
         self.buttons: dict[str, W.Button] = {}
@@ -68,13 +71,16 @@ class RunWidget(W.VBox):
         self.queue = W.HTML()
         toolbar = W.HBox([*self.buttons.values(), self.next_step])
         toolbar.add_class("cl-toolbar")
-        self.dag = DagView(run.chain, run.runtime.toolbox, run.runtime.chains)
+        # ``dag``: laid out before the run started (so Graphviz does not delay its first step)
+        self.dag = dag if dag is not None else DagView(run.chain, run.runtime.toolbox,
+                                                       run.runtime.chains)
         self.inbox = Inbox(self)
         self.inspector = StepInspector(self)
         self.event_log = EventLog(log_lines)
         self.timeline = TimelineTab(self)
         self.tabs = W.Tab(children=[self.inbox, self.inspector, self.event_log, self.timeline])
         self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
+        self.tabs.observe(self._tab_selected, names="selected_index")
         super().__init__([W.HTML(style_tag()), self.header, toolbar, self.queue, self.error,
                           self.dag, self.tabs])
         self.add_class("cl-run")
@@ -88,58 +94,74 @@ class RunWidget(W.VBox):
             self._unsubscribe()
             self._unsubscribe = None
         self.run = run
-        try:
-            self.event_log.reset(run.event_list())
-        except Exception as exc:  # noqa: BLE001 - a store problem is shown, not fatal
-            self.show_error(exc, action="read the stored events")
+        self.event_log.reset(())
         if run.active:
             self._unsubscribe = run.subscribe(self._on_event)
+        self._read_stored_events()
         self.refresh()
 
+    def _read_stored_events(self) -> None:
+        # events emitted before we subscribed come from the store (once committed)
+        try:
+            self.event_log.fill(self.run.event_list())
+        except Exception as exc:
+            self.show_error(exc, action="read the stored events")
+
     def close(self) -> None:
+        self._throttle.cancel()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         super().close()
 
     def _on_event(self, ev: Event) -> None:
-        # called synchronously by the scheduler for every event: record, redraw later
+        # called synchronously by the scheduler for every event, in the middle of its
+        # bookkeeping: record the event and redraw later, from a consistent state
         self.event_log.add(ev)
         self.schedule_refresh()
 
     def schedule_refresh(self) -> None:
-        """Redraw within ~0.1 s, coalescing bursts (or now, without a running loop)."""
-        if self._redraw is not None:
+        """Redraw soon: on the next loop iteration, at most ~10 times a second (bursts of
+        events are coalesced; the last state is always drawn). Without a running loop
+        (plain Python), redraw now."""
+        if self._soon:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.refresh()
             return
-        self._redraw = loop.call_later(REDRAW_INTERVAL_S, self._redraw_now)
+        self._soon = True
+        loop.call_soon(self._tick)
 
-    def _redraw_now(self) -> None:
-        self._redraw = None
+    def _tick(self) -> None:
+        self._soon = False
+        self._throttle(None)
+
+    def _redraw_now(self, _: object = None) -> None:
         try:
             self.refresh()
-        except Exception as exc:  # noqa: BLE001 - a drawing bug must not kill the loop
+        except Exception as exc:
             self.show_error(exc, action="redraw")
+
+    def _tab_selected(self, change: dict[str, Any]) -> None:
+        if change["new"] == 3:
+            self.timeline.shown()
 
     # ------------------------------------------------------------------ drawing
     def statuses(self) -> dict[str, str]:
         return {sid: str(st.status) for sid, st in self.run.steps.items()}
 
     def badges(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        breakpoints = set(self.run.record.options.get("breakpoints", []))
-        for sid, st in self.run.steps.items():
-            bits = []
-            if st.attempts > 1:
-                bits.append(f"×{st.attempts}")
-            if sid in breakpoints:
-                bits.append("● break")
-            if bits:
-                out[sid] = " ".join(bits)
+        """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
+        breakpoints a paused run has not passed yet."""
+        from chainlab.render import run_badges
+
+        out = run_badges(self.run)
+        for step_id in self.run.record.options.get("breakpoints", []):
+            st = self.run.steps.get(step_id)
+            if st is not None and st.status in (StepStatus.PENDING, StepStatus.READY):
+                out[step_id] = " · ".join(b for b in ("● break", out.get(step_id)) if b)
         return out
 
     def refresh(self) -> None:
@@ -163,9 +185,9 @@ class RunWidget(W.VBox):
             self.tabs.selected_index = 0  # a new decision is due: show the inbox
         self._was_waiting = waiting
         self.inspector.refresh()
+        if self.event_log.gap:
+            self._read_stored_events()
         self.event_log.refresh()
-
-    _was_waiting = 0
 
     @staticmethod
     def _set(widget: W.HTML, value: str) -> None:
@@ -211,14 +233,27 @@ class RunWidget(W.VBox):
             "resume": not live and status in _ACTIVE,
             "cancel": live and status in (RunStatus.RUNNING, RunStatus.PAUSED,
                                           RunStatus.SUSPENDED),
-            "rollback": status != RunStatus.ROLLED_BACK and status != RunStatus.COMPENSATING
-            and any(st.status == StepStatus.SUCCEEDED or st.status ==
-                    StepStatus.COMPENSATION_FAILED for st in run.steps.values()),
+            "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
+            and self._undoable(),
         }
         for name, button in self.buttons.items():
             if button.disabled == can[name]:
                 button.disabled = not can[name]
-        self.next_step.disabled = not can["step"]
+        self.next_step.layout.display = "" if can["step"] else "none"
+
+    def _undoable(self) -> bool:
+        """True when a completed step has a compensation (something to roll back)."""
+        toolbox = self.run.runtime.toolbox
+        done = {sid.split("/")[0] for sid, st in self.run.steps.items()  # sub-chain steps count
+                if st.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATION_FAILED)}
+        for step in self.run.chain.steps:
+            if step.id not in done or step.rollback == "none":
+                continue
+            if step.rollback is not None or step.is_subchain:
+                return True
+            if step.tool in toolbox and toolbox.get(step.tool).compensate is not None:
+                return True
+        return False
 
     # ------------------------------------------------------------------ actions
     def press(self, name: str) -> None:
@@ -256,9 +291,8 @@ class RunWidget(W.VBox):
         await self._live()
 
     async def _rollback(self) -> None:
-        from chainlab.jupyter._commands import rollback_when_settled
-
-        await rollback_when_settled(await self._live())
+        live = await self._live()
+        await live.rollback()
 
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:
@@ -272,7 +306,7 @@ class RunWidget(W.VBox):
 
         try:
             eager(make(), on_error=failed)
-        except Exception as exc:  # noqa: BLE001 - shown in the widget, never swallowed
+        except Exception as exc:
             failed(exc)
         self.schedule_refresh()
 

@@ -51,7 +51,6 @@ class Node:
     group: str | None = None
     succ: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
-    breakpoint: bool = False
 
     @property
     def is_group(self) -> bool:
@@ -114,9 +113,6 @@ def compile_chain(
     """Compile a VALIDATED chain (and its sub-chains) into scheduler nodes."""
     nodes: dict[str, Node] = {}
     top = _compile_level(chain, toolbox, chains, options, nodes, prefix="", group=None, order=())
-    for bp in options.breakpoints:
-        if bp in nodes:
-            nodes[bp].breakpoint = True
     return Graph(nodes, top)
 
 

@@ -97,6 +97,7 @@ class Kernel:
         self.pool_used: dict[str, int] = {}
         self.paused = False
         self.step_tokens: list[str | None] = []
+        self.breakpoints: set[str] = set(options.breakpoints)
         self.bp_passed: set[str] = set()
         self.stopping: str | None = None  # "failed" | "cancelled" | "rollback"
         self.stop_reason: str = ""
@@ -111,6 +112,8 @@ class Kernel:
         self._tg: anyio.abc.TaskGroup | None = None
         self.drive_done = anyio.Event()
         self.drive_done.set()
+        self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
+        self._deferred_timers: list[tuple[Node, float]] = []
 
     # ================================================================== events
     def emit(
@@ -144,10 +147,11 @@ class Kernel:
 
     # ================================================================== driving
     async def drive(self, phase: str = "start") -> None:
-        """Run until the run is terminal (or, for a suspended run, until closed)."""
-        self.driving = True
+        """Run until the run is terminal (or, for a suspended run, until closed). Callers
+        call :meth:`prepare_drive` first, when they schedule it."""
+        if not self.driving:
+            self.prepare_drive()
         self.closing = False
-        self.drive_done = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -158,9 +162,10 @@ class Kernel:
                         if self.indeg[nid] == 0:
                             self._deps_met(self.nodes[nid])
                 elif phase == "recover":
-                    from chainlab.runtime.recovery import recover
+                    from chainlab.runtime.recovery import finish_recovery
 
-                    await recover(self)
+                    self._start_deferred_timers()
+                    await finish_recovery(self, self.to_reconcile)
                 elif phase == "rollback":
                     self.stopping = "rollback"
                 self._wake_workers(0)
@@ -181,6 +186,12 @@ class Kernel:
             self.driving = False
             self._tg = None
             self.drive_done.set()
+
+    def prepare_drive(self) -> None:
+        """Mark the run as driven from the moment a driver is scheduled (not when it first
+        runs), so a control call in between never starts a second driver."""
+        self.driving = True
+        self.drive_done = anyio.Event()
 
     def _quiescent(self) -> bool:
         if self.running or self.timers:
@@ -408,7 +419,7 @@ class Kernel:
             if token is not None and nid != token:
                 skipped.append(item)
                 continue
-            if node.breakpoint and nid not in self.bp_passed and not self.step_tokens:
+            if nid in self.breakpoints and nid not in self.bp_passed and not self.step_tokens:
                 self.bp_passed.add(nid)
                 skipped.append(item)
                 self.pause_now(reason="breakpoint", step_id=nid)
@@ -600,8 +611,16 @@ class Kernel:
     def start_timer(self, node: Node, delay: float) -> None:
         scope = anyio.CancelScope()
         self.timers[node.id] = scope
-        assert self._tg is not None
+        if self._tg is None:  # recovery runs before the driver: start it with the driver
+            self._deferred_timers.append((node, delay))
+            return
         self._tg.start_soon(self._backoff, node, delay, scope)
+
+    def _start_deferred_timers(self) -> None:
+        assert self._tg is not None
+        for node, delay in self._deferred_timers:
+            self._tg.start_soon(self._backoff, node, delay, self.timers[node.id])
+        self._deferred_timers.clear()
 
     async def _backoff(self, node: Node, delay: float, scope: anyio.CancelScope) -> None:
         try:

@@ -23,7 +23,7 @@ from chainlab.tools import Reconciliation
 if TYPE_CHECKING:
     from chainlab.runtime.kernel import Kernel
 
-__all__ = ["recover"]
+__all__ = ["finish_recovery", "recover_now"]
 
 S = StepStatus
 _OK = (S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED)
@@ -34,10 +34,14 @@ def _satisfied(k: Kernel, nid: str) -> bool:
     return st.status in _OK or (st.status == S.SKIPPED and st.reason == SkipReason.CONDITION)
 
 
-async def recover(k: Kernel) -> None:
+def recover_now(k: Kernel) -> list[Node]:
+    """Rebuild the scheduler's queues from the folded state, synchronously (so control
+    methods work as soon as ``runtime.resume`` returns). Returns the interrupted calls that
+    need their tool's ``reconcile`` (async: :func:`finish_recovery`, run by the driver)."""
     if k.state.status == RunStatus.COMPENSATING:
-        await _recover_rollback(k)
-        return
+        _recover_rollback(k)
+        return []
+    to_reconcile: list[Node] = []
     _restore_stopping(k)
     initial = {nid: st.status for nid, st in k.steps.items()}
     for nid, node in k.nodes.items():
@@ -46,7 +50,8 @@ async def recover(k: Kernel) -> None:
         status = initial[nid]
         st = k.steps[nid]
         if status == S.RUNNING and not node.is_group:
-            await _recover_attempt(k, node)
+            if _recover_attempt(k, node):
+                to_reconcile.append(node)
         elif status == S.READY:
             k.args[nid] = dict(st.args) if st.approved_hash and st.args is not None \
                 else _args(k, node)
@@ -78,6 +83,13 @@ async def recover(k: Kernel) -> None:
     for nid, node in k.nodes.items():
         if node.is_group and k.steps[nid].status == S.RUNNING:
             k._child_done(node)
+    return to_reconcile
+
+
+async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
+    """Ask each interrupted call's tool whether it took effect."""
+    for node in nodes:
+        await _reconcile_attempt(k, node)
 
 
 def _restore_stopping(k: Kernel) -> None:
@@ -100,7 +112,8 @@ def _args(k: Kernel, node: Node) -> dict[str, Any]:
     return node.render_args(k.resolver(node))  # type: ignore[no-any-return]
 
 
-async def _recover_attempt(k: Kernel, node: Node) -> None:
+def _recover_attempt(k: Kernel, node: Node) -> bool:
+    """Settle an interrupted call now when possible; True when it needs reconciling."""
     nid = node.id
     st = k.steps[nid]
     tool = node.tool
@@ -109,28 +122,39 @@ async def _recover_attempt(k: Kernel, node: Node) -> None:
     if tool.safe_to_repeat:
         k.emit("step_ready", nid, st.attempts, {"recovery": "rerun"})
         heapq.heappush(k.ready, (node.order, nid))
-        return
+        return False
     if tool.reconcile is not None:
-        answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
-        if isinstance(answer, Reconciliation) and answer.applied:
-            try:
-                output = tool.check_output(answer.output)
-            except Exception as exc:
-                answer = None
-                note = f"reconcile said the call took effect but its output is bad: {exc}"
-            else:
-                k.emit("step_succeeded", nid, st.attempts, {"output": output, "reconciled": True})
-                k._after_done(node)
-                return
-        elif isinstance(answer, Reconciliation):
-            k.emit("step_ready", nid, st.attempts, {"recovery": "reconciled_no_effect"})
-            heapq.heappush(k.ready, (node.order, nid))
-            return
+        return True
+    note = ("the process stopped during this call and the tool is neither idempotent nor "
+            "reconcilable; check the outside world, then resolve the step")
+    k.emit("step_in_doubt", nid, st.attempts, {"reason": "interrupted", "error": note})
+    return False
+
+
+async def _reconcile_attempt(k: Kernel, node: Node) -> None:
+    nid = node.id
+    st = k.steps[nid]
+    tool = node.tool
+    assert tool is not None and tool.reconcile is not None
+    if st.status != S.RUNNING:
+        return  # a person decided meanwhile
+    answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
+    if isinstance(answer, Reconciliation) and answer.applied:
+        try:
+            output = tool.check_output(answer.output)
+        except Exception as exc:
+            answer = None
+            note = f"reconcile said the call took effect but its output is bad: {exc}"
         else:
-            note = "reconcile could not tell whether the call took effect"
+            k.emit("step_succeeded", nid, st.attempts, {"output": output, "reconciled": True})
+            k._after_done(node)
+            return
+    elif isinstance(answer, Reconciliation):
+        k.emit("step_ready", nid, st.attempts, {"recovery": "reconciled_no_effect"})
+        heapq.heappush(k.ready, (node.order, nid))
+        return
     else:
-        note = ("the process stopped during this call and the tool is neither idempotent nor "
-                "reconcilable; check the outside world, then resolve the step")
+        note = "reconcile could not tell whether the call took effect"
     k.emit("step_in_doubt", nid, st.attempts, {"reason": "interrupted", "error": note})
 
 
@@ -145,7 +169,7 @@ async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation 
     return answer if isinstance(answer, Reconciliation) else None
 
 
-async def _recover_rollback(k: Kernel) -> None:
+def _recover_rollback(k: Kernel) -> None:
     for nid, st in k.steps.items():
         if st.status != S.COMPENSATING:
             continue

@@ -209,6 +209,7 @@ class Runtime:
             kernel.pause_now(reason="start paused (step-through)")
         run = Run(self, chain, kernel, record)
         self._active[run_id] = run
+        kernel.prepare_drive()
         self._spawn(lambda: kernel.drive("start"))
         return run
 
@@ -246,6 +247,11 @@ class Runtime:
             kernel.settled_status = was
             await kernel.store.flush(run_id, epoch)
         else:
+            from chainlab.runtime.recovery import recover_now
+
+            # rebuilt here, synchronously: control methods work as soon as this returns
+            kernel.to_reconcile = recover_now(kernel)
+            kernel.prepare_drive()
             self._spawn(lambda: kernel.drive("recover"))
         return run
 
@@ -526,12 +532,27 @@ class Run:
             for scope in list(k.calls.values()):
                 scope.cancel()
             return
-        await k.drive_done.wait()  # a finished run's driver may still be winding down
+        # registered first, so a wait() that starts now waits for the rollback's end
         k.stopping = "rollback"
         k.stop_reason = "rollback requested"
         k.retry_failed = True
         k.settled_status = None
+        await k.drive_done.wait()  # a finished run's driver may still be winding down
+        k.prepare_drive()
         self.runtime._spawn(lambda: k.drive("rollback"))
+
+    def set_breakpoints(self, step_ids: Sequence[str]) -> None:
+        """Pause before these steps start (replaces the current set). Raises
+        UnknownStepError for an id that is not a step of the run."""
+        k = self._k()
+        for step_id in step_ids:
+            k.require_step(step_id)
+        k.breakpoints = set(step_ids)
+        k.bp_passed -= k.breakpoints  # a breakpoint set again fires again
+
+    @property
+    def breakpoints(self) -> set[str]:
+        return set(self._k().breakpoints) if self._kernel else set()
 
     # ------------------------------------------------------------------ events
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
@@ -554,6 +575,7 @@ class Run:
         try:
             last = 0
             if history:
+                await k.store.flush(self.run_id, k.epoch)  # history = everything emitted so far
                 for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
                     last = ev.seq
                     yield ev

@@ -5,11 +5,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
 from chainlab.store.base import Event, RunRecord
 
 __all__ = ["MemoryStore"]
+
+
+@dataclass(slots=True)
+class _Live:
+    """The mutable part of a run record (cheap to update per event)."""
+
+    status: str
+    epoch: int
+    updated_at: float
 
 
 class MemoryStore:
@@ -23,8 +33,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
-        # mutable part of each run: [status, epoch, updated_at] (cheap to update per event)
-        self._live: dict[str, list[object]] = {}
+        self._live: dict[str, _Live] = {}
         self._events: dict[str, list[Event]] = {}
         # (run_id, epoch) of writers whose writes were refused -> the epoch that won / why
         self._stale: dict[tuple[str, int], int | None] = {}
@@ -36,17 +45,17 @@ class MemoryStore:
             if record.run_id in self._runs:
                 raise StoreError(f"run {record.run_id!r} already exists")
             self._runs[record.run_id] = record
-            self._live[record.run_id] = [record.status, record.epoch, record.updated_at]
+            self._live[record.run_id] = _Live(record.status, record.epoch, record.updated_at)
             self._events[record.run_id] = []
 
     def claim(self, run_id: str, expected_epoch: int) -> int:
         with self._lock:
             live = self._get_live(run_id)
-            if live[1] != expected_epoch:
-                raise StaleEpochError(run_id, expected_epoch, live[1])  # type: ignore[arg-type]
-            live[1] = expected_epoch + 1
-            live[2] = time.time()
-            return expected_epoch + 1
+            if live.epoch != expected_epoch:
+                raise StaleEpochError(run_id, expected_epoch, live.epoch)
+            live.epoch = expected_epoch + 1
+            live.updated_at = time.time()
+            return live.epoch
 
     def append(self, run_id: str, epoch: int, events: Iterable[Event],
                run_status: str | None = None) -> None:
@@ -58,15 +67,15 @@ class MemoryStore:
             if live is None:
                 self._failed.setdefault(key, RunNotFoundError(run_id, self._runs))
                 return
-            if live[1] != epoch or key in self._stale:
-                self._stale.setdefault(key, live[1])  # type: ignore[arg-type]
+            if live.epoch != epoch or key in self._stale:
+                self._stale.setdefault(key, live.epoch)
                 return
             log = self._events[run_id]
             for ev in events:
                 log.append(ev)
-                live[2] = ev.ts
+                live.updated_at = ev.ts
             if run_status is not None:
-                live[0] = run_status
+                live.status = run_status
 
     async def flush(self, run_id: str, epoch: int) -> None:
         key = (run_id, epoch)
@@ -82,9 +91,10 @@ class MemoryStore:
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
             live = self._get_live(run_id)
-            return self._runs[run_id].with_(status=live[0], epoch=live[1], updated_at=live[2])
+            return self._runs[run_id].with_(status=live.status, epoch=live.epoch,
+                                            updated_at=live.updated_at)
 
-    def _get_live(self, run_id: str) -> list[object]:
+    def _get_live(self, run_id: str) -> _Live:
         try:
             return self._live[run_id]
         except KeyError:

@@ -40,6 +40,12 @@ __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
 DEFAULT_PATH = Path(".chainlab") / "chainlab.db"
 
 _SYNC_MODES = ("full", "normal", "off")
+# a commit touches only the events table unless the status changes (the hot path writes one
+# page less), so a run's updated_at is the later of the row's and its last event's time
+_RUN_COLUMNS = (
+    "run_id, chain_name, status, epoch, created_at, max(updated_at, coalesce((SELECT e.ts "
+    "FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), updated_at)), "
+    "chain, chains, context, options, meta")
 
 
 class SQLiteStore:
@@ -178,7 +184,8 @@ class SQLiteStore:
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
             conn = self._conn()
-            row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id, self._run_ids(conn))
         return _record(row)
@@ -188,7 +195,7 @@ class SQLiteStore:
             "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200")]
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = "SELECT * FROM runs ORDER BY created_at DESC, run_id DESC"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return [_record(r) for r in self._fetch(sql)]
@@ -327,7 +334,7 @@ class _Writer(threading.Thread):
             else:
                 conn = store._open()
                 conn.execute(f"PRAGMA synchronous = {store.synchronous}")
-        except Exception as exc:  # noqa: BLE001 - reported to every writer of every run
+        except Exception as exc:
             broken = StoreError(f"cannot open {store.path} for writing: {exc}")
         while True:
             batch = [self.queue.get()]
@@ -390,13 +397,11 @@ class _Writer(threading.Thread):
                 runs[run_id] = (status or prev_status, last_ts)
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
             for run_id, (status, ts) in runs.items():
-                if status is None:
-                    conn.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (ts, run_id))
-                else:
+                if status is not None:  # else updated_at is read from the last event
                     conn.execute("UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
                                  (status, ts, run_id))
             conn.execute("COMMIT")
-        except Exception as exc:  # noqa: BLE001 - reported to every writer in the batch
+        except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             error = StoreError(f"could not commit {len(appends)} event batch(es) to "

@@ -89,38 +89,66 @@ MIGRATIONS: list[str] = [
         SELECT max(x.seq) FROM events x
         WHERE x.run_id = e.run_id AND x.step_id = e.step_id AND x.kind != 'step_timed_out');
     """,
-    # 2: attempts: a call whose effect was found by `reconcile` after a crash is
-    #    'interrupted' (as in RunState), and the back-off delay after a failed attempt
+    # 2: views computed with window functions over the primary key (run_id, seq), so a
+    #    commit writes no secondary index (one commit per side-effecting step is the hot
+    #    path); attempts: a call whose effect `reconcile` found after a crash is
+    #    'interrupted' (as in RunState), plus the back-off delay after a failed attempt
     f"""
     DROP VIEW attempts;
+    DROP VIEW step_runs;
+    DROP INDEX events_step;
     CREATE VIEW attempts AS
-    SELECT s.run_id, s.step_id, s.attempt,
-           CASE s.kind WHEN 'step_started' THEN 'call' ELSE 'compensation' END AS kind,
-           s.epoch, json_extract(s.payload, '$.tool') AS tool,
-           s.ts AS started_at, e.ts AS ended_at,
-           CASE WHEN e.kind IS NULL THEN 'running'
-                WHEN e.kind = 'step_succeeded' AND json_extract(e.payload, '$.reconciled')
+    SELECT run_id, step_id, attempt, kind, epoch, tool, started_at, ended_at,
+           CASE WHEN end_kind IS NULL THEN 'running'
+                WHEN end_kind = 'step_succeeded' AND json_extract(end_payload, '$.reconciled')
                      THEN 'interrupted'
-                WHEN e.kind IN ('step_succeeded', 'compensation_succeeded') THEN 'succeeded'
-                WHEN e.kind = 'step_timed_out' THEN 'timed_out'
-                WHEN e.kind = 'step_cancelled' THEN 'cancelled'
-                WHEN e.kind = 'step_ready' THEN 'interrupted'
-                WHEN json_extract(e.payload, '$.reason') = 'interrupted' THEN 'interrupted'
-                WHEN json_extract(e.payload, '$.error_kind') = 'interrupted' THEN 'interrupted'
-                WHEN json_extract(e.payload, '$.error_kind') = 'timeout' THEN 'timed_out'
+                WHEN end_kind IN ('step_succeeded', 'compensation_succeeded') THEN 'succeeded'
+                WHEN end_kind = 'step_timed_out' THEN 'timed_out'
+                WHEN end_kind = 'step_cancelled' THEN 'cancelled'
+                WHEN end_kind = 'step_ready' THEN 'interrupted'
+                WHEN json_extract(end_payload, '$.reason') = 'interrupted' THEN 'interrupted'
+                WHEN json_extract(end_payload, '$.error_kind') = 'interrupted'
+                     THEN 'interrupted'
+                WHEN json_extract(end_payload, '$.error_kind') = 'timeout' THEN 'timed_out'
                 ELSE 'failed' END AS status,
-           json_extract(e.payload, '$.error_kind') AS error_kind,
-           json_extract(e.payload, '$.error') AS error,
-           json_extract(s.payload, '$.idempotency_key') AS idempotency_key,
-           json_extract(e.payload, '$.delay_s') AS retry_delay_s
-    FROM events s
-    LEFT JOIN events e ON e.run_id = s.run_id AND e.seq = (
-        SELECT min(x.seq) FROM events x
-        WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.attempt = s.attempt
-          AND x.seq > s.seq
-          AND ((s.kind = 'step_started' AND x.kind IN ({_CALL_ENDS}))
-            OR (s.kind = 'compensation_started'
-                AND x.kind IN ('compensation_succeeded', 'compensation_failed'))))
-    WHERE s.kind IN ('step_started', 'compensation_started');
+           json_extract(end_payload, '$.error_kind') AS error_kind,
+           json_extract(end_payload, '$.error') AS error,
+           idempotency_key,
+           json_extract(end_payload, '$.delay_s') AS retry_delay_s
+    FROM (
+        SELECT run_id, step_id, attempt, kind AS start_kind,
+               CASE WHEN kind = 'step_started' THEN 'call' ELSE 'compensation' END AS kind,
+               epoch, json_extract(payload, '$.tool') AS tool, ts AS started_at,
+               json_extract(payload, '$.idempotency_key') AS idempotency_key,
+               lead(ts) OVER attempt_events AS ended_at,
+               lead(kind) OVER attempt_events AS end_kind,
+               lead(payload) OVER attempt_events AS end_payload
+        FROM events
+        WHERE attempt IS NOT NULL AND kind IN ('step_started', {_CALL_ENDS},
+              'compensation_started', 'compensation_succeeded', 'compensation_failed')
+        WINDOW attempt_events AS (
+            PARTITION BY run_id, step_id, attempt, kind LIKE 'compensation%' ORDER BY seq))
+    WHERE start_kind IN ('step_started', 'compensation_started');
+    CREATE VIEW step_runs AS
+    SELECT run_id, step_id,
+           CASE kind
+             WHEN 'step_ready' THEN 'ready' WHEN 'step_started' THEN 'running'
+             WHEN 'step_succeeded' THEN 'succeeded' WHEN 'step_failed' THEN 'failed'
+             WHEN 'step_retry_scheduled' THEN 'retry_wait'
+             WHEN 'step_waiting_confirmation' THEN 'waiting_confirmation'
+             WHEN 'step_approved' THEN 'ready' WHEN 'step_rejected' THEN 'rejected'
+             WHEN 'step_skipped' THEN 'skipped' WHEN 'step_in_doubt' THEN 'in_doubt'
+             WHEN 'step_cancelled' THEN 'cancelled'
+             WHEN 'compensation_started' THEN 'compensating'
+             WHEN 'compensation_succeeded' THEN 'compensated'
+             WHEN 'compensation_failed' THEN
+               CASE WHEN json_extract(payload, '$.will_retry') THEN 'compensating'
+                    ELSE 'compensation_failed' END
+           END AS status,
+           seq AS last_seq, ts AS updated_at
+    FROM (SELECT run_id, step_id, kind, payload, seq, ts,
+                 row_number() OVER (PARTITION BY run_id, step_id ORDER BY seq DESC) AS latest
+          FROM events WHERE step_id IS NOT NULL AND kind != 'step_timed_out')
+    WHERE latest = 1;
     """,
 ]

@@ -1,0 +1,69 @@
+"""A pre-imported process that forks durability workers on request.
+
+Starting a fresh interpreter costs about a second of wall time on a loaded 2-core machine
+(imports), and the crash and fencing suites need a few hundred worker processes. So the test
+starts this server once (a real subprocess); it imports everything and then, for each
+request, ``fork()``s a child that runs :mod:`tests.durability.worker` as its own process
+(own pid, own SQLite connections, killed for real by SIGKILL). The server never opens a
+database or starts a thread, so forking it is safe.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on stdout.
+``{"op": "spawn", "argv": [...], "out": PATH}`` -> ``{"pid": N}`` (the child's stdout and
+stderr go to PATH); ``{"op": "poll", "pid": N}`` -> ``{"returncode": None | int}`` (a
+negative code is the signal that ended it, as in subprocess).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+
+import anyio
+
+from tests.durability import worker
+
+
+def _child(argv: list[str], out: str) -> None:
+    code = 1
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.close(0)
+        faulthandler.dump_traceback_later(45, exit=True)  # a hung worker tells where
+        code = anyio.run(worker.main, worker.parse(argv))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _returncode(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def main() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "spawn":
+            pid = os.fork()
+            if pid == 0:
+                _child(request["argv"], request["out"])
+            reply: dict[str, object] = {"pid": pid}
+        elif request["op"] == "poll":
+            pid, status = os.waitpid(request["pid"], os.WNOHANG)
+            reply = {"returncode": None if pid == 0 else _returncode(status)}
+        else:
+            reply = {"error": f"unknown op {request['op']!r}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

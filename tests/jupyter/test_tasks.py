@@ -1,0 +1,95 @@
+"""``eager``: run a coroutine's synchronous part now, continue the rest as a task."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chainlab.jupyter._tasks import eager, pending_tasks
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_coroutine_that_never_suspends_finishes_at_once() -> None:
+    seen = []
+
+    async def work() -> int:
+        seen.append("ran")
+        return 7
+
+    done = eager(work())
+    assert done.done and done.value == 7 and seen == ["ran"]
+    assert await done.result() == 7
+
+
+async def test_an_error_before_the_first_suspension_is_raised_in_the_caller() -> None:
+    async def bad() -> None:
+        raise ValueError("no such step")
+
+    with pytest.raises(ValueError, match="no such step"):
+        eager(bad())
+
+
+async def test_the_rest_continues_as_a_task_and_errors_go_to_on_error() -> None:
+    log: list[str] = []
+    errors: list[BaseException] = []
+    gate = asyncio.get_running_loop().create_future()
+
+    async def work() -> str:
+        log.append("sync part")
+        await gate
+        log.append("after the flush")
+        raise RuntimeError("late failure")
+
+    started = eager(work(), on_error=errors.append)
+    assert log == ["sync part"] and not started.done and started.task in pending_tasks()
+    gate.set_result(None)
+    with pytest.raises(RuntimeError, match="late failure"):
+        await started.result()
+    await asyncio.sleep(0)
+    assert log == ["sync part", "after the flush"]
+    assert [str(e) for e in errors] == ["late failure"] and not pending_tasks()
+
+
+async def test_a_continued_task_can_be_cancelled() -> None:
+    cleaned = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cleaned.append(True)
+
+    started = eager(work())
+    assert started.task is not None
+    await asyncio.sleep(0)  # the task has taken over
+    started.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await started.task
+    assert cleaned == [True]
+    cleaned.clear()
+    early = eager(work())
+    assert early.task is not None
+    early.task.cancel()  # before the task ever ran: the coroutine is closed
+    with pytest.raises(asyncio.CancelledError):
+        await early.task
+    assert cleaned == [True]
+
+
+async def test_bare_yields_are_resumed() -> None:
+    async def work() -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return "ok"
+
+    started = eager(work())
+    assert await started.result() == "ok"
+
+
+def test_without_a_loop_a_suspending_coroutine_says_what_to_do() -> None:
+    async def work() -> None:
+        await asyncio.sleep(0)  # suspends without asking for the loop
+
+    with pytest.raises(RuntimeError, match="needs a running asyncio event loop"):
+        eager(work())
