@@ -159,23 +159,24 @@ async def main(reps: int, quick: bool) -> None:
         cases.append((f"W2 N={n}", fanout_workload(n)))
     cases.append(("W3 200 nodes", layered_workload(200)))
     conc = 8
-    print(
-        f"python {sys.version.split()[0]}, anyio {anyio.__version__ if hasattr(anyio, '__version__') else ''}, "
-        f"reps={reps}, concurrency={conc}\n"
+    print(f"python {sys.version.split()[0]}, reps={reps}, concurrency={conc}\n")
+    header = (
+        f"{'workload':<14} {'contender':<9} {'median ms':>10} {'us/node':>9} "
+        f"{'x asyncio':>10} {'x anyio':>8} {'vs LB':>7}"
     )
-    header = f"{'workload':<14} {'contender':<9} {'median ms':>10} {'us/node':>9} {'x asyncio':>10} {'x anyio':>8} {'vs LB':>7}"
     print(header)
     print("-" * len(header))
     for label, wl in cases:
         runtime = Runtime(node_toolbox(wl.sleep_s), MemoryStore())
         rows = {}
-        for name, make in (
-            ("asyncio", lambda: asyncio_floor(wl, conc)),
-            ("anyio", lambda: anyio_floor(wl, conc)),
-            ("chainlab", lambda: chainlab_runner(wl, conc, runtime)),
-        ):
+        runners = {
+            "asyncio": asyncio_floor(wl, conc),
+            "anyio": anyio_floor(wl, conc),
+            "chainlab": chainlab_runner(wl, conc, runtime),
+        }
+        for name, runner in runners.items():
             times = await measure(
-                make(), wl.expected, reps if wl.sleep_s == 0 else max(3, reps // 2)
+                runner, wl.expected, reps if wl.sleep_s == 0 else max(3, reps // 2)
             )
             rows[name] = statistics.median(times)
         lb = wl.lower_bound_s(conc) if wl.sleep_s else None

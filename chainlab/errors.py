@@ -5,7 +5,7 @@
     ChainlabError
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
     │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
-    ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name, bad metadata)
+    ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
     ├── ToolError                 raised BY a tool body to classify its own failure
     │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
     │   └── PermanentError        never retried

@@ -50,7 +50,11 @@ class _FakeTool:
     """Shared by the fakes: registers itself in a toolbox with the given metadata."""
 
     def register(self, toolbox: Toolbox, name: str, **meta: Any) -> Tool:
-        return toolbox.add(Tool(self, name=name, **meta))
+        """Register this fake in ``toolbox`` as tool ``name`` with the given metadata."""
+        return toolbox.add(Tool(self.__call__, name=name, **meta))
+
+    async def __call__(self, **kwargs: Any) -> Any:  # overridden by every fake
+        raise NotImplementedError
 
 
 class FlakyTool(_FakeTool):

@@ -197,9 +197,10 @@ class Tool:
         if self.name.startswith("chain:"):
             raise ToolDefinitionError("tool names may not start with 'chain:' (sub-chains)")
         self.description = (description or inspect.getdoc(fn) or "").strip()
+        # a callable object with an async __call__ counts as async too
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)
-        )  # callable objects with an async __call__
+            type(fn).__call__ if not inspect.isroutine(fn) else None
+        )
         self.side_effects = bool(side_effects)
         self.idempotent = (not self.side_effects) if idempotent is None else bool(idempotent)
         if not (isinstance(requires_confirmation, bool) or callable(requires_confirmation)):
@@ -265,7 +266,7 @@ class Tool:
         if info is None:
             return None
         if name not in self._field_adapters:
-            self._field_adapters[name] = TypeAdapter(info.annotation)
+            self._field_adapters[name] = TypeAdapter(info.annotation or Any)
         return self._field_adapters[name]
 
     def resolve_serial_key(self, args: Mapping[str, Any]) -> str | None:

@@ -578,7 +578,7 @@ def test_redefining_a_tool_in_main_replaces_it(tb: Toolbox) -> None:
     """A notebook cell run twice redefines its tool in __main__: that replaces it."""
     ns: dict[str, object] = {"__name__": "__main__", "tb": tb}
     code = "@tb.tool\ndef fetch(url: str) -> str:\n    return {body!r}\n"
-    exec(code.format(body="v1"), ns)  # noqa: S102 - simulating a notebook cell
-    exec(code.format(body="v2"), ns)  # noqa: S102
+    exec(code.format(body="v1"), ns)
+    exec(code.format(body="v2"), ns)
     assert tb.names() == ["fetch"]
     assert tb.get("fetch").fn("x") == "v2"

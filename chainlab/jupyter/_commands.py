@@ -63,6 +63,7 @@ def define_chain(session: NotebookSession, name: str, body: str,
             raise
         toolbox, note = None, f"{exc} - checked the structure only"
     session.chains[name] = chain
+    session.plans.pop(name, None)  # a hand-written chain now, not the planned one
     return chain, chain_view(chain, toolbox, note=note)
 
 
@@ -127,17 +128,32 @@ def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | No
     from chainlab.jupyter.widgets import RunWidget
 
     runtime = session.runtime(toolbox, db)
+    planning, meta = _planning_record(session, chain)
     raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
                        toolbox, context=context or {}, chains=runtime.chains)
     # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
     # moment would show up as a gap before the first step in the timeline
     dag = DagView(chain, toolbox, runtime.chains)
-    started = eager(runtime.start(chain, context, options, paused=paused))
+    started = eager(runtime.start(chain, context, options, paused=paused, meta=meta,
+                                  planning=planning))
     if not started.done:  # pragma: no cover - the session's stores never block
         raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
     run: Run = started.value  # type: ignore[assignment]
     session.widgets[run.run_id] = RunWidget(run, session=session, dag=dag)
     return session.remember(run, db)
+
+
+def _planning_record(session: NotebookSession, chain: Chain
+                     ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """Planning events and run meta for a chain bound by ``%chain plan`` (the same record
+    ``plan_and_start`` writes); nothing for any other chain, an edited copy included."""
+    for planned, report in session.plans.values():
+        if planned is chain:
+            from chainlab.planner.base import planning_events
+
+            meta = {"planning": {"request": report.request, "report": report.to_dict()}}
+            return planning_events(report), meta
+    return [], {}
 
 
 def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
@@ -244,11 +260,14 @@ def plan(session: NotebookSession, planner: Any, request: str, toolbox: Toolbox,
          context: dict[str, Any] | None, name: str) -> tuple[Chain, ChainView]:
     """Plan in a worker thread with its own event loop and wait for it: a plan is one
     request/response, and the cell should only go on once the chain is bound to ``name``."""
+    from chainlab.planner.base import plan_with_report
+
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["chain"] = asyncio.run(planner.plan(request, toolbox, context))
+            box["chain"], box["report"] = asyncio.run(
+                plan_with_report(planner, request, toolbox, context))
         except BaseException as exc:
             box["error"] = exc
 
@@ -258,8 +277,9 @@ def plan(session: NotebookSession, planner: Any, request: str, toolbox: Toolbox,
     if "error" in box:
         raise box["error"]
     chain: Chain = box["chain"]
+    report = box["report"]
     session.chains[name] = chain
-    report = getattr(planner, "last_report", None)
+    session.plans[name] = (chain, report)
     try:
         problems = chain.problems(toolbox)
     except PlanError as exc:  # pragma: no cover - planners return validated chains

@@ -45,6 +45,9 @@ class NotebookSession:
         self.runs: dict[str, Run] = {}
         self.run_stores: dict[str, str] = {}  # run_id -> store key
         self.chains: dict[str, Chain] = {}
+        # name -> (chain, PlanReport) bound by `%chain plan`: a run of exactly that chain
+        # records how it was planned
+        self.plans: dict[str, tuple[Chain, Any]] = {}
         self.widgets: dict[str, RunWidget] = {}
 
     @property

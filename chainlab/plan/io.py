@@ -245,7 +245,10 @@ def _problems(
             continue  # not a mapping: the literal branch's message already says what fits
         field = ".".join(str(s) for s in loc)
         if loc and loc[0] == "rollback" and err["type"] == "literal_error":
-            msg = f"rollback must be 'none' or a mapping with 'tool' and 'args', got {_short(value_at)}"
+            msg = (
+                "rollback must be 'none' or a mapping with 'tool' and 'args', "
+                f"got {_short(value_at)}"
+            )
         else:
             msg = _message(err, loc, raw, prefix)
         out.append(

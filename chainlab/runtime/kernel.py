@@ -743,7 +743,7 @@ class Kernel:
         if not retry and not fail:
             try:
                 value = node.tool.check_output(output) if node.tool else to_json_value(output)
-            except Exception as exc:  # noqa: BLE001 - a person's typo, not a crash
+            except Exception as exc:
                 from chainlab.errors import PlanError, Problem
 
                 raise PlanError(

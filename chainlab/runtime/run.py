@@ -163,16 +163,15 @@ class Runtime:
 
         Raises PlanError if the chain (with this context) does not validate.
         """
-        context = dict(context or {})
         try:
-            context = to_json_value(context)
+            data: dict[str, Any] = to_json_value(dict(context or {}))
         except NotJSONError as exc:
             raise PlanError(
                 Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
             ) from None
         opts = chain.options.merged(options)
         chain_json = chain.model_dump_json(exclude_defaults=True)
-        graph = self._prepare(chain, chain_json, opts, context)
+        graph = self._prepare(chain, chain_json, opts, data)
         run_id = run_id or self.id_factory()
         now = self.clock.now()
         record = RunRecord(
@@ -184,19 +183,19 @@ class Runtime:
             updated_at=now,
             chain=json.loads(chain_json),
             chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
-            context=context,
+            context=data,
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}),
         )
         await self._blocking(self.store.create_run, record)
         state = RunState(run_id, graph.nodes)
-        kernel = self._kernel(run_id, graph, state, opts, context, epoch=1)
+        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1)
         kernel.emit(
             "run_started",
             payload={
                 "chain": chain.name,
                 "steps": len(graph.nodes),
-                "context_keys": sorted(context),
+                "context_keys": sorted(data),
                 "options": record.options,
             },
             run_status=RunStatus.RUNNING,
@@ -220,7 +219,7 @@ class Runtime:
         Raises RunNotFoundError, StaleEpochError (another process resumed it first).
         """
         active = self._active.get(run_id)
-        if active is not None and active._kernel.driving:
+        if active is not None and active._kernel is not None and active._kernel.driving:
             return active
         record = await self._blocking(self.store.get_run, run_id)
         chain = Chain.from_dict(record.chain)

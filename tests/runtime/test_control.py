@@ -256,7 +256,7 @@ async def test_control_needs_an_active_run(h: Harness) -> None:
 
     view = Runtime(h.toolbox, h.store).get_run(run.run_id)
     assert view.status == RunStatus.SUCCEEDED and view.outputs["a"]["tag"] == "a"
-    with pytest.raises(RunNotActiveError, match="runtime.resume"):
+    with pytest.raises(RunNotActiveError, match=r"runtime\.resume"):
         await view.approve("a")
 
 
