@@ -76,10 +76,11 @@ class ChainView:
             lines.append(f"note: {self.note}")
         lines += self._report_lines()
         derived = self.chain.dependencies() if self.ok else {}
+        width = max([14, *(len(s.id) + 1 for s in self.chain.steps)])  # long ids stay apart
         for step in self.chain.steps:
             deps = sorted(derived.get(step.id, ())) if self.ok else step.depends_on
             after = f"  <- {', '.join(deps)}" if deps else ""
-            lines.append(f"  {step.id:<14} {step.tool}{after}")
+            lines.append(f"  {step.id:<{width}} {step.tool}{after}")
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
 

@@ -45,3 +45,14 @@ async def test_a_redefined_chain_is_no_longer_the_planned_one(shop: Harness) -> 
     kinds = [ev.kind for ev in run.event_list()]
     assert not [k for k in kinds if k.startswith("planning")]
     assert "planning" not in run.runtime.store.get_run(run.run_id).meta
+
+
+async def test_long_step_ids_stay_apart_from_their_tool(shop: Harness) -> None:
+    # ids of 14+ characters (the fallback planner names steps after their tools) used to
+    # run into the tool column: "estimate_effort estimate_effort" with no gap
+    await shop.ok('%%chain long --tools tb\nsteps:\n'
+                  '  - {id: fetch_everything_now, tool: fetch, args: {n: 1}}\n'
+                  '  - {id: f2, tool: fetch, args: {n: 2}}\n')
+    text, = shop.displayed()
+    assert "  fetch_everything_now  fetch\n" in text
+    assert "  f2                    fetch" in text
