@@ -11,6 +11,7 @@ import contextlib
 import json
 import secrets
 import time
+import weakref
 from collections import ChainMap
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,10 @@ class Runtime:
         self.clock = clock or SystemClock()
         self._chains: dict[str, Chain] = dict(chains or {})
         self.id_factory = id_factory
+        # runs that may still move (strongly held) and finished ones (only while someone
+        # else holds the handle: a long-lived runtime must not keep every run in memory)
         self._active: dict[str, Run] = {}
+        self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
         self._compiled: dict[str, Graph] = {}
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -209,7 +213,7 @@ class Runtime:
         run = Run(self, chain, kernel, record)
         self._active[run_id] = run
         kernel.prepare_drive()
-        self._spawn(lambda: kernel.drive("start"))
+        self._spawn(lambda: self._drive(run, "start"))
         return run
 
     async def resume(self, run_id: str) -> Run:
@@ -218,7 +222,7 @@ class Runtime:
 
         Raises RunNotFoundError, StaleEpochError (another process resumed it first).
         """
-        active = self._active.get(run_id)
+        active = self._active.get(run_id) or self._finished.get(run_id)
         if active is not None and active._kernel is not None and active._kernel.driving:
             return active
         record = await self._blocking(self.store.get_run, run_id)
@@ -251,7 +255,7 @@ class Runtime:
             # rebuilt here, synchronously: control methods work as soon as this returns
             kernel.to_reconcile = recover_now(kernel)
             kernel.prepare_drive()
-            self._spawn(lambda: kernel.drive("recover"))
+            self._spawn(lambda: self._drive(run, "recover"))
         return run
 
     def _prepare(
@@ -278,6 +282,14 @@ class Runtime:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = graph
         return graph
+
+    async def _drive(self, run: Run, phase: str) -> None:
+        kernel = run._kernel
+        assert kernel is not None
+        await kernel.drive(phase)
+        if kernel.state.status in RUN_TERMINAL and self._active.get(run.run_id) is run:
+            del self._active[run.run_id]
+            self._finished[run.run_id] = run
 
     def _kernel(
         self,
@@ -316,8 +328,9 @@ class Runtime:
     def get_run(self, run_id: str) -> Run:
         """The handle of a run: live if this runtime drives it, else a read-only view of the
         store (control methods then raise RunNotActiveError)."""
-        if run_id in self._active:
-            return self._active[run_id]
+        live = self._active.get(run_id) or self._finished.get(run_id)
+        if live is not None:
+            return live
         record = self.store.get_run(run_id)
         return Run(self, Chain.from_dict(record.chain), None, record)
 
@@ -538,7 +551,8 @@ class Run:
         k.settled_status = None
         await k.drive_done.wait()  # a finished run's driver may still be winding down
         k.prepare_drive()
-        self.runtime._spawn(lambda: k.drive("rollback"))
+        self.runtime._active[self.run_id] = self
+        self.runtime._spawn(lambda: self.runtime._drive(self, "rollback"))
 
     def set_breakpoints(self, step_ids: Sequence[str]) -> None:
         """Pause before these steps start (replaces the current set). Raises
@@ -572,18 +586,18 @@ class Run:
         send, receive = anyio.create_memory_object_stream[Event](float("inf"))
         unsubscribe = self.subscribe(send.send_nowait)
         try:
-            last = 0
+            last, last_kind = 0, ""
             if history:
                 await k.store.flush(self.run_id, k.epoch)  # history = everything emitted so far
                 for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
-                    last = ev.seq
+                    last, last_kind = ev.seq, ev.kind
                     yield ev
-            if (
-                k.state.status in RUN_TERMINAL
-                and k.settled_status in RUN_TERMINAL
+            ended = k.state.status in RUN_TERMINAL and k.state.last_seq == last
+            if (ended and last_kind in _TERMINAL_EVENTS) or (
+                k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL
                 and not k.driving
             ):
-                return
+                return  # the history already ends with the run's end
             async with receive:
                 async for ev in receive:
                     if ev.seq <= last:
