@@ -13,6 +13,7 @@ from typing import Any
 
 from chainlab.runtime.events import Event
 from chainlab.runtime.status import (
+    STEP_TERMINAL,
     AttemptStatus,
     RunStatus,
     StepStatus,
@@ -73,15 +74,7 @@ class StepState:
 
     @property
     def done(self) -> bool:
-        return self.status in (
-            S.SUCCEEDED,
-            S.FAILED,
-            S.SKIPPED,
-            S.REJECTED,
-            S.CANCELLED,
-            S.COMPENSATED,
-            S.COMPENSATION_FAILED,
-        )
+        return self.status in STEP_TERMINAL
 
 
 class RunState:

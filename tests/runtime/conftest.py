@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -19,6 +20,17 @@ def anyio_backend() -> str:
 
 def chain_of(*steps: dict[str, Any], name: str = "t", **options: Any) -> Chain:
     return Chain.from_dict({"name": name, "steps": list(steps), "options": options})
+
+
+def S(step_id: str, deps: Sequence[str] = (), tool: str = "work", **extra: Any) -> dict[str, Any]:
+    """A step dict whose tool gets ``tag=step_id`` (so tracked tools log which step ran)."""
+    return {
+        "id": step_id,
+        "tool": tool,
+        "depends_on": list(deps),
+        "args": {"tag": step_id, **extra.pop("args", {})},
+        **extra,
+    }
 
 
 class Harness:

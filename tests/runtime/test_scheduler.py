@@ -10,19 +10,9 @@ import pytest
 from chainlab.runtime import RunStatus
 from chainlab.testing import RecordingTool
 
-from .conftest import Harness, chain_of
+from .conftest import Harness, S, chain_of
 
 pytestmark = pytest.mark.anyio
-
-
-def S(step_id: str, deps: list[str] = (), tool: str = "work", **extra: Any) -> dict[str, Any]:
-    return {
-        "id": step_id,
-        "tool": tool,
-        "depends_on": list(deps),
-        "args": {"tag": step_id, **extra.pop("args", {})},
-        **extra,
-    }
 
 
 GRAPHS = {
