@@ -86,7 +86,9 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
     except Exception as exc:
         # Python's digit limit) and OverflowError (a YAML "\U99999999" escape)
         raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
-    return load_data(data, locate=lambda path: _locate(text, path))
+    chain = load_data(data, locate=lambda path: _locate(text, path))
+    chain._source = text
+    return chain
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> Problem:

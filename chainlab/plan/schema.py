@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator
 
 if TYPE_CHECKING:
     from chainlab.tools import Toolbox
@@ -165,6 +165,17 @@ class RunOptions(_Model):
 
 class Chain(_Model):
     """A plan: named steps forming a DAG. Load with :meth:`from_yaml` / :meth:`from_json`."""
+
+    # the YAML/JSON text it was loaded from, so validate() can point problems at lines
+    _source: str | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the plans are equal, wherever (and whether) they were loaded from."""
+        if not isinstance(other, Chain):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
 
     name: Annotated[str, Field(pattern=CHAIN_NAME_PATTERN, max_length=100)]
     description: str = ""

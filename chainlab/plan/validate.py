@@ -78,7 +78,31 @@ def _collect(
     checker = _Checker(chain, toolbox, context, known_chains)
     checker.run()
     checker.check_subchains(stack=(chain.name,), prefix="")
-    return checker.problems, checker.cycle
+    return _with_lines(chain, checker.problems), checker.cycle
+
+
+def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
+    """Point problems at lines of the text the chain was loaded from (when it was)."""
+    source = chain._source
+    if not source or "\n" not in source.strip() or not problems:
+        return problems  # a one-line text (compact JSON from a model): lines tell nothing
+    from dataclasses import replace
+
+    from chainlab.plan.io import _locate
+
+    index = {s.id: i for i, s in reversed(list(enumerate(chain.steps)))}
+    out = []
+    for p in problems:
+        path: tuple[Any, ...] = ()
+        if p.step_id in index:
+            path = ("steps", index[p.step_id])
+            if p.field:
+                path += tuple(p.field.split("."))
+        elif p.field and p.field.startswith("options."):
+            path = tuple(p.field.split("."))
+        line = _locate(source, path) if path else None
+        out.append(replace(p, line=line) if line is not None else p)
+    return out
 
 
 class _Checker:

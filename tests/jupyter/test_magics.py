@@ -36,7 +36,10 @@ steps:
     assert shop.ns["bad"].name == "bad"
     text, = shop.displayed()
     assert "2 steps, 2 problems" in text
-    assert "[unknown_tool] step 'get', tool: unknown tool 'fetc'; did you mean 'fetch'?" in text
+    # line numbers are the cell's own (the %%chain line is line 1)
+    assert ("[unknown_tool] line 3, step 'get', tool: unknown tool 'fetc'; did you mean "
+            "'fetch'?") in text
+    assert "[unknown_reference] line 4, step 'out'" in text
     assert "no step 'gt'; did you mean 'get'?" in text
     msg = await shop.usage_error("%chain run bad --tools tb")
     assert msg.startswith("cannot start: chain 'bad' has 2 problems")

@@ -903,3 +903,35 @@ def test_save_as_may_not_be_a_word_of_the_condition_grammar(key: str) -> None:
     with pytest.raises(PlanError) as err:
         Chain.from_dict({"name": "c", "steps": [{"id": "a", "tool": "t", "save_as": key}]})
     assert err.value.codes == ["invalid_field"]
+
+
+def test_validate_points_problems_at_lines_of_the_loaded_text() -> None:
+    from chainlab import Chain, PlanError, Toolbox
+
+    tb = Toolbox()
+
+    @tb.tool
+    def f(x: int) -> int:
+        return x
+
+    text = (
+        "name: c\n"
+        "steps:\n"
+        "  - id: a\n"
+        "    tool: f\n"
+        "    args: {x: 1}\n"
+        "  - id: b\n"
+        "    tool: g\n"
+        "    args:\n"
+        "      x: '{{ steps.zz.output }}'\n"
+    )
+    with pytest.raises(PlanError) as err:
+        Chain.from_yaml(text).validate(tb)
+    assert [(p.code, p.step_id, p.line) for p in err.value.problems] == [
+        ("unknown_reference", "b", 9), ("unknown_tool", "b", 7)]
+    # a chain built in Python has no text to point into
+    with pytest.raises(PlanError) as err:
+        Chain.from_dict({"name": "c", "steps": [{"id": "b", "tool": "g"}]}).validate(tb)
+    assert [p.line for p in err.value.problems] == [None]
+    # loading from text does not change equality
+    assert Chain.from_yaml(text) == Chain.from_dict(Chain.from_yaml(text).to_dict())
