@@ -286,6 +286,8 @@ class Tool:
         one. Raises ValidationError (wrong shape) or NotJSONError (not serialisable)."""
         if self.output_adapter is not None:
             value = self.output_adapter.validate_python(value)
+            if value is None or type(value) in (str, int, bool):
+                return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
             with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError):
                 value = self.output_adapter.dump_python(value, mode="json")
