@@ -145,6 +145,7 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
             failed.append(nid)
             if k.options.rollback_mode == "strict":
                 break
+    _mark_undone_subchains(k)
     earlier = [
         nid
         for nid, st in k.steps.items()
@@ -167,6 +168,23 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
             payload={"reason": reason, "compensated": order},
             run_status=R.ROLLED_BACK,
         )
+
+
+def _mark_undone_subchains(k: Kernel) -> None:
+    """A sub-chain step is undone once every child that had something to undo is compensated
+    (deepest first). No call is made, so no attempt is recorded: the event only moves it."""
+    for node in reversed(list(k.nodes.values())):
+        if not node.is_group or node.rollback is not None:
+            continue
+        if k.steps[node.id].status != S.SUCCEEDED:
+            continue
+        kids = [k.steps[c] for c in node.children]
+        undone = [c.step_id for c in kids if c.status == S.COMPENSATED]
+        if undone and all(c.status != S.COMPENSATION_FAILED and not (
+                c.status == S.SUCCEEDED and (k.nodes[c.step_id].rollback is not None
+                                             or k.nodes[c.step_id].is_group)) for c in kids):
+            k.emit("compensation_succeeded", node.id, payload={"subchain": True,
+                                                                "children": undone})
 
 
 async def compensate_one(k: Kernel, nid: str) -> bool:

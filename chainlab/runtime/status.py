@@ -94,7 +94,8 @@ _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     ),  # READY: a crash interrupted a safe-to-repeat call
     S.RETRY_WAIT: frozenset({S.READY, S.CANCELLED}),
     S.IN_DOUBT: frozenset({S.SUCCEEDED, S.FAILED, S.READY}),
-    S.SUCCEEDED: frozenset({S.COMPENSATING}),
+    # COMPENSATED directly: a sub-chain step whose children were all undone
+    S.SUCCEEDED: frozenset({S.COMPENSATING, S.COMPENSATED}),
     S.COMPENSATING: frozenset({S.COMPENSATED, S.COMPENSATION_FAILED, S.COMPENSATING}),
     S.COMPENSATION_FAILED: frozenset({S.COMPENSATING}),
     S.FAILED: frozenset(),

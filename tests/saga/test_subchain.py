@@ -40,10 +40,14 @@ async def test_parent_failure_compensates_child_steps_interleaved(saga: Saga) ->
     assert saga.compensation_order(run) == order
     assert [u.step_id for u in saga.undo_log] == order
     assert saga.undo_order() == ["y", "x", "p", "w", "a"]
-    # the sub-chain step has no compensation of its own: its children carry the saga
-    assert statuses(run) == {"a": "compensated", "s": "succeeded", "s/w": "compensated",
+    # the sub-chain step has no compensation of its own: its children carry the saga, and
+    # once they are all undone the sub-chain step counts as compensated (without a call)
+    assert statuses(run) == {"a": "compensated", "s": "compensated", "s/w": "compensated",
                              "s/x": "compensated", "s/y": "compensated",
                              "p": "compensated", "z": "failed"}
+    marked = [e for e in run.event_list() if e.kind == "compensation_succeeded"
+              and e.step_id == "s"]
+    assert [e.payload for e in marked] == [{"subchain": True, "children": ["s/x", "s/y", "s/w"]}]
     keys = {a.step_id: a.idempotency_key for a in saga.fold(run).attempts
             if a.kind == "compensation"}
     assert sorted(keys) == sorted(order) and len(set(keys.values())) == 5
