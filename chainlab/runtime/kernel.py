@@ -19,12 +19,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import ValidationError
 
-from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
+from chainlab.errors import RunStateError, UnknownStepError
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import ErrorKind, RunOptions
-from chainlab.runtime import attempts as att
+from chainlab.runtime.call import run_attempt
 from chainlab.runtime.events import Event
 from chainlab.runtime.graph import Graph, Node
 from chainlab.runtime.state import RunState
@@ -34,7 +33,7 @@ from chainlab.runtime.status import (
     SkipReason,
     StepStatus,
 )
-from chainlab.tools import CallContext, args_hash, idempotency_key, to_json_value
+from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.clock import Clock
@@ -504,109 +503,11 @@ class Kernel:
                 if node.is_group:
                     self._start_group(node, self.args[node.id])
                 else:
-                    await self._run_attempt(node)
+                    await run_attempt(self, node)
             finally:
                 self.running -= 1
                 self._release(node)
             self._wake_workers(1)
-
-    # ================================================================== one attempt
-    async def _run_attempt(self, node: Node) -> None:
-        nid = node.id
-        tool = node.tool
-        assert tool is not None
-        st = self.steps[nid]
-        attempt = st.attempts + 1
-        args = self.args.get(nid)
-        if args is None:
-            args = self.args[nid] = dict(st.args or {})
-        # effect-free tools get a key only when they ask for it (nothing to deduplicate)
-        key = (
-            idempotency_key(self.run_id, nid, args_hash(args))
-            if tool.side_effects or tool.context_param or tool.reconcile
-            else None
-        )
-        self.emit(
-            "step_started", nid, attempt, {"args": args, "tool": tool.name, "idempotency_key": key}
-        )
-        failure: att.Failure | None = None
-        output: Any = None
-        called = False
-        try:
-            kwargs = tool.validate_args(args)
-        except ValidationError as exc:
-            failure = att.invalid_input(exc, tool.name)
-        else:
-            ctx = CallContext(self.run_id, nid, attempt, key or "", self.epoch)
-            if tool.context_param:
-                kwargs[tool.context_param] = ctx
-            try:
-                if tool.side_effects:
-                    await self.store.flush(self.run_id, self.epoch)  # write-ahead
-                called = True
-                if node.timeout_s is None:
-                    result = await self.executor.call(tool, kwargs, ctx)
-                else:
-                    with anyio.move_on_after(node.timeout_s) as deadline:
-                        result = await self.executor.call(tool, kwargs, ctx)
-                    if deadline.cancelled_caught:
-                        failure = att.Failure(
-                            ErrorKind.TIMEOUT, f"no answer within timeout_s={node.timeout_s}"
-                        )
-            except StaleEpochError:
-                raise
-            except anyio.get_cancelled_exc_class():
-                # run.cancel()/rollback(): record the attempt, then let the worker stop
-                if self.stopping:
-                    self._attempt_failed(
-                        node,
-                        attempt,
-                        att.Failure(ErrorKind.CANCELLED, "cancelled", before_effect=not called),
-                    )
-                raise
-            except Exception as exc:
-                failure = att.classify(exc, tool_name=tool.name)
-            else:
-                if failure is None:
-                    try:
-                        output = tool.check_output(result)
-                    except Exception as exc:
-                        failure = att.bad_output(exc, tool.name, nid)
-        if failure is None:
-            self.emit("step_succeeded", nid, attempt, {"output": output})
-            self._after_done(node)
-        else:
-            self._attempt_failed(node, attempt, failure)
-
-    def _attempt_failed(self, node: Node, attempt: int, failure: att.Failure) -> None:
-        nid = node.id
-        assert node.tool is not None
-        fate = att.decide(failure, node.tool, node.retry, attempt)
-        payload = {"error_kind": failure.kind, "error": failure.message}
-        if failure.kind == ErrorKind.TIMEOUT:
-            self.emit("step_timed_out", nid, attempt, payload)
-        if fate == att.Fate.RETRY and not self.stopping:
-            delay = node.retry.delay(attempt)
-            due = self.clock.now() + delay
-            self.emit(
-                "step_retry_scheduled",
-                nid,
-                attempt,
-                {**payload, "delay_s": delay, "due_at": due, "next_attempt": attempt + 1},
-            )
-            self.start_timer(node, delay)
-            return
-        if fate == att.Fate.IN_DOUBT:
-            reason = "cancelled" if failure.kind == ErrorKind.CANCELLED else str(failure.kind)
-            self.emit("step_in_doubt", nid, attempt, {**payload, "reason": reason})
-            return
-        if fate == att.Fate.CANCELLED or (fate == att.Fate.RETRY and self.stopping):
-            self.emit("step_cancelled", nid, attempt, {**payload, "reason": "cancelled"})
-            if not self.stopping:  # when stopping, cancel_remaining settles the rest
-                self._after_done(node)
-            return
-        self.emit("step_failed", nid, attempt, payload)
-        self._after_done(node)
 
     def start_timer(self, node: Node, delay: float) -> None:
         scope = anyio.CancelScope()
@@ -699,92 +600,6 @@ class Kernel:
         self.start_stopping("cancelled", "cancelled by a person")
         for scope in list(self.calls.values()):
             scope.cancel()
-
-    def approve(self, step_id: str, args: dict[str, Any] | None, note: str | None) -> None:
-        node = self.require_waiting(step_id, S.WAITING_CONFIRMATION, "approve")
-        st = self.steps[step_id]
-        payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash}
-        if args is not None:
-            from chainlab.errors import PlanError, Problem
-
-            if node.tool is not None:
-                try:
-                    node.tool.validate_args(args)
-                except ValidationError as exc:
-                    raise PlanError(
-                        Problem(
-                            "invalid_args",
-                            att.invalid_input(exc, node.tool.name).message,
-                            step_id,
-                            "args",
-                        )
-                    ) from None
-            args = to_json_value(args)
-            payload.update(args=args, args_hash=args_hash(args))
-        self._mark_running("approval")
-        self.emit("step_approved", step_id, payload=payload)
-        self.args[step_id] = dict(st.args or {})
-        heapq.heappush(self.ready, (node.order, step_id))
-        self._kick()
-
-    def reject(self, step_id: str, reason: str) -> None:
-        node = self.require_waiting(step_id, S.WAITING_CONFIRMATION, "reject")
-        self._mark_running("rejection")
-        self.emit("step_rejected", step_id, payload={"reason": reason})
-        self._after_done(node)
-        self._kick()
-
-    def resolve(
-        self, step_id: str, *, output: Any, retry: bool, fail: bool, note: str | None
-    ) -> None:
-        node = self.require_waiting(step_id, S.IN_DOUBT, "resolve")
-        st = self.steps[step_id]
-        value = None
-        if not retry and not fail:
-            try:
-                value = node.tool.check_output(output) if node.tool else to_json_value(output)
-            except Exception as exc:
-                from chainlab.errors import PlanError, Problem
-
-                raise PlanError(
-                    Problem("invalid_field", f"output does not fit the step: {exc}", step_id,
-                            "output")
-                ) from None
-        self._mark_running("resolution")
-        if retry:
-            self.emit("step_ready", step_id, st.attempts, {"resolved": "retry", "note": note})
-            heapq.heappush(self.ready, (node.order, step_id))
-        elif fail:
-            self.emit(
-                "step_failed",
-                step_id,
-                st.attempts,
-                {
-                    "error_kind": ErrorKind.EXECUTION_FAILED,
-                    "resolved": "fail",
-                    "error": f"marked failed by a person{': ' + note if note else ''}",
-                },
-            )
-            self._after_done(node)
-        else:
-            self.emit(
-                "step_succeeded",
-                step_id,
-                st.attempts,
-                {"output": value, "resolved": "output", "note": note},
-            )
-            self._after_done(node)
-        self._kick()
-
-    def _mark_running(self, reason: str) -> None:
-        """A person's decision moves a suspended run on: record it before its effects."""
-        if self.state.status == R.SUSPENDED:
-            self.emit("run_resumed", payload={"reason": reason}, run_status=R.RUNNING)
-
-    def _kick(self) -> None:
-        """Wake workers for what became ready and let the coordinator re-evaluate."""
-        self._wake_workers(0)
-        self.poke()
 
     # ================================================================== queries
     def require_step(self, step_id: str) -> Node:

@@ -1,4 +1,4 @@
-"""``Runtime`` (starts and resumes runs) and ``Run`` (the handle every front end uses).
+"""``Runtime``: starts, resumes and lists runs (``Run``, the handle, is in handle.py).
 
 One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
 coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
@@ -13,8 +13,7 @@ import secrets
 import time
 import weakref
 from collections import ChainMap
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -22,42 +21,20 @@ import anyio
 from chainlab.errors import (
     PlanError,
     Problem,
-    RunNotActiveError,
-    RunStateError,
 )
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.events import Event
 from chainlab.runtime.executors import Executor, LocalExecutor
 from chainlab.runtime.graph import Graph, compile_chain
+from chainlab.runtime.handle import Run, RunResult
 from chainlab.runtime.kernel import Kernel
-from chainlab.runtime.state import RunState, StepState
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.runtime.state import RunState
+from chainlab.runtime.status import RUN_TERMINAL, RunStatus
 from chainlab.store.base import RunRecord, Store
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
 
-__all__ = ["Run", "RunResult", "Runtime"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What ``await run.wait()`` returns."""
-
-    run_id: str
-    status: RunStatus
-    outputs: dict[str, Any]
-    steps: dict[str, str]
-    waiting: dict[str, str] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == RunStatus.SUCCEEDED
-
-    @property
-    def suspended(self) -> bool:
-        return self.status == RunStatus.SUSPENDED
+__all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
 
 
 def new_run_id() -> str:
@@ -360,290 +337,3 @@ class Runtime:
                 await self.aclose()
 
         return anyio.run(main)
-
-
-class Run:
-    """A run's handle: status, outputs, control, events and views.
-
-    Control methods are coroutines and need the run to be driven by this process
-    (``runtime.start`` or ``runtime.resume``); otherwise they raise RunNotActiveError.
-    """
-
-    def __init__(self, runtime: Runtime, chain: Chain, kernel: Kernel | None, record: RunRecord):
-        self.runtime = runtime
-        self.chain = chain
-        self.run_id = record.run_id
-        self.record = record
-        self._kernel = kernel
-        self._static: RunState | None = None
-
-    # ------------------------------------------------------------------ state
-    @property
-    def state(self) -> RunState:
-        if self._kernel is not None:
-            return self._kernel.state
-        if self._static is None:
-            events = self.runtime.store.load_events(self.run_id)
-            self._static = RunState.from_events(self.run_id, events, self.chain.step_ids)
-        return self._static
-
-    @property
-    def active(self) -> bool:
-        return self._kernel is not None
-
-    @property
-    def status(self) -> RunStatus:
-        return self.state.status or RunStatus.RUNNING
-
-    @property
-    def steps(self) -> dict[str, StepState]:
-        return self.state.steps
-
-    @property
-    def outputs(self) -> dict[str, Any]:
-        return self.state.outputs
-
-    @property
-    def memory(self) -> dict[str, Any]:
-        """Outputs by ``save_as`` key (top-level steps)."""
-        return {
-            s.save_as: self.steps[s.id].output
-            for s in self.chain.steps
-            if s.save_as
-            and self.steps[s.id].status
-            in (
-                StepStatus.SUCCEEDED,
-                StepStatus.COMPENSATED,
-                StepStatus.COMPENSATING,
-                StepStatus.COMPENSATION_FAILED,
-            )
-        }
-
-    def ready_steps(self) -> list[str]:
-        """Steps released and waiting for a slot (or the Step button), in release order."""
-        return self._k().ready_steps() if self._kernel else []
-
-    def waiting(self) -> dict[str, str]:
-        """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
-        return {
-            nid: str(st.status)
-            for nid, st in self.steps.items()
-            if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
-        }
-
-    @property
-    def paused(self) -> bool:
-        return self._kernel is not None and self._kernel.paused
-
-    def result(self) -> RunResult:
-        st = self.state
-        return RunResult(
-            run_id=self.run_id,
-            status=self.status,
-            outputs=st.outputs,
-            steps={nid: str(s.status) for nid, s in st.steps.items()},
-            waiting=self.waiting(),
-            errors={nid: s.error for nid, s in st.steps.items() if s.error},
-        )
-
-    # ------------------------------------------------------------------ waiting
-    async def wait(self) -> RunResult:
-        """Return when the run is terminal or suspended (a paused run keeps waiting).
-        Raises the error that stopped the run's driver (e.g. StaleEpochError)."""
-        k = self._k()
-        while True:
-            if k.error is not None:
-                raise k.error
-            settled = k.settled_status
-            if (
-                settled is not None
-                and (settled in RUN_TERMINAL or settled == RunStatus.SUSPENDED)
-                and settled == k.state.status
-            ):
-                return self.result()
-            await k.wait_settled()
-
-    # ------------------------------------------------------------------ control
-    def _k(self) -> Kernel:
-        if self._kernel is None:
-            raise RunNotActiveError(
-                f"run {self.run_id!r} is not driven by this process; "
-                f"`run = await runtime.resume({self.run_id!r})` first",
-                run_id=self.run_id,
-                status=str(self.status),
-            )
-        return self._kernel
-
-    async def pause(self) -> None:
-        """Release nothing new until ``step()`` or ``resume()``; running steps finish."""
-        k = self._k()
-        if not k.paused:
-            k.pause_now()
-        await k.store.flush(self.run_id, k.epoch)
-
-    async def resume(self) -> None:
-        """Leave step-through mode."""
-        k = self._k()
-        k.unpause()
-        await k.store.flush(self.run_id, k.epoch)
-
-    async def step(self, step_id: str | None = None) -> str:
-        """Release exactly one ready step (the first, or ``step_id``); pauses the run first if
-        needed. Returns the step id. Raises RunStateError if nothing (or not it) is ready."""
-        return self._k().step_once(step_id)
-
-    async def cancel(self) -> None:
-        """Stop: running calls are cancelled, nothing new starts, then completed steps are
-        compensated (unless ``compensate_on_failure`` is off)."""
-        self._k().cancel()
-
-    async def approve(
-        self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None
-    ) -> None:
-        """Approve a step waiting for confirmation. With ``args``, run those instead (they are
-        validated again). Raises RunStateError if the step is not waiting."""
-        k = self._k()
-        k.approve(step_id, args, note)
-        await k.store.flush(self.run_id, k.epoch)
-
-    async def reject(self, step_id: str, reason: str = "rejected") -> None:
-        """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
-        back."""
-        k = self._k()
-        k.reject(step_id, reason)
-        await k.store.flush(self.run_id, k.epoch)
-
-    async def resolve(
-        self,
-        step_id: str,
-        *,
-        output: Any = None,
-        retry: bool = False,
-        fail: bool = False,
-        note: str | None = None,
-    ) -> None:
-        """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
-        ``fail`` it."""
-        if sum(bool(x) for x in (retry, fail)) > 1:
-            raise ValueError("pass at most one of retry=True, fail=True (or an output)")
-        k = self._k()
-        k.resolve(step_id, output=output, retry=retry, fail=fail, note=note)
-        await k.store.flush(self.run_id, k.epoch)
-
-    async def rollback(self) -> None:
-        """Compensate completed steps in reverse completion order (stopping the run first if
-        it is still going). On a rolled-back-with-failures run, retries what failed."""
-        k = self._k()
-        status = k.state.status
-        if status == RunStatus.ROLLED_BACK:
-            raise RunStateError(
-                "run is already rolled back", run_id=self.run_id, status=str(status)
-            )
-        if k.driving and status not in RUN_TERMINAL:
-            k.start_stopping("rollback", "rollback requested")
-            for scope in list(k.calls.values()):
-                scope.cancel()
-            return
-        # registered first, so a wait() that starts now waits for the rollback's end
-        k.stopping = "rollback"
-        k.stop_reason = "rollback requested"
-        k.retry_failed = True
-        k.settled_status = None
-        await k.drive_done.wait()  # a finished run's driver may still be winding down
-        k.prepare_drive()
-        self.runtime._active[self.run_id] = self
-        self.runtime._spawn(lambda: self.runtime._drive(self, "rollback"))
-
-    def set_breakpoints(self, step_ids: Sequence[str]) -> None:
-        """Pause before these steps start (replaces the current set). Raises
-        UnknownStepError for an id that is not a step of the run."""
-        k = self._k()
-        for step_id in step_ids:
-            k.require_step(step_id)
-        k.breakpoints = set(step_ids)
-        k.bp_passed -= k.breakpoints  # a breakpoint set again fires again
-
-    @property
-    def breakpoints(self) -> set[str]:
-        return set(self._k().breakpoints) if self._kernel else set()
-
-    # ------------------------------------------------------------------ events
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every new event; returns an unsubscribe function."""
-        k = self._k()
-        k.subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in k.subscribers:
-                k.subscribers.remove(callback)
-
-        return unsubscribe
-
-    async def events(self, *, history: bool = True) -> AsyncIterator[Event]:
-        """Async stream of events (stored history first, then live) until the run is
-        terminal."""
-        k = self._k()
-        send, receive = anyio.create_memory_object_stream[Event](float("inf"))
-        unsubscribe = self.subscribe(send.send_nowait)
-        try:
-            last, last_kind = 0, ""
-            if history:
-                await k.store.flush(self.run_id, k.epoch)  # history = everything emitted so far
-                for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
-                    last, last_kind = ev.seq, ev.kind
-                    yield ev
-            ended = k.state.status in RUN_TERMINAL and k.state.last_seq == last
-            if (ended and last_kind in _TERMINAL_EVENTS) or (
-                k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL
-                and not k.driving
-            ):
-                return  # the history already ends with the run's end
-            async with receive:
-                async for ev in receive:
-                    if ev.seq <= last:
-                        continue
-                    yield ev
-                    if ev.kind in _TERMINAL_EVENTS:
-                        return
-        finally:
-            unsubscribe()
-            send.close()
-
-    def event_list(self) -> list[Event]:
-        """Stored events of the run (blocking read)."""
-        return self.runtime.store.load_events(self.run_id)
-
-    # ------------------------------------------------------------------ views
-    def attempts(self) -> Any:
-        """Attempts and compensations as a DataFrame (see chainlab.timeline)."""
-        from chainlab.timeline import attempts_frame
-
-        return attempts_frame(self.runtime.store, self.run_id)
-
-    def compensations(self) -> Any:
-        from chainlab.timeline import compensations_frame
-
-        return compensations_frame(self.runtime.store, self.run_id)
-
-    def event_log(self) -> Any:
-        from chainlab.timeline import events_frame
-
-        return events_frame(self.runtime.store, self.run_id)
-
-    def plot_timeline(self, **kwargs: Any) -> Any:
-        from chainlab.timeline import plot_timeline
-
-        return plot_timeline(self.runtime.store, self.run_id, **kwargs)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from chainlab.render import run_mimebundle
-
-        return run_mimebundle(self)
-
-    def __repr__(self) -> str:
-        return f"<Run {self.run_id} {self.chain.name!r} {self.status}>"
-
-
-_TERMINAL_EVENTS = frozenset(
-    {"run_succeeded", "run_failed", "run_cancelled", "run_rolled_back", "run_rollback_failed"}
-)
