@@ -91,8 +91,6 @@ class RetryPolicy(_Model):
         return min(self.delay_s * (2 ** (failed_attempt - 1)), self.max_delay_s)
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)
-
 
 class Rollback(_Model):
     """A compensation: call ``tool`` with ``args`` to undo a completed step.

@@ -8,7 +8,7 @@ bad_syntax.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -419,11 +419,3 @@ def _has_template(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_template(v) for v in value)
     return False
-
-
-def problems_for_ids(problems: Iterable[Problem]) -> dict[str | None, list[Problem]]:
-    """Problems grouped by step id (for drawing faulty steps)."""
-    out: dict[str | None, list[Problem]] = {}
-    for p in problems:
-        out.setdefault(p.step_id, []).append(p)
-    return out

@@ -67,22 +67,6 @@ class Graph:
     nodes: dict[str, Node]
     top: list[str]  # top-level node ids in declaration order
 
-    def descendants(self, node_id: str) -> list[str]:
-        """Every node reachable downstream (successors, and children of groups reached)."""
-        out: list[str] = []
-        seen = {node_id}
-        stack = list(self.nodes[node_id].succ)
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            seen.add(nid)
-            out.append(nid)
-            node = self.nodes[nid]
-            stack.extend(node.succ)
-            stack.extend(node.children)
-        return out
-
 
 def compile_value(value: Any) -> tuple[Renderer, bool]:
     """Pre-parse templates in a JSON value. Returns (render, is_static)."""
