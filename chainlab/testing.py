@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from chainlab.errors import TransientError
-from chainlab.runtime.events import Event
+from chainlab.events import Event
 from chainlab.tools import Tool, Toolbox
 
 __all__ = ["EventRecorder", "FlakyTool", "ManualClock", "RecordingTool", "SlowTool"]

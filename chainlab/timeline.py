@@ -1,7 +1,7 @@
 """A run's attempts, compensations, waits and events as pandas DataFrames, and its Gantt chart.
 
 Everything here is built from the store only (``store.get_run`` + ``store.load_events``,
-folded by :class:`chainlab.runtime.state.RunState`, the fold the runtime itself uses), so it
+folded by :class:`chainlab.events.fold.RunState`, the fold the runtime itself uses), so it
 works for a live run, a finished one and one written by another process.
 
 Plotting library: **matplotlib**, on purpose. A run timeline is a static picture that
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from chainlab.runtime.events import Event
-from chainlab.runtime.state import RunState
+from chainlab.events import Event
+from chainlab.events.fold import RunState
 from chainlab.store.base import RunRecord, Store
 
 if TYPE_CHECKING:

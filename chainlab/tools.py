@@ -37,13 +37,14 @@ import string
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
 
-from chainlab._text import did_you_mean
-from chainlab.errors import ToolDefinitionError
+from chainlab._text import did_you_mean, safe_repr
+from chainlab.errors import ToolDefinitionError, UnknownToolError
 from chainlab.plan.schema import Chain, RetryPolicy, Rollback
 
 __all__ = [
@@ -110,7 +111,7 @@ class NotJSONError(TypeError):
     def __init__(self, path: str, value: Any):
         self.path = path
         super().__init__(
-            f"{path or 'the value'} is {type(value).__name__} {value!r:.60}, not JSON data"
+            f"{path or 'the value'} is {type(value).__name__} {safe_repr(value)}, not JSON data"
         )
 
 
@@ -131,7 +132,7 @@ def to_json_value(value: Any, path: str = "") -> Any:
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise NotJSONError(f"{path}[{k!r}] (key)", k)
+                raise NotJSONError(f"{path}[{safe_repr(k)}] (key)", k)
             out[k] = to_json_value(v, f"{path}.{k}" if path else k)
         return out
     if isinstance(value, list | tuple):
@@ -140,7 +141,8 @@ def to_json_value(value: Any, path: str = "") -> Any:
 
 
 class _ArgsBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    # no protected namespaces: a parameter called model_name is an ordinary field here
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 
 
 class Tool:
@@ -158,6 +160,7 @@ class Tool:
         "name",
         "output_adapter",
         "parallel_safe",
+        "params",
         "preview",
         "reconcile",
         "requires_confirmation",
@@ -187,12 +190,16 @@ class Tool:
         timeout_s: float | None = None,
     ):
         if not callable(fn):
-            raise ToolDefinitionError(f"a tool must be a function, got {fn!r}")
+            raise ToolDefinitionError(f"a tool must be a function, got {safe_repr(fn)}")
         self.fn = fn
         self.name = name or getattr(fn, "__name__", None) or ""
-        if not self.name or not all(c.isalnum() or c in "_-." for c in self.name):
+        if (
+            not isinstance(self.name, str)
+            or not self.name
+            or not all(c.isalnum() or c in "_-." for c in self.name)
+        ):
             raise ToolDefinitionError(
-                f"tool name {self.name!r} must be letters, digits, '_', '-' or '.'"
+                f"tool name {safe_repr(self.name)} must be letters, digits, '_', '-' or '.'"
             )
         if self.name.startswith("chain:"):
             raise ToolDefinitionError("tool names may not start with 'chain:' (sub-chains)")
@@ -212,6 +219,10 @@ class Tool:
             raise ToolDefinitionError(f"{self.name}: preview must be a callable on the args")
         self.preview = preview
         self.input_model, self.context_param = _input_model(fn, self.name)
+        # by the names args use: a field modelled under a stand-in name has its alias here
+        self.params: dict[str, FieldInfo] = {
+            info.alias or field: info for field, info in self.input_model.model_fields.items()
+        }
         self._field_adapters: dict[str, TypeAdapter[Any]] = {}
         self.output_adapter = _output_adapter(fn)
         self.parallel_safe = parallel_safe
@@ -223,7 +234,9 @@ class Tool:
         self.resources = dict(resources or {})
         for pool, units in self.resources.items():
             if not isinstance(units, int) or units < 1:
-                raise ToolDefinitionError(f"{self.name}: resources[{pool!r}] must be an int >= 1")
+                raise ToolDefinitionError(
+                    f"{self.name}: resources[{safe_repr(pool)}] must be an int >= 1"
+                )
         self.compensate = _as_rollback(compensate, self.name)
         if reconcile is not None and not callable(reconcile):
             raise ToolDefinitionError(f"{self.name}: reconcile must be a callable")
@@ -232,7 +245,7 @@ class Tool:
         self.timeout_s = timeout_s
 
     def _check_key_template(self, template: str) -> None:
-        params = set(self.input_model.model_fields)
+        params = set(self.params)
         try:
             fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
         except ValueError as exc:
@@ -254,15 +267,20 @@ class Tool:
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments for the function. Raises pydantic ValidationError."""
         model = self.input_model.__pydantic_validator__.validate_python(args)
-        values = dict(model.__dict__)
+        fields = self.input_model.model_fields
+        values = {
+            (fields[key].alias or key) if key in fields else key: value
+            for key, value in model.__dict__.items()
+        }
         extra = model.__pydantic_extra__
         if extra:
             values.update(extra)
         return values
 
     def field_adapter(self, name: str) -> TypeAdapter[Any] | None:
-        """A TypeAdapter for one input field (used to check literal args in plans)."""
-        info = self.input_model.model_fields.get(name)
+        """A TypeAdapter for one input field, by its name in args (used to check literal
+        args in plans)."""
+        info = self.params.get(name)
         if info is None:
             return None
         if name not in self._field_adapters:
@@ -364,6 +382,7 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
     fields: dict[str, Any] = {}
     context_param = None
     extra = "forbid"
+    taken = set(sig.parameters)
     for p in sig.parameters.values():
         ann = hints.get(p.name, p.annotation)
         if _is_context(ann):
@@ -379,7 +398,11 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
             )
         ann = Any if ann is inspect.Parameter.empty else ann
         default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (ann, default)
+        field = _field_name(p.name, taken)
+        if field != p.name:  # validated, serialised and shown in schemas by its real name
+            taken.add(field)
+            ann = Annotated[ann, Field(alias=p.name)]
+        fields[field] = (ann, default)
     base = _ArgsBase if extra == "forbid" else _ArgsAllow
     try:
         model = create_model(f"{name}_input", __base__=base, **fields)
@@ -388,6 +411,22 @@ def _input_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], st
     if not model.__pydantic_complete__:  # a type named in a string annotation is not found
         raise ToolDefinitionError(f"{name}: {_unresolved(fn)}")
     return model, context_param
+
+
+def _field_name(param: str, taken: set[str]) -> str:
+    """The input model's field name for parameter ``param``.
+
+    The parameter's own name, unless pydantic cannot use it as a field name: it shadows a
+    BaseModel attribute (``schema``, ``json``, ``copy``, ``validate``, ``model_config``...)
+    or starts with ``_`` (a private attribute to pydantic). Then a free stand-in such as
+    ``arg_schema``, which carries the real name as its alias.
+    """
+    if not param.startswith("_") and not hasattr(_ArgsAllow, param):
+        return param
+    field = "arg_" + param.lstrip("_")
+    while field in taken or hasattr(_ArgsAllow, field):
+        field += "_"
+    return field
 
 
 def _unresolved(fn: Callable[..., Any]) -> str:
@@ -405,7 +444,7 @@ def _unresolved(fn: Callable[..., Any]) -> str:
 
 
 class _ArgsAllow(BaseModel):
-    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True, protected_namespaces=())
 
 
 def _output_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
@@ -433,7 +472,7 @@ def _as_rollback(value: Any, name: str) -> Rollback | None:
             return Rollback(tool=value)
         return Rollback.model_validate(value)
     except (ValidationError, TypeError, ValueError) as exc:
-        raise ToolDefinitionError(f"{name}: bad compensate {value!r}: {exc}") from None
+        raise ToolDefinitionError(f"{name}: bad compensate {safe_repr(value)}: {exc}") from None
 
 
 class Toolbox:
@@ -480,13 +519,15 @@ class Toolbox:
         return chain
 
     def get(self, name: str) -> Tool:
-        """The tool called ``name``; ``KeyError`` with a did-you-mean otherwise."""
+        """The tool called ``name``.
+
+        Raises :class:`~chainlab.errors.UnknownToolError` (a ``KeyError`` too) with a
+        did-you-mean and, when there are few, the names the toolbox has.
+        """
         try:
             return self._tools[name]
         except KeyError:
-            raise KeyError(
-                f"no tool {name!r} in toolbox {self.name!r}{did_you_mean(name, self._tools)}"
-            ) from None
+            raise UnknownToolError(name, self._tools, toolbox=self.name) from None
 
     def names(self) -> list[str]:
         return list(self._tools)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from chainlab._cli.common import CliError, reporting_errors
 from chainlab._cli.driving import (
@@ -18,7 +17,6 @@ from chainlab._cli.driving import (
     Output,
     continue_run,
     report,
-    require_waiting,
     stored_state,
 )
 from chainlab._cli.executors import executor_for
@@ -37,10 +35,9 @@ from chainlab._cli.views import (
     timeline_table,
     write_csv,
 )
-from chainlab.errors import PlanError, Problem, RunStateError
+from chainlab.events.status import RUN_TERMINAL, StepStatus
 from chainlab.plan.schema import Chain
-from chainlab.runtime.attempts import invalid_input
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.runtime import decisions
 from chainlab.tools import Toolbox
 
 __all__ = ["register"]
@@ -63,9 +60,9 @@ def _continue(run_id: str, step: str | None, action: str,
         record = store.get_run(run_id)
         chain, state = stored_state(store, run_id)
         if step is not None and waiting is not None:
-            require_waiting(state, run_id, step, waiting, action)
-        if action == "rollback" and state.status == RunStatus.ROLLED_BACK:
-            raise RunStateError(f"run {run_id!r} is already rolled back", run_id=run_id)
+            decisions.check(state, action, step)
+        if action == "rollback":
+            decisions.check_rollback(state)
         if action == "resume" and state.status in RUN_TERMINAL:
             io.err.print(f"run {run_id} already ended ({state.status}); nothing to resume",
                          markup=False)
@@ -81,17 +78,11 @@ def _continue(run_id: str, step: str | None, action: str,
 
 
 def check_args(chain: Chain, toolbox: Toolbox, step_id: str, args: dict[str, Any]) -> None:
-    """Edited args must fit the step's tool (checked again by the runtime; checked here so
-    that a mistake does not take the run over). Raises PlanError."""
-    try:
-        tool = toolbox.get(chain.step(step_id).tool)
-    except KeyError:
-        return  # a sub-chain step: the runtime checks it
-    try:
-        tool.validate_args(args)
-    except ValidationError as exc:
-        raise PlanError(Problem("invalid_args", invalid_input(exc, tool.name).message, step_id,
-                                "args")) from None
+    """Edited args must fit the step's tool (checked here, by the runtime's own check, so
+    that a mistake does not take the run over). Raises DecisionError."""
+    step = chain.step(step_id) if step_id in chain.step_ids else None
+    tool = toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
+    decisions.check_approve_args(tool, step_id, args)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,7 @@ from chainlab.errors import (
     RunStateError,
     StaleEpochError,
 )
-from chainlab.runtime.status import RunStatus
+from chainlab.events.status import RunStatus
 
 __all__ = ["CliError", "ExitCode", "exit_code_for", "reporting_errors"]
 

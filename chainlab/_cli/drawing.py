@@ -33,7 +33,7 @@ def draw(target: str, output: Path, tools: str | None, db: Path) -> None:
         svg = (lambda: render.chain_svg(chain, toolbox, problems=problems)) \
             if suffix in _SVG else None
     else:
-        from chainlab.runtime.run import Runtime
+        from chainlab.runtime.runtime import Runtime
 
         store = open_store(db, must_exist=True)
         record = store.get_run(target)

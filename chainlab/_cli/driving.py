@@ -23,12 +23,11 @@ from chainlab._cli.common import CliError, ExitCode, exit_code_for
 from chainlab._cli.loading import DEFAULT_DB
 from chainlab._cli.progress import ProgressMode, follow
 from chainlab._cli.views import next_steps, run_line, state_dict, steps_table
-from chainlab.errors import RunStateError, UnknownStepError
+from chainlab.events.fold import RunState
+from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.executors import Executor
-from chainlab.runtime.run import Run, Runtime
-from chainlab.runtime.state import RunState
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.sqlite import SQLiteStore
 from chainlab.tools import Toolbox
 
@@ -119,21 +118,6 @@ def stored_state(store: SQLiteStore, run_id: str) -> tuple[Chain, RunState]:
     record = store.get_run(run_id)
     chain = Chain.from_dict(record.chain)
     return chain, RunState.from_events(run_id, store.load_events(run_id), chain.step_ids)
-
-
-def require_waiting(state: RunState, run_id: str, step_id: str, status: StepStatus,
-                    action: str) -> None:
-    """Check before taking over the run (no new epoch for a typo). Raises UnknownStepError,
-    RunStateError - the same messages the runtime would give."""
-    st = state.steps.get(step_id)
-    if st is None:
-        raise UnknownStepError(step_id, state.steps, run_id=run_id)
-    if st.status != status:
-        waiting = [sid for sid, s in state.steps.items() if s.status == status]
-        raise RunStateError(
-            f"cannot {action} step {step_id!r} of run {run_id!r}: it is {st.status}, not "
-            f"{status} ({status}: {', '.join(waiting) or 'none'})", run_id=run_id,
-            status=str(st.status))
 
 
 def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: SQLiteStore, db: Path,

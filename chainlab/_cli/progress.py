@@ -13,10 +13,10 @@ from rich.live import Live
 from rich.text import Text
 
 from chainlab._cli.views import clip, run_line, seconds, steps_table
-from chainlab.store.base import Event
+from chainlab.events import Event
 
 if TYPE_CHECKING:
-    from chainlab.runtime.run import Run, RunResult
+    from chainlab.runtime.runtime import Run, RunResult
 
 __all__ = ["ProgressMode", "follow"]
 

@@ -17,9 +17,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from chainlab.events.fold import RunState, StepState
+from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.plan.schema import Chain
-from chainlab.runtime.state import RunState, StepState
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.store.base import RunRecord
 
 __all__ = [

@@ -19,8 +19,8 @@ from typing import Any
 
 from chainlab.jupyter.session import NotebookSession, get_session
 from chainlab.jupyter.widgets import RunWidget
-from chainlab.runtime.run import Run
-from chainlab.runtime.status import RUN_TERMINAL, StepStatus
+from chainlab.runtime.runtime import Run
+from chainlab.events.status import RUN_TERMINAL, StepStatus
 
 __all__ = [
     "NotebookSession",

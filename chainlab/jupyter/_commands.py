@@ -21,8 +21,8 @@ from chainlab.jupyter.session import NotebookSession, SessionError
 from chainlab.jupyter.views import ChainView, RunsTable
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.run import Run
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus
+from chainlab.runtime.runtime import Run
+from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.tools import Toolbox
 
 __all__ = [

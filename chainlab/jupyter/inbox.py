@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from chainlab.runtime.status import StepStatus
+from chainlab.events.status import StepStatus
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.jupyter.inbox import pretty, tool_of
-from chainlab.store.base import Event
+from chainlab.events import Event
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from chainlab._text import did_you_mean
 from chainlab.errors import RunNotFoundError
 from chainlab.plan.schema import Chain
-from chainlab.runtime.run import Run, Runtime
+from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
 from chainlab.store.sqlite import DEFAULT_PATH, SQLiteStore
 from chainlab.tools import Toolbox, default_toolbox

@@ -25,9 +25,9 @@ from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
 from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
 from chainlab.render.throttle import Throttle
-from chainlab.runtime.run import Run
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus, StepStatus
-from chainlab.store.base import Event
+from chainlab.runtime.runtime import Run
+from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.events import Event
 
 if TYPE_CHECKING:
     from chainlab.jupyter.session import NotebookSession
@@ -37,7 +37,8 @@ __all__ = ["RunWidget"]
 REDRAW_RATE = 10.0  # redraws per second, at most
 _ACTIVE = (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.SUSPENDED, RunStatus.COMPENSATING)
 _BUTTONS = [  # name, label, icon, tooltip
-    ("run", "Run", "play", "leave step-through mode and run to the end (run.resume())"),
+    ("continue", "Continue", "play",
+     "leave step-through mode and run to the end (run.unpause())"),
     ("pause", "Pause", "pause", "start nothing new; running steps finish (run.pause())"),
     ("step", "Step", "step-forward", "release exactly one ready step (run.step())"),
     ("resume", "Resume", "repeat", "drive this stored run from this kernel (runtime.resume)"),
@@ -226,7 +227,7 @@ class RunWidget(W.VBox):
         run = self.run
         live, ended = run.active, status in RUN_TERMINAL
         can = {
-            "run": live and run.paused,
+            "continue": live and run.paused,
             "pause": live and not run.paused and status in (RunStatus.RUNNING,
                                                             RunStatus.SUSPENDED),
             "step": live and bool(ready) and not ended,
@@ -259,8 +260,8 @@ class RunWidget(W.VBox):
     def press(self, name: str) -> None:
         """What each toolbar button does (``widget.buttons[name].click()`` calls this)."""
         run = self.run
-        if name == "run":
-            self.act("run", run.resume)
+        if name == "continue":
+            self.act("continue", run.unpause)
         elif name == "pause":
             self.act("pause", run.pause)
         elif name == "step":

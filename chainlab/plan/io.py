@@ -13,48 +13,56 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from chainlab._text import did_you_mean
+from chainlab._text import did_you_mean, int_digits_limit, int_too_long, safe_repr
 from chainlab.errors import PlanError, Problem
 from chainlab.plan.schema import Chain, Rollback, RunOptions, Step
 
 __all__ = ["dump_yaml", "load_data", "load_text"]
 
 _MAX_TEXT = 5_000_000  # a plan larger than this is a mistake, not a plan
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys and keeps dates as strings (JSON data only)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+_MAX_VALUES = 2_000_000  # values in plan data counted as a tree (10x a 50,000-step plan)
 
 
 class _DuplicateKey(yaml.MarkedYAMLError):
     pass
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=True)
         try:
             if key in seen:
                 raise _DuplicateKey(
                     None,
                     None,
-                    f"duplicate key {key!r} (first at line {seen[key]})",
+                    f"duplicate key {safe_repr(key)} (first at line {seen[key]})",
                     key_node.start_mark,
                 )
             seen[key] = key_node.start_mark.line + 1
         except TypeError:  # unhashable key: let the base constructor report it
             pass
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=deep)
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def _plan_loader(base: type[Any]) -> type[Any]:
+    """A safe loader on ``base`` that refuses duplicate keys and keeps dates as strings
+    (JSON data only)."""
+    loader: type[Any] = type(f"_Plan{base.__name__}", (base,), {})
+    loader.yaml_implicit_resolvers = {
+        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for ch, resolvers in base.yaml_implicit_resolvers.items()
+    }
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return loader
+
+
+_PURE_LOADER = _plan_loader(yaml.SafeLoader)
+# libyaml parses and composes in C, many times faster than PyYAML's pure-Python scanner; its
+# nodes carry the same marks, so problems still point at lines. The pure loader is the
+# fallback when PyYAML was built without libyaml.
+_C_LOADER = _plan_loader(yaml.CSafeLoader) if getattr(yaml, "__with_libyaml__", False) else None
+_LOADER = _C_LOADER or _PURE_LOADER
 
 
 def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
@@ -68,8 +76,12 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
         raise PlanError(
             Problem("bad_syntax", f"plan text is {len(text)} characters; the limit is {_MAX_TEXT}")
         )
+    node: yaml.Node | None = None
     try:
-        data = json.loads(text) if fmt == "json" else yaml.load(text, Loader=_Loader)
+        if fmt == "json":
+            data = json.loads(text)
+        else:
+            data, node = _parse_yaml(text)
     except json.JSONDecodeError as exc:
         raise PlanError(
             Problem(
@@ -83,12 +95,71 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
         raise PlanError(_yaml_problem(exc)) from None
     except RecursionError:
         raise PlanError(Problem("bad_syntax", "plan text is nested too deeply")) from None
+    except PlanError:
+        raise
     except Exception as exc:
-        # Python's digit limit) and OverflowError (a YAML "\U99999999" escape)
+        # ValueError (an integer longer than Python's int-to-str digit limit) and
+        # OverflowError (a YAML "\U99999999" escape)
         raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
-    chain = load_data(data, locate=lambda path: _locate(text, path))
+    lines = _Lines(text, node)
+    chain = load_data(data, locate=lines.locate)
     chain._source = text
     return chain
+
+
+def _parse_yaml(text: str) -> tuple[Any, yaml.Node | None]:
+    """The data of a YAML document and its node tree (for lines). Raises YAMLError, or
+    PlanError for an alias."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        # An alias makes the data a graph whose tree can be exponentially larger than the
+        # text (9 anchors of 9 aliases each: 400 bytes, 387 million values), and every walk
+        # of plan data is a tree walk. Plans never need one; refuse them.
+        if "*" in text and _has_shared_node(node):
+            raise PlanError(_alias_problem(text))
+        return loader.construct_document(node), node
+    finally:
+        loader.dispose()
+
+
+def _has_shared_node(root: yaml.Node) -> bool:
+    """True when a node is reachable twice (only an alias makes that happen)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack += (key, value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return False
+
+
+def _alias_problem(text: str) -> Problem:
+    what = (
+        "YAML aliases (*name, repeating the value anchored as &name) are not allowed in a plan"
+    )
+    fix = (
+        "write the value out where it is needed, or pass it in the run context and "
+        "refer to it as '{{ context.KEY }}'"
+    )
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            line, col = event.start_mark.line + 1, event.start_mark.column + 1
+            return Problem(
+                "bad_syntax",
+                f"alias *{event.anchor} at line {line}, column {col}: {what}; {fix}",
+                line=line,
+                column=col,
+            )
+    return Problem("bad_syntax", f"{what}; {fix}")  # pragma: no cover - a shared node is an alias
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> Problem:
@@ -108,11 +179,29 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
     return Problem("bad_syntax", f"invalid YAML: {what}")
 
 
-def _locate(text: str, path: tuple[Any, ...]) -> int | None:
-    """1-based line of the value at ``path`` in YAML/JSON text (best effort)."""
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except Exception:
+class _Lines:
+    """Lines of values in YAML/JSON text, by path (best effort). The text is composed once,
+    on the first question, unless its node tree is handed over."""
+
+    def __init__(self, text: str, node: yaml.Node | None = None):
+        self.text = text
+        self.node = node
+        self.composed = node is not None
+
+    def locate(self, path: tuple[Any, ...]) -> int | None:
+        """1-based line of the value at ``path``: of its key in a mapping, of the deepest
+        node found when the path goes further than the text."""
+        if not self.composed:
+            self.composed = True
+            try:
+                self.node = yaml.compose(self.text, Loader=_LOADER)
+            except Exception:
+                self.node = None
+        return _line_at(self.node, path)
+
+
+def _line_at(node: yaml.Node | None, path: tuple[Any, ...]) -> int | None:
+    if node is None:
         return None
     line = None
     for seg in path:
@@ -161,7 +250,7 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
     problems: list[Problem] = []
     locate = locate or (lambda path: None)
     if not isinstance(data, dict):
-        got = "nothing" if data is None else f"{type(data).__name__} {_short(data)}"
+        got = "nothing" if data is None else f"{type(data).__name__} {safe_repr(data)}"
         raise PlanError(
             Problem(
                 "invalid_field",
@@ -169,18 +258,29 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
                 line=locate(()),
             )
         )
-    _check_numbers(data, (), problems, locate)
+    scan = _Scan(locate)
+    size = scan.walk(data, ())
+    if size > _MAX_VALUES:
+        raise PlanError(
+            Problem(
+                "invalid_field",
+                f"plan data holds {size} values counting each shared value wherever it "
+                f"appears; the limit is {_MAX_VALUES}",
+            )
+        )
+    problems += scan.problems
+    skip = scan.bad_paths  # already reported by the scan; pydantic would only say it again
     raw_steps = data.get("steps", [])
     top = {k: v for k, v in data.items() if k != "steps"}
     try:
         Chain.model_validate({**top, "steps": []})
     except ValidationError as exc:
-        problems += _problems(exc, data, (), None, locate)
+        problems += _problems(exc, data, (), None, locate, skip)
     if not isinstance(raw_steps, list):
         problems.append(
             Problem(
                 "invalid_field",
-                f"'steps' must be a list of steps, got {_short(raw_steps)}",
+                f"'steps' must be a list of steps, got {safe_repr(raw_steps)}",
                 field="steps",
                 line=locate(("steps",)),
             )
@@ -193,7 +293,7 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
             step_id = (
                 raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
             )
-            problems += _problems(exc, raw, ("steps", i), step_id, locate)
+            problems += _problems(exc, raw, ("steps", i), step_id, locate, skip)
     if problems:
         raise PlanError(_dedupe(problems), chain_name=_name(data))
     try:
@@ -207,27 +307,63 @@ def _name(data: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _check_numbers(value: Any, path: tuple[Any, ...], problems: list[Problem], locate: Any) -> None:
-    """JSON has no NaN/Infinity: refuse them where they appear."""
-    if isinstance(value, float) and not math.isfinite(value):
-        problems.append(
+class _Scan:
+    """One walk over plan data: numbers that JSON text cannot hold (NaN, Infinity, integers
+    beyond Python's int-to-str digit limit) and the size of the data as a tree."""
+
+    def __init__(self, locate: Any):
+        self.locate = locate
+        self.problems: list[Problem] = []
+        self.bad_paths: set[tuple[Any, ...]] = set()
+        self._sizes: dict[int, int] = {}  # id of a dict/list -> its size; -1 while walked
+
+    def walk(self, value: Any, path: tuple[Any, ...]) -> int:
+        """The number of values in ``value`` counted as a tree. Raises RecursionError when
+        the data contains itself or is nested too deeply."""
+        if isinstance(value, dict | list):
+            # a dict from Python may share a value between places: size it once (linear),
+            # but count it everywhere it appears (that is what every later walk will do)
+            size = self._sizes.get(id(value))
+            if size is not None:
+                if size < 0:
+                    raise RecursionError("plan data contains itself")
+                return size
+            self._sizes[id(value)] = -1
+            size = 1
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                size += self.walk(item, (*path, key))
+            self._sizes[id(value)] = size
+            return size
+        if isinstance(value, float) and not math.isfinite(value):
+            self.flag(path, f"{value!r} is not a JSON number")
+        elif isinstance(value, int) and int_too_long(value):
+            self.flag(
+                path,
+                f"an integer with more than {int_digits_limit()} digits cannot be written as "
+                "JSON or YAML text (nor shown); pass it as a string",
+            )
+        return 1
+
+    def flag(self, path: tuple[Any, ...], message: str) -> None:
+        self.bad_paths.add(path)
+        self.problems.append(
             Problem(
                 "invalid_field",
-                f"{value!r} is not a JSON number",
-                field=".".join(map(str, path)) or None,
-                line=locate(path),
+                message,
+                field=_dotted(path) or None,
+                line=self.locate(path),
             )
         )
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_numbers(v, (*path, k), problems, locate)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_numbers(v, (*path, i), problems, locate)
 
 
 def _problems(
-    exc: ValidationError, raw: Any, prefix: tuple[Any, ...], step_id: str | None, locate: Any
+    exc: ValidationError,
+    raw: Any,
+    prefix: tuple[Any, ...],
+    step_id: str | None,
+    locate: Any,
+    skip: set[tuple[Any, ...]] = frozenset(),  # type: ignore[assignment]
 ) -> list[Problem]:
     out = []
     errors = exc.errors(include_url=False)
@@ -245,11 +381,13 @@ def _problems(
             continue
         if loc in literal_locs and err["type"] in ("model_type", "model_attributes_type"):
             continue  # not a mapping: the literal branch's message already says what fits
-        field = ".".join(str(s) for s in loc)
+        if (*prefix, *loc) in skip:
+            continue
+        field = _dotted(loc)
         if loc and loc[0] == "rollback" and err["type"] == "literal_error":
             msg = (
                 "rollback must be 'none' or a mapping with 'tool' and 'args', "
-                f"got {_short(value_at)}"
+                f"got {safe_repr(value_at)}"
             )
         else:
             msg = _message(err, loc, raw, prefix)
@@ -265,6 +403,11 @@ def _problems(
     return out
 
 
+def _dotted(path: tuple[Any, ...]) -> str:
+    """``steps.0.args.x``; a key that is not a string (a huge int from YAML) as its repr."""
+    return ".".join(seg if isinstance(seg, str) else safe_repr(seg) for seg in path)
+
+
 def _untagged(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(seg for seg in loc if not (isinstance(seg, str) and _TAG.match(seg)))
 
@@ -278,16 +421,16 @@ def _message(err: Any, loc: tuple[Any, ...], raw: Any, prefix: tuple[Any, ...]) 
     name = loc[-1] if loc else None
     if kind == "extra_forbidden":
         model = _model_name(loc[:-1], prefix)
-        return f"unknown field {name!r}{did_you_mean(str(name), _FIELDS.get(model, ()))}"
+        return f"unknown field {safe_repr(name)}{did_you_mean(name, _FIELDS.get(model, ()))}"
     if kind == "missing":
-        return f"missing required field {name!r}"
+        return f"missing required field {safe_repr(name)}"
     if kind == "string_pattern_mismatch":
         rule = err.get("ctx", {}).get("pattern", "")
-        return f"{_short(err['input'])} does not match {rule} (letters, digits, '_' and '-')"
+        return f"{safe_repr(err['input'])} does not match {rule} (letters, digits, '_' and '-')"
     msg = err["msg"]
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a mapping, got {_short(err['input'])}"
-    return f"{msg} (got {_short(err['input'])})" if "input" in err else msg
+        return f"expected a mapping, got {safe_repr(err['input'])}"
+    return f"{msg} (got {safe_repr(err['input'])})" if "input" in err else msg
 
 
 def _model_name(loc: tuple[Any, ...], prefix: tuple[Any, ...]) -> str:
@@ -310,11 +453,6 @@ def _walk(value: Any, loc: tuple[Any, ...]) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return value
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

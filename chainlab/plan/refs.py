@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from chainlab._text import did_you_mean, int_digits_limit, safe_repr
+
 __all__ = [
     "ROOTS",
     "Expr",
@@ -58,7 +60,7 @@ class TemplateSyntaxError(ValueError):
     def __init__(self, message: str, source: str, pos: int):
         self.source = source
         self.pos = pos
-        super().__init__(f"{message} at position {pos} in {source!r}")
+        super().__init__(f"{message} at position {pos} in {safe_repr(source, 200)}")
 
 
 class RefError(LookupError):
@@ -154,7 +156,7 @@ def _parse_path(cur: _Cursor) -> Ref:
             cur.skip_ws()
             m = re.compile(r"-?\d+").match(cur.src, cur.pos)
             if m:
-                segments.append(int(m.group()))
+                segments.append(_int(m.group(), cur.src, m.start()))
                 cur.pos = m.end()
             elif cur.peek("'") or cur.peek('"'):
                 segments.append(_parse_string(cur))
@@ -167,6 +169,16 @@ def _parse_path(cur: _Cursor) -> Ref:
         else:
             break
     return _make_ref(head, segments, cur.src[start : cur.pos], cur, start)
+
+
+def _int(digits: str, source: str, pos: int) -> int:
+    """``int(digits)``; a number longer than Python's int-to-str limit is a syntax error
+    here, not a ValueError from deep inside the parser."""
+    if len(digits.lstrip("-")) > int_digits_limit():
+        raise TemplateSyntaxError(
+            f"a number may have at most {int_digits_limit()} digits", source, pos
+        )
+    return int(digits)
 
 
 def _make_ref(head: str, segments: list[str | int], source: str, cur: _Cursor, start: int) -> Ref:
@@ -399,7 +411,9 @@ class _ConditionParser:
         if m and (ch.isdigit() or ch == "-"):
             cur.pos = m.end()
             text = m.group()
-            return Lit(float(text) if any(c in text for c in ".eE") else int(text))
+            return Lit(
+                float(text) if any(c in text for c in ".eE") else _int(text, cur.src, m.start())
+            )
         for word, value in (("true", True), ("false", False), ("null", None), ("none", None)):
             if _word_at(cur, word):
                 cur.pos += len(word)
@@ -458,9 +472,13 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         return bool(left != right)
     if op in ("in", "not in"):
         if not isinstance(right, list | dict | str):
-            raise TypeError(f"'{op}' needs a list, object or string on the right, got {right!r}")
+            raise TypeError(
+                f"'{op}' needs a list, object or string on the right, got {safe_repr(right)}"
+            )
         if isinstance(right, str) and not isinstance(left, str):
-            raise TypeError(f"'{op}' on a string needs a string on the left, got {left!r}")
+            raise TypeError(
+                f"'{op}' on a string needs a string on the left, got {safe_repr(left)}"
+            )
         found = left in right
         return found if op == "in" else not found
     numeric = (int, float)
@@ -471,7 +489,7 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         and not isinstance(right, bool)
     ) or (isinstance(left, str) and isinstance(right, str))
     if not comparable:
-        raise TypeError(f"cannot compare {left!r} {op} {right!r}")
+        raise TypeError(f"cannot compare {safe_repr(left)} {op} {safe_repr(right)}")
     if op == "<":
         return bool(left < right)
     if op == "<=":
@@ -506,11 +524,11 @@ def walk_path(value: Any, path: tuple[str | int, ...], source: str) -> Any:
         else:
             if not isinstance(value, dict):
                 done = ".".join(str(s) for s in path[:depth]) or "the value"
-                raise RefError(f"{source}: {done} is {_kind(value)}, it has no key {seg!r}")
+                raise RefError(
+                    f"{source}: {done} is {_kind(value)}, it has no key {safe_repr(seg)}"
+                )
             if seg not in value:
-                from chainlab._text import did_you_mean
-
-                raise RefError(f"{source}: no key {seg!r}{did_you_mean(seg, value)}")
+                raise RefError(f"{source}: no key {safe_repr(seg)}{did_you_mean(seg, value)}")
             value = value[seg]
     return value
 

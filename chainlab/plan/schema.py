@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator
 
+from chainlab.events.status import ErrorKind
+
 if TYPE_CHECKING:
     from chainlab.tools import Toolbox
 
@@ -45,17 +47,6 @@ RESERVED_KEYS = frozenset(
         "none",
     }
 )
-
-
-class ErrorKind(StrEnum):
-    """Why an attempt failed (recorded on every failed attempt)."""
-
-    INVALID_INPUT = "invalid_input"  # args failed validation; the tool was not called
-    EXECUTION_FAILED = "execution_failed"  # the tool raised (or returned garbage)
-    TIMEOUT = "timeout"  # the attempt exceeded timeout_s
-    TRANSIENT = "transient"  # the tool raised TransientError
-    PERMANENT = "permanent"  # the tool raised PermanentError; never retried
-    CANCELLED = "cancelled"  # the run was cancelled while the attempt ran
 
 
 class _Model(BaseModel):
@@ -225,13 +216,17 @@ class Chain(_Model):
 
     # ------------------------------------------------------------------ graph / checks
     def step(self, step_id: str) -> Step:
-        """The step with that id; ``KeyError`` with a did-you-mean otherwise."""
+        """The step with that id.
+
+        Raises :class:`~chainlab.errors.UnknownChainStepError` (a ``KeyError`` too) with a
+        did-you-mean and, when there are few, the chain's step ids.
+        """
         for s in self.steps:
             if s.id == step_id:
                 return s
-        from chainlab._text import did_you_mean
+        from chainlab.errors import UnknownChainStepError
 
-        raise KeyError(f"no step {step_id!r}{did_you_mean(step_id, [s.id for s in self.steps])}")
+        raise UnknownChainStepError(step_id, self.step_ids, chain_name=self.name)
 
     @property
     def step_ids(self) -> list[str]:

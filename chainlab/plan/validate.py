@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from chainlab._text import did_you_mean
+from chainlab._text import did_you_mean, safe_repr
 from chainlab.errors import CycleError, PlanError, Problem
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
 from chainlab.plan.refs import Ref, TemplateSyntaxError, iter_refs, parse_condition
@@ -88,8 +88,9 @@ def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
         return problems  # a one-line text (compact JSON from a model): lines tell nothing
     from dataclasses import replace
 
-    from chainlab.plan.io import _locate
+    from chainlab.plan.io import _Lines
 
+    lines = _Lines(source)  # composed once, for all the problems
     index = {s.id: i for i, s in reversed(list(enumerate(chain.steps)))}
     out = []
     for p in problems:
@@ -100,7 +101,7 @@ def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
                 path += tuple(p.field.split("."))
         elif p.field and p.field.startswith("options."):
             path = tuple(p.field.split("."))
-        line = _locate(source, path) if path else None
+        line = lines.locate(path) if path else None
         out.append(replace(p, line=line) if line is not None else p)
     return out
 
@@ -282,7 +283,7 @@ class _Checker:
         return self.toolbox.get(step.tool)
 
     def check_args(self, step: Step, tool: Tool, args: Mapping[str, Any], field: str) -> None:
-        fields = tool.input_model.model_fields
+        fields = tool.params
         allows_extra = tool.input_model.model_config.get("extra") == "allow"
         for key, value in args.items():
             if key not in fields:
@@ -304,7 +305,7 @@ class _Checker:
                 msg = "; ".join(e["msg"] for e in exc.errors(include_url=False)[:3])
                 self.add(
                     "invalid_args",
-                    f"{key}={value!r:.60} does not fit tool {tool.name!r}: {msg}",
+                    f"{key}={safe_repr(value)} does not fit tool {tool.name!r}: {msg}",
                     step,
                     f"{field}.{key}",
                 )
@@ -364,8 +365,9 @@ class _Checker:
                 if pool in pools and units > pools[pool]:
                     self.add(
                         "invalid_field",
-                        f"tool {step.tool!r} needs {units} units of pool "
-                        f"{pool!r} whose capacity is {pools[pool]}; it could never run",
+                        f"tool {step.tool!r} needs {safe_repr(units)} units of pool "
+                        f"{pool!r} whose capacity is {safe_repr(pools[pool])}; it could never "
+                        "run",
                         step,
                         "options.pools",
                     )

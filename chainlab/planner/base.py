@@ -19,7 +19,7 @@ from chainlab.errors import PlannerError, Problem
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, RunOptions
-    from chainlab.runtime.run import Run, Runtime
+    from chainlab.runtime.runtime import Run, Runtime
     from chainlab.tools import Toolbox
 
 __all__ = [

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from chainlab.render.dot import Drawing, draw_chain
 from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
-from chainlab.runtime.status import StepStatus
+from chainlab.events.status import StepStatus
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.run import Run
-    from chainlab.runtime.state import StepState
+    from chainlab.runtime.runtime import Run
+    from chainlab.events.fold import StepState
     from chainlab.tools import Toolbox
 
 __all__ = [

@@ -43,7 +43,7 @@ from chainlab.render.style import FONT, STATUS_STYLE, dasharray, status_line, st
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.run import Run
+    from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 
 __all__ = ["LiveDag", "css_string"]

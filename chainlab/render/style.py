@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from chainlab.runtime.status import StepStatus
+from chainlab.events.status import StepStatus
 
 __all__ = [
     "CLUSTER_FILL",

@@ -1,12 +1,12 @@
 """The runtime: one scheduler kernel, attempts and retries, confirmation, compensation,
 recovery and the event stream (stdlib + pydantic + anyio only)."""
 
+from chainlab.events import Event, EventKind
+from chainlab.events.fold import AttemptRecord, RunState, StepState
+from chainlab.events.status import AttemptStatus, RunStatus, SkipReason, StepStatus
 from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.events import Event, EventKind
 from chainlab.runtime.executors import Executor, LocalExecutor
-from chainlab.runtime.run import Run, RunResult, Runtime
-from chainlab.runtime.state import AttemptRecord, RunState, StepState
-from chainlab.runtime.status import AttemptStatus, RunStatus, SkipReason, StepStatus
+from chainlab.runtime.runtime import Run, RunResult, Runtime
 
 __all__ = [
     "AttemptRecord",

@@ -1,14 +1,23 @@
 """Where tool bodies run. Scheduling, retries, timeouts, confirmation and persistence stay in
 the runtime; an executor only calls the function.
 
-The default :class:`LocalExecutor` awaits async tools on the loop and runs sync tools in
-worker threads (``anyio.to_thread``) limited to the run's concurrency. A sync tool that
-times out or is cancelled keeps running in its abandoned thread (Python cannot kill a
-thread); the runtime treats its outcome as unknown, which is why unsafe tools go ``in_doubt``.
+The default :class:`LocalExecutor` awaits async tools on the loop and runs sync tools in its
+own DAEMON worker threads. Python cannot kill a thread: a sync tool that times out or is
+cancelled keeps running in its thread, so
+
+* the runtime treats its outcome as unknown (unsafe tools go ``in_doubt``), and keeps the
+  step's slot, serial key and pool units until the body has really returned
+  (:meth:`LocalExecutor.submit` gives it a :class:`Pending` to wait on);
+* the thread is a daemon: a body that never returns does not keep the process alive once
+  the run has settled (the standard library's executors join their threads at exit).
 """
 
 from __future__ import annotations
 
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -17,28 +26,109 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["Executor", "LocalExecutor"]
+__all__ = ["Executor", "LocalExecutor", "Pending"]
 
 
 @runtime_checkable
 class Executor(Protocol):
-    """Runs one tool call. Cancellation of the awaiting task must reach the call."""
+    """Runs one tool call. Cancellation of the awaiting task must reach the call (or, for a
+    body that cannot be stopped, abandon it)."""
 
     async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any: ...
 
 
+class Pending:
+    """A sync tool body running in a worker thread.
+
+    ``await result()`` gives its return value (or raises its exception); cancelling that
+    wait leaves the body running. ``await finished_wait()`` returns once the body has
+    returned, whatever it returned."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._future: asyncio.Future[Any] = loop.create_future()
+
+    @property
+    def finished(self) -> bool:
+        return self._future.done()
+
+    async def result(self) -> Any:
+        return await asyncio.shield(self._future)
+
+    async def finished_wait(self) -> None:
+        await asyncio.wait([self._future])
+
+    def _settle(self, ok: bool, value: Any) -> None:
+        if self._future.done():
+            return
+        if ok:
+            self._future.set_result(value)
+        else:
+            self._future.set_exception(value)
+            self._future.exception()  # retrieved: an abandoned body's error is not "lost"
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            value, ok = fn(), True
+        except BaseException as exc:  # handed to the loop, classified there
+            value, ok = exc, False
+        try:
+            self._loop.call_soon_threadsafe(self._settle, ok, value)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits for this body any more
+
+
+class _DaemonThreads:
+    """A small pool of daemon threads that grows up to ``max_threads`` (a stuck body holds
+    one thread; the others go on)."""
+
+    def __init__(self, max_threads: int):
+        self.max_threads = max_threads
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            spawn = False
+            if self._idle > 0:
+                self._idle -= 1  # an idle thread takes it
+            elif self._threads < self.max_threads:
+                self._threads += 1
+                spawn = True
+            # else: queued until a thread is free
+        self._queue.put(job)
+        if spawn:
+            threading.Thread(target=self._loop, name="chainlab-tool", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            job()
+            del job
+            with self._lock:
+                self._idle += 1
+
+
 class LocalExecutor:
-    """Async tools on the event loop, sync tools in threads."""
+    """Async tools on the event loop, sync tools in daemon worker threads."""
 
     def __init__(self, max_threads: int = 64):
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._max_threads = max_threads
+        self._threads = _DaemonThreads(max_threads)
+
+    def submit(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Pending:
+        """Start a SYNC tool body in a worker thread (asyncio only)."""
+        pending = Pending(asyncio.get_running_loop())
+        self._threads.submit(partial(pending._run, partial(tool.fn, **kwargs)))
+        return pending
 
     async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any:
         if tool.is_async:
             return await tool.fn(**kwargs)
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self._max_threads)
-        return await anyio.to_thread.run_sync(
-            partial(tool.fn, **kwargs), abandon_on_cancel=True, limiter=self._limiter
-        )
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend: its own worker threads
+            return await anyio.to_thread.run_sync(partial(tool.fn, **kwargs),
+                                                  abandon_on_cancel=True)
+        return await self.submit(tool, kwargs, ctx).result()

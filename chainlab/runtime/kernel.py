@@ -1,55 +1,75 @@
-"""The scheduler kernel: one ready-queue DAG scheduler for every front end.
+"""The kernel: the one async driver of a run around its :class:`Scheduler`.
 
-* Steps are released by indegree counting; among ready steps the one declared first goes
-  first (a heap keyed by declaration order). ``mode: sequential`` is concurrency 1.
+One step's life, in this file unless named::
+
+    _unblocked  dependencies done (scheduler.done): condition, args, confirmation or ready
+    _work       a worker takes it from the scheduler (slot, serial key, pool units)
+    _attempt    emits step_started, calls the tool through attempt.call_tool (write-ahead
+                flush, timeout, classification), records the outcome
+    finished    a terminal state: the scheduler releases or skips its dependants
+    emit        every change is an event: folded into the run state, appended to the store,
+                handed to subscribers (widgets, progress, tests)
+
 * A fixed, lazily grown set of worker tasks (at most ``max_concurrency``) pulls from the
-  ready queue; a worker that finishes a step picks the next one without a task switch, so
-  the per-step cost is bookkeeping, not task creation. A step waiting for a serial key, a
-  pool, a back-off or a person is not held by a worker, so it holds no slot.
-* Serial keys and pool units are taken all-or-none at dispatch: no deadlock is possible.
-* Every change is an event: applied to the run state (the fold), appended to the store,
-  handed to subscribers. Side-effecting calls wait for the store's write-ahead flush.
+  scheduler; a worker that finishes a step picks the next one without a task switch. A step
+  waiting for a serial key, a pool, a back-off or a person is not held by a worker.
+* A person's decisions (:mod:`.decisions`) and recovery (:mod:`.recovery`) come in through
+  :meth:`Kernel.apply` / :meth:`Kernel.finished` / :meth:`Kernel.make_ready`; the saga
+  (:mod:`.saga`) runs when the run stops.
+* The first error that must stop the driver (StaleEpochError, a StoreError, a chainlab bug)
+  is kept as ``error`` and ``run.wait()`` raises it, never a group of them.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.errors import RunStateError, UnknownStepError
-from chainlab.plan.refs import Ref, evaluate, walk_path
-from chainlab.plan.schema import ErrorKind, RunOptions
-from chainlab.runtime.call import run_attempt
-from chainlab.runtime.events import Event
-from chainlab.runtime.graph import Graph, Node
-from chainlab.runtime.state import RunState
-from chainlab.runtime.status import (
+from chainlab.errors import RunStateError, StoreError, UnknownStepError
+from chainlab.events import (
     RUN_TERMINAL,
+    ErrorKind,
+    Event,
+    EventKind,
+    RunState,
     RunStatus,
     SkipReason,
     StepStatus,
 )
-from chainlab.tools import args_hash, to_json_value
+from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.plan.schema import RunOptions
+from chainlab.runtime.attempt import Failure, Fate, Outcome, call_tool, decide
+from chainlab.runtime.graph import Graph, Node
+from chainlab.runtime.scheduler import Breakpoint, Scheduler
+from chainlab.tools import CallContext, args_hash, idempotency_key, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.clock import Clock
+    from chainlab.runtime.decisions import Decision
     from chainlab.runtime.executors import Executor
     from chainlab.store.base import Store
     from chainlab.tools import Toolbox
 
-__all__ = ["Kernel"]
+__all__ = ["SATISFIED", "Kernel"]
 
 log = logging.getLogger("chainlab.runtime")
 S = StepStatus
 R = RunStatus
+K = EventKind
 _EMPTY: dict[str, Any] = {}
-_SATISFIED = (S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED)
+#: statuses that release dependants (plus ``skipped`` by a false condition)
+SATISFIED = frozenset({S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED})
 _WAITING = (S.WAITING_CONFIRMATION, S.IN_DOUBT)
 _UNSETTLED = (S.PENDING, S.READY, S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION)
+
+
+def satisfied(st: Any) -> bool:
+    """Whether a step's state lets its dependants go on (DESIGN §4: terminal success, or
+    skipped because its condition was false)."""
+    return st.status in SATISFIED or (st.status == S.SKIPPED and st.reason == SkipReason.CONDITION)
 
 
 class Kernel:
@@ -82,22 +102,18 @@ class Kernel:
         self.epoch = epoch
         self.toolbox = toolbox
         self.seq = state.last_seq
-        self.max_concurrency = 1 if options.mode == "sequential" else options.max_concurrency
-        self.pools = dict(options.pools)
-        self.indeg: dict[str, int] = {}
+        self.sched = Scheduler(
+            {step_id: (node.deps, node.order) for step_id, node in self.nodes.items()},
+            max_concurrency=1 if options.mode == "sequential" else options.max_concurrency,
+            pools=options.pools,
+            breakpoints=options.breakpoints,
+        )
         self.args: dict[str, dict[str, Any]] = {}
-        self.ready: list[tuple[tuple[int, ...], str]] = []
-        self.running = 0
         self.workers = 0
         self.idle: list[anyio.Event] = []
         self.timers: dict[str, anyio.CancelScope] = {}
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
-        self.keys_held: set[str] = set()
-        self.pool_used: dict[str, int] = {}
-        self.paused = False
-        self.step_tokens: list[str | None] = []
-        self.breakpoints: set[str] = set(options.breakpoints)
-        self.bp_passed: set[str] = set()
+        self.background: set[str] = set()  # steps whose timed-out body still runs
         self.stopping: str | None = None  # "failed" | "cancelled" | "rollback"
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
@@ -114,15 +130,22 @@ class Kernel:
         self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
         self._deferred_timers: list[tuple[Node, float]] = []
 
+    @property
+    def paused(self) -> bool:
+        return self.sched.paused
+
     # ================================================================== events
     def emit(
         self,
-        kind: str,
+        kind: EventKind,
         step_id: str | None = None,
         attempt: int | None = None,
         payload: dict[str, Any] = _EMPTY,
         run_status: RunStatus | None = None,
     ) -> Event:
+        """Record one change: fold it, append it to the store, tell subscribers."""
+        if kind.__class__ is not EventKind:
+            raise TypeError(f"emit takes an EventKind, got {kind!r}")
         self.seq += 1
         ev = Event(
             self.run_id, self.seq, self.clock.now(), self.epoch, kind, step_id, attempt, payload
@@ -155,11 +178,8 @@ class Kernel:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 if phase == "start":
-                    for nid in self.graph.top:
-                        self.indeg[nid] = len(self.nodes[nid].deps)
-                    for nid in self.graph.top:
-                        if self.indeg[nid] == 0:
-                            self._deps_met(self.nodes[nid])
+                    for step_id in self.sched.start(self.graph.top):
+                        self._unblocked(self.nodes[step_id])
                 elif phase == "recover":
                     from chainlab.runtime.recovery import finish_recovery
 
@@ -167,6 +187,7 @@ class Kernel:
                     await finish_recovery(self, self.to_reconcile)
                 elif phase == "rollback":
                     self.stopping = "rollback"
+                    self.sched.stop()
                 self._wake_workers(0)
                 while True:
                     if self._quiescent() and await self._settle():
@@ -177,14 +198,27 @@ class Kernel:
                 for ev in self.idle:
                     ev.set()
                 tg.cancel_scope.cancel()
-        except Exception as exc:  # recorded; Run.wait() raises it
-            self.error = _unwrap(exc)
-            log.debug("run %s stopped: %r", self.run_id, self.error)
-            self._signal_settled()
+        except Exception as exc:
+            self._crash(exc)
         finally:
             self.driving = False
             self._tg = None
+            if self.error is not None:
+                log.debug("run %s stopped: %r", self.run_id, self.error)
+                self._signal_settled()
             self.drive_done.set()
+
+    def _crash(self, exc: BaseException) -> None:
+        """Keep the error that stops the driver (a store's word first: it says why the rest
+        failed), and stop every worker."""
+        leaves = list(_leaves(exc))
+        best = next((e for e in leaves if isinstance(e, StoreError)), leaves[0])
+        if self.error is None or (
+            isinstance(best, StoreError) and not isinstance(self.error, StoreError)
+        ):
+            self.error = best
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
 
     def prepare_drive(self) -> None:
         """Mark the run as driven from the moment a driver is scheduled (not when it first
@@ -193,11 +227,9 @@ class Kernel:
         self.drive_done = anyio.Event()
 
     def _quiescent(self) -> bool:
-        if self.running or self.timers:
+        if self.sched.running > len(self.background) or self.timers:
             return False
-        if self.stopping or (self.paused and not self.step_tokens):
-            return True
-        return not any(self.steps[nid].status == S.READY for _, nid in self.ready)
+        return not self.sched.is_active()
 
     async def _settle(self) -> bool:
         """Nothing can move by itself: end the run, suspend it, or wait for a person."""
@@ -207,35 +239,34 @@ class Kernel:
             await finish_stopped(self)
             await self.flush_and_signal()
             return True
-        if self.paused:
+        if self.sched.paused:
             await self.flush_and_signal()
             return False
-        unfinished = [nid for nid, st in self.steps.items() if st.status in _UNSETTLED]
-        waiting = {nid: str(st.status) for nid, st in self.steps.items() if st.status in _WAITING}
+        unfinished = [sid for sid, st in self.steps.items() if st.status in _UNSETTLED]
+        waiting = self.waiting()
         if not unfinished and not waiting:
-            self._finish_normally()
+            bad = {
+                sid: str(st.status)
+                for sid, st in self.steps.items()
+                if st.status in (S.FAILED, S.REJECTED)
+            }
+            if bad:
+                self.emit(K.RUN_FAILED, payload={"steps": bad}, run_status=R.FAILED)
+            else:
+                self.emit(K.RUN_SUCCEEDED, run_status=R.SUCCEEDED)
             await self.flush_and_signal()
             return True
         if not waiting:
+            if self.sched.has_ready:  # held back by a key or pool of a timed-out body
+                return False
             raise RuntimeError(
                 f"scheduler stalled with unfinished steps {unfinished}; "
                 "this is a chainlab bug, please report it"
             )
         if self.state.status != R.SUSPENDED:
-            self.emit("run_suspended", payload={"waiting": waiting}, run_status=R.SUSPENDED)
+            self.emit(K.RUN_SUSPENDED, payload={"waiting": waiting}, run_status=R.SUSPENDED)
         await self.flush_and_signal()
         return False
-
-    def _finish_normally(self) -> None:
-        bad = {
-            nid: str(st.status)
-            for nid, st in self.steps.items()
-            if st.status in (S.FAILED, S.REJECTED)
-        }
-        if bad:
-            self.emit("run_failed", payload={"steps": bad}, run_status=R.FAILED)
-        else:
-            self.emit("run_succeeded", run_status=R.SUCCEEDED)
 
     async def flush_and_signal(self) -> None:
         await self.store.flush(self.run_id, self.epoch)
@@ -249,13 +280,12 @@ class Kernel:
     async def wait_settled(self) -> None:
         await self._settled.wait()
 
-    # ================================================================== release
-    def _deps_met(self, node: Node) -> None:
+    # ================================================================== a step's life
+    def _unblocked(self, node: Node) -> None:
         """All dependencies are done: evaluate the condition, resolve args, then ready or
         wait for confirmation."""
         if self.stopping:
-            return
-        nid = node.id
+            return  # stays pending; the stop cancels it
         resolve = self.resolver(node)
         if node.when is not None:
             try:
@@ -264,8 +294,8 @@ class Kernel:
                 self._fail_early(node, f"condition {node.step.when!r} failed: {exc}")
                 return
             if not go:
-                self.emit("step_skipped", nid, payload={"reason": SkipReason.CONDITION})
-                self._after_done(node)
+                self.emit(K.STEP_SKIPPED, node.id, payload={"reason": SkipReason.CONDITION})
+                self.finished(node)
                 return
         if node.static_args is not None:
             args = node.static_args
@@ -275,12 +305,25 @@ class Kernel:
             except (LookupError, TypeError) as exc:
                 self._fail_early(node, f"cannot resolve args: {exc}")
                 return
-        self.args[nid] = args
         if node.needs_confirmation(args):
             self._request_confirmation(node, args)
+            self.sched.park(node.id)
             return
-        self.emit("step_ready", nid)
-        heapq.heappush(self.ready, (node.order, nid))
+        self.emit(K.STEP_READY, node.id)
+        self.make_ready(node, args)
+
+    def make_ready(self, node: Node, args: dict[str, Any] | None = None) -> None:
+        """Queue a step (unblocked or parked) for a slot, with the args it will run with."""
+        if args is not None:
+            self.args[node.id] = args
+        tool = node.tool
+        key = None
+        units: dict[str, int] = {}
+        if tool is not None and (tool.serial_key is not None or tool.resources):
+            key = tool.resolve_serial_key(self.args[node.id])
+            units = tool.resources
+        self.sched.ready(node.id, key, units)
+        self._wake_workers(0)
 
     def _request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
         try:
@@ -289,7 +332,7 @@ class Kernel:
         except Exception as exc:
             preview = f"(preview failed: {type(exc).__name__}: {exc})"
         self.emit(
-            "step_waiting_confirmation",
+            K.STEP_WAITING_CONFIRMATION,
             node.id,
             payload={
                 "args": args,
@@ -302,11 +345,11 @@ class Kernel:
     def _fail_early(self, node: Node, message: str) -> None:
         """A step fails before any attempt (bad reference at run time)."""
         self.emit(
-            "step_failed",
+            K.STEP_FAILED,
             node.id,
             payload={"error_kind": ErrorKind.INVALID_INPUT, "error": message},
         )
-        self._after_done(node)
+        self.finished(node)
 
     def resolver(self, node: Node) -> Callable[[Ref], Any]:
         ns = node.ns
@@ -326,44 +369,59 @@ class Kernel:
 
         return resolve
 
-    def _after_done(self, node: Node) -> None:
+    def finished(self, node: Node) -> None:
         """A step reached a terminal state: release or skip its dependants."""
         st = self.steps[node.id]
         if node.group is not None:
             self._child_done(self.nodes[node.group])
-        status = st.status
-        ok = status in _SATISFIED or (status == S.SKIPPED and st.reason == SkipReason.CONDITION)
+        ok = satisfied(st)
+        if node.is_group:  # children of a sub-chain step that never started never run
+            why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
+            self._skip_children(node, why)
+        released = self.sched.done(node.id, ok)
         if ok:
-            for sid in node.succ:
-                n = self.indeg[sid] - 1
-                self.indeg[sid] = n
-                if n == 0 and self.steps[sid].status == S.PENDING:
-                    self._deps_met(self.nodes[sid])
+            for step_id in released:
+                self._unblocked(self.nodes[step_id])
             return
-        reason = SkipReason.REJECTED if status == S.REJECTED else SkipReason.UPSTREAM_FAILED
-        if status == S.SKIPPED and st.reason == SkipReason.REJECTED:
-            reason = SkipReason.REJECTED
-        for sid in node.succ:
-            if self.steps[sid].status == S.PENDING:
-                self.emit("step_skipped", sid, payload={"reason": reason, "because": node.id})
-                self._after_done(self.nodes[sid])
+        status = st.status
+        rejected = status == S.REJECTED or (
+            status == S.SKIPPED and st.reason == SkipReason.REJECTED
+        )
+        reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
+        for step_id in released:
+            if self.steps[step_id].status == S.PENDING:
+                self.emit(K.STEP_SKIPPED, step_id, payload={"reason": reason, "because": node.id})
+                self.finished(self.nodes[step_id])
         if status in (S.FAILED, S.REJECTED) and self.options.on_failure == "fail_fast":
             self.start_stopping("failed", f"step {node.id!r} {status}")
 
+    def apply(self, decision: Decision) -> None:
+        """Record a person's decision (and ``run_resumed`` when it moves a suspended run
+        on) before its effects, then let the scheduler act on it."""
+        if self.state.status == R.SUSPENDED:
+            self.emit(K.RUN_RESUMED, payload={"reason": "decision"}, run_status=R.RUNNING)
+        for kind, attempt, payload in decision.events:
+            self.emit(kind, decision.step_id, attempt, payload)
+        node = self.nodes[decision.step_id]
+        if decision.then == "ready":
+            self.make_ready(node, decision.args)
+        else:
+            self.finished(node)
+        self.poke()
+
     # ================================================================== sub-chains
-    def _start_group(self, node: Node, args: dict[str, Any]) -> None:
+    def _start_group(self, node: Node) -> None:
         st = self.steps[node.id]
         self.emit(
-            "step_started",
+            K.STEP_STARTED,
             node.id,
             st.attempts + 1,
-            {"args": args, "tool": node.step.tool, "subchain": True},
+            {"args": self.args[node.id], "tool": node.step.tool, "subchain": True},
         )
-        for cid in node.children:
-            self.indeg[cid] = len(self.nodes[cid].deps)
-        for cid in node.children:
-            if self.indeg[cid] == 0 and self.steps[cid].status == S.PENDING:
-                self._deps_met(self.nodes[cid])
+        self.sched.park(node.id)  # holds no slot while its children run
+        for step_id in self.sched.start(node.children):
+            if self.steps[step_id].status == S.PENDING:
+                self._unblocked(self.nodes[step_id])
         if not node.children:
             self._child_done(node)
 
@@ -382,7 +440,7 @@ class Kernel:
         ]
         if bad:
             self.emit(
-                "step_failed",
+                K.STEP_FAILED,
                 group.id,
                 st.attempts,
                 {
@@ -392,88 +450,31 @@ class Kernel:
             )
         else:
             prefix = group.id + "/"
-            output = {k.step_id[len(prefix) :]: k.output for k in kids if k.status in _SATISFIED}
-            self.emit("step_succeeded", group.id, st.attempts, {"output": output})
-        self._after_done(group)
+            output = {k.step_id[len(prefix) :]: k.output for k in kids if k.status in SATISFIED}
+            self.emit(K.STEP_SUCCEEDED, group.id, st.attempts, {"output": output})
+        self.finished(group)
+
+    def _skip_children(self, group: Node, reason: str) -> None:
+        """A sub-chain step that never started: its children never run either."""
+        for step_id in group.children:
+            if self.steps[step_id].status == S.PENDING:
+                self.emit(K.STEP_SKIPPED, step_id, payload={"reason": reason, "because": group.id})
+                child = self.nodes[step_id]
+                if child.is_group:
+                    self._skip_children(child, reason)
+                self.sched.done(step_id, False)
 
     # ================================================================== dispatch
-    def _take(self) -> Node | None:
-        """The next dispatchable ready step (declaration order), with its slot, keys and pool
-        units taken; None when nothing can start now."""
-        if (
-            self.stopping
-            or (self.paused and not self.step_tokens)
-            or self.running >= self.max_concurrency
-        ):
-            return None
-        skipped: list[tuple[tuple[int, ...], str]] = []
-        found: Node | None = None
-        token = self.step_tokens[0] if self.step_tokens else None
-        while self.ready:
-            item = heapq.heappop(self.ready)
-            nid = item[1]
-            if self.steps[nid].status != S.READY:
-                continue  # stale entry (cancelled, re-queued)
-            node = self.nodes[nid]
-            if token is not None and nid != token:
-                skipped.append(item)
-                continue
-            if nid in self.breakpoints and nid not in self.bp_passed and not self.step_tokens:
-                self.bp_passed.add(nid)
-                skipped.append(item)
-                self.pause_now(reason="breakpoint", step_id=nid)
-                break
-            if not self._acquire(node):
-                skipped.append(item)
-                continue
-            found = node
-            break
-        for item in skipped:
-            heapq.heappush(self.ready, item)
-        if found is not None:
-            if self.step_tokens:
-                self.step_tokens.pop(0)
-                self.bp_passed.add(found.id)
-            self.running += 1
-        return found
-
-    def _acquire(self, node: Node) -> bool:
-        tool = node.tool
-        if tool is None or (tool.serial_key is None and not tool.resources):
-            return True
-        key = tool.resolve_serial_key(self.args[node.id])
-        if key is not None and key in self.keys_held:
-            return False
-        for pool, units in tool.resources.items():
-            cap = self.pools.get(pool)
-            if cap is not None and self.pool_used.get(pool, 0) + units > cap:
-                return False
-        if key is not None:
-            self.keys_held.add(key)
-        for pool, units in tool.resources.items():
-            self.pool_used[pool] = self.pool_used.get(pool, 0) + units
-        return True
-
-    def _release(self, node: Node) -> None:
-        tool = node.tool
-        if tool is None or (tool.serial_key is None and not tool.resources):
-            return
-        key = tool.resolve_serial_key(self.args[node.id])
-        if key is not None:
-            self.keys_held.discard(key)
-        for pool, units in tool.resources.items():
-            self.pool_used[pool] -= units
-
     def _wake_workers(self, reserve: int) -> None:
-        """Make sure enough workers look at the ready queue (``reserve``: workers already
+        """Make sure enough workers look at the scheduler (``reserve``: workers already
         about to look, e.g. the caller)."""
-        if self.stopping or self._tg is None or (self.paused and not self.step_tokens):
+        if self._tg is None or not self.sched.is_active():
             return
-        want = len(self.ready) - reserve
+        want = self.sched.n_ready - reserve
         while want > 0 and self.idle:
             self.idle.pop().set()
             want -= 1
-        while want > 0 and self.workers < self.max_concurrency:
+        while want > 0 and self.workers < self.sched.max_concurrency:
             self.workers += 1
             self._tg.start_soon(self._worker)
             want -= 1
@@ -484,6 +485,8 @@ class Kernel:
         try:
             with scope:
                 await self._work()
+        except Exception as exc:
+            self._crash(exc)
         finally:
             self.calls.pop(id(scope), None)
             self.workers -= 1
@@ -491,24 +494,119 @@ class Kernel:
 
     async def _work(self) -> None:
         while not self.closing:
-            node = self._take()
-            if node is None:
-                if self.running == 0:
+            got = self.sched.take()
+            if isinstance(got, Breakpoint):
+                self.emit(
+                    K.RUN_PAUSED,
+                    payload={"reason": "breakpoint", "step_id": got.step_id},
+                    run_status=R.PAUSED,
+                )
+                self.poke()
+                continue
+            if got is None:
+                if self.sched.running <= len(self.background):
                     self.poke()
                 ev = anyio.Event()
                 self.idle.append(ev)
                 await ev.wait()
                 continue
+            node = self.nodes[got]
             try:
                 if node.is_group:
-                    self._start_group(node, self.args[node.id])
+                    self._start_group(node)
                 else:
-                    await run_attempt(self, node)
+                    await self._attempt(node)
             finally:
-                self.running -= 1
-                self._release(node)
+                self.sched.release(got)
             self._wake_workers(1)
 
+    async def _attempt(self, node: Node) -> None:
+        """One attempt of a tool step: step_started, the call, the outcome recorded; a body
+        that outlived its timeout keeps the slot until it returns."""
+        step_id = node.id
+        tool = node.tool
+        assert tool is not None
+        st = self.steps[step_id]
+        attempt = st.attempts + 1
+        args = self.args.get(step_id)
+        if args is None:
+            args = self.args[step_id] = dict(st.args or {})
+        # effect-free tools get a key only when they ask for it (nothing to deduplicate)
+        key = (
+            idempotency_key(self.run_id, step_id, args_hash(args))
+            if tool.side_effects or tool.context_param or tool.reconcile
+            else None
+        )
+        self.emit(
+            K.STEP_STARTED,
+            step_id,
+            attempt,
+            {"args": args, "tool": tool.name, "idempotency_key": key},
+        )
+        ctx = CallContext(self.run_id, step_id, attempt, key or "", self.epoch)
+        try:
+            outcome = await call_tool(
+                tool, args, ctx, executor=self.executor, store=self.store, timeout_s=node.timeout_s
+            )
+        except anyio.get_cancelled_exc_class():
+            if self.stopping:  # run.cancel()/rollback(): record the attempt, then stop
+                self.record(
+                    node, attempt, Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled"))
+                )
+            raise
+        self.record(node, attempt, outcome)
+        if outcome.background is not None:
+            self.background.add(step_id)
+            try:
+                await outcome.background.finished_wait()
+            finally:
+                self.background.discard(step_id)
+            if self.state.status not in RUN_TERMINAL:
+                self.emit(K.STEP_CALL_RETURNED, step_id, attempt)
+
+    def record(self, node: Node, attempt: int, outcome: Outcome) -> None:
+        """Record an attempt's outcome and act on it: succeeded, retry (back-off timer),
+        in_doubt, cancelled or failed (DESIGN §5)."""
+        step_id = node.id
+        failure = outcome.failure
+        if failure is None:
+            self.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+            self.finished(node)
+            return
+        assert node.tool is not None
+        fate = decide(failure, node.tool, node.retry, attempt)
+        payload: dict[str, Any] = {"error_kind": failure.kind, "error": failure.message}
+        if failure.kind == ErrorKind.TIMEOUT:
+            extra = {"still_running": True} if outcome.background is not None else {}
+            self.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})
+        if fate == Fate.RETRY and not self.stopping:
+            delay = node.retry.delay(attempt)
+            self.emit(
+                K.STEP_RETRY_SCHEDULED,
+                step_id,
+                attempt,
+                {
+                    **payload,
+                    "delay_s": delay,
+                    "due_at": self.clock.now() + delay,
+                    "next_attempt": attempt + 1,
+                },
+            )
+            self.sched.park(step_id)
+            self.start_timer(node, delay)
+        elif fate == Fate.IN_DOUBT:
+            reason = str(failure.kind)
+            self.emit(K.STEP_IN_DOUBT, step_id, attempt, {**payload, "reason": reason})
+            self.sched.park(step_id)
+        elif fate in (Fate.CANCELLED, Fate.RETRY):  # RETRY here: the run is stopping
+            self.emit(K.STEP_CANCELLED, step_id, attempt, {**payload, "reason": "cancelled"})
+            if not self.stopping:  # when stopping, cancel_remaining settles the rest
+                self.finished(node)
+        else:
+            self.emit(K.STEP_FAILED, step_id, attempt, payload)
+            self.finished(node)
+
+    # ================================================================== back-off timers
     def start_timer(self, node: Node, delay: float) -> None:
         scope = anyio.CancelScope()
         self.timers[node.id] = scope
@@ -528,11 +626,10 @@ class Kernel:
             with scope:
                 await self.clock.sleep(delay)
                 if self.steps[node.id].status == S.RETRY_WAIT and not self.stopping:
-                    self.emit("step_ready", node.id)
-                    heapq.heappush(self.ready, (node.order, node.id))
+                    self.emit(K.STEP_READY, node.id)
+                    self.make_ready(node)
         finally:
             self.timers.pop(node.id, None)
-            self._wake_workers(0)
             self.poke()
 
     # ================================================================== control
@@ -542,28 +639,25 @@ class Kernel:
             return
         self.stopping = why
         self.stop_reason = reason
+        self.sched.stop()
         self.settled_status = None  # wait() must wait for the end of the stop, not return
         # the status (e.g. suspended) it had before
         for scope in list(self.timers.values()):
             scope.cancel()
         self.poke()
 
-    def pause_now(self, reason: str = "user", step_id: str | None = None) -> None:
-        self.paused = True
+    def pause_now(self, reason: str = "user") -> None:
+        self.sched.pause()
         if self.state.status in (R.RUNNING, R.SUSPENDED):
-            payload = (
-                {"reason": reason} if step_id is None else {"reason": reason, "step_id": step_id}
-            )
-            self.emit("run_paused", payload=payload, run_status=R.PAUSED)
+            self.emit(K.RUN_PAUSED, payload={"reason": reason}, run_status=R.PAUSED)
         self.poke()
 
     def unpause(self) -> None:
-        if not self.paused:
+        if not self.sched.paused:
             return
-        self.paused = False
-        self.step_tokens.clear()
+        self.sched.unpause()
         if self.state.status == R.PAUSED:
-            self.emit("run_resumed", payload={"reason": "unpause"}, run_status=R.RUNNING)
+            self.emit(K.RUN_RESUMED, payload={"reason": "unpause"}, run_status=R.RUNNING)
         self._wake_workers(0)
         self.poke()
 
@@ -582,10 +676,10 @@ class Kernel:
                 f"no step is ready to run (waiting: {', '.join(self.waiting()) or 'none'})",
                 run_id=self.run_id,
             )
-        if not self.paused:
+        if not self.sched.paused:
             self.pause_now()
         target = step_id or ready[0]
-        self.step_tokens.append(target)
+        self.sched.step(target)
         self._wake_workers(0)
         self.poke()
         return target
@@ -608,28 +702,14 @@ class Kernel:
             raise UnknownStepError(step_id, self.nodes, run_id=self.run_id)
         return node
 
-    def require_waiting(self, step_id: str, status: StepStatus, action: str) -> Node:
-        node = self.require_step(step_id)
-        st = self.steps[step_id]
-        if st.status != status:
-            waiting = [n for n, s in self.steps.items() if s.status == status]
-            raise RunStateError(
-                f"cannot {action} step {step_id!r}: it is {st.status}, not {status} "
-                f"({status}: {', '.join(waiting) or 'none'})",
-                run_id=self.run_id,
-                status=str(st.status),
-            )
-        return node
-
     def ready_steps(self) -> list[str]:
-        live = sorted({item for item in self.ready if self.steps[item[1]].status == S.READY})
-        return [nid for _, nid in live]
+        return self.sched.get_ready()
 
     def waiting(self) -> dict[str, str]:
-        return {nid: str(st.status) for nid, st in self.steps.items() if st.status in _WAITING}
+        return {sid: str(st.status) for sid, st in self.steps.items() if st.status in _WAITING}
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]

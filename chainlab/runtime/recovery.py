@@ -10,14 +10,15 @@ A rollback interrupted by a crash carries on without compensating anything twice
 
 from __future__ import annotations
 
-import heapq
 import inspect
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.runtime.graph import Node
-from chainlab.runtime.status import RunStatus, SkipReason, StepStatus
+from chainlab.runtime.kernel import satisfied
+from chainlab.runtime.scheduler import Phase
 from chainlab.tools import Reconciliation
 
 if TYPE_CHECKING:
@@ -26,64 +27,83 @@ if TYPE_CHECKING:
 __all__ = ["finish_recovery", "recover_now"]
 
 S = StepStatus
-_OK = (S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED)
-
-
-def _satisfied(k: Kernel, nid: str) -> bool:
-    st = k.steps[nid]
-    return st.status in _OK or (st.status == S.SKIPPED and st.reason == SkipReason.CONDITION)
+K = EventKind
+#: a step in one of these finished its call (a compensation may still be under way)
+_ENDED = STEP_TERMINAL | {S.COMPENSATING}
 
 
 def recover_now(k: Kernel) -> list[Node]:
-    """Rebuild the scheduler's queues from the folded state, synchronously (so control
-    methods work as soon as ``runtime.resume`` returns). Returns the interrupted calls that
-    need their tool's ``reconcile`` (async: :func:`finish_recovery`, run by the driver)."""
+    """Rebuild the scheduler from the folded state, synchronously (so control methods work
+    as soon as ``runtime.resume`` returns). Returns the interrupted calls that need their
+    tool's ``reconcile`` (async: :func:`finish_recovery`, run by the driver)."""
     if k.state.status == RunStatus.COMPENSATING:
         _recover_rollback(k)
         return []
     to_reconcile: list[Node] = []
     _restore_stopping(k)
-    initial = {nid: st.status for nid, st in k.steps.items()}
-    for nid, node in k.nodes.items():
-        k.indeg[nid] = sum(1 for d in node.deps if not _satisfied(k, d))
-    for nid, node in k.nodes.items():
-        status = initial[nid]
-        st = k.steps[nid]
-        if status == S.RUNNING and not node.is_group:
-            if _recover_attempt(k, node):
+    initial = {step_id: st.status for step_id, st in k.steps.items()}
+    k.sched.restore(
+        done=[sid for sid, status in initial.items() if status in _ENDED],
+        satisfied=[sid for sid, st in k.steps.items() if satisfied(st)],
+    )
+    for step_id, node in k.nodes.items():
+        status = initial[step_id]
+        st = k.steps[step_id]
+        if status in _ENDED or (status == S.PENDING and st.status != S.PENDING):
+            continue  # finished, or settled meanwhile by this loop (a skip, a release)
+        if status == S.PENDING:
+            if node.group is not None and k.steps[node.group].status != S.RUNNING:
+                continue  # started with its sub-chain step
+            _recover_pending(k, node)
+            continue
+        k.sched.unblock(step_id)
+        if status == S.RUNNING and node.is_group:
+            k.args[step_id] = dict(st.args or {})
+            k.sched.park(step_id)  # its children run; it holds no slot
+        elif status == S.RUNNING:
+            reconcile = _recover_attempt(k, node)
+            if k.sched.phase(step_id) == Phase.UNBLOCKED:  # in doubt or to reconcile
+                k.sched.park(step_id)
+            if reconcile:
                 to_reconcile.append(node)
         elif status == S.READY:
-            k.args[nid] = dict(st.args) if st.approved_hash and st.args is not None \
-                else _args(k, node)
-            heapq.heappush(k.ready, (node.order, nid))
+            args = dict(st.args) if st.approved_hash and st.args is not None else _args(k, node)
+            k.make_ready(node, args)
         elif status == S.RETRY_WAIT:
-            k.args[nid] = _args(k, node)
+            k.args[step_id] = _args(k, node)
+            k.sched.park(step_id)
             if not k.stopping:  # a stopping run cancels it instead
                 k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
-        elif status == S.IN_DOUBT:
-            k.args[nid] = dict(st.args or {})
-        elif status == S.PENDING and k.steps[nid].status == S.PENDING:
-            if node.group is not None and k.steps[node.group].status != S.RUNNING:
-                continue
-            # as the kernel does: dependants of a failed/rejected step are skipped; those of
-            # a step cancelled by a stopping run are cancelled with the rest (cancel_remaining)
-            ends = (S.FAILED, S.REJECTED, S.SKIPPED) if k.stopping else \
-                (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED)
-            blocked = [d for d in node.deps
-                       if k.steps[d].status in ends and not _satisfied(k, d)]
-            if blocked:
-                dep = k.steps[blocked[0]]
-                rejected = dep.status == S.REJECTED or (
-                    dep.status == S.SKIPPED and dep.reason == SkipReason.REJECTED)
-                reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
-                k.emit("step_skipped", nid, payload={"reason": reason, "because": blocked[0]})
-                k._after_done(node)
-            elif k.indeg[nid] == 0:
-                k._deps_met(node)
-    for nid, node in k.nodes.items():
-        if node.is_group and k.steps[nid].status == S.RUNNING:
+        else:  # in_doubt, waiting_confirmation: a person decides
+            k.args[step_id] = dict(st.args or {})
+            k.sched.park(step_id)
+    for step_id, node in k.nodes.items():
+        if node.is_group and k.steps[step_id].status == S.RUNNING:
             k._child_done(node)
     return to_reconcile
+
+
+def _recover_pending(k: Kernel, node: Node) -> None:
+    """As the kernel does: dependants of a failed/rejected step are skipped; those of a step
+    cancelled by a stopping run are cancelled with the rest (cancel_remaining)."""
+    ends = (
+        (S.FAILED, S.REJECTED, S.SKIPPED)
+        if k.stopping
+        else (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED)
+    )
+    blocked = [d for d in node.deps if k.steps[d].status in ends and not satisfied(k.steps[d])]
+    if blocked:
+        dep = k.steps[blocked[0]]
+        rejected = dep.status == S.REJECTED or (
+            dep.status == S.SKIPPED and dep.reason == SkipReason.REJECTED
+        )
+        reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
+        k.emit(K.STEP_SKIPPED, node.id, payload={"reason": reason, "because": blocked[0]})
+        k.finished(node)
+    elif all(satisfied(k.steps[d]) for d in node.deps):
+        if k.sched.phase(node.id) == Phase.BLOCKED:
+            k.sched.unblock(node.id)
+        k._unblocked(node)
 
 
 async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
@@ -97,11 +117,14 @@ def _restore_stopping(k: Kernel) -> None:
     the outcome: a failed (or rejected) step under ``fail_fast``, or any cancelled step (only
     a stopping run cancels steps), means nothing new may start and the run must end (and
     compensate) as it would have. The stop request itself is not an event; its traces are."""
-    failed = [(st.ended_at or 0.0, k.nodes[nid].order, nid) for nid, st in k.steps.items()
-              if st.status in (S.FAILED, S.REJECTED) and nid in k.nodes]
+    failed = [
+        (st.ended_at or 0.0, k.nodes[step_id].order, step_id)
+        for step_id, st in k.steps.items()
+        if st.status in (S.FAILED, S.REJECTED) and step_id in k.nodes
+    ]
     if failed and k.options.on_failure == "fail_fast":
-        nid = min(failed)[2]
-        k.start_stopping("failed", f"step {nid!r} {k.steps[nid].status}")
+        step_id = min(failed)[2]
+        k.start_stopping("failed", f"step {step_id!r} {k.steps[step_id].status}")
     elif any(st.status == S.CANCELLED for st in k.steps.values()):
         k.start_stopping("cancelled", "the run was stopping when its process ended")
 
@@ -114,26 +137,28 @@ def _args(k: Kernel, node: Node) -> dict[str, Any]:
 
 def _recover_attempt(k: Kernel, node: Node) -> bool:
     """Settle an interrupted call now when possible; True when it needs reconciling."""
-    nid = node.id
-    st = k.steps[nid]
+    step_id = node.id
+    st = k.steps[step_id]
     tool = node.tool
     assert tool is not None
-    k.args[nid] = dict(st.args or {})
+    k.args[step_id] = dict(st.args or {})
     if tool.safe_to_repeat:
-        k.emit("step_ready", nid, st.attempts, {"recovery": "rerun"})
-        heapq.heappush(k.ready, (node.order, nid))
+        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
+        k.make_ready(node)
         return False
     if tool.reconcile is not None:
         return True
-    note = ("the process stopped during this call and the tool is neither idempotent nor "
-            "reconcilable; check the outside world, then resolve the step")
-    k.emit("step_in_doubt", nid, st.attempts, {"reason": "interrupted", "error": note})
+    note = (
+        "the process stopped during this call and the tool is neither idempotent nor "
+        "reconcilable; check the outside world, then resolve the step"
+    )
+    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
     return False
 
 
 async def _reconcile_attempt(k: Kernel, node: Node) -> None:
-    nid = node.id
-    st = k.steps[nid]
+    step_id = node.id
+    st = k.steps[step_id]
     tool = node.tool
     assert tool is not None and tool.reconcile is not None
     if st.status != S.RUNNING:
@@ -146,16 +171,16 @@ async def _reconcile_attempt(k: Kernel, node: Node) -> None:
             answer = None
             note = f"reconcile said the call took effect but its output is bad: {exc}"
         else:
-            k.emit("step_succeeded", nid, st.attempts, {"output": output, "reconciled": True})
-            k._after_done(node)
+            k.emit(K.STEP_SUCCEEDED, step_id, st.attempts, {"output": output, "reconciled": True})
+            k.finished(node)
             return
     elif isinstance(answer, Reconciliation):
-        k.emit("step_ready", nid, st.attempts, {"recovery": "reconciled_no_effect"})
-        heapq.heappush(k.ready, (node.order, nid))
+        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "reconciled_no_effect"})
+        k.make_ready(node)
         return
     else:
         note = "reconcile could not tell whether the call took effect"
-    k.emit("step_in_doubt", nid, st.attempts, {"reason": "interrupted", "error": note})
+    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
 
 
 async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation | None:
@@ -170,20 +195,31 @@ async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation 
 
 
 def _recover_rollback(k: Kernel) -> None:
-    for nid, st in k.steps.items():
+    for step_id, st in k.steps.items():
         if st.status != S.COMPENSATING:
             continue
-        rec = k.state.open_attempt(nid, "compensation")
+        rec = k.state.open_attempt(step_id, "compensation")
         if rec is None:
             continue  # between attempts: the rollback simply tries again
-        rb = k.nodes[nid].rollback
+        rb = k.nodes[step_id].rollback
         tool = k.toolbox.get(rb.tool) if rb is not None else None
         again = tool is not None and tool.safe_to_repeat
-        k.emit("compensation_failed", nid, rec.attempt, {
-            "error_kind": "interrupted", "will_retry": again,
-            "error": "the process stopped during this compensation" + (
-                "; it is safe to repeat" if again else
-                "; its effect is unknown, check and run rollback() again")})
+        k.emit(
+            K.COMPENSATION_FAILED,
+            step_id,
+            rec.attempt,
+            {
+                "error_kind": ErrorKind.INTERRUPTED,
+                "will_retry": again,
+                "error": "the process stopped during this compensation"
+                + (
+                    "; it is safe to repeat"
+                    if again
+                    else "; its effect is unknown, check and run rollback() again"
+                ),
+            },
+        )
     k.stopping = "rollback"
+    k.sched.stop()
     k.stop_reason = "continuing the rollback after a restart"
     k.retry_failed = False

@@ -1,339 +1,326 @@
-"""``Runtime``: starts, resumes and lists runs (``Run``, the handle, is in handle.py).
-
-One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
-coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
-"""
+"""``Run``: the handle every front end uses (status, outputs, control, events, views), and
+``RunResult``, what ``await run.wait()`` returns."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import secrets
-import time
-import weakref
-from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from chainlab.errors import (
-    PlanError,
-    Problem,
+    RunNotActiveError,
 )
-from chainlab.plan.schema import Chain, RunOptions
-from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.executors import Executor, LocalExecutor
-from chainlab.runtime.graph import Graph, compile_chain
-from chainlab.runtime.handle import Run, RunResult
-from chainlab.runtime.kernel import Kernel
-from chainlab.runtime.state import RunState
-from chainlab.runtime.status import RUN_TERMINAL, RunStatus
-from chainlab.store.base import RunRecord, Store
-from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
+from chainlab.events import (
+    RUN_END_KINDS,
+    RUN_TERMINAL,
+    Event,
+    RunState,
+    RunStatus,
+    StepState,
+    StepStatus,
+)
+from chainlab.plan.schema import Chain
+from chainlab.runtime import decisions
+from chainlab.runtime.kernel import SATISFIED, Kernel
+from chainlab.store.base import RunRecord
 
-__all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
+if TYPE_CHECKING:
+    from chainlab.runtime.runtime import Runtime
+
+__all__ = ["Run", "RunResult"]
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What ``await run.wait()`` returns."""
 
-
-class Runtime:
-    """Starts, resumes and lists runs of chains built from one toolbox.
-
-    ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
-    for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`.
-    """
-
-    def __init__(
-        self,
-        toolbox: Toolbox | None = None,
-        store: Store | None = None,
-        *,
-        executor: Executor | None = None,
-        clock: Clock | None = None,
-        chains: Mapping[str, Chain] | None = None,
-        id_factory: Callable[[], str] = new_run_id,
-    ):
-        self.toolbox = toolbox if toolbox is not None else default_toolbox
-        if store is None:
-            from chainlab.store.sqlite import SQLiteStore
-
-            store = SQLiteStore()
-        self.store = store
-        self.executor = executor or LocalExecutor()
-        self.clock = clock or SystemClock()
-        self._chains: dict[str, Chain] = dict(chains or {})
-        self.id_factory = id_factory
-        # runs that may still move (strongly held) and finished ones (only while someone
-        # else holds the handle: a long-lived runtime must not keep every run in memory)
-        self._active: dict[str, Run] = {}
-        self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
-        self._compiled: dict[str, Graph] = {}
-        self._tasks: set[Any] = set()
-        self._tg: anyio.abc.TaskGroup | None = None
+    run_id: str
+    status: RunStatus
+    outputs: dict[str, Any]
+    steps: dict[str, str]
+    waiting: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
     @property
-    def chains(self) -> ChainMap[str, Chain]:
-        """Chains usable as sub-chains: those given here (assignments land here) over the
-        toolbox's (read live)."""
-        return ChainMap(self._chains, self.toolbox.chains)
+    def ok(self) -> bool:
+        return self.status == RunStatus.SUCCEEDED
 
-    # ------------------------------------------------------------------ hosting
-    async def __aenter__(self) -> Runtime:
-        self._tg_cm = anyio.create_task_group()
-        self._tg = await self._tg_cm.__aenter__()
-        return self
+    @property
+    def suspended(self) -> bool:
+        return self.status == RunStatus.SUSPENDED
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        await self.aclose()
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        result = await self._tg_cm.__aexit__(*exc)
-        self._tg = None
-        return result
 
-    def _spawn(self, coro_fn: Callable[[], Any]) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(coro_fn)
+class Run:
+    """A run's handle: status, outputs, control, events and views.
+
+    Control methods are coroutines and need the run to be driven by this process
+    (``runtime.start`` or ``runtime.resume``); otherwise they raise RunNotActiveError.
+    """
+
+    def __init__(self, runtime: Runtime, chain: Chain, kernel: Kernel | None, record: RunRecord):
+        self.runtime = runtime
+        self.chain = chain
+        self.run_id = record.run_id
+        self.record = record
+        self._kernel = kernel
+        self._static: RunState | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> RunState:
+        if self._kernel is not None:
+            return self._kernel.state
+        if self._static is None:
+            events = self.runtime.store.load_events(self.run_id)
+            self._static = RunState.from_events(self.run_id, events, self.chain.step_ids)
+        return self._static
+
+    @property
+    def active(self) -> bool:
+        return self._kernel is not None
+
+    @property
+    def status(self) -> RunStatus:
+        return self.state.status or RunStatus.RUNNING
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        return self.state.steps
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return self.state.outputs
+
+    @property
+    def memory(self) -> dict[str, Any]:
+        """Outputs by ``save_as`` key (top-level steps)."""
+        return {
+            s.save_as: self.steps[s.id].output
+            for s in self.chain.steps
+            if s.save_as
+            and self.steps[s.id].status in SATISFIED
+        }
+
+    def ready_steps(self) -> list[str]:
+        """Steps released and waiting for a slot (or the Step button), in release order."""
+        return self._k().ready_steps() if self._kernel else []
+
+    def waiting(self) -> dict[str, str]:
+        """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
+        return {
+            nid: str(st.status)
+            for nid, st in self.steps.items()
+            if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
+        }
+
+    @property
+    def paused(self) -> bool:
+        return self._kernel is not None and self._kernel.sched.paused
+
+    def result(self) -> RunResult:
+        st = self.state
+        return RunResult(
+            run_id=self.run_id,
+            status=self.status,
+            outputs=st.outputs,
+            steps={nid: str(s.status) for nid, s in st.steps.items()},
+            waiting=self.waiting(),
+            errors={nid: s.error for nid, s in st.steps.items() if s.error},
+        )
+
+    # ------------------------------------------------------------------ waiting
+    async def wait(self) -> RunResult:
+        """Return when the run is terminal or suspended (a paused run keeps waiting).
+        Raises the error that stopped the run's driver (e.g. StaleEpochError)."""
+        k = self._k()
+        while True:
+            if k.error is not None:
+                raise k.error
+            settled = k.settled_status
+            if (
+                settled is not None
+                and (settled in RUN_TERMINAL or settled == RunStatus.SUSPENDED)
+                and settled == k.state.status
+            ):
+                return self.result()
+            await k.wait_settled()
+
+    # ------------------------------------------------------------------ control
+    def _k(self) -> Kernel:
+        if self._kernel is None:
+            raise RunNotActiveError(
+                f"run {self.run_id!r} is not driven by this process; "
+                f"`run = await runtime.resume({self.run_id!r})` first",
+                run_id=self.run_id,
+                status=str(self.status),
+            )
+        return self._kernel
+
+    async def pause(self) -> None:
+        """Release nothing new until ``step()`` or ``resume()``; running steps finish."""
+        k = self._k()
+        if not k.sched.paused:
+            k.pause_now()
+        await k.store.flush(self.run_id, k.epoch)
+
+    async def unpause(self) -> None:
+        """Leave step-through mode: release ready steps again. (To take over a stored run,
+        suspended or crashed, in this process: ``runtime.resume(run_id)``.)"""
+        k = self._k()
+        k.unpause()
+        await k.store.flush(self.run_id, k.epoch)
+
+    async def step(self, step_id: str | None = None) -> str:
+        """Release exactly one ready step (the first, or ``step_id``); pauses the run first if
+        needed. Returns the step id. Raises RunStateError if nothing (or not it) is ready."""
+        return self._k().step_once(step_id)
+
+    async def cancel(self) -> None:
+        """Stop: running calls are cancelled, nothing new starts, then completed steps are
+        compensated (unless ``compensate_on_failure`` is off)."""
+        self._k().cancel()
+
+    async def approve(
+        self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None
+    ) -> None:
+        """Approve a step waiting for confirmation. With ``args``, run those instead (they are
+        validated again). Raises RunStateError if the step is not waiting."""
+        k = self._k()
+        k.require_step(step_id)
+        k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note))
+        await k.store.flush(self.run_id, k.epoch)
+
+    async def reject(self, step_id: str, reason: str = "rejected") -> None:
+        """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
+        back."""
+        k = self._k()
+        k.apply(decisions.reject(k.state, step_id, reason))
+        await k.store.flush(self.run_id, k.epoch)
+
+    async def resolve(
+        self,
+        step_id: str,
+        *,
+        output: Any = None,
+        retry: bool = False,
+        fail: bool = False,
+        note: str | None = None,
+    ) -> None:
+        """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
+        ``fail`` it."""
+        k = self._k()
+        tool = k.nodes[step_id].tool if step_id in k.nodes else None
+        k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,
+                                  fail=fail, note=note))
+        await k.store.flush(self.run_id, k.epoch)
+
+    async def rollback(self) -> None:
+        """Compensate completed steps in reverse completion order (stopping the run first if
+        it is still going). On a rolled-back-with-failures run, retries what failed."""
+        k = self._k()
+        decisions.check_rollback(k.state)
+        if k.driving and k.state.status not in RUN_TERMINAL:
+            k.start_stopping("rollback", "rollback requested")
+            for scope in list(k.calls.values()):
+                scope.cancel()
             return
+        # registered first, so a wait() that starts now waits for the rollback's end
+        k.stopping = "rollback"
+        k.sched.stop()
+        k.stop_reason = "rollback requested"
+        k.retry_failed = True
+        k.settled_status = None
+        await k.drive_done.wait()  # a finished run's driver may still be winding down
+        k.prepare_drive()
+        self.runtime._active[self.run_id] = self
+        self.runtime._spawn(lambda: self.runtime._drive(self, "rollback"))
+
+    def set_breakpoints(self, step_ids: Sequence[str]) -> None:
+        """Pause before these steps start (replaces the current set). Raises
+        UnknownStepError for an id that is not a step of the run."""
+        k = self._k()
+        for step_id in step_ids:
+            k.require_step(step_id)
+        k.sched.set_breakpoints(step_ids)  # a breakpoint set again fires again
+
+    @property
+    def breakpoints(self) -> set[str]:
+        return set(self._k().sched.breakpoints) if self._kernel else set()
+
+    # ------------------------------------------------------------------ events
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every new event; returns an unsubscribe function."""
+        k = self._k()
+        k.subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in k.subscribers:
+                k.subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def events(self, *, history: bool = True) -> AsyncIterator[Event]:
+        """Async stream of events (stored history first, then live) until the run is
+        terminal."""
+        k = self._k()
+        send, receive = anyio.create_memory_object_stream[Event](float("inf"))
+        unsubscribe = self.subscribe(send.send_nowait)
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError(
-                "this event loop is not asyncio: use `async with Runtime(...) as runtime:` so "
-                "runs have a task group to live in"
-            ) from None
-        task = loop.create_task(coro_fn())
-        self._tasks.add(task)  # asyncio keeps only weak references to tasks
-        task.add_done_callback(self._tasks.discard)
+            last, last_kind = 0, ""
+            if history:
+                await k.store.flush(self.run_id, k.epoch)  # history = everything emitted so far
+                for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
+                    last, last_kind = ev.seq, ev.kind
+                    yield ev
+            ended = k.state.status in RUN_TERMINAL and k.state.last_seq == last
+            if (ended and last_kind in RUN_END_KINDS) or (
+                k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL
+                and not k.driving
+            ):
+                return  # the history already ends with the run's end
+            async with receive:
+                async for ev in receive:
+                    if ev.seq <= last:
+                        continue
+                    yield ev
+                    if ev.kind in RUN_END_KINDS:
+                        return
+        finally:
+            unsubscribe()
+            send.close()
 
-    async def aclose(self) -> None:
-        """Stop driving every run of this runtime (their state stays in the store)."""
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await task
-        self._active.clear()
+    def event_list(self) -> list[Event]:
+        """Stored events of the run (blocking read)."""
+        return self.runtime.store.load_events(self.run_id)
 
-    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if getattr(self.store, "blocking", True):
-            return await anyio.to_thread.run_sync(fn, *args)
-        return fn(*args)
+    # ------------------------------------------------------------------ views
+    def attempts(self) -> Any:
+        """Attempts and compensations as a DataFrame (see chainlab.timeline)."""
+        from chainlab.timeline import attempts_frame
 
-    # ------------------------------------------------------------------ runs
-    async def start(
-        self,
-        chain: Chain,
-        context: Mapping[str, Any] | None = None,
-        options: RunOptions | None = None,
-        *,
-        run_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        paused: bool = False,
-        planning: Sequence[tuple[str, dict[str, Any]]] = (),
-    ) -> Run:
-        """Validate ``chain`` and start a run in the background; returns its handle at once.
-        With ``paused=True`` nothing starts until ``run.step()`` or ``run.resume()``.
-        ``planning``: ``(kind, payload)`` planning events to record at the head of the log
-        (the planner's report, see chainlab.planner).
+        return attempts_frame(self.runtime.store, self.run_id)
 
-        Raises PlanError if the chain (with this context) does not validate.
-        """
-        try:
-            data: dict[str, Any] = to_json_value(dict(context or {}))
-        except NotJSONError as exc:
-            raise PlanError(
-                Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
-            ) from None
-        opts = chain.options.merged(options)
-        chain_json = chain.model_dump_json(exclude_defaults=True)
-        graph = self._prepare(chain, chain_json, opts, data)
-        run_id = run_id or self.id_factory()
-        now = self.clock.now()
-        record = RunRecord(
-            run_id=run_id,
-            chain_name=chain.name,
-            status=RunStatus.RUNNING,
-            epoch=1,
-            created_at=now,
-            updated_at=now,
-            chain=json.loads(chain_json),
-            chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
-            context=data,
-            options=opts.model_dump(mode="json", exclude_defaults=True),
-            meta=dict(meta or {}),
-        )
-        await self._blocking(self.store.create_run, record)
-        state = RunState(run_id, graph.nodes)
-        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1)
-        kernel.emit(
-            "run_started",
-            payload={
-                "chain": chain.name,
-                "steps": len(graph.nodes),
-                "context_keys": sorted(data),
-                "options": record.options,
-            },
-            run_status=RunStatus.RUNNING,
-        )
-        for kind, payload in planning:
-            if not kind.startswith("planning_"):
-                raise ValueError(f"planning events are planning_*, got {kind!r}")
-            kernel.emit(kind, payload=dict(payload))
-        if paused:
-            kernel.pause_now(reason="start paused (step-through)")
-        run = Run(self, chain, kernel, record)
-        self._active[run_id] = run
-        kernel.prepare_drive()
-        self._spawn(lambda: self._drive(run, "start"))
-        return run
+    def compensations(self) -> Any:
+        from chainlab.timeline import compensations_frame
 
-    async def resume(self, run_id: str) -> Run:
-        """Continue a run from the store in this process (after a crash, a suspension, or to
-        roll it back). Takes the next epoch: an older writer can no longer commit.
+        return compensations_frame(self.runtime.store, self.run_id)
 
-        Raises RunNotFoundError, StaleEpochError (another process resumed it first).
-        """
-        active = self._active.get(run_id) or self._finished.get(run_id)
-        if active is not None and active._kernel is not None and active._kernel.driving:
-            return active
-        record = await self._blocking(self.store.get_run, run_id)
-        chain = Chain.from_dict(record.chain)
-        chains = dict(self.chains)
-        chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
-        opts = RunOptions.model_validate(record.options)
-        raise_for_problems(chain, self.toolbox, chains=chains)
-        graph = compile_chain(chain, self.toolbox, chains, opts)
-        epoch = await self._blocking(self.store.claim, run_id, record.epoch)
-        events = await self._blocking(self.store.load_events, run_id)
-        state = RunState.from_events(run_id, events, graph.nodes)
-        kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch)
-        was = state.status
-        kernel.emit(
-            "run_resumed",
-            payload={"reason": "recovery", "epoch": epoch, "was": str(was)},
-            run_status=None
-            if was in RUN_TERMINAL
-            else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
-        )
-        run = Run(self, chain, kernel, record)
-        self._active[run_id] = run
-        if was in RUN_TERMINAL:
-            kernel.settled_status = was
-            await kernel.store.flush(run_id, epoch)
-        else:
-            from chainlab.runtime.recovery import recover_now
+    def event_log(self) -> Any:
+        from chainlab.timeline import events_frame
 
-            # rebuilt here, synchronously: control methods work as soon as this returns
-            kernel.to_reconcile = recover_now(kernel)
-            kernel.prepare_drive()
-            self._spawn(lambda: self._drive(run, "recover"))
-        return run
+        return events_frame(self.runtime.store, self.run_id)
 
-    def _prepare(
-        self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
-    ) -> Graph:
-        """Validate and compile, cached by content: starting the same chain again (a loop in
-        a script, a benchmark, a notebook re-run) skips both."""
-        chains = self.chains
-        used = self._used_chains(chain, chains)
-        key = "\x1f".join(
-            [
-                chain_json,
-                opts.model_dump_json(),
-                ",".join(sorted(context)),
-                *(c.model_dump_json() for c in used.values()),
-            ]
-        )
-        graph = self._compiled.get(key)
-        if graph is None:
-            checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
-            raise_for_problems(checked, self.toolbox, context=context, chains=chains)
-            graph = compile_chain(chain, self.toolbox, chains, opts)
-            if len(self._compiled) >= 64:
-                self._compiled.pop(next(iter(self._compiled)))
-            self._compiled[key] = graph
-        return graph
+    def plot_timeline(self, **kwargs: Any) -> Any:
+        from chainlab.timeline import plot_timeline
 
-    async def _drive(self, run: Run, phase: str) -> None:
-        kernel = run._kernel
-        assert kernel is not None
-        await kernel.drive(phase)
-        if kernel.state.status in RUN_TERMINAL and self._active.get(run.run_id) is run:
-            del self._active[run.run_id]
-            self._finished[run.run_id] = run
+        return plot_timeline(self.runtime.store, self.run_id, **kwargs)
 
-    def _kernel(
-        self,
-        run_id: str,
-        graph: Any,
-        state: RunState,
-        opts: RunOptions,
-        context: dict[str, Any],
-        *,
-        epoch: int,
-    ) -> Kernel:
-        return Kernel(
-            run_id=run_id,
-            graph=graph,
-            state=state,
-            options=opts,
-            context=context,
-            store=self.store,
-            executor=self.executor,
-            clock=self.clock,
-            epoch=epoch,
-            toolbox=self.toolbox,
-        )
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from chainlab.render import run_mimebundle
 
-    def _used_chains(
-        self, chain: Chain, chains: Mapping[str, Chain], seen: dict[str, Chain] | None = None
-    ) -> dict[str, Chain]:
-        seen = {} if seen is None else seen
-        for step in chain.steps:
-            name = step.subchain_name
-            if name and name not in seen and name in chains:
-                seen[name] = chains[name]
-                self._used_chains(chains[name], chains, seen)
-        return seen
+        return run_mimebundle(self)
 
-    def get_run(self, run_id: str) -> Run:
-        """The handle of a run: live if this runtime drives it, else a read-only view of the
-        store (control methods then raise RunNotActiveError)."""
-        live = self._active.get(run_id) or self._finished.get(run_id)
-        if live is not None:
-            return live
-        record = self.store.get_run(run_id)
-        return Run(self, Chain.from_dict(record.chain), None, record)
-
-    def runs(self, limit: int | None = None) -> list[RunRecord]:
-        """Runs in the store, newest first."""
-        return self.store.list_runs(limit)
-
-    def runs_frame(self, limit: int | None = None) -> Any:
-        """Runs as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
-        from chainlab.timeline import runs_frame
-
-        return runs_frame(self.store, limit)
-
-    def run_sync(
-        self,
-        chain: Chain,
-        context: Mapping[str, Any] | None = None,
-        options: RunOptions | None = None,
-    ) -> RunResult:
-        """Start a run and wait for it (terminal or suspended) from synchronous code."""
-
-        async def main() -> RunResult:
-            try:
-                run = await self.start(chain, context, options)
-                return await run.wait()
-            finally:
-                await self.aclose()
-
-        return anyio.run(main)
+    def __repr__(self) -> str:
+        return f"<Run {self.run_id} {self.chain.name!r} {self.status}>"

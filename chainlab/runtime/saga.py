@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from pydantic import ValidationError
-
-from chainlab.errors import StaleEpochError
+from chainlab.events import ErrorKind, EventKind, RunStatus, StepStatus
 from chainlab.plan.refs import Ref, walk_path
-from chainlab.plan.schema import ErrorKind, RetryPolicy
-from chainlab.runtime import attempts as att
+from chainlab.plan.schema import RetryPolicy
+from chainlab.runtime import attempt as att
+from chainlab.runtime.attempt import call_tool
 from chainlab.runtime.graph import compile_value
-from chainlab.runtime.status import RunStatus, StepStatus
 from chainlab.tools import CallContext, args_hash, idempotency_key
 
 if TYPE_CHECKING:
@@ -29,6 +26,7 @@ __all__ = ["cancel_remaining", "compensate", "finish_stopped"]
 
 S = StepStatus
 R = RunStatus
+K = EventKind
 COMPENSATION_RETRY = RetryPolicy(max_attempts=3, delay_s=0.5, backoff="exponential")
 
 
@@ -41,21 +39,21 @@ async def finish_stopped(k: Kernel) -> None:
     if wants:
         await compensate(k, k.stop_reason, retry_failed=k.retry_failed)
         return
-    in_doubt = [nid for nid, st in k.steps.items() if st.status == S.IN_DOUBT]
+    in_doubt = [step_id for step_id, st in k.steps.items() if st.status == S.IN_DOUBT]
     if why == "cancelled":
         k.emit(
-            "run_cancelled",
+            K.RUN_CANCELLED,
             payload={"reason": k.stop_reason, "in_doubt": in_doubt},
             run_status=R.CANCELLED,
         )
     else:
         bad = {
-            nid: str(st.status)
-            for nid, st in k.steps.items()
+            step_id: str(st.status)
+            for step_id, st in k.steps.items()
             if st.status in (S.FAILED, S.REJECTED)
         }
         k.emit(
-            "run_failed",
+            K.RUN_FAILED,
             payload={"reason": k.stop_reason, "steps": bad, "in_doubt": in_doubt},
             run_status=R.FAILED,
         )
@@ -64,20 +62,20 @@ async def finish_stopped(k: Kernel) -> None:
 def cancel_remaining(k: Kernel) -> None:
     """Steps that never ran (or wait for a back-off or a person) are cancelled."""
     groups = []
-    for nid, st in k.steps.items():
-        node = k.nodes[nid]
+    for step_id, st in k.steps.items():
+        node = k.nodes[step_id]
         if node.is_group:
             groups.append(node)
             continue
         if st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION, S.RETRY_WAIT):
-            k.emit("step_cancelled", nid, payload={"reason": k.stop_reason or str(k.stopping)})
+            k.emit(K.STEP_CANCELLED, step_id, payload={"reason": k.stop_reason or str(k.stopping)})
     for node in reversed(groups):  # deepest first
         st = k.steps[node.id]
         if st.status == S.RUNNING:
             kids = [k.steps[c] for c in node.children]
             if any(c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT) for c in kids):
                 k.emit(
-                    "step_failed",
+                    K.STEP_FAILED,
                     node.id,
                     st.attempts,
                     {
@@ -91,9 +89,9 @@ def cancel_remaining(k: Kernel) -> None:
                     },
                 )
             else:
-                k.emit("step_cancelled", node.id, st.attempts, {"reason": k.stop_reason})
+                k.emit(K.STEP_CANCELLED, node.id, st.attempts, {"reason": k.stop_reason})
         elif st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION):
-            k.emit("step_cancelled", node.id, payload={"reason": k.stop_reason})
+            k.emit(K.STEP_CANCELLED, node.id, payload={"reason": k.stop_reason})
 
 
 def _order(k: Kernel, retry_failed: bool) -> list[str]:
@@ -111,13 +109,13 @@ def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
     out: list[str] = []
     held: list[str] = []
     blocked = False
-    for nid in reversed(k.state.completion):
-        if nid in seen or k.nodes[nid].rollback is None:
+    for step_id in reversed(k.state.completion):
+        if step_id in seen or k.nodes[step_id].rollback is None:
             continue
-        seen.add(nid)
-        status = k.steps[nid].status
+        seen.add(step_id)
+        status = k.steps[step_id].status
         if status in wanted:
-            (held if blocked else out).append(nid)
+            (held if blocked else out).append(step_id)
         elif strict and status == S.COMPENSATION_FAILED:
             blocked = True
     return out, held
@@ -126,34 +124,34 @@ def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
 async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> None:
     order, held = _plan(k, retry_failed)
     needs_decision = [
-        nid
-        for nid, st in k.steps.items()
-        if st.status == S.IN_DOUBT and k.nodes[nid].rollback is not None
+        step_id
+        for step_id, st in k.steps.items()
+        if st.status == S.IN_DOUBT and k.nodes[step_id].rollback is not None
     ]
     if k.state.status != R.COMPENSATING:
         k.emit(
-            "run_rollback_started",
+            K.RUN_ROLLBACK_STARTED,
             payload={"reason": reason, "order": order},
             run_status=R.COMPENSATING,
         )
     failed: list[str] = []
     pending = list(order)
-    for nid in order:
-        ok = await compensate_one(k, nid)
-        pending.remove(nid)
+    for step_id in order:
+        ok = await compensate_one(k, step_id)
+        pending.remove(step_id)
         if not ok:
-            failed.append(nid)
+            failed.append(step_id)
             if k.options.rollback_mode == "strict":
                 break
     _mark_undone_subchains(k)
     earlier = [
-        nid
-        for nid, st in k.steps.items()
-        if st.status == S.COMPENSATION_FAILED and nid not in failed
+        step_id
+        for step_id, st in k.steps.items()
+        if st.status == S.COMPENSATION_FAILED and step_id not in failed
     ]
     if failed or needs_decision or earlier:
         k.emit(
-            "run_rollback_failed",
+            K.RUN_ROLLBACK_FAILED,
             payload={
                 "reason": reason,
                 "failed": failed + earlier,
@@ -164,7 +162,7 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
         )
     else:
         k.emit(
-            "run_rolled_back",
+            K.RUN_ROLLED_BACK,
             payload={"reason": reason, "compensated": order},
             run_status=R.ROLLED_BACK,
         )
@@ -180,30 +178,36 @@ def _mark_undone_subchains(k: Kernel) -> None:
             continue
         kids = [k.steps[c] for c in node.children]
         undone = [c.step_id for c in kids if c.status == S.COMPENSATED]
-        if undone and all(c.status != S.COMPENSATION_FAILED and not (
-                c.status == S.SUCCEEDED and (k.nodes[c.step_id].rollback is not None
-                                             or k.nodes[c.step_id].is_group)) for c in kids):
-            k.emit("compensation_succeeded", node.id, payload={"subchain": True,
-                                                                "children": undone})
+        if undone and all(
+            c.status != S.COMPENSATION_FAILED
+            and not (
+                c.status == S.SUCCEEDED
+                and (k.nodes[c.step_id].rollback is not None or k.nodes[c.step_id].is_group)
+            )
+            for c in kids
+        ):
+            k.emit(
+                K.COMPENSATION_SUCCEEDED, node.id, payload={"subchain": True, "children": undone}
+            )
 
 
-async def compensate_one(k: Kernel, nid: str) -> bool:
+async def compensate_one(k: Kernel, step_id: str) -> bool:
     """Run one step's compensation with its retry policy; True when it succeeded."""
-    node = k.nodes[nid]
+    node = k.nodes[step_id]
     rb = node.rollback
     assert rb is not None
-    st = k.steps[nid]
+    st = k.steps[step_id]
     tool = k.toolbox.get(rb.tool)
     policy = rb.retry or tool.retry or COMPENSATION_RETRY
     timeout = rb.timeout_s or tool.timeout_s
     try:
         render, _ = compile_value(rb.args)
-        args = render(_resolver(k, nid))
+        args = render(_resolver(k, step_id))
     except (LookupError, TypeError) as exc:
-        k.emit("compensation_started", nid, st.compensations + 1, {"tool": rb.tool})
+        k.emit(K.COMPENSATION_STARTED, step_id, st.compensations + 1, {"tool": rb.tool})
         k.emit(
-            "compensation_failed",
-            nid,
+            K.COMPENSATION_FAILED,
+            step_id,
             st.compensations,
             {
                 "error_kind": ErrorKind.INVALID_INPUT,
@@ -212,31 +216,34 @@ async def compensate_one(k: Kernel, nid: str) -> bool:
             },
         )
         return False
-    key = idempotency_key(k.run_id, nid, args_hash(args), kind="compensation")
+    key = idempotency_key(k.run_id, step_id, args_hash(args), kind="compensation")
     while True:
         attempt = st.compensations + 1
         k.emit(
-            "compensation_started",
-            nid,
+            K.COMPENSATION_STARTED,
+            step_id,
             attempt,
             {"tool": rb.tool, "args": args, "idempotency_key": key},
         )
-        failure = await _call(
-            k,
+        outcome = await call_tool(
             tool,
             args,
-            CallContext(k.run_id, nid, attempt, key, k.epoch, "compensation"),
-            timeout,
+            CallContext(k.run_id, step_id, attempt, key, k.epoch, "compensation"),
+            executor=k.executor,
+            store=k.store,
+            timeout_s=timeout,
+            check_output=False,
         )
+        failure = outcome.failure
         if failure is None:
-            k.emit("compensation_succeeded", nid, attempt, {"tool": rb.tool})
+            k.emit(K.COMPENSATION_SUCCEEDED, step_id, attempt, {"tool": rb.tool})
             return True
         fate = att.decide(failure, tool, policy, attempt)
         retry = fate == att.Fate.RETRY
         delay = policy.delay(attempt) if retry else None
         k.emit(
-            "compensation_failed",
-            nid,
+            K.COMPENSATION_FAILED,
+            step_id,
             attempt,
             {
                 "error_kind": failure.kind,
@@ -250,35 +257,9 @@ async def compensate_one(k: Kernel, nid: str) -> bool:
         await k.clock.sleep(delay or 0.0)
 
 
-async def _call(
-    k: Kernel, tool: Any, args: dict[str, Any], ctx: CallContext, timeout: float | None
-) -> att.Failure | None:
-    try:
-        kwargs = tool.validate_args(args)
-    except ValidationError as exc:
-        return att.invalid_input(exc, tool.name)
-    if tool.context_param:
-        kwargs[tool.context_param] = ctx
-    try:
-        if tool.side_effects:
-            await k.store.flush(k.run_id, k.epoch)
-        if timeout is None:
-            await k.executor.call(tool, kwargs, ctx)
-            return None
-        with anyio.move_on_after(timeout) as deadline:
-            await k.executor.call(tool, kwargs, ctx)
-        if deadline.cancelled_caught:
-            return att.Failure(ErrorKind.TIMEOUT, f"no answer within timeout_s={timeout}")
-        return None
-    except StaleEpochError:
-        raise
-    except Exception as exc:
-        return att.classify(exc, tool_name=tool.name)
-
-
-def _resolver(k: Kernel, nid: str) -> Any:
-    node = k.nodes[nid]
-    st = k.steps[nid]
+def _resolver(k: Kernel, step_id: str) -> Any:
+    node = k.nodes[step_id]
+    st = k.steps[step_id]
     base = k.resolver(node)
 
     def resolve(ref: Ref) -> Any:

@@ -1,7 +1,7 @@
 """The Store protocol and the records it keeps (runs and their events).
 
 The event log is the source of truth: a run's steps, attempts and compensations are folds of
-its events (``chainlab.runtime.state``). A store keeps runs and events, appends events in
+its events (``chainlab.events.fold``). A store keeps runs and events, appends events in
 order, refuses writes from a stale epoch, and tells when appended events are durable.
 
 Writes are ``append`` (non-blocking, ordered) plus ``await flush(...)`` (durable barrier):
@@ -16,31 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from chainlab.events.event import Event
+
 __all__ = ["Event", "RunRecord", "Store"]
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One state change of a run. ``step_id``/``attempt`` are None for run-level events."""
-
-    run_id: str
-    seq: int
-    ts: float
-    epoch: int
-    kind: str
-    step_id: str | None = None
-    attempt: int | None = None
-    payload: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "seq": self.seq, "ts": self.ts, "epoch": self.epoch,
-                "kind": self.kind, "step_id": self.step_id, "attempt": self.attempt,
-                "payload": self.payload}
-
-    def __str__(self) -> str:
-        where = f" {self.step_id}" if self.step_id else ""
-        att = f" #{self.attempt}" if self.attempt else ""
-        return f"[{self.seq}] {self.kind}{where}{att}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +51,11 @@ class Store(Protocol):
     def create_run(self, record: RunRecord) -> None:
         """Insert a new run (epoch as given). Raises StoreError if the id exists."""
 
-    def claim(self, run_id: str, expected_epoch: int) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
         """Compare-and-swap the run's epoch from ``expected_epoch`` to the next one and return
-        it. Raises StaleEpochError if the epoch moved, RunNotFoundError if unknown."""
+        it. With ``expected_seq``, the run's last committed event must also still be that one
+        (check-and-claim in one step: the state a caller decided on is the state it owns).
+        Raises StaleEpochError if the epoch (or the log) moved, RunNotFoundError if unknown."""
 
     def append(self, run_id: str, epoch: int, events: Iterable[Event],
                run_status: str | None = None) -> None:

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
-from chainlab.store.base import Event, RunRecord
+from chainlab.events.event import Event
+from chainlab.store.base import RunRecord
 
 __all__ = ["MemoryStore"]
 
@@ -48,11 +49,16 @@ class MemoryStore:
             self._live[record.run_id] = _Live(record.status, record.epoch, record.updated_at)
             self._events[record.run_id] = []
 
-    def claim(self, run_id: str, expected_epoch: int) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
         with self._lock:
             live = self._get_live(run_id)
             if live.epoch != expected_epoch:
                 raise StaleEpochError(run_id, expected_epoch, live.epoch)
+            log = self._events.get(run_id) or []
+            last = log[-1].seq if log else 0
+            if expected_seq is not None and last != expected_seq:
+                raise StaleEpochError(run_id, expected_epoch, live.epoch,
+                                      moved_on=(expected_seq, last))
             live.epoch = expected_epoch + 1
             live.updated_at = time.time()
             return live.epoch

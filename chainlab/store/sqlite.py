@@ -16,6 +16,12 @@
 * A file store gives each thread its own connection (WAL: readers never block the writer).
   ``":memory:"`` uses ONE connection shared behind a lock (an in-memory database exists only
   for its connection; shared-cache mode would make readers fail writes with "table locked").
+* Opening a file whose schema is current writes nothing (no write lock: reading commands
+  never wait behind another process's write); ``readonly=True`` opens it ``mode=ro``.
+* Faults of the file are StoreFileError naming the file and the fix, mapped from sqlite3 in
+  one place (:func:`_fault`). The file is remembered by (device, inode): deleted or replaced
+  while in use, the next commit and the next ``flush`` fail instead of writing into a file
+  nobody can find any more (the runtime flushes before every side-effecting call).
 """
 
 from __future__ import annotations
@@ -24,15 +30,17 @@ import contextlib
 import json
 import os
 import queue
+import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
-from chainlab.store.base import Event, RunRecord
+from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError, StoreFileError
+from chainlab.events.event import Event, event_kind
+from chainlab.store.base import RunRecord
 from chainlab.store.sqlite_schema import MIGRATIONS
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
@@ -57,17 +65,28 @@ class SQLiteStore:
     Blocking reads (``get_run``, ``list_runs``, ``load_events``, ``query``) may be called
     from any thread; the runtime calls them from worker threads, never from the event loop.
 
-    Raises StoreError when the file has a newer schema than this chainlab understands.
+    ``readonly=True`` opens an existing file without ever writing to it (writes raise
+    StoreError); a file that still needs a schema migration is refused then.
+
+    Raises StoreError when the file has a newer schema than this chainlab understands,
+    StoreFileError when the file cannot be used (missing for ``readonly``, read-only,
+    corrupt, locked, no directory for it); later operations raise StoreFileError too, e.g.
+    when the file was deleted or replaced while in use.
     """
 
     blocking = True
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *,
-                 synchronous: str = "full"):
+                 synchronous: str = "full", readonly: bool = False):
         if synchronous.lower() not in _SYNC_MODES:
             raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
         self.synchronous = synchronous.upper()
+        self.readonly = readonly
         self._closed = False
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        self._gone = False  # the file at path is no longer the one opened (sticky)
+        self._corrupt: StoreFileError | None = None  # once seen, nothing more is written
+        self._saved: dict[str, int] = {}  # run_id -> last seq this store committed
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._local = threading.local()
@@ -78,28 +97,47 @@ class SQLiteStore:
             self._lock = threading.RLock()
             self._shared = self._open()
         else:
-            p = Path(path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            self.path = str(p)
+            self.path = str(path)
             self._lock = contextlib.nullcontext()
+            self._prepare(Path(path))
         # (run_id, epoch) of writers whose writes were refused -> the epoch that won / why
         self._stale: dict[tuple[str, int], int | None] = {}
         self._failed: dict[tuple[str, int], StoreError] = {}
         self._writer: _Writer | None = None
         self._writer_lock = threading.Lock()
         try:
-            with self._lock:
+            with self._lock, self._sqlite_errors("open"):
                 self._migrate(self._conn())
+            if self._shared is None:
+                self._identity = _identity(self.path)
         except BaseException:
             self._close_connections()
             raise
+
+    def _prepare(self, path: Path) -> None:
+        if self.readonly:
+            if not path.is_file():
+                raise StoreFileError(self.path, "unavailable",
+                                     f"no chainlab database at {self.path!r}",
+                                     "start a run first, or point the store at the right file")
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreFileError(
+                self.path, "unavailable",
+                f"cannot create the directory {str(path.parent)!r} for {self.path!r} "
+                f"({exc.strerror})", "put the store in a directory you may write") from exc
 
     # ------------------------------------------------------------------ connections
     def _open(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=30.0)
+        target = self.path
+        if self.readonly:  # mode=ro: this connection cannot write, even by mistake
+            target = Path(self.path).absolute().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(target, uri=self.readonly, isolation_level=None,
+                               check_same_thread=False, timeout=30.0)
         conn.execute("PRAGMA busy_timeout = 30000")
         with self._conns_lock:
             self._conns.append(conn)
@@ -115,31 +153,93 @@ class SQLiteStore:
         return conn
 
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        with self._lock:
+        with self._lock, self._sqlite_errors("read"):
             return self._conn().execute(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def _sqlite_errors(self, doing: str) -> Iterator[None]:
+        """sqlite3 errors of the caller's thread become StoreError (see :func:`_fault`)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._seen(_fault(exc, self.path)) or StoreError(
+                f"cannot {doing} {self.path!r}: {exc}") from exc
+
+    def _seen(self, fault: StoreFileError | None) -> StoreFileError | None:
+        if fault is not None and fault.fault == "corrupt" and self._corrupt is None:
+            self._corrupt = fault  # more writes into a damaged file would spread the damage
+        return fault
+
+    # ------------------------------------------------------------------ the file
+    def _file_ok(self) -> bool:
+        """False once the file at ``path`` is not the one opened (deleted, replaced)."""
+        if self._identity is None or self._gone:
+            return not self._gone
+        try:
+            self._gone = _identity(self.path) != self._identity
+        except OSError:
+            self._gone = True
+        return not self._gone
+
+    def _gone_error(self, lost: str) -> StoreFileError:
+        return StoreFileError(
+            self.path, "gone", f"the database file {self.path!r} was deleted or replaced "
+            f"while in use; {lost}", "keep the file and its directory in place while runs "
+            "use it, then start the run again (or resume it from the old file if it still "
+            "exists)")
+
+    def _lost(self, run_id: str, first_unsaved: int | None = None) -> str:
+        saved = self._saved.get(run_id)
+        if saved is None and first_unsaved is not None:
+            saved = first_unsaved - 1
+        if saved is None:
+            return f"nothing of run {run_id!r} was saved"
+        return f"nothing after seq {saved} of run {run_id!r} was saved"
+
+    def _writable(self, run_id: str, what: str) -> None:
+        if self.readonly:
+            raise StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
+                             "write")
+        if not self._file_ok():
+            raise self._gone_error(f"run {run_id!r} was not {what}")
+        if self._corrupt is not None:
+            raise self._corrupt
 
     # ------------------------------------------------------------------ schema
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+        if self._shared is None and not self.readonly:
+            conn.execute("PRAGMA journal_mode = WAL")  # no write when it already is WAL
+        current = _schema_version(conn)
+        if current == len(MIGRATIONS):
+            return  # nothing to write, so no write lock to wait for
+        self._check_version(current)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-            current = row[0] or 0
-            if current > len(MIGRATIONS):
-                raise StoreError(
-                    f"{self.path} has schema version {current}, newer than this chainlab "
-                    f"understands ({len(MIGRATIONS)}); upgrade chainlab"
-                )
+            current = _schema_version(conn)  # another process may have migrated meanwhile
+            self._check_version(current)
             for version in range(current + 1, len(MIGRATIONS) + 1):
                 for statement in _split_sql(MIGRATIONS[version - 1]):
                     conn.execute(statement)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # a failed COMMIT already rolled back
+                conn.execute("ROLLBACK")
             raise
+
+    def _check_version(self, current: int) -> None:
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path} has schema version {current}, newer than this chainlab "
+                f"understands ({len(MIGRATIONS)}); upgrade chainlab"
+            )
+        if self.readonly and current < len(MIGRATIONS):
+            raise StoreFileError(
+                self.path, "old_schema", f"{self.path!r} has schema version {current}, older "
+                f"than this chainlab's ({len(MIGRATIONS)}), and a read-only open cannot "
+                "upgrade it", "run a command that writes to it first (`chainlab resume`, or "
+                "SQLiteStore(path) in Python) to upgrade it")
 
     @property
     def schema_version(self) -> int:
@@ -148,7 +248,8 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ runs
     def create_run(self, record: RunRecord) -> None:
-        with self._lock:
+        self._writable(record.run_id, "created")
+        with self._lock, self._sqlite_errors("write to"):
             try:
                 self._conn().execute(
                     "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
@@ -162,8 +263,9 @@ class SQLiteStore:
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {record.run_id!r} already exists") from None
 
-    def claim(self, run_id: str, expected_epoch: int) -> int:
-        with self._lock:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+        self._writable(run_id, "claimed")
+        with self._lock, self._sqlite_errors("write to"):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -173,16 +275,23 @@ class SQLiteStore:
                     raise RunNotFoundError(run_id, self._run_ids(conn))
                 if row[0] != expected_epoch:
                     raise StaleEpochError(run_id, expected_epoch, row[0])
+                if expected_seq is not None:
+                    last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE "
+                                        "run_id = ?", (run_id,)).fetchone()[0]
+                    if last != expected_seq:
+                        raise StaleEpochError(run_id, expected_epoch, row[0],
+                                              moved_on=(expected_seq, last))
                 conn.execute("UPDATE runs SET epoch = ?, updated_at = ? WHERE run_id = ?",
                              (expected_epoch + 1, time.time(), run_id))
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
                 raise
         return expected_epoch + 1
 
     def get_run(self, run_id: str) -> RunRecord:
-        with self._lock:
+        with self._lock, self._sqlite_errors("read"):
             conn = self._conn()
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run_id,)).fetchone()
@@ -201,7 +310,7 @@ class SQLiteStore:
         return [_record(r) for r in self._fetch(sql)]
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        with self._lock:
+        with self._lock, self._sqlite_errors("read"):
             conn = self._conn()
             rows = conn.execute(
                 "SELECT run_id, seq, ts, epoch, kind, step_id, attempt, payload FROM events "
@@ -209,7 +318,8 @@ class SQLiteStore:
             if not rows and conn.execute("SELECT 1 FROM runs WHERE run_id = ?",
                                          (run_id,)).fetchone() is None:
                 raise RunNotFoundError(run_id, self._run_ids(conn))
-        return [Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7])) for r in rows]
+        return [Event(r[0], r[1], r[2], r[3], event_kind(r[4]), r[5], r[6], json.loads(r[7]))
+                for r in rows]
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read-only SQL query (e.g. on the ``attempts`` view)."""
@@ -232,12 +342,18 @@ class SQLiteStore:
                run_status: str | None = None) -> None:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
+        if self.readonly:
+            self._writable(run_id, "written")
         self._get_writer().queue.put(("append", run_id, epoch, tuple(events), run_status))
 
     async def flush(self, run_id: str, epoch: int) -> None:
         if self._writer is not None and not self._closed:
             await _wait_for(self._writer)
         self._raise_if_refused(run_id, epoch)
+        if not self._file_ok():  # what was committed went with the old file
+            key = (run_id, epoch)
+            self._failed.setdefault(key, self._gone_error(self._lost(run_id)))
+            raise self._failed[key]
 
     def _raise_if_refused(self, run_id: str, epoch: int) -> None:
         key = (run_id, epoch)
@@ -335,7 +451,8 @@ class _Writer(threading.Thread):
                 conn = store._open()
                 conn.execute(f"PRAGMA synchronous = {store.synchronous}")
         except Exception as exc:
-            broken = StoreError(f"cannot open {store.path} for writing: {exc}")
+            fault = _fault(exc, store.path) if isinstance(exc, sqlite3.Error) else None
+            broken = fault or StoreError(f"cannot open {store.path} for writing: {exc}")
         while True:
             batch = [self.queue.get()]
             while True:
@@ -364,7 +481,18 @@ class _Writer(threading.Thread):
 
     def _commit(self, conn: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
         """Commit every acceptable append in one transaction; record refused writers."""
-        stale, failed = self.store._stale, self.store._failed
+        store = self.store
+        stale, failed = store._stale, store._failed
+        if not store._file_ok():  # never commit into a file nobody can find any more
+            for _, run_id, epoch, events, _ in appends:
+                if (run_id, epoch) not in stale:
+                    failed.setdefault((run_id, epoch), store._gone_error(
+                        store._lost(run_id, events[0].seq if events else None)))
+            return
+        if store._corrupt is not None:
+            for _, run_id, epoch, _, _ in appends:
+                failed.setdefault((run_id, epoch), store._corrupt)
+            return
         written: set[tuple[str, int]] = set()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -404,10 +532,16 @@ class _Writer(threading.Thread):
         except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            error = StoreError(f"could not commit {len(appends)} event batch(es) to "
-                               f"{self.store.path}: {exc}")
+            fault = store._seen(_fault(exc, store.path)) if isinstance(
+                exc, sqlite3.Error) else None
+            error = fault or StoreError(f"could not commit {len(appends)} event batch(es) to "
+                                        f"{store.path}: {exc}")
             for key in written:
                 failed.setdefault(key, error)
+            return
+        saved = store._saved
+        for row in rows:  # in seq order: the last one of each run stays
+            saved[row[0]] = row[1]
 
 
 def _rows(events: tuple[Event, ...]) -> list[tuple[Any, ...]] | StoreError:
@@ -433,6 +567,53 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
                      created_at=row[4], updated_at=row[5], chain=json.loads(row[6]),
                      chains=json.loads(row[7]), context=json.loads(row[8]),
                      options=json.loads(row[9]), meta=json.loads(row[10]))
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'schema_version'").fetchone() is None:
+        return 0
+    return int(conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0)
+
+
+def _fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
+    """The one place where sqlite3 errors about the FILE become chainlab's, naming the file
+    and the fix (``__cause__`` is ``exc``, also when the writer thread only records it);
+    None for other errors (a bad query, a constraint), which callers word themselves."""
+    fault = _file_fault(exc, path)
+    if fault is not None:
+        fault.__cause__ = exc
+    return fault
+
+
+def _file_fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    folder = shlex.quote(str(Path(path).parent))
+    if name.startswith("SQLITE_READONLY"):
+        fix = (f"make its directory writable: chmod u+w {folder}"
+               if name == "SQLITE_READONLY_DIRECTORY" else
+               f"make it writable: chmod u+w {shlex.quote(path)} (and its directory {folder}, "
+               "which holds the -wal and -shm files)")
+        return StoreFileError(path, "readonly", f"cannot write to {path!r} ({text})", fix)
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StoreFileError(path, "corrupt", f"{path!r} is damaged ({text})",
+                              "the file is corrupt: move it away and start a new store, or "
+                              "restore a backup")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreFileError(path, "locked", f"{path!r} is locked ({text}): another process "
+                              "kept a write transaction open", "let it finish (or stop it), "
+                              "then try again")
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_PERM")):
+        return StoreFileError(path, "unavailable", f"cannot use {path!r} ({text})",
+                              "check that the disk has space and that you may read and write "
+                              f"the file and its directory {folder}")
+    return None
 
 
 def _split_sql(script: str) -> list[str]:

@@ -2,7 +2,7 @@
 a new one; ``SQLiteStore`` applies what a file lacks and records it in ``schema_version``).
 
 Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
-that agree with the Python fold (``chainlab.runtime.state.RunState``).
+that agree with the Python fold (``chainlab.events.fold.RunState``).
 """
 
 from __future__ import annotations

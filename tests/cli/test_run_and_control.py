@@ -111,7 +111,7 @@ def test_approve_with_args_that_do_not_fit_is_a_usage_error(tmp_path: Path) -> N
     r = chainlab("approve", run_id, "send", "--args", '{"to": "bob", "amount": "lots"}',
                  cwd=tmp_path)
     assert r.code == 2
-    assert "amount" in r.err and "invalid_args" in r.err
+    assert "amount" in r.err and "args do not fit tool" in r.err
     assert chainlab("show", run_id, "--json", cwd=tmp_path).json["waiting"] == {
         "send": "waiting_confirmation"}
     assert chainlab("runs", "--json", cwd=tmp_path).json[0]["epoch"] == 1  # not taken over

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 
 from chainlab import PlanError, StaleEpochError
+from chainlab.errors import DecisionError
 from chainlab.runtime import Run, Runtime
 from chainlab.store import SQLiteStore
 from tests.durability.chainlib import (
@@ -70,8 +71,10 @@ def report(run: Run | None, **extra: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"pid": os.getpid(), **extra}
     if run is not None:
         r = run.result()
+        # the fold's epoch is that of the last event this process applied: its own once it
+        # resumed (run_resumed carries it)
         out.update(status=str(r.status), outputs=r.outputs, steps=r.steps, waiting=r.waiting,
-                   epoch=run._kernel.epoch if run._kernel else None)
+                   epoch=run.state.epoch if run.active else None)
     return out
 
 
@@ -117,10 +120,10 @@ async def main(args: argparse.Namespace) -> int:
         print(json.dumps(report(run)))
         return EXIT_SUSPENDED if result.suspended else EXIT_DONE
     except StaleEpochError as exc:
-        epoch = run._kernel.epoch if run is not None and run._kernel is not None else None
+        epoch = run.state.epoch if run is not None and run.active else None
         print(json.dumps(report(None, stale_at=stale_at, epoch=epoch, error=str(exc))))
         return EXIT_STALE
-    except PlanError as exc:
+    except (PlanError, DecisionError) as exc:
         print(json.dumps(report(run, error=str(exc))))
         return EXIT_PLAN
     finally:

@@ -195,9 +195,9 @@ async def test_approve_with_edited_args(shop: Harness) -> None:
 
 @pytest.mark.parametrize(("line", "expected"), [
     ("%chain approve run ot", "run has no step 'ot'; did you mean 'out'?"),
-    ("%chain approve run get", "cannot approve step 'get': it is succeeded, not "
-                               "waiting_confirmation (waiting_confirmation: out)"),
-    ("%chain approve run out --args '{\"items\": 3}'", "invalid_args"),
+    ("%chain approve run get", "it is succeeded, not waiting_confirmation "
+                               "(waiting_confirmation: out)"),
+    ("%chain approve run out --args '{\"items\": 3}'", "args do not fit tool"),
     ("%chain approve run", "the following arguments are required: STEP"),
     ("%chain approve nosuchrun out", "no run 'nosuchrun'"),
     ("%chain reject run out", "the following arguments are required: --reason"),

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from chainlab import Chain, Toolbox
-from chainlab.errors import RunStateError
+from chainlab.errors import DecisionError, RunStateError
 from chainlab.jupyter import RunWidget, wait_for_decision
 from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
 from chainlab.runtime import Run, RunStatus, Runtime
@@ -130,8 +130,8 @@ async def test_approve_edited_args(env: Env) -> None:
     assert card.edit.layout.display == ""
     card.edit.value = '{"amount": "lots"}'
     card.approve_button.click()
-    assert "invalid_args" in card.message.value  # validated again, shown in the card
-    assert "invalid_args" in w.error.value and isinstance(w.last_error, Exception)
+    assert "args do not fit tool" in card.message.value  # validated again, shown in the card
+    assert "args do not fit tool" in w.error.value and isinstance(w.last_error, DecisionError)
     card.edit.value = "{not json"
     card.approve_button.click()
     assert "the edited args is not valid JSON" in card.message.value
@@ -184,7 +184,7 @@ async def test_step_button_releases_exactly_one_step(env: Env) -> None:
     await until(lambda: run.steps["c"].status == "succeeded")
     await asyncio.sleep(0.02)
     assert rec.started() == ["a", "c"] and run.paused
-    w.buttons["run"].click()
+    w.buttons["continue"].click()
     assert (await run.wait()).status == RunStatus.SUCCEEDED
     assert rec.started() == ["a", "c", "b", "d"]
 
@@ -203,7 +203,7 @@ async def test_breakpoint_pauses_and_step_goes_on(env: Env) -> None:
     w.buttons["step"].click()
     await until(lambda: run.steps["b"].status == "succeeded")
     assert run.steps["c"].status in ("pending", "ready")
-    w.buttons["run"].click()
+    w.buttons["continue"].click()
     assert (await run.wait()).status == RunStatus.SUCCEEDED
 
 
@@ -219,7 +219,7 @@ async def test_errors_are_shown_never_swallowed(env: Env) -> None:
     with pytest.raises(ValueError, match="no button 'fly'"):
         w.press("fly")
     env.gate.set()
-    w.buttons["run"].click()
+    w.buttons["continue"].click()
     assert (await run.wait()).status == RunStatus.SUCCEEDED
 
 

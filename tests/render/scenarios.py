@@ -7,7 +7,7 @@ from typing import Any
 
 from chainlab import CallContext, Chain, PermanentError, Toolbox, TransientError
 from chainlab.runtime import Runtime
-from chainlab.runtime.run import Run
+from chainlab.runtime.runtime import Run
 from chainlab.store import MemoryStore, Store
 from chainlab.testing import ManualClock
 

@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
+from chainlab.errors import DecisionError
 from chainlab import PlanError, RunNotActiveError, RunOptions, RunStateError, UnknownStepError
 from chainlab.runtime import RunStatus
 
@@ -35,7 +36,7 @@ async def test_start_paused_and_step_releases_exactly_one(h: Harness) -> None:
     assert await run.step("b") == "b"
     await settle(run)
     assert run.ready_steps() == ["c"] and h.starts() == ["a", "b"]
-    await run.resume()
+    await run.unpause()
     result = await run.wait()
     assert result.ok and h.starts() == ["a", "b", "c"]
 
@@ -48,7 +49,7 @@ async def test_step_refuses_a_step_that_is_not_ready(h: Harness) -> None:
         await run.step("b")
     with pytest.raises(UnknownStepError, match="did you mean 'a'"):
         await run.step("aa")
-    await run.resume()
+    await run.unpause()
     await run.wait()
 
 
@@ -68,7 +69,7 @@ async def test_breakpoint_pauses_before_the_step_and_wait_does_not_return(h: Har
     await run.step()  # runs b; the run stays paused before c
     await settle(run)
     assert h.starts() == ["a", "b"] and run.status == RunStatus.PAUSED
-    await run.resume()
+    await run.unpause()
     assert (await run.wait()).ok
 
 
@@ -96,7 +97,7 @@ async def test_pause_lets_running_steps_finish_and_releases_nothing(h: Harness) 
     await settle(run)
     assert run.steps["a"].status == "succeeded"
     assert run.steps["b"].status == "ready" and h.starts() == ["a"]
-    await run.resume()
+    await run.unpause()
     assert (await run.wait()).ok
 
 
@@ -190,8 +191,9 @@ async def test_approve_with_edited_args_runs_exactly_those_after_revalidation(h:
     )
     run, result, _ = await h.run(chain)
     assert result.waiting == {"big": "waiting_confirmation"}  # callable policy on args
-    with pytest.raises(PlanError, match="amount"):
+    with pytest.raises(DecisionError, match="amount") as err:
         await run.approve("big", args={"to": "b", "amount": "lots"})
+    assert (err.value.step_id, err.value.field) == ("big", "args")
     with pytest.raises(RunStateError, match="cannot approve step 'small'"):
         await run.approve("small")
     await run.approve("big", args={"to": "b", "amount": 50})
@@ -228,7 +230,7 @@ async def test_resolve_in_doubt_three_ways(h: Harness) -> None:
     assert result.waiting == {"c1": "in_doubt", "c2": "in_doubt", "c3": "in_doubt"}
     await run.resolve("c1", output={"charged": True})
     await run.resolve("c2", fail=True, note="bank says no")
-    with pytest.raises(ValueError):
+    with pytest.raises(DecisionError, match="at most one"):
         await run.resolve("c3", retry=True, fail=True)
     await run.resolve("c3", retry=True)  # a person checked: it did not go through
     result = await run.wait()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from chainlab import Chain, PermanentError, Toolbox
 from chainlab.runtime import Runtime
-from chainlab.runtime.status import RUN_TERMINAL, STEP_TERMINAL
+from chainlab.events.status import RUN_TERMINAL, STEP_TERMINAL
 from chainlab.store import MemoryStore
 from chainlab.testing import ManualClock
 

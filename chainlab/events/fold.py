@@ -2,7 +2,7 @@
 
 The scheduler applies each event it emits; ``resume`` and the views replay stored events
 through the same :meth:`RunState.apply`. Transitions are checked against the tables in
-:mod:`chainlab.runtime.status`, live and on replay alike.
+:mod:`chainlab.events.status`, live and on replay alike.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chainlab.runtime.events import Event
-from chainlab.runtime.status import (
+from chainlab.events.event import Event, EventKind, event_kind
+from chainlab.events.status import (
     STEP_TERMINAL,
     AttemptStatus,
+    ErrorKind,
     RunStatus,
     StepStatus,
     check_run,
@@ -71,6 +72,7 @@ class StepState:
     waiting_since: float | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    background: bool = False  # a timed-out sync body still runs (holds its slot and key)
 
     @property
     def done(self) -> bool:
@@ -124,8 +126,10 @@ class RunState:
         self.last_seq = ev.seq
         self.epoch = ev.epoch
         handler = _HANDLERS.get(ev.kind)
-        if handler is not None:
-            handler(self, ev)
+        if handler is None:
+            event_kind(ev.kind)  # raises for a kind this chainlab does not know
+            raise AssertionError(f"EventKind {ev.kind!r} has no fold handler")
+        handler(self, ev)
 
     def _set(self, st: StepState, new: StepStatus, ts: float) -> None:
         check_step(st.step_id, st.status, new)
@@ -204,6 +208,11 @@ class RunState:
 
     def _on_timed_out(self, ev: Event) -> None:
         self._close(ev, "call", AttemptStatus.TIMED_OUT)
+        if ev.payload.get("still_running"):
+            self.step(ev.step_id or "").background = True
+
+    def _on_call_returned(self, ev: Event) -> None:
+        self.step(ev.step_id or "").background = False
 
     def _on_waiting(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
@@ -238,7 +247,7 @@ class RunState:
 
     def _on_in_doubt(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
-        interrupted = ev.payload.get("reason") == "interrupted"
+        interrupted = ev.payload.get("reason") == ErrorKind.INTERRUPTED
         self._close(ev, "call", AttemptStatus.INTERRUPTED if interrupted else AttemptStatus.FAILED)
         self._set(st, S.IN_DOUBT, ev.ts)
         st.reason = ev.payload.get("reason")
@@ -277,10 +286,10 @@ class RunState:
         st = self.step(ev.step_id or "")
         status = (
             AttemptStatus.INTERRUPTED
-            if ev.payload.get("error_kind") == "interrupted"
+            if ev.payload.get("error_kind") == ErrorKind.INTERRUPTED
             else AttemptStatus.FAILED
         )
-        if ev.payload.get("error_kind") == "timeout":
+        if ev.payload.get("error_kind") == ErrorKind.TIMEOUT:
             status = AttemptStatus.TIMED_OUT
         self._close(ev, "compensation", status)
         if not ev.payload.get("will_retry"):
@@ -335,32 +344,33 @@ _RUN_ENDED = frozenset(
 )
 
 _HANDLERS: dict[str, Any] = {
-    "step_ready": RunState._on_ready,
-    "step_started": RunState._on_started,
-    "step_succeeded": RunState._on_succeeded,
-    "step_failed": RunState._on_failed,
-    "step_retry_scheduled": RunState._on_retry,
-    "step_timed_out": RunState._on_timed_out,
-    "step_waiting_confirmation": RunState._on_waiting,
-    "step_approved": RunState._on_approved,
-    "step_rejected": RunState._on_rejected,
-    "step_skipped": RunState._on_skipped,
-    "step_in_doubt": RunState._on_in_doubt,
-    "step_cancelled": RunState._on_cancelled,
-    "compensation_started": RunState._on_comp_started,
-    "compensation_succeeded": RunState._on_comp_succeeded,
-    "compensation_failed": RunState._on_comp_failed,
-    "run_started": RunState._on_run_started,
-    "run_paused": RunState._on_paused,
-    "run_suspended": RunState._on_suspended,
-    "run_resumed": RunState._on_resumed,
-    "run_succeeded": lambda s, e: s._on_run_end(RunStatus.SUCCEEDED, e),
-    "run_failed": lambda s, e: s._on_run_end(RunStatus.FAILED, e),
-    "run_cancelled": lambda s, e: s._on_run_end(RunStatus.CANCELLED, e),
-    "run_rolled_back": lambda s, e: s._on_run_end(RunStatus.ROLLED_BACK, e),
-    "run_rollback_failed": lambda s, e: s._on_run_end(RunStatus.ROLLBACK_FAILED, e),
-    "run_rollback_started": RunState._on_rollback_started,
-    "planning_started": RunState._on_planning,
-    "planning_completed": RunState._on_planning,
-    "planning_failed": RunState._on_planning,
+    EventKind.STEP_READY: RunState._on_ready,
+    EventKind.STEP_STARTED: RunState._on_started,
+    EventKind.STEP_SUCCEEDED: RunState._on_succeeded,
+    EventKind.STEP_FAILED: RunState._on_failed,
+    EventKind.STEP_RETRY_SCHEDULED: RunState._on_retry,
+    EventKind.STEP_TIMED_OUT: RunState._on_timed_out,
+    EventKind.STEP_CALL_RETURNED: RunState._on_call_returned,
+    EventKind.STEP_WAITING_CONFIRMATION: RunState._on_waiting,
+    EventKind.STEP_APPROVED: RunState._on_approved,
+    EventKind.STEP_REJECTED: RunState._on_rejected,
+    EventKind.STEP_SKIPPED: RunState._on_skipped,
+    EventKind.STEP_IN_DOUBT: RunState._on_in_doubt,
+    EventKind.STEP_CANCELLED: RunState._on_cancelled,
+    EventKind.COMPENSATION_STARTED: RunState._on_comp_started,
+    EventKind.COMPENSATION_SUCCEEDED: RunState._on_comp_succeeded,
+    EventKind.COMPENSATION_FAILED: RunState._on_comp_failed,
+    EventKind.RUN_STARTED: RunState._on_run_started,
+    EventKind.RUN_PAUSED: RunState._on_paused,
+    EventKind.RUN_SUSPENDED: RunState._on_suspended,
+    EventKind.RUN_RESUMED: RunState._on_resumed,
+    EventKind.RUN_SUCCEEDED: lambda s, e: s._on_run_end(RunStatus.SUCCEEDED, e),
+    EventKind.RUN_FAILED: lambda s, e: s._on_run_end(RunStatus.FAILED, e),
+    EventKind.RUN_CANCELLED: lambda s, e: s._on_run_end(RunStatus.CANCELLED, e),
+    EventKind.RUN_ROLLED_BACK: lambda s, e: s._on_run_end(RunStatus.ROLLED_BACK, e),
+    EventKind.RUN_ROLLBACK_FAILED: lambda s, e: s._on_run_end(RunStatus.ROLLBACK_FAILED, e),
+    EventKind.RUN_ROLLBACK_STARTED: RunState._on_rollback_started,
+    EventKind.PLANNING_STARTED: RunState._on_planning,
+    EventKind.PLANNING_COMPLETED: RunState._on_planning,
+    EventKind.PLANNING_FAILED: RunState._on_planning,
 }

@@ -15,6 +15,7 @@ __all__ = [
     "STEP_DONE_OK",
     "STEP_TERMINAL",
     "AttemptStatus",
+    "ErrorKind",
     "RunStatus",
     "SkipReason",
     "StepStatus",
@@ -57,6 +58,18 @@ class SkipReason(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"  # a dependency failed (or was cancelled)
     REJECTED = "rejected"  # a dependency was rejected by a person
     CANCELLED = "cancelled"  # the run stopped before the step could run
+
+
+class ErrorKind(StrEnum):
+    """Why an attempt failed (recorded on every failed attempt)."""
+
+    INVALID_INPUT = "invalid_input"  # args failed validation; the tool was not called
+    EXECUTION_FAILED = "execution_failed"  # the tool raised (or returned garbage)
+    TIMEOUT = "timeout"  # the attempt exceeded timeout_s
+    TRANSIENT = "transient"  # the tool raised TransientError
+    PERMANENT = "permanent"  # the tool raised PermanentError; never retried
+    CANCELLED = "cancelled"  # the run was cancelled while the attempt ran
+    INTERRUPTED = "interrupted"  # the process died during the call (found by recovery)
 
 
 class AttemptStatus(StrEnum):

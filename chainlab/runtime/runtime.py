@@ -1,0 +1,342 @@
+"""``Runtime``: starts, resumes and lists runs (``Run``, the handle, is in handle.py).
+
+One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
+coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+import weakref
+from collections import ChainMap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from chainlab.errors import (
+    PlanError,
+    Problem,
+)
+from chainlab.events import RUN_TERMINAL, EventKind, RunState, RunStatus, event_kind
+from chainlab.plan.schema import Chain, RunOptions
+from chainlab.plan.validate import raise_for_problems
+from chainlab.runtime.clock import Clock, SystemClock
+from chainlab.runtime.executors import Executor, LocalExecutor
+from chainlab.runtime.graph import Graph, compile_chain
+from chainlab.runtime.kernel import Kernel
+from chainlab.runtime.run import Run, RunResult
+from chainlab.store.base import RunRecord, Store
+from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
+
+__all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+class Runtime:
+    """Starts, resumes and lists runs of chains built from one toolbox.
+
+    ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
+    for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`.
+    """
+
+    def __init__(
+        self,
+        toolbox: Toolbox | None = None,
+        store: Store | None = None,
+        *,
+        executor: Executor | None = None,
+        clock: Clock | None = None,
+        chains: Mapping[str, Chain] | None = None,
+        id_factory: Callable[[], str] = new_run_id,
+    ):
+        self.toolbox = toolbox if toolbox is not None else default_toolbox
+        if store is None:
+            from chainlab.store.sqlite import SQLiteStore
+
+            store = SQLiteStore()
+        self.store = store
+        self.executor = executor or LocalExecutor()
+        self.clock = clock or SystemClock()
+        self._chains: dict[str, Chain] = dict(chains or {})
+        self.id_factory = id_factory
+        # runs that may still move (strongly held) and finished ones (only while someone
+        # else holds the handle: a long-lived runtime must not keep every run in memory)
+        self._active: dict[str, Run] = {}
+        self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
+        self._compiled: dict[str, Graph] = {}
+        self._tasks: set[Any] = set()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def chains(self) -> ChainMap[str, Chain]:
+        """Chains usable as sub-chains: those given here (assignments land here) over the
+        toolbox's (read live)."""
+        return ChainMap(self._chains, self.toolbox.chains)
+
+    # ------------------------------------------------------------------ hosting
+    async def __aenter__(self) -> Runtime:
+        self._tg_cm = anyio.create_task_group()
+        self._tg = await self._tg_cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        await self.aclose()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        result = await self._tg_cm.__aexit__(*exc)
+        self._tg = None
+        return result
+
+    def _spawn(self, coro_fn: Callable[[], Any]) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(coro_fn)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "this event loop is not asyncio: use `async with Runtime(...) as runtime:` so "
+                "runs have a task group to live in"
+            ) from None
+        task = loop.create_task(coro_fn())
+        self._tasks.add(task)  # asyncio keeps only weak references to tasks
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Stop driving every run of this runtime (their state stays in the store)."""
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        self._active.clear()
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if getattr(self.store, "blocking", True):
+            return await anyio.to_thread.run_sync(fn, *args)
+        return fn(*args)
+
+    # ------------------------------------------------------------------ runs
+    async def start(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
+        *,
+        run_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        paused: bool = False,
+        planning: Sequence[tuple[str, dict[str, Any]]] = (),
+    ) -> Run:
+        """Validate ``chain`` and start a run in the background; returns its handle at once.
+        With ``paused=True`` nothing starts until ``run.step()`` or ``run.unpause()``.
+        ``planning``: ``(kind, payload)`` planning events to record at the head of the log
+        (the planner's report, see chainlab.planner).
+
+        Raises PlanError if the chain (with this context) does not validate.
+        """
+        try:
+            data: dict[str, Any] = to_json_value(dict(context or {}))
+        except NotJSONError as exc:
+            raise PlanError(
+                Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
+            ) from None
+        opts = chain.options.merged(options)
+        chain_json = chain.model_dump_json(exclude_defaults=True)
+        graph = self._prepare(chain, chain_json, opts, data)
+        run_id = run_id or self.id_factory()
+        now = self.clock.now()
+        record = RunRecord(
+            run_id=run_id,
+            chain_name=chain.name,
+            status=RunStatus.RUNNING,
+            epoch=1,
+            created_at=now,
+            updated_at=now,
+            chain=json.loads(chain_json),
+            chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
+            context=data,
+            options=opts.model_dump(mode="json", exclude_defaults=True),
+            meta=dict(meta or {}),
+        )
+        await self._blocking(self.store.create_run, record)
+        state = RunState(run_id, graph.nodes)
+        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1)
+        kernel.emit(
+            EventKind.RUN_STARTED,
+            payload={
+                "chain": chain.name,
+                "steps": len(graph.nodes),
+                "context_keys": sorted(data),
+                "options": record.options,
+            },
+            run_status=RunStatus.RUNNING,
+        )
+        for kind, payload in planning:
+            if not str(kind).startswith("planning_"):
+                raise ValueError(f"planning events are planning_*, got {kind!r}")
+            kernel.emit(event_kind(kind), payload=dict(payload))
+        if paused:
+            kernel.pause_now(reason="start paused (step-through)")
+        run = Run(self, chain, kernel, record)
+        self._active[run_id] = run
+        kernel.prepare_drive()
+        self._spawn(lambda: self._drive(run, "start"))
+        return run
+
+    async def resume(self, run_id: str) -> Run:
+        """Continue a run from the store in this process (after a crash, a suspension, or to
+        roll it back). Takes the next epoch: an older writer can no longer commit.
+
+        Raises RunNotFoundError, StaleEpochError (another process resumed it, or wrote to it,
+        since it was read).
+        """
+        active = self._active.get(run_id) or self._finished.get(run_id)
+        if active is not None and active._kernel is not None and active._kernel.driving:
+            return active
+        record = await self._blocking(self.store.get_run, run_id)
+        chain = Chain.from_dict(record.chain)
+        chains = dict(self.chains)
+        chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
+        opts = RunOptions.model_validate(record.options)
+        raise_for_problems(chain, self.toolbox, chains=chains)
+        graph = compile_chain(chain, self.toolbox, chains, opts)
+        events = await self._blocking(self.store.load_events, run_id)
+        # check-and-claim: the claim fails if anything was written since these events, so
+        # the state rebuilt here is exactly the state this process now owns
+        last = events[-1].seq if events else 0
+        epoch = await self._blocking(self.store.claim, run_id, record.epoch, last)
+        state = RunState.from_events(run_id, events, graph.nodes)
+        kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch)
+        was = state.status
+        kernel.emit(
+            EventKind.RUN_RESUMED,
+            payload={"reason": "recovery", "epoch": epoch, "was": str(was)},
+            run_status=None
+            if was in RUN_TERMINAL
+            else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
+        )
+        run = Run(self, chain, kernel, record)
+        self._active[run_id] = run
+        if was in RUN_TERMINAL:
+            kernel.settled_status = was
+            await kernel.store.flush(run_id, epoch)
+        else:
+            from chainlab.runtime.recovery import recover_now
+
+            # rebuilt here, synchronously: control methods work as soon as this returns
+            kernel.to_reconcile = recover_now(kernel)
+            kernel.prepare_drive()
+            self._spawn(lambda: self._drive(run, "recover"))
+        return run
+
+    def _prepare(
+        self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
+    ) -> Graph:
+        """Validate and compile, cached by content: starting the same chain again (a loop in
+        a script, a benchmark, a notebook re-run) skips both."""
+        chains = self.chains
+        used = self._used_chains(chain, chains)
+        key = "\x1f".join(
+            [
+                chain_json,
+                opts.model_dump_json(),
+                ",".join(sorted(context)),
+                *(c.model_dump_json() for c in used.values()),
+            ]
+        )
+        graph = self._compiled.get(key)
+        if graph is None:
+            checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
+            raise_for_problems(checked, self.toolbox, context=context, chains=chains)
+            graph = compile_chain(chain, self.toolbox, chains, opts)
+            if len(self._compiled) >= 64:
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[key] = graph
+        return graph
+
+    async def _drive(self, run: Run, phase: str) -> None:
+        kernel = run._kernel
+        assert kernel is not None
+        await kernel.drive(phase)
+        if kernel.state.status in RUN_TERMINAL and self._active.get(run.run_id) is run:
+            del self._active[run.run_id]
+            self._finished[run.run_id] = run
+
+    def _kernel(
+        self,
+        run_id: str,
+        graph: Any,
+        state: RunState,
+        opts: RunOptions,
+        context: dict[str, Any],
+        *,
+        epoch: int,
+    ) -> Kernel:
+        return Kernel(
+            run_id=run_id,
+            graph=graph,
+            state=state,
+            options=opts,
+            context=context,
+            store=self.store,
+            executor=self.executor,
+            clock=self.clock,
+            epoch=epoch,
+            toolbox=self.toolbox,
+        )
+
+    def _used_chains(
+        self, chain: Chain, chains: Mapping[str, Chain], seen: dict[str, Chain] | None = None
+    ) -> dict[str, Chain]:
+        seen = {} if seen is None else seen
+        for step in chain.steps:
+            name = step.subchain_name
+            if name and name not in seen and name in chains:
+                seen[name] = chains[name]
+                self._used_chains(chains[name], chains, seen)
+        return seen
+
+    def get_run(self, run_id: str) -> Run:
+        """The handle of a run: live if this runtime drives it, else a read-only view of the
+        store (control methods then raise RunNotActiveError)."""
+        live = self._active.get(run_id) or self._finished.get(run_id)
+        if live is not None:
+            return live
+        record = self.store.get_run(run_id)
+        return Run(self, Chain.from_dict(record.chain), None, record)
+
+    def runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs in the store, newest first."""
+        return self.store.list_runs(limit)
+
+    def runs_frame(self, limit: int | None = None) -> Any:
+        """Runs as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
+        from chainlab.timeline import runs_frame
+
+        return runs_frame(self.store, limit)
+
+    def run_sync(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
+    ) -> RunResult:
+        """Start a run and wait for it (terminal or suspended) from synchronous code."""
+
+        async def main() -> RunResult:
+            try:
+                run = await self.start(chain, context, options)
+                return await run.wait()
+            finally:
+                await self.aclose()
+
+        return anyio.run(main)
