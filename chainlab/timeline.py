@@ -44,10 +44,11 @@ from matplotlib.figure import Figure
 
 from chainlab.events import Event
 from chainlab.events.fold import RunState
-from chainlab.store.base import RunRecord, Store
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from chainlab.store.base import RunRecord, Store
 
 __all__ = [
     "ATTEMPT_COLUMNS",

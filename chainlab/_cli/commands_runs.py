@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -71,8 +72,13 @@ def _continue(run_id: str, step: str | None, action: str,
         if step is not None and edited is not None:
             check_args(chain, toolbox, step, edited)
         with executor_for(dask) as executor:
+            # the same check again, on the state the claim is made on: two approvals racing
+            # cannot both take the run (the loser is told in one line)
+            check = None if step is None or waiting is None else \
+                partial(decisions.check, action=action, step_id=step)
             code = continue_run(io, run_id=run_id, toolbox=toolbox, store=store, db=db,
-                                control=control, was=state.status, executor=executor)
+                                control=control, was=state.status, executor=executor,
+                                check=check)
         store.close()
     raise typer.Exit(int(code))
 

@@ -18,6 +18,7 @@ from chainlab.errors import (
     RunNotFoundError,
     RunStateError,
     StaleEpochError,
+    StoreError,
 )
 from chainlab.events.status import RunStatus
 
@@ -28,7 +29,7 @@ class ExitCode(IntEnum):
     """What ``chainlab`` exits with (documented in ``chainlab --help``)."""
 
     OK = 0  # the command did what was asked; a run succeeded
-    FAILED = 1  # a run failed, was cancelled, or its rollback failed
+    FAILED = 1  # a run failed, was cancelled, or its rollback failed; or the store failed
     USAGE = 2  # bad command line, plan, toolbox, run id or step: nothing was changed
     SUSPENDED = 3  # the run waits for a person (approve, reject, resolve), then goes on
     ROLLED_BACK = 4  # the run was rolled back (every compensation succeeded)
@@ -36,7 +37,8 @@ class ExitCode(IntEnum):
 
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success, 1 run failed (or cancelled, or rollback failed), 2 usage error "
+    "Exit codes: 0 success, 1 run failed (or cancelled, or rollback failed, or the database "
+    "could not be used), 2 usage error "
     "(bad arguments, plan, toolbox, run id or step), 3 suspended (waits for a person), "
     "4 rolled back, 130 interrupted."
 )
@@ -112,7 +114,9 @@ def _report(console: Console, exc: BaseException, source: str | None) -> ExitCod
     if isinstance(exc, RunNotFoundError | RunStateError | MissingExtraError):
         print_error(console, str(exc))
         return ExitCode.USAGE
-    if isinstance(exc, StaleEpochError):
+    if isinstance(exc, StaleEpochError | StoreError):
+        # the database cannot be used (deleted, read-only, corrupt, locked...): the message
+        # names the file and the fix, on one line
         print_error(console, str(exc))
         return ExitCode.FAILED
     if isinstance(exc, PlannerError | ChainlabError):

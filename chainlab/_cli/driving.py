@@ -122,13 +122,14 @@ def stored_state(store: SQLiteStore, run_id: str) -> tuple[Chain, RunState]:
 
 def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: SQLiteStore, db: Path,
                  control: Control | None, was: RunStatus | None,
-                 executor: Executor | None = None) -> ExitCode:
+                 executor: Executor | None = None,
+                 check: Callable[[RunState], None] | None = None) -> ExitCode:
     """Resume ``run_id`` in this process, apply ``control`` once recovery settled, follow
     the run to its next resting state and report it. ``was``: the stored status."""
 
     async def main() -> tuple[Chain, RunState]:
         async with Runtime(toolbox, store, executor=executor) as runtime:
-            run = await runtime.resume(run_id)
+            run = await runtime.resume(run_id, check=check)
             # a suspended run just suspends again (nothing to show); a crashed one recovers
             quiet = was == RunStatus.SUSPENDED or was in RUN_TERMINAL
             await follow(run, io.err, "quiet" if quiet else io.progress)

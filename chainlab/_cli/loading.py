@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -18,8 +19,9 @@ import yaml
 from chainlab._cli.common import CliError
 from chainlab._text import did_you_mean
 from chainlab.plan.schema import Chain
-from chainlab.store.base import RunRecord
-from chainlab.store.sqlite import DEFAULT_PATH, SQLiteStore
+from chainlab.store import open as store_open
+from chainlab.store.base import RunRecord, Store
+from chainlab.store.sqlite import DEFAULT_PATH
 from chainlab.tools import Toolbox
 
 __all__ = [
@@ -182,14 +184,26 @@ def parse_json_object(value: str | None, option: str) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- store
-def open_store(db: Path, *, must_exist: bool) -> SQLiteStore:
-    """The SQLite store at ``db``; with ``must_exist`` a missing file is a CliError (reading
-    commands never create an empty database by accident)."""
-    if must_exist and not db.is_file():
-        raise CliError(f"no chainlab database at {str(db)!r}",
+def open_store(db: Path | str, *, must_exist: bool, readonly: bool = False) -> Store:
+    """The store at ``db`` (``--db`` / ``CHAINLAB_DB``, through
+    :func:`chainlab.store.open_store`: a path, ``sqlite:///path``, ``:memory:``); with
+    ``must_exist`` a missing file is a CliError (reading commands never create an empty
+    database by accident); ``readonly`` opens it without writing anything.
+
+    Raises CliError, StoreError (a URL that is not supported, a file that cannot be used:
+    one line naming the file and the fix, exit code 1).
+    """
+    where = str(db)
+    if isinstance(db, Path) and re.match(r"^sqlite:/(?!/)", where):
+        # typer made a Path of it, which folds '//' into '/': which file was meant is lost
+        raise CliError(f"--db {where!r}: give the SQLite file's path (sqlite:/// URLs are "
+                       "not taken on the command line)", hint="for example --db runs/x.db")
+    location = store_open.store_location(db)
+    if must_exist and location != store_open.MEMORY and not Path(location).is_file():
+        raise CliError(f"no chainlab database at {where!r}",
                        hint="start a run first (`chainlab run` / `chainlab demo`) or point "
                             "--db (or CHAINLAB_DB) at the right file")
     try:
-        return SQLiteStore(db)
-    except Exception as exc:
-        raise CliError(f"cannot open the database {str(db)!r}: {exc}") from None
+        return store_open.open_store(location, readonly=readonly)
+    except OSError as exc:  # the store maps what it knows; this is the safety net
+        raise CliError(f"cannot open the database {where!r}: {exc}") from None

@@ -344,9 +344,24 @@ class _Checker:
             return
         self.check_args(step, self.toolbox.get(rb.tool), rb.args, "rollback.args")
 
+    def _in_subchain(self, path: str) -> bool:
+        """``parent/child`` names a step of a sub-chain (as run steps are namespaced)."""
+        head, _, rest = path.partition("/")
+        step = next((s for s in self.chain.steps if s.id == head), None)
+        chain = self.chains.get(step.subchain_name or "") if step is not None else None
+        while chain is not None and rest:
+            head, _, rest = rest.partition("/")
+            step = next((s for s in chain.steps if s.id == head), None)
+            if step is None:
+                return False
+            if not rest:
+                return True
+            chain = self.chains.get(step.subchain_name or "")
+        return False
+
     def check_options(self) -> None:
         for bp in self.chain.options.breakpoints:
-            if bp not in self.idset:
+            if bp not in self.idset and not self._in_subchain(bp):
                 self.problems.append(
                     Problem(
                         "invalid_field",

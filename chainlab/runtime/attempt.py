@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from chainlab.errors import ToolError
 from chainlab.plan.schema import ErrorKind, RetryPolicy
+from chainlab.runtime.executors import BodyBaseException
 from chainlab.tools import NotJSONError
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ def _cancelled_from_outside(exc: BaseException) -> bool:
 
 def classify(exc: BaseException, *, tool_name: str) -> Failure:
     """Map an exception from a tool call to an error kind."""
+    if isinstance(exc, BodyBaseException):
+        exc = exc.original
     if isinstance(exc, ToolError):
         return Failure(ErrorKind(exc.kind), _msg(exc), exc.before_effect)
     if isinstance(exc, TimeoutError | ConnectionError):

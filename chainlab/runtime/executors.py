@@ -15,6 +15,7 @@ cancelled keeps running in its thread, so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -26,7 +27,18 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["Executor", "LocalExecutor", "Pending"]
+__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending"]
+
+
+class BodyBaseException(Exception):
+    """A sync tool body raised a BaseException that is not KeyboardInterrupt/SystemExit
+    (GeneratorExit, CancelledError, a custom subclass). It travels back as an ordinary
+    Exception: a GeneratorExit re-raised through a future would end the awaiting coroutine
+    whatever it catches. ``.original`` is what the body raised."""
+
+    def __init__(self, original: BaseException):
+        super().__init__(str(original))
+        self.original = original
 
 
 @runtime_checkable
@@ -70,12 +82,14 @@ class Pending:
     def _run(self, fn: Callable[[], Any]) -> None:
         try:
             value, ok = fn(), True
-        except BaseException as exc:  # handed to the loop, classified there
+        except (KeyboardInterrupt, SystemExit) as exc:
             value, ok = exc, False
-        try:
+        except Exception as exc:  # handed to the loop, classified there
+            value, ok = exc, False
+        except BaseException as exc:
+            value, ok = BodyBaseException(exc), False
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             self._loop.call_soon_threadsafe(self._settle, ok, value)
-        except RuntimeError:
-            pass  # the loop is closed: nobody waits for this body any more
 
 
 class _DaemonThreads:

@@ -192,12 +192,18 @@ class Runtime:
         self._spawn(lambda: self._drive(run, "start"))
         return run
 
-    async def resume(self, run_id: str) -> Run:
+    async def resume(
+        self, run_id: str, *, check: Callable[[RunState], None] | None = None
+    ) -> Run:
         """Continue a run from the store in this process (after a crash, a suspension, or to
         roll it back). Takes the next epoch: an older writer can no longer commit.
 
+        ``check(state)`` runs on the stored state before the run is claimed and may raise to
+        refuse (e.g. "is this step still waiting for my approval?"): the check and the claim
+        are one step, because the claim fails if anything was written since that state.
+
         Raises RunNotFoundError, StaleEpochError (another process resumed it, or wrote to it,
-        since it was read).
+        since it was read), or what ``check`` raises.
         """
         active = self._active.get(run_id) or self._finished.get(run_id)
         if active is not None and active._kernel is not None and active._kernel.driving:
@@ -210,11 +216,13 @@ class Runtime:
         raise_for_problems(chain, self.toolbox, chains=chains)
         graph = compile_chain(chain, self.toolbox, chains, opts)
         events = await self._blocking(self.store.load_events, run_id)
+        state = RunState.from_events(run_id, events, graph.nodes)
+        if check is not None:
+            check(state)
         # check-and-claim: the claim fails if anything was written since these events, so
-        # the state rebuilt here is exactly the state this process now owns
+        # the state rebuilt here (and checked) is exactly the state this process now owns
         last = events[-1].seq if events else 0
         epoch = await self._blocking(self.store.claim, run_id, record.epoch, last)
-        state = RunState.from_events(run_id, events, graph.nodes)
         kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch)
         was = state.status
         kernel.emit(

@@ -85,3 +85,11 @@ def where() -> dict[str, Any]:
 @other.tool
 def nothing() -> None:
     return None
+
+
+@toolbox.tool(side_effects=True, requires_confirmation=True)  # not idempotent
+def payout(amount: int) -> dict[str, Any]:
+    """Takes a moment, so two racing approvals overlap with the call."""
+    time.sleep(0.3)
+    ledger("payout", amount=amount)
+    return {"paid": amount}

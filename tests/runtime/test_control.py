@@ -7,8 +7,8 @@ from typing import Any
 import anyio
 import pytest
 
-from chainlab.errors import DecisionError
 from chainlab import PlanError, RunNotActiveError, RunOptions, RunStateError, UnknownStepError
+from chainlab.errors import DecisionError
 from chainlab.runtime import RunStatus
 
 from .conftest import Harness, S, chain_of

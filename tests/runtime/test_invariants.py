@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chainlab import Chain, PermanentError, Toolbox
-from chainlab.runtime import Runtime
 from chainlab.events.status import RUN_TERMINAL, STEP_TERMINAL
+from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing import ManualClock
 
