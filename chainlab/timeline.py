@@ -135,20 +135,20 @@ def _waits(events: Iterable[Event]) -> list[tuple[str, str, float, float | None,
     open_: dict[str, tuple[str, float, int]] = {}  # step -> (kind, start, row)
     rows: list[tuple[str, str, float, float | None, str | None]] = []
     for ev in events:
-        sid = ev.step_id
-        if sid is None:
+        step_id = ev.step_id
+        if step_id is None:
             continue
-        current = open_.get(sid)
+        current = open_.get(step_id)
         if current is not None:
             kind, start, row = current
             closing = _WAIT_CLOSE[kind]
             outcome = closing.get(ev.kind)
             if outcome is not None:
-                rows[row] = (sid, kind, start, ev.ts, outcome)
-                del open_[sid]
+                rows[row] = (step_id, kind, start, ev.ts, outcome)
+                del open_[step_id]
         if ev.kind in _WAIT_OPEN:
-            open_[sid] = (_WAIT_OPEN[ev.kind], ev.ts, len(rows))
-            rows.append((sid, _WAIT_OPEN[ev.kind], ev.ts, None, None))
+            open_[step_id] = (_WAIT_OPEN[ev.kind], ev.ts, len(rows))
+            rows.append((step_id, _WAIT_OPEN[ev.kind], ev.ts, None, None))
     return rows
 
 
@@ -264,16 +264,16 @@ def _step_order(record: RunRecord, state: RunState) -> list[str]:
 
     def walk(chain: dict[str, Any], prefix: str, seen: tuple[str, ...]) -> None:
         for step in chain.get("steps", []):
-            sid = prefix + step["id"]
-            out.append(sid)
+            step_id = prefix + step["id"]
+            out.append(step_id)
             tool = str(step.get("tool", ""))
             name = tool[len("chain:"):].strip() if tool.startswith("chain:") else None
             if name and name in record.chains and name not in seen:
-                walk(record.chains[name], sid + "/", (*seen, name))
+                walk(record.chains[name], step_id + "/", (*seen, name))
 
     walk(record.chain, "", (record.chain_name,))
     known = set(out)
-    out += [sid for sid in state.steps if sid not in known]
+    out += [step_id for step_id in state.steps if step_id not in known]
     return out
 
 
@@ -344,18 +344,18 @@ def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | 
     def fits(text: str, width: float) -> bool:  # 7-pt text is ~4.6 pt per character
         return not small and width >= (len(text) + 1) * span / chars
 
-    row = {sid: i for i, sid in enumerate(order)}
+    row = {step_id: i for i, step_id in enumerate(order)}
     handles: dict[str, Any] = {}
     bars = _Bars()
-    for sid, kind, start, end, outcome in waits:
+    for step_id, kind, start, end, outcome in waits:
         look, name = _WAIT_LOOK[kind]
         st = STATUS_STYLE[look]
         stop = end if end is not None else t_end
-        bars.add(row[sid], start - t0, max(stop - start, min_w), height=0.22, color=st.fill,
+        bars.add(row[step_id], start - t0, max(stop - start, min_w), height=0.22, color=st.fill,
                  edgecolor=st.stroke, linewidth=1.0, linestyle="--", zorder=2)
         note = f"{st.badge} {stop - start:.3g} s" + (f" {outcome}" if outcome else "")
         if fits(note, stop - start):
-            ax.text(start - t0 + (stop - start) / 2, row[sid] - 0.2, note, ha="center",
+            ax.text(start - t0 + (stop - start) / 2, row[step_id] - 0.2, note, ha="center",
                     va="bottom", fontsize=7, color=MUTED_TEXT, zorder=4)
         handles.setdefault(f"wait:{kind}", Patch(facecolor=st.fill, edgecolor=st.stroke,
                                                  linestyle="--", label=name))
@@ -397,13 +397,13 @@ def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | 
     ax.tick_params(axis="x", labelsize=8.5, colors="#444444")
     ax.tick_params(axis="y", colors="#444444")
     ax.set_title(heading, loc="left", fontsize=11, color="#333333")
-    captions = [STATUS_STYLE[str(state.steps[sid].status)] if sid in state.steps else None
-                for sid in order]
+    captions = [STATUS_STYLE[str(state.steps[step_id].status)] if step_id in state.steps else None
+                for step_id in order]
     at_right = ax.get_yaxis_transform()  # x in axes fraction, y in data
-    for y, (sid, cap) in enumerate(zip(order, captions, strict=True)):
+    for y, (step_id, cap) in enumerate(zip(order, captions, strict=True)):
         if cap is not None:
             ax.text(1.012, y, cap.caption, transform=at_right, ha="left", va="center",
-                    gid=f"status:{sid}",
+                    gid=f"status:{step_id}",
                     fontsize=label_size - 0.5, color=cap.text, clip_on=False,
                     bbox=None if small else {"facecolor": cap.fill, "edgecolor": cap.stroke,
                                              "boxstyle": "round,pad=0.25", "linewidth": 1.0})

@@ -86,31 +86,31 @@ def _line(console: Console, run: Run, ev: Event) -> None:
     """One line for an event worth a line (not step_ready/step_started: too many)."""
     p = ev.payload
     kind = ev.kind
-    sid = ev.step_id or ""
-    st = run.state.steps.get(sid)
+    step_id = ev.step_id or ""
+    st = run.state.steps.get(step_id)
     error = clip(f"{p.get('error_kind')}: {p.get('error')}" if p.get("error_kind")
                  else p.get("error", ""), 100)
     took = seconds(st.ended_at - st.started_at) if st is not None and st.ended_at and \
         st.started_at else ""
     lines = {
-        "step_succeeded": ("✓", "green", f"{sid} succeeded {took}".rstrip()),
-        "step_failed": ("✗", "red", f"{sid} failed: {error}"),
+        "step_succeeded": ("✓", "green", f"{step_id} succeeded {took}".rstrip()),
+        "step_failed": ("✗", "red", f"{step_id} failed: {error}"),
         "step_retry_scheduled": ("↻", "yellow",
-                                 f"{sid} attempt {ev.attempt} failed ({error}); retry in "
+                                 f"{step_id} attempt {ev.attempt} failed ({error}); retry in "
                                  f"{seconds(p.get('delay_s'))}"),
-        "step_timed_out": ("⧗", "yellow", f"{sid} attempt {ev.attempt} timed out"),
+        "step_timed_out": ("⧗", "yellow", f"{step_id} attempt {ev.attempt} timed out"),
         "step_waiting_confirmation": ("⏸", "yellow",
-                                      f"{sid} waits for confirmation: "
+                                      f"{step_id} waits for confirmation: "
                                       f"{clip(p.get('preview'), 100)}"),
-        "step_approved": ("✓", "green", f"{sid} approved"
+        "step_approved": ("✓", "green", f"{step_id} approved"
                           + (" with edited args" if p.get("args") is not None else "")),
-        "step_rejected": ("✗", "red", f"{sid} rejected: {p.get('reason', '')}"),
-        "step_skipped": ("-", "dim", f"{sid} skipped ({p.get('reason')})"),
-        "step_in_doubt": ("?", "magenta", f"{sid} in doubt: {error}"),
-        "step_cancelled": ("-", "dim", f"{sid} cancelled"),
-        "compensation_started": ("↺", "yellow", f"{sid} compensating with {p.get('tool')}"),
-        "compensation_succeeded": ("↺", "blue", f"{sid} compensated"),
-        "compensation_failed": ("✗", "red", f"{sid} compensation failed: {error}"),
+        "step_rejected": ("✗", "red", f"{step_id} rejected: {p.get('reason', '')}"),
+        "step_skipped": ("-", "dim", f"{step_id} skipped ({p.get('reason')})"),
+        "step_in_doubt": ("?", "magenta", f"{step_id} in doubt: {error}"),
+        "step_cancelled": ("-", "dim", f"{step_id} cancelled"),
+        "compensation_started": ("↺", "yellow", f"{step_id} compensating with {p.get('tool')}"),
+        "compensation_succeeded": ("↺", "blue", f"{step_id} compensated"),
+        "compensation_failed": ("✗", "red", f"{step_id} compensation failed: {error}"),
         "run_started": ("▶", "bold", f"run {ev.run_id} started: {run.chain.name} "
                                      f"({p.get('steps')} steps)"),
         "run_resumed": ("▶", "bold", f"run {ev.run_id} resumed ({p.get('reason')})"),

@@ -17,7 +17,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from chainlab.events.fold import RunState, StepState
+from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
@@ -66,6 +66,8 @@ def seconds(value: float | None) -> str:
 
 def step_note(st: StepState) -> str:
     """One short line about a step: why it failed/waits/was skipped, or its output."""
+    if st.background:
+        return clip(f"{BACKGROUND_NOTE}; {st.error_kind}: {st.error}", 80)
     if st.status in (S.FAILED, S.IN_DOUBT, S.RETRY_WAIT, S.COMPENSATION_FAILED) and st.error:
         return clip(f"{st.error_kind}: {st.error}" if st.error_kind else st.error, 80)
     if st.status == S.WAITING_CONFIRMATION:
@@ -133,22 +135,22 @@ def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
     q = shlex.quote
     lines: list[Text] = []
     for st in state.steps.values():
-        sid = q(st.step_id)
+        step_id = q(st.step_id)
         if st.status == S.WAITING_CONFIRMATION:
             lines.append(Text.assemble(("  " + st.step_id, "bold"),
                                        " waits for confirmation; preview: ",
                                        clip(st.preview, 200)))
-            lines.append(Text(f"    approve: chainlab approve {run_id} {sid}{db_flag}"))
+            lines.append(Text(f"    approve: chainlab approve {run_id} {step_id}{db_flag}"))
             args = json.dumps(st.args or {}, ensure_ascii=False)
             args = q(args) if len(args) <= 120 else "@args.json"
-            lines.append(Text(f"    edit:    chainlab approve {run_id} {sid} --args "
+            lines.append(Text(f"    edit:    chainlab approve {run_id} {step_id} --args "
                               f"{args}{db_flag}", style="dim"))
-            lines.append(Text(f"    reject:  chainlab reject {run_id} {sid} --reason "
+            lines.append(Text(f"    reject:  chainlab reject {run_id} {step_id} --reason "
                               f"'why'{db_flag}"))
         elif st.status == S.IN_DOUBT:
             lines.append(Text.assemble(("  " + st.step_id, "bold"), " is in doubt: ",
                                        clip(st.error or st.reason or "", 200)))
-            lines.append(Text(f"    resolve: chainlab resolve {run_id} {sid} "
+            lines.append(Text(f"    resolve: chainlab resolve {run_id} {step_id} "
                               f"(--output JSON | --retry | --fail){db_flag}"))
     if not lines:
         return None
@@ -182,14 +184,14 @@ def state_dict(run_id: str, state: RunState) -> dict[str, Any]:
     """A run's state as JSON data (``--json``)."""
     return {
         "run_id": run_id, "status": str(state.status or RunStatus.RUNNING),
-        "steps": {sid: {"status": str(st.status), "attempts": st.attempts,
+        "steps": {step_id: {"status": str(st.status), "attempts": st.attempts,
                         "reason": st.reason, "error_kind": st.error_kind, "error": st.error,
                         "output": st.output,
                         **({"args": st.args, "preview": st.preview}
                            if st.status == S.WAITING_CONFIRMATION else {})}
-                  for sid, st in state.steps.items()},
+                  for step_id, st in state.steps.items()},
         "outputs": state.outputs,
-        "waiting": {sid: str(st.status) for sid, st in state.steps.items()
+        "waiting": {step_id: str(st.status) for step_id, st in state.steps.items()
                     if st.status in (S.WAITING_CONFIRMATION, S.IN_DOUBT)},
     }
 

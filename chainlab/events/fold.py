@@ -22,7 +22,10 @@ from chainlab.events.status import (
     check_step,
 )
 
-__all__ = ["AttemptRecord", "RunState", "StepState"]
+__all__ = ["BACKGROUND_NOTE", "AttemptRecord", "RunState", "StepState"]
+
+#: what front ends say about a step whose timed-out sync body has not returned yet
+BACKGROUND_NOTE = "still running in the background"
 
 S = StepStatus
 
@@ -87,7 +90,7 @@ class RunState:
         self.status: RunStatus | None = None
         self.epoch = 0
         self.last_seq = 0
-        self.steps: dict[str, StepState] = {sid: StepState(sid) for sid in step_ids}
+        self.steps: dict[str, StepState] = {step_id: StepState(step_id) for step_id in step_ids}
         self.attempts: list[AttemptRecord] = []
         self.completion: list[str] = []  # step ids in the order they succeeded
         self.started_at: float | None = None
@@ -116,7 +119,7 @@ class RunState:
     @property
     def outputs(self) -> dict[str, Any]:
         """Outputs of every step that succeeded (kept after compensation, for the audit)."""
-        return {sid: self.steps[sid].output for sid in self.completion}
+        return {step_id: self.steps[step_id].output for step_id in self.completion}
 
     def open_attempt(self, step_id: str, kind: str = "call") -> AttemptRecord | None:
         return self._open.get((step_id, kind))

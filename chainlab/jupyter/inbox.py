@@ -185,18 +185,18 @@ class Inbox(W.VBox):
     def sync(self) -> None:
         """Add cards for new waiting steps, drop cards of steps that stopped waiting."""
         steps = self.widget.run.steps
-        waiting = {sid: st.status for sid, st in steps.items()
+        waiting = {step_id: st.status for step_id, st in steps.items()
                    if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
         changed = False
-        for sid in list(self.cards):
-            card = self.cards[sid]
-            if sid not in waiting or card.key != self._key(sid):
-                del self.cards[sid]
+        for step_id in list(self.cards):
+            card = self.cards[step_id]
+            if step_id not in waiting or card.key != self._key(step_id):
+                del self.cards[step_id]
                 changed = True
-        for sid, status in waiting.items():
-            if sid not in self.cards:
+        for step_id, status in waiting.items():
+            if step_id not in self.cards:
                 cls = ApprovalCard if status == StepStatus.WAITING_CONFIRMATION else DoubtCard
-                self.cards[sid] = cls(self.widget, sid)
+                self.cards[step_id] = cls(self.widget, step_id)
                 changed = True
         if changed:
             self.children = [self.cards[s] for s in steps if s in self.cards] or [self.empty]

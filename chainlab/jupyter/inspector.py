@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from chainlab.jupyter.inbox import pretty, tool_of
 from chainlab.events import Event
+from chainlab.events.fold import BACKGROUND_NOTE
+from chainlab.jupyter.inbox import pretty, tool_of
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget
@@ -59,7 +60,8 @@ class StepInspector(W.VBox):
     def render(self, step_id: str) -> str:
         run = self.widget.run
         st = run.steps[step_id]
-        rows = [("status", st.status + (f" ({st.reason})" if st.reason else "")),
+        rows = [("status", st.status + (f" ({st.reason})" if st.reason else "")
+                 + (f" · {BACKGROUND_NOTE}" if st.background else "")),
                 ("tool", tool_of(self.widget, step_id)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),

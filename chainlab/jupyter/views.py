@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chainlab.errors import ChainlabError, Problem
-from chainlab.jupyter.assets import style_tag
+from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox

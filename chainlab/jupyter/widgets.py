@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
+from chainlab.events import Event
+from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.jupyter._tasks import eager
-from chainlab.jupyter.assets import style_tag
+from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
 from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.runtime import Run
-from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
-from chainlab.events import Event
 
 if TYPE_CHECKING:
     from chainlab.jupyter.session import NotebookSession
@@ -151,7 +151,7 @@ class RunWidget(W.VBox):
 
     # ------------------------------------------------------------------ drawing
     def statuses(self) -> dict[str, str]:
-        return {sid: str(st.status) for sid, st in self.run.steps.items()}
+        return {step_id: str(st.status) for step_id, st in self.run.steps.items()}
 
     def badges(self) -> dict[str, str]:
         """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
@@ -243,18 +243,8 @@ class RunWidget(W.VBox):
         self.next_step.layout.display = "" if can["step"] else "none"
 
     def _undoable(self) -> bool:
-        """True when a completed step has a compensation (something to roll back)."""
-        toolbox = self.run.runtime.toolbox
-        done = {sid.split("/")[0] for sid, st in self.run.steps.items()  # sub-chain steps count
-                if st.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATION_FAILED)}
-        for step in self.run.chain.steps:
-            if step.id not in done or step.rollback == "none":
-                continue
-            if step.rollback is not None or step.is_subchain:
-                return True
-            if step.tool in toolbox and toolbox.get(step.tool).compensate is not None:
-                return True
-        return False
+        """True when a rollback has something to undo (the saga's own plan)."""
+        return bool(self.run.undoable())
 
     # ------------------------------------------------------------------ actions
     def press(self, name: str) -> None:

@@ -16,8 +16,9 @@
 - :class:`PlanReport`, :func:`planning_events`, :func:`plan_and_start` - planning recorded
   at the head of the run's log and in its meta.
 - :func:`default_planner` - OpenAIPlanner when ``openai`` is installed, else the fallback.
-- :class:`~chainlab.planner.fake_server.FakeOpenAI` - a scripted OpenAI-compatible server
-  for tests and demos.
+
+The scripted OpenAI-compatible server for tests and demos is a test double: it lives in
+:mod:`chainlab.testing.openai_server` (``from chainlab.testing import FakeOpenAI``).
 """
 
 from __future__ import annotations
@@ -37,11 +38,9 @@ from chainlab.planner.fallback import FallbackPlanner, PlanTemplate
 from chainlab.planner.policy import PlanPolicy
 
 if TYPE_CHECKING:
-    from chainlab.planner.fake_server import FakeOpenAI
     from chainlab.planner.openai import OpenAIPlanner
 
 __all__ = [
-    "FakeOpenAI",
     "FallbackPlanner",
     "FallbackReason",
     "OpenAIPlanner",
@@ -76,8 +75,4 @@ def __getattr__(name: str) -> Any:
         from chainlab.planner.openai import OpenAIPlanner
 
         return OpenAIPlanner
-    if name == "FakeOpenAI":
-        from chainlab.planner.fake_server import FakeOpenAI
-
-        return FakeOpenAI
     raise AttributeError(f"module 'chainlab.planner' has no attribute {name!r}")

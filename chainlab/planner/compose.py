@@ -160,8 +160,8 @@ class _Builder:
     def closure(self, step_ids: set[str]) -> set[str]:
         """The steps and everything they depend on."""
         out = set(step_ids)
-        for sid in step_ids:
-            out |= self.ancestors.get(sid, set())
+        for step_id in step_ids:
+            out |= self.ancestors.get(step_id, set())
         return out
 
     def source(self, tool: Tool, name: str, required: bool,
@@ -209,7 +209,7 @@ class _Builder:
                     bad[p.step_id] = f"[{p.code}] {p.message}"
             if not bad:
                 break
-            dropped += [f"{sid}: {why}" for sid, why in bad.items()]
+            dropped += [f"{step_id}: {why}" for step_id, why in bad.items()]
             keep = [s.model_copy(update={"depends_on": [d for d in s.depends_on
                                                         if d not in bad]})
                     for s in chain.steps if s.id not in bad]

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from chainlab.events.status import StepStatus
 from chainlab.render.dot import Drawing, draw_chain
 from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
-from chainlab.events.status import StepStatus
 
 if TYPE_CHECKING:
+    from chainlab.events.fold import StepState
     from chainlab.plan.schema import Chain
     from chainlab.runtime.runtime import Run
-    from chainlab.events.fold import StepState
     from chainlab.tools import Toolbox
 
 __all__ = [

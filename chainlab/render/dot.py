@@ -340,8 +340,8 @@ def draw_chain(
     by_step: dict[str, list[Any]] = {}
     chain_problems: list[Any] = []
     for p in problems or ():
-        sid = getattr(p, "step_id", None)
-        (by_step.setdefault(sid, []) if sid else chain_problems).append(p)
+        step_id = getattr(p, "step_id", None)
+        (by_step.setdefault(step_id, []) if step_id else chain_problems).append(p)
     w = _Writer(scope=scope or _SCOPE_TOKEN, toolbox=toolbox, chains=chains,
                 statuses=statuses, badges=badges or {}, notes=notes or {}, problems=by_step,
                 reserve=reserve_status)
@@ -365,7 +365,7 @@ def draw_chain(
     if scope is None:
         final_scope = "cl-" + hashlib.sha1(text.encode()).hexdigest()[:10]
         text = text.replace(_SCOPE_TOKEN, final_scope)
-    steps = {sid: element_id(final_scope, sid) for sid in w.drawn}
+    steps = {step_id: element_id(final_scope, step_id) for step_id in w.drawn}
     return Drawing(text, final_scope, steps, frozenset(w.kinds), frozenset(w.edge_kinds),
                    statuses is not None)
 

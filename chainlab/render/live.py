@@ -93,7 +93,7 @@ class LiveDag:
             base = add_legend(base, self.scope, statuses=True, kinds=self.drawing.kinds,
                               edge_kinds=self.drawing.edge_kinds)
         self.step_ids: list[str] = list(self.drawing.steps)
-        self._index = {sid: i for i, sid in enumerate(self.step_ids)}
+        self._index = {step_id: i for i, step_id in enumerate(self.step_ids)}
         self._parts: list[str | _Slot] = []
         self.svg: str = self._split(base)
         self._values: dict[tuple[str, str | None], tuple[str, str, str]] = {}
@@ -113,7 +113,7 @@ class LiveDag:
     # ------------------------------------------------------------------ building
     def _split(self, base: str) -> str:
         """Build the static template (``self._parts``) and return the live markup."""
-        ids = {eid: sid for sid, eid in self.drawing.steps.items()}
+        ids = {eid: step_id for step_id, eid in self.drawing.steps.items()}
         parts: list[str | _Slot] = []
         live: list[str] = []
         pos = 0
@@ -159,8 +159,8 @@ class LiveDag:
     # ------------------------------------------------------------------ updating
     def _statuses(self, statuses: Mapping[str, Any]) -> list[str]:
         out = []
-        for sid in self.step_ids:
-            status = str(statuses.get(sid, "pending"))
+        for step_id in self.step_ids:
+            status = str(statuses.get(step_id, "pending"))
             status_style(status)  # raises ValueError for an unknown status
             out.append(status)
         return out
@@ -172,8 +172,8 @@ class LiveDag:
         only affect this view. Raises ValueError for an unknown status."""
         by_status: dict[str, list[str]] = {}
         current = self._statuses(statuses)
-        for sid, status in zip(self.step_ids, current, strict=True):
-            by_status.setdefault(status, []).append(self.drawing.steps[sid])
+        for step_id, status in zip(self.step_ids, current, strict=True):
+            by_status.setdefault(status, []).append(self.drawing.steps[step_id])
         rules = []
         for status in STATUS_STYLE:
             if status not in by_status:
@@ -183,11 +183,11 @@ class LiveDag:
             rules.append(f"{selector}{{--cl-f:{st.fill};--cl-s:{st.stroke};"
                          f"--cl-w:{_num(st.width)}px;--cl-d:{dasharray(st.line)};"
                          f"--cl-t:{st.text};--cl-c:{css_string(st.caption)}}}")
-        for sid, status in zip(self.step_ids, current, strict=True):
-            badge = (badges or {}).get(sid)
+        for step_id, status in zip(self.step_ids, current, strict=True):
+            badge = (badges or {}).get(step_id)
             if badge:
                 line = css_string(status_line(status, badge))
-                rules.append(f"#{self.drawing.steps[sid]}{{--cl-c:{line}}}")
+                rules.append(f"#{self.drawing.steps[step_id]}{{--cl-c:{line}}}")
         return f'<style class="{self.scope}-status">\n' + "\n".join(rules) + "\n</style>"
 
     def _value(self, status: str, badge: str | None) -> tuple[str, str, str]:
@@ -209,8 +209,8 @@ class LiveDag:
         nbconvert HTML, on GitHub and as a file). Raises ValueError for an unknown status."""
         current = self._statuses(statuses)
         badges = badges or {}
-        values = [self._value(status, badges.get(sid))
-                  for sid, status in zip(self.step_ids, current, strict=True)]
+        values = [self._value(status, badges.get(step_id))
+                  for step_id, status in zip(self.step_ids, current, strict=True)]
         key = {"paint": 0, "tfill": 1, "status": 2}
         return "".join(p if isinstance(p, str) else values[p[0]][key[p[1]]]
                        for p in self._parts)

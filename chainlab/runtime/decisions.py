@@ -69,7 +69,7 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
         raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
     status = _WAITS_FOR[action]
     if st.status != status:
-        waiting = [sid for sid, s in state.steps.items() if s.status == status]
+        waiting = [step_id for step_id, s in state.steps.items() if s.status == status]
         raise RunStateError(
             f"cannot {action} step {step_id!r} of run {state.run_id!r}: it is {st.status}, "
             f"not {status} ({status}: {', '.join(waiting) or 'none'})",

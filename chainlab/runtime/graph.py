@@ -116,11 +116,11 @@ def _compile_level(
     ns = Namespace(prefix, group, save_as)
     ids = []
     for i, step in enumerate(chain.steps):
-        nid = prefix + step.id
+        step_id = prefix + step.id
         tool = None if step.is_subchain else toolbox.get(step.tool)
         render, static = compile_value(step.args)
         node = Node(
-            id=nid,
+            id=step_id,
             step=step,
             tool=tool,
             order=(*order, i),
@@ -141,8 +141,8 @@ def _compile_level(
             rollback=_rollback(step, tool),
             group=group,
         )
-        nodes[nid] = node
-        ids.append(nid)
+        nodes[step_id] = node
+        ids.append(step_id)
         if step.is_subchain:
             child = chains[step.subchain_name or ""]
             node.children = _compile_level(
@@ -151,13 +151,13 @@ def _compile_level(
                 chains,
                 options,
                 nodes,
-                prefix=nid + "/",
-                group=nid,
+                prefix=step_id + "/",
+                group=step_id,
                 order=node.order,
             )
-    for nid in ids:
-        for d in nodes[nid].deps:
-            nodes[d].succ.append(nid)
+    for step_id in ids:
+        for d in nodes[step_id].deps:
+            nodes[d].succ.append(step_id)
     return ids
 
 

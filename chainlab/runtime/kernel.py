@@ -242,12 +242,12 @@ class Kernel:
         if self.sched.paused:
             await self.flush_and_signal()
             return False
-        unfinished = [sid for sid, st in self.steps.items() if st.status in _UNSETTLED]
+        unfinished = [step_id for step_id, st in self.steps.items() if st.status in _UNSETTLED]
         waiting = self.waiting()
         if not unfinished and not waiting:
             bad = {
-                sid: str(st.status)
-                for sid, st in self.steps.items()
+                step_id: str(st.status)
+                for step_id, st in self.steps.items()
                 if st.status in (S.FAILED, S.REJECTED)
             }
             if bad:
@@ -706,7 +706,9 @@ class Kernel:
         return self.sched.get_ready()
 
     def waiting(self) -> dict[str, str]:
-        return {sid: str(st.status) for sid, st in self.steps.items() if st.status in _WAITING}
+        return {
+            step_id: str(st.status) for step_id, st in self.steps.items() if st.status in _WAITING
+        }
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

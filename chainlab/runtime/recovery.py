@@ -43,8 +43,8 @@ def recover_now(k: Kernel) -> list[Node]:
     _restore_stopping(k)
     initial = {step_id: st.status for step_id, st in k.steps.items()}
     k.sched.restore(
-        done=[sid for sid, status in initial.items() if status in _ENDED],
-        satisfied=[sid for sid, st in k.steps.items() if satisfied(st)],
+        done=[step_id for step_id, status in initial.items() if status in _ENDED],
+        satisfied=[step_id for step_id, st in k.steps.items() if satisfied(st)],
     )
     for step_id, node in k.nodes.items():
         status = initial[step_id]

@@ -24,6 +24,7 @@ from chainlab.events import (
 from chainlab.plan.schema import Chain
 from chainlab.runtime import decisions
 from chainlab.runtime.kernel import SATISFIED, Kernel
+from chainlab.runtime.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
@@ -103,6 +104,26 @@ class Run:
             and self.steps[s.id].status in SATISFIED
         }
 
+    def undoable(self) -> list[str]:
+        """The completed steps a rollback would compensate now, most recent first (the
+        saga's own plan; empty when nothing has a compensation)."""
+        if self._kernel is not None:
+            nodes = self._kernel.nodes
+            options = self._kernel.options
+        else:
+            from chainlab.plan.schema import RunOptions
+            from chainlab.runtime.graph import compile_chain
+
+            options = RunOptions.model_validate(self.record.options)
+            chains = dict(self.runtime.chains)
+            chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
+            try:
+                nodes = compile_chain(self.chain, self.runtime.toolbox, chains, options).nodes
+            except (KeyError, LookupError):  # a tool this process does not have
+                return []
+        return rollback_plan(self.state, {sid: n.rollback is not None for sid, n in nodes.items()},
+                             strict=options.rollback_mode == "strict")[0]
+
     def ready_steps(self) -> list[str]:
         """Steps released and waiting for a slot (or the Step button), in release order."""
         return self._k().ready_steps() if self._kernel else []
@@ -110,8 +131,8 @@ class Run:
     def waiting(self) -> dict[str, str]:
         """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
         return {
-            nid: str(st.status)
-            for nid, st in self.steps.items()
+            step_id: str(st.status)
+            for step_id, st in self.steps.items()
             if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
         }
 
@@ -125,9 +146,9 @@ class Run:
             run_id=self.run_id,
             status=self.status,
             outputs=st.outputs,
-            steps={nid: str(s.status) for nid, s in st.steps.items()},
+            steps={step_id: str(s.status) for step_id, s in st.steps.items()},
             waiting=self.waiting(),
-            errors={nid: s.error for nid, s in st.steps.items() if s.error},
+            errors={step_id: s.error for step_id, s in st.steps.items() if s.error},
         )
 
     # ------------------------------------------------------------------ waiting

@@ -9,9 +9,10 @@ listed as needing a decision.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from chainlab.events import ErrorKind, EventKind, RunStatus, StepStatus
+from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
 from chainlab.runtime import attempt as att
@@ -22,7 +23,7 @@ from chainlab.tools import CallContext, args_hash, idempotency_key
 if TYPE_CHECKING:
     from chainlab.runtime.kernel import Kernel
 
-__all__ = ["cancel_remaining", "compensate", "finish_stopped"]
+__all__ = ["cancel_remaining", "compensate", "finish_stopped", "rollback_plan"]
 
 S = StepStatus
 R = RunStatus
@@ -100,20 +101,26 @@ def _order(k: Kernel, retry_failed: bool) -> list[str]:
 
 
 def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
+    return rollback_plan(k.state, {sid: n.rollback is not None for sid, n in k.nodes.items()},
+                         strict=k.options.rollback_mode == "strict", retry_failed=retry_failed)
+
+
+def rollback_plan(state: RunState, has_rollback: Mapping[str, bool], *, strict: bool,
+                  retry_failed: bool = True) -> tuple[list[str], list[str]]:
     """(steps to compensate now, most recently completed first; steps held back). Under
     ``strict``, a failed compensation that is not retried now (after a crash: one whose
-    effect is unknown) holds back every step completed before it: they stay pending."""
+    effect is unknown) holds back every step completed before it: they stay pending. The one
+    answer to "what would a rollback undo?" for the kernel and every front end."""
     wanted = (S.SUCCEEDED, S.COMPENSATING) + ((S.COMPENSATION_FAILED,) if retry_failed else ())
-    strict = k.options.rollback_mode == "strict"
     seen: set[str] = set()
     out: list[str] = []
     held: list[str] = []
     blocked = False
-    for step_id in reversed(k.state.completion):
-        if step_id in seen or k.nodes[step_id].rollback is None:
+    for step_id in reversed(state.completion):
+        if step_id in seen or not has_rollback.get(step_id, False):
             continue
         seen.add(step_id)
-        status = k.steps[step_id].status
+        status = state.steps[step_id].status
         if status in wanted:
             (held if blocked else out).append(step_id)
         elif strict and status == S.COMPENSATION_FAILED:

@@ -89,11 +89,12 @@ class Scheduler:
         if max_concurrency < 1:
             raise SchedulerError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self._steps: dict[str, _Entry] = {
-            sid: _Entry(tuple(deps), [], tuple(order)) for sid, (deps, order) in graph.items()
+            step_id: _Entry(tuple(deps), [], tuple(order))
+            for step_id, (deps, order) in graph.items()
         }
-        for sid, entry in self._steps.items():
+        for step_id, entry in self._steps.items():
             for dep in entry.deps:
-                self._entry(dep).succ.append(sid)
+                self._entry(dep).succ.append(step_id)
         self.max_concurrency = max_concurrency
         self.pools = dict(pools or {})
         self.pool_used: dict[str, int] = {}
@@ -115,7 +116,11 @@ class Scheduler:
 
     def get_ready(self) -> list[str]:
         """Ready steps in release order (what ``take()`` would consider, first to last)."""
-        return [sid for _, sid in sorted(set(self._heap)) if self._steps[sid].phase == Phase.READY]
+        return [
+            step_id
+            for _, step_id in sorted(set(self._heap))
+            if self._steps[step_id].phase == Phase.READY
+        ]
 
     @property
     def has_ready(self) -> bool:
@@ -143,14 +148,14 @@ class Scheduler:
         """Count the dependencies of these steps (a level of the chain) and return those that
         have none, now unblocked, in the order given."""
         ids = list(step_ids)
-        for sid in ids:
-            entry = self._entry(sid)
+        for step_id in ids:
+            entry = self._entry(step_id)
             if entry.phase != Phase.BLOCKED:
-                raise SchedulerError(f"step {sid!r} was already started ({entry.phase})")
+                raise SchedulerError(f"step {step_id!r} was already started ({entry.phase})")
             entry.waiting_on = sum(1 for d in entry.deps if self._steps[d].phase != Phase.DONE)
-        out = [sid for sid in ids if self._steps[sid].waiting_on == 0]
-        for sid in out:
-            self._steps[sid].phase = Phase.UNBLOCKED
+        out = [step_id for step_id in ids if self._steps[step_id].waiting_on == 0]
+        for step_id in out:
+            self._steps[step_id].phase = Phase.UNBLOCKED
         return out
 
     def restore(self, done: Iterable[str], satisfied: Iterable[str]) -> None:
@@ -158,8 +163,8 @@ class Scheduler:
         released their dependants. Every other step is blocked on its unsatisfied
         dependencies (the driver then readies, parks or ends what it must)."""
         ok = set(satisfied)
-        for sid in done:
-            self._entry(sid).phase = Phase.DONE
+        for step_id in done:
+            self._entry(step_id).phase = Phase.DONE
         for entry in self._steps.values():
             entry.waiting_on = sum(1 for d in entry.deps if d not in ok)
 
@@ -180,17 +185,17 @@ class Scheduler:
             self._n_ready -= 1
         entry.phase = Phase.DONE
         out: list[str] = []
-        for sid in entry.succ:
-            succ = self._steps[sid]
+        for step_id in entry.succ:
+            succ = self._steps[step_id]
             if succ.phase != Phase.BLOCKED:
                 continue
             if not ok:
-                out.append(sid)
+                out.append(step_id)
                 continue
             succ.waiting_on -= 1
             if succ.waiting_on == 0:
                 succ.phase = Phase.UNBLOCKED
-                out.append(sid)
+                out.append(step_id)
         return out
 
     # ------------------------------------------------------------------ the ready queue
@@ -231,23 +236,23 @@ class Scheduler:
         found: str | Breakpoint | None = None
         while self._heap:
             item = heapq.heappop(self._heap)
-            sid = item[1]
-            entry = self._steps[sid]
+            step_id = item[1]
+            entry = self._steps[step_id]
             if entry.phase != Phase.READY:
                 continue  # stale entry (ended or re-queued meanwhile)
-            if token is not None and sid != token:
+            if token is not None and step_id != token:
                 skipped.append(item)
                 continue
-            if token is None and sid in self.breakpoints and sid not in self._bp_passed:
-                self._bp_passed.add(sid)
+            if token is None and step_id in self.breakpoints and step_id not in self._bp_passed:
+                self._bp_passed.add(step_id)
                 skipped.append(item)
                 self.paused = True
-                found = Breakpoint(sid)
+                found = Breakpoint(step_id)
                 break
             if not self._acquire(entry):
                 skipped.append(item)
                 continue
-            found = sid
+            found = step_id
             break
         for item in skipped:
             heapq.heappush(self._heap, item)
@@ -308,8 +313,8 @@ class Scheduler:
     def set_breakpoints(self, step_ids: Iterable[str]) -> None:
         """Pause before these steps start (replaces the set; one set again fires again)."""
         ids = set(step_ids)
-        for sid in ids:
-            self._entry(sid)
+        for step_id in ids:
+            self._entry(step_id)
         self.breakpoints = ids
         self._bp_passed -= ids
 

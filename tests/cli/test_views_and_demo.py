@@ -152,7 +152,7 @@ def test_plan_with_the_fallback_planner(tmp_path: Path) -> None:
 
 
 def test_plan_with_an_openai_compatible_model(tmp_path: Path) -> None:
-    from chainlab.planner import FakeOpenAI
+    from chainlab.testing import FakeOpenAI
 
     bad = {"name": "sum", "steps": [{"id": "s", "tool": "ad", "args": {"a": 1, "b": 2}}]}
     good = {"name": "sum", "steps": [{"id": "s", "tool": "add", "args": {"a": 1, "b": 2}}]}

@@ -302,7 +302,7 @@ async def test_help(shop: Harness, capsys) -> None:
 # ---------------------------------------------------------------------- plan
 async def test_plan_with_a_scripted_model(shop: Harness) -> None:
     pytest.importorskip("openai")
-    from chainlab.planner.fake_server import FakeOpenAI
+    from chainlab.testing.openai_server import FakeOpenAI
 
     plan = {"name": "drafted", "description": "two bookings",
             "steps": [{"id": "f", "tool": "book", "args": {"what": "flight"}},

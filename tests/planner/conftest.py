@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from chainlab import Chain, Toolbox
-from chainlab.planner.fake_server import FakeOpenAI
+from chainlab.testing.openai_server import FakeOpenAI
 from chainlab.planner.openai import OpenAIPlanner
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore

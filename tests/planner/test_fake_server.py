@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from chainlab import Chain
-from chainlab.planner.fake_server import Delay, FakeOpenAI, RecordedRequest, Reply, as_reply
+from chainlab.testing.openai_server import Delay, FakeOpenAI, RecordedRequest, Reply, as_reply
 
 pytestmark = pytest.mark.anyio
 

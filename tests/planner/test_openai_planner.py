@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chainlab.planner.fake_server import Delay, FakeOpenAI, Reply
+from chainlab.testing.openai_server import Delay, FakeOpenAI, Reply
 from chainlab.planner.openai import OpenAIPlanner
 
 from .conftest import REQUEST, Project, chain_args, planner_for, valid_plan

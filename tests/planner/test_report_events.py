@@ -113,7 +113,7 @@ def test_only_openai_py_imports_openai() -> None:
 
 def test_importing_the_planner_package_does_not_load_openai() -> None:
     code = ("import sys, chainlab.planner as p; assert 'openai' not in sys.modules; "
-            "p.FallbackPlanner; from chainlab.planner import fake_server; "
+            "p.FallbackPlanner; from chainlab.testing import openai_server; "
             "assert 'openai' not in sys.modules; p.OpenAIPlanner; "
             "assert 'openai' in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,7 +11,7 @@ import pytest
 
 from chainlab import Chain
 from chainlab.planner import FallbackPlanner, plan_and_start
-from chainlab.planner.fake_server import Delay, FakeOpenAI
+from chainlab.testing.openai_server import Delay, FakeOpenAI
 from chainlab.runtime import RunStatus
 
 from .conftest import REQUEST, Project, planner_for, valid_plan

@@ -273,3 +273,13 @@ async def test_approve_with_non_json_args_is_a_decision_error(h: Harness, args: 
         await run.approve("p", args=args)
     assert (err.value.step_id, err.value.field) == ("p", "args")
     assert run.steps["p"].status == "waiting_confirmation"  # nothing recorded
+
+
+def test_the_cli_says_a_timed_out_body_still_runs() -> None:
+    from chainlab._cli.views import step_note
+    from chainlab.events import StepState, StepStatus
+    from chainlab.events.fold import BACKGROUND_NOTE
+
+    st = StepState("a", status=StepStatus.FAILED, error_kind="timeout", error="no answer",
+                   background=True)
+    assert step_note(st).startswith(BACKGROUND_NOTE)

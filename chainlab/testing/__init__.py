@@ -1,5 +1,7 @@
-"""Fakes for testing chains and your own tools: an injected clock, flaky/slow/recording tools
-and an event recorder. They are product code (tested like it) because users need them too.
+"""Test doubles for chains and your own tools: an injected clock, flaky/slow/recording tools,
+an event recorder, and (in :mod:`chainlab.testing.openai_server`) a scripted
+OpenAI-compatible HTTP server for planner tests and demos. They are product code (tested like
+it) because users need them too; nothing outside tests and demos uses them.
 
     from chainlab.testing import FlakyTool, ManualClock, RecordingTool
     flaky = FlakyTool(failures=2).register(toolbox, "fetch")
@@ -20,7 +22,15 @@ from chainlab.errors import TransientError
 from chainlab.events import Event
 from chainlab.tools import Tool, Toolbox
 
-__all__ = ["EventRecorder", "FlakyTool", "ManualClock", "RecordingTool", "SlowTool"]
+__all__ = ["EventRecorder", "FakeOpenAI", "FlakyTool", "ManualClock", "RecordingTool", "SlowTool"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FakeOpenAI":  # an HTTP server: loaded only when asked for
+        from chainlab.testing.openai_server import FakeOpenAI
+
+        return FakeOpenAI
+    raise AttributeError(f"module 'chainlab.testing' has no attribute {name!r}")
 
 
 class ManualClock:

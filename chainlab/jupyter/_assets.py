@@ -1,7 +1,5 @@
-"""Front-end assets of the notebook widgets (CSS), read from the package, never fetched.
-
-A wheel carries them as ``chainlab/_widgets`` (pyproject force-includes ``widgets/``); a
-source checkout reads ``widgets/`` at the repository root.
+"""Front-end assets of the notebook widgets (CSS), read from the package, never fetched:
+they live in ``chainlab/jupyter/assets/`` and ship inside the wheel like any package file.
 """
 
 from __future__ import annotations
@@ -11,17 +9,16 @@ from pathlib import Path
 
 __all__ = ["asset_dir", "badge_css", "css", "style_tag"]
 
-_PACKAGE = Path(__file__).resolve().parent.parent
+_ASSETS = Path(__file__).resolve().parent / "assets"
 
 
 def asset_dir() -> Path:
-    """The directory holding the assets. Raises FileNotFoundError naming both places."""
-    for candidate in (_PACKAGE / "_widgets", _PACKAGE.parent / "widgets"):
-        if (candidate / "chainlab.css").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"chainlab's widget assets are missing: looked for chainlab.css in {_PACKAGE / '_widgets'}"
-        f" and {_PACKAGE.parent / 'widgets'}; reinstall chainlab")
+    """The directory holding the assets. Raises FileNotFoundError naming it."""
+    if not (_ASSETS / "chainlab.css").is_file():
+        raise FileNotFoundError(
+            f"chainlab's widget assets are missing: no chainlab.css in {_ASSETS}; "
+            "reinstall chainlab")
+    return _ASSETS
 
 
 @functools.cache
