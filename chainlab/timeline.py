@@ -43,7 +43,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chainlab.events import Event
-from chainlab.events.fold import RunState
+from chainlab.events.fold import RunState, read_run
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -77,10 +77,7 @@ def _times(values: Iterable[float | None]) -> pd.Series:
 
 
 def _load(store: Store, run_id: str) -> tuple[RunRecord, list[Event], RunState]:
-    record = store.get_run(run_id)
-    events = store.load_events(run_id)
-    step_ids = [s["id"] for s in record.chain.get("steps", [])]
-    return record, events, RunState.from_events(run_id, events, step_ids)
+    return read_run(store, run_id)  # type: ignore[no-any-return]
 
 
 def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from chainlab._cli.common import CliError, ExitCode, exit_code_for
 from chainlab._cli.loading import DEFAULT_DB
 from chainlab._cli.progress import ProgressMode, follow
 from chainlab._cli.views import next_steps, run_line, state_dict, steps_table
-from chainlab.events.fold import RunState
+from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.executors import Executor
@@ -115,9 +115,8 @@ def interrupted(run_ids: list[str], db: Path) -> Iterator[None]:
 
 def stored_state(store: SQLiteStore, run_id: str) -> tuple[Chain, RunState]:
     """A run's chain and state from the store (read only). Raises RunNotFoundError."""
-    record = store.get_run(run_id)
-    chain = Chain.from_dict(record.chain)
-    return chain, RunState.from_events(run_id, store.load_events(run_id), chain.step_ids)
+    record, _, state = read_run(store, run_id)
+    return Chain.from_dict(record.chain), state
 
 
 def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: SQLiteStore, db: Path,

@@ -10,7 +10,7 @@ this package without the scheduler kernel or a store (stdlib only).
 """
 
 from chainlab.events.event import RUN_END_KINDS, Event, EventKind, event_kind
-from chainlab.events.fold import AttemptRecord, RunState, StepState
+from chainlab.events.fold import AttemptRecord, RunState, StepState, read_run
 from chainlab.events.status import (
     RUN_TERMINAL,
     STEP_TERMINAL,
@@ -38,4 +38,5 @@ __all__ = [
     "StepState",
     "StepStatus",
     "event_kind",
+    "read_run",
 ]

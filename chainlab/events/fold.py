@@ -22,7 +22,7 @@ from chainlab.events.status import (
     check_step,
 )
 
-__all__ = ["BACKGROUND_NOTE", "AttemptRecord", "RunState", "StepState"]
+__all__ = ["BACKGROUND_NOTE", "AttemptRecord", "RunState", "StepState", "read_run"]
 
 #: what front ends say about a step whose timed-out sync body has not returned yet
 BACKGROUND_NOTE = "still running in the background"
@@ -377,3 +377,20 @@ _HANDLERS: dict[str, Any] = {
     EventKind.PLANNING_COMPLETED: RunState._on_planning,
     EventKind.PLANNING_FAILED: RunState._on_planning,
 }
+
+
+def read_run(
+    store: Any, run_id: str, *, upto: int | None = None
+) -> tuple[Any, list[Event], RunState]:
+    """``(record, events, state)`` of a stored run: THE read path of every front end (the stored
+    ``Run``, the timeline, the CLI, the widgets). ``store`` is any Store (only ``get_run``
+    and ``load_events`` are used); ``upto``: fold only the events up to that seq.
+
+    Raises RunNotFoundError for an unknown run."""
+    record = store.get_run(run_id)
+    events = store.load_events(run_id)
+    if upto is not None:
+        events = [ev for ev in events if ev.seq <= upto]
+    step_ids = [s["id"] for s in record.chain.get("steps", [])]
+    return record, events, RunState.from_events(run_id, events, step_ids)
+

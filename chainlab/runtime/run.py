@@ -20,6 +20,7 @@ from chainlab.events import (
     RunStatus,
     StepState,
     StepStatus,
+    read_run,
 )
 from chainlab.plan.schema import Chain
 from chainlab.runtime import decisions
@@ -74,8 +75,7 @@ class Run:
         if self._kernel is not None:
             return self._kernel.state
         if self._static is None:
-            events = self.runtime.store.load_events(self.run_id)
-            self._static = RunState.from_events(self.run_id, events, self.chain.step_ids)
+            _, _, self._static = read_run(self.runtime.store, self.run_id)
         return self._static
 
     @property

@@ -13,6 +13,14 @@ Tool kinds (the mix the issue asks for):
 ``charge``    side-effecting, NOT idempotent, no reconcile (sync): interrupted -> in_doubt
 ``send``      side-effecting, not idempotent, with ``reconcile`` reading the ledger (async)
 ``transfer``  side-effecting, not idempotent, needs confirmation when amount >= 10 (async)
+``check``     effect-free audit at the end of the chain; ``fail=True`` fails it permanently,
+              so under ``fail_fast`` the run stops and rolls back (the saga trials)
+``refund``    compensation of ``charge``; idempotent as a real API is: the first call under
+              a key changes the world, a repeat with the same key is answered from the record
+              (``effect=False, repeat=True``)
+``unset``     compensation of step ``c`` (an upsert); idempotent the same way
+
+Every ledger line also names the call's ``kind`` (``call`` or ``compensation``).
 """
 
 from __future__ import annotations
@@ -28,19 +36,25 @@ from typing import Any
 
 import anyio
 
-from chainlab import CallContext, Chain, Reconciliation, Toolbox
+from chainlab import CallContext, Chain, PermanentError, Reconciliation, Toolbox
 from chainlab.runtime import Run, RunResult
 
 UNSAFE_TOOLS = frozenset({"charge", "send", "transfer"})  # side effects, not idempotent
-SAFE_TOOLS = frozenset({"compute", "upsert"})  # effect-free or idempotent
+SAFE_TOOLS = frozenset({"compute", "upsert", "check", "refund", "unset"})  # or effect-free
 SEED = 3
+# the crash chain's non-idempotent steps (each must take effect exactly once) and the steps
+# that have a compensation (undone exactly once, in reverse completion order, on rollback)
+CRASH_UNSAFE_STEPS = {"d": "charge", "e": "send", "g": "transfer", "h": "charge"}
+CRASH_COMPENSABLE_STEPS = ("c", "d", "h")
 
 
 class Ledger:
-    """An append-only JSON-lines file; each write is fsync'ed before the call goes on."""
+    """An append-only JSON-lines file; each write is fsync'ed before the call goes on
+    (``fsync=False``: in-process simulations, where no process dies, skip that cost)."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True):
         self.path = Path(path)
+        self.fsync = fsync
         self._lock = threading.Lock()
 
     def write(self, **entry: Any) -> None:
@@ -49,7 +63,8 @@ class Ledger:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
-                os.fsync(fd)
+                if self.fsync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 
@@ -70,16 +85,18 @@ class Ledger:
 
 
 def started_in(db: str | os.PathLike[str]) -> Callable[[CallContext], bool]:
-    """A check for the write-ahead rule: is this call's ``step_started`` already committed
-    to the SQLite file ``db``? (Read through a connection of its own, as an auditor would.)"""
+    """A check for the write-ahead rule: is this call's ``step_started`` (a compensation's
+    ``compensation_started``) already committed to the SQLite file ``db``? (Read through a
+    connection of its own, as an auditor would.)"""
 
     def check(ctx: CallContext) -> bool:
+        kind = "compensation_started" if ctx.kind == "compensation" else "step_started"
         conn = sqlite3.connect(db, timeout=30)
         try:
             row = conn.execute(
                 "SELECT 1 FROM events WHERE run_id = ? AND step_id = ? AND attempt = ? "
-                "AND kind = 'step_started' AND json_extract(payload, '$.idempotency_key') = ?",
-                (ctx.run_id, ctx.step_id, ctx.attempt, ctx.idempotency_key)).fetchone()
+                "AND kind = ? AND json_extract(payload, '$.idempotency_key') = ?",
+                (ctx.run_id, ctx.step_id, ctx.attempt, kind, ctx.idempotency_key)).fetchone()
         finally:
             conn.close()
         return row is not None
@@ -95,11 +112,17 @@ def make_toolbox(ledger: Ledger, delay: float = 0.0,
     (``durable``), which the tests require of every side-effecting call."""
     tb = Toolbox("durability")
 
-    def record(ctx: CallContext, tool: str, effect: bool, out: Any = None) -> None:
+    def record(ctx: CallContext, tool: str, effect: bool, out: Any = None,
+               **extra: Any) -> None:
         durable = started(ctx) if started is not None and effect else None
         ledger.write(step=ctx.step_id, tool=tool, key=ctx.idempotency_key, effect=effect,
                      epoch=ctx.epoch, attempt=ctx.attempt, pid=os.getpid(), out=out,
-                     durable=durable)
+                     durable=durable, kind=ctx.kind, **extra)
+
+    def once(ctx: CallContext, tool: str, out: Any) -> None:
+        """An idempotent API's effect: only the first call under a key changes the world."""
+        first = ledger.effect_for(ctx.idempotency_key) is None
+        record(ctx, tool, first, out, repeat=not first)
 
     @tb.tool
     async def compute(x: int, ctx: CallContext) -> int:
@@ -117,7 +140,8 @@ def make_toolbox(ledger: Ledger, delay: float = 0.0,
         time.sleep(delay)
         return out
 
-    @tb.tool(side_effects=True)
+    @tb.tool(side_effects=True, compensate=(
+        "refund", {"account": "{{ input.account }}", "amount": "{{ output.charged }}"}))
     def charge(account: str, amount: int, ctx: CallContext) -> dict[str, Any]:
         """Non-idempotent: a second call would charge twice."""
         time.sleep(delay)
@@ -151,15 +175,44 @@ def make_toolbox(ledger: Ledger, delay: float = 0.0,
         await anyio.sleep(delay)
         return out
 
+    @tb.tool(side_effects=True, idempotent=True)
+    def refund(account: str, amount: int, ctx: CallContext) -> dict[str, Any]:
+        """Undo a charge (the compensation of ``charge``)."""
+        time.sleep(delay)
+        out = {"account": account, "refunded": amount}
+        once(ctx, "refund", out)
+        time.sleep(delay)
+        return out
+
+    @tb.tool(side_effects=True, idempotent=True)
+    async def unset(name: str, ctx: CallContext) -> None:
+        """Undo an upsert (the compensation of step ``c``)."""
+        await anyio.sleep(delay)
+        once(ctx, "unset", None)
+        await anyio.sleep(delay)
+
+    @tb.tool
+    async def check(x: int, fail: bool, ctx: CallContext) -> int:
+        """Effect-free audit; ``fail`` makes it fail permanently (never retried)."""
+        record(ctx, "check", False)
+        await anyio.sleep(delay)
+        if fail:
+            raise PermanentError(f"the audit rejects total {x}")
+        return x
+
     return tb
 
 
-def crash_chain() -> Chain:
-    """Nine steps, three branches, one confirmation; every tool kind appears."""
+def crash_chain(fail: bool = False) -> Chain:
+    """Ten steps, three branches, one confirmation, three compensable steps; every tool kind
+    appears. The last step ``z`` depends (transitively) on every other one, so with ``fail``
+    it fails after all of them completed and the run rolls back deterministically: c, d and
+    h are compensated in reverse completion order and the run ends ``rolled_back``."""
     return Chain.from_dict({"name": "durable", "options": {"max_concurrency": 3}, "steps": [
         {"id": "a", "tool": "compute", "args": {"x": "{{ context.seed }}"}},
         {"id": "b", "tool": "compute", "args": {"x": "{{ steps.a.output }}"}},
-        {"id": "c", "tool": "upsert", "args": {"name": "k1", "value": "{{ steps.a.output }}"}},
+        {"id": "c", "tool": "upsert", "args": {"name": "k1", "value": "{{ steps.a.output }}"},
+         "rollback": {"tool": "unset", "args": {"name": "{{ input.name }}"}}},
         {"id": "d", "tool": "charge",
          "args": {"account": "acct-1", "amount": "{{ steps.b.output }}"}},
         {"id": "e", "tool": "send",
@@ -170,6 +223,7 @@ def crash_chain() -> Chain:
          "args": {"account": "fees", "amount": 1}},
         {"id": "i", "tool": "compute", "depends_on": ["e"],
          "args": {"x": "{{ steps.h.output.charged }}"}},
+        {"id": "z", "tool": "check", "args": {"x": "{{ steps.i.output }}", "fail": fail}},
     ]})
 
 
@@ -192,7 +246,9 @@ def approval_chain() -> Chain:
     ]})
 
 
-CHAINS = {"crash": crash_chain, "approval": approval_chain}
+CHAINS: dict[str, Callable[[], Chain]] = {
+    "crash": crash_chain, "crash-fail": lambda: crash_chain(fail=True),
+    "approval": approval_chain}
 
 
 async def decide(run: Run, ledger: Ledger, *, approve: bool, resolve: bool) -> bool:

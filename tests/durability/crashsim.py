@@ -14,7 +14,7 @@ from chainlab.store import Event, MemoryStore, RunRecord, SQLiteStore
 from tests.durability.chainlib import Ledger
 from tests.durability.harness import Snapshot
 
-EFFECT_FREE = frozenset({"compute", "noop", "boom"})
+EFFECT_FREE = frozenset({"compute", "noop", "boom", "check"})
 
 
 def new_store(kind: str) -> MemoryStore | SQLiteStore:
@@ -23,11 +23,13 @@ def new_store(kind: str) -> MemoryStore | SQLiteStore:
 
 async def crashed_store(kind: str, record: RunRecord,
                         events: list[Event]) -> MemoryStore | SQLiteStore:
-    """A store holding ``record`` and the committed ``events`` (all of epoch 1)."""
+    """A store holding ``record`` and the committed ``events`` (all of epoch 1), with the
+    status the runtime committed along with them (the fold's)."""
     store = new_store(kind)
     store.create_run(record.with_(status="running", epoch=1))
     if events:
-        store.append(record.run_id, 1, events)
+        status = RunState.from_events(record.run_id, events).status
+        store.append(record.run_id, 1, events, str(status) if status else None)
         await store.flush(record.run_id, 1)
     return store
 
@@ -36,14 +38,17 @@ def world_at(prefix: list[Event], outputs: dict[str, Any], in_flight_done: bool,
              path: Path) -> Ledger:
     """The ledger as it was when the process died after ``prefix``: one line per call that
     ended, and one per call in flight when ``in_flight_done``."""
-    ledger = Ledger(path)
+    ledger = Ledger(path, fsync=False)  # nothing dies here: the page cache is the world
     for rec in RunState.from_events("run", prefix).attempts:
         if rec.status == "running" and not in_flight_done:
             continue
         effect = rec.tool not in EFFECT_FREE
         out = outputs.get(rec.step_id) if effect and rec.kind == "call" else None
+        if effect and rec.kind == "compensation" and any(
+                e["effect"] and e["key"] == rec.idempotency_key for e in ledger.read()):
+            effect = False  # an idempotent compensation repeated: the world changed once
         ledger.write(step=rec.step_id, tool=rec.tool, key=rec.idempotency_key, effect=effect,
-                     epoch=1, attempt=rec.attempt, pid=0, out=out)
+                     epoch=1, attempt=rec.attempt, pid=0, out=out, kind=rec.kind)
     return ledger
 
 
@@ -56,4 +61,5 @@ def final_snapshot(store: MemoryStore | SQLiteStore, ledger: Ledger) -> Snapshot
     if isinstance(store, SQLiteStore):
         view = store.query("SELECT step_id, attempt, kind, status, idempotency_key "
                            "FROM attempts WHERE run_id = 'run'")
-    return Snapshot(store.load_events("run"), ledger.read(), view)
+    return Snapshot(store.load_events("run"), ledger.read(), view,
+                    str(store.get_run("run").status))

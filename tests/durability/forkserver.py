@@ -23,7 +23,8 @@ import traceback
 
 import anyio
 
-from tests.durability import worker
+from chainlab.plan import find_problems
+from tests.durability import chainlib, worker
 
 
 def _child(argv: list[str], out: str) -> None:
@@ -48,7 +49,19 @@ def _returncode(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+def _warm_up() -> None:
+    """Load what the runtime imports lazily (the event loop backend, the YAML loader behind
+    ``Chain.from_dict``, pydantic's schema machinery) once, here, instead of in every child:
+    otherwise each worker spends most of its life importing before its run even exists. No
+    thread is started and no database opened, so forking stays safe."""
+    anyio.run(anyio.sleep, 0)
+    toolbox = chainlib.make_toolbox(chainlib.Ledger(os.devnull))
+    for make in chainlib.CHAINS.values():
+        assert not find_problems(make(), toolbox, context={"seed": chainlib.SEED})
+
+
 def main() -> None:
+    _warm_up()
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "spawn":

@@ -14,12 +14,14 @@ import pytest
 from chainlab.runtime import Runtime
 from chainlab.store import SQLiteStore
 from chainlab.tools import args_hash
-from tests.durability.chainlib import Ledger, make_toolbox
+from tests.durability.chainlib import CRASH_COMPENSABLE_STEPS, Ledger, make_toolbox
 from tests.durability.harness import (
     EXIT_DONE,
     EXIT_PLAN,
     EXIT_SUSPENDED,
     FreshChild,
+    check_log,
+    check_saga,
     snapshot,
 )
 
@@ -78,7 +80,8 @@ def test_approve_with_edited_args_in_another_process(tmp_path: Path) -> None:
     # every step ran exactly once across the three processes
     assert {s: final.ledger_count(s) for s in "abcdefghi"} == dict.fromkeys("abcdefghi", 1)
     assert {e["pid"] for e in final.ledger if e["step"] in "abcdef"} == {first["pid"]}
-    assert {e["pid"] for e in final.ledger if e["step"] in "ghi"} == {ok.result()["pid"]}
+    assert {e["pid"] for e in final.ledger if e["step"] in "ghiz"} == {ok.result()["pid"]}
+    check_log(final)
 
 
 def test_rejection_in_another_process_blocks_downstream(tmp_path: Path) -> None:
@@ -87,11 +90,15 @@ def test_rejection_in_another_process_blocks_downstream(tmp_path: Path) -> None:
     assert child.wait() == EXIT_DONE, child.output()
     final = snapshot(tmp_path / "runs.db", tmp_path / "ledger.jsonl", "run")
     state = final.state
-    assert state is not None and state.status == "failed"
+    # under fail_fast a rejection fails the run, and what completed is undone (DESIGN §6, §8)
+    assert state is not None and state.status == "rolled_back"
     assert (state.steps["g"].status, state.steps["g"].reason) == ("rejected", "not this month")
     assert (state.steps["h"].status, state.steps["h"].reason) == ("skipped", "rejected")
     assert (state.steps["i"].status, state.steps["i"].reason) == ("skipped", "rejected")
     assert final.ledger_count("g") == final.ledger_count("h") == final.ledger_count("i") == 0
+    assert (str(state.steps["c"].status), str(state.steps["d"].status)) == (
+        "compensated", "compensated")
+    check_saga(final, "rolled_back", CRASH_COMPENSABLE_STEPS)
 
 
 def test_several_waiting_steps_are_routed_by_step_id(tmp_path: Path) -> None:

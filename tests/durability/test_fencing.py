@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.durability.chainlib import CRASH_UNSAFE_STEPS
 from tests.durability.harness import (
     EXIT_DONE,
     EXIT_STALE,
@@ -30,7 +31,6 @@ from tests.durability.harness import (
 )
 
 TRIALS = 50
-UNSAFE_STEPS = {"d": "charge", "e": "send", "g": "transfer", "h": "charge"}
 
 pytestmark = pytest.mark.xdist_group("durability-processes")
 
@@ -61,7 +61,7 @@ def test_two_processes_resume_at_once_exactly_one_proceeds(
     expected = {"a": 7, "b": 15, "c": {"name": "k1", "value": 7},
                 "d": {"account": "acct-1", "charged": 15}, "e": {"to": "ops", "body": "charged 15"},
                 "f": 15, "g": {"to": "acct-2", "amount": 15},
-                "h": {"account": "fees", "charged": 1}, "i": 3}
+                "h": {"account": "fees", "charged": 1}, "i": 3, "z": 3}
     how = Counter[str]()
     rng = random.Random(7)
     for trial in range(TRIALS):
@@ -84,11 +84,12 @@ def test_two_processes_resume_at_once_exactly_one_proceeds(
         how[loser["stale_at"]] += 1
 
         final = snapshot(folder / "runs.db", folder / "ledger.jsonl", "run")
-        check_finished(final, expected, UNSAFE_STEPS)
+        check_finished(final, expected, CRASH_UNSAFE_STEPS)
         assert final.events is not None
         new_lines = final.ledger[len(base.ledger):]
         assert [(e["step"], e["pid"]) for e in new_lines] == [
-            ("g", winner["pid"]), ("h", winner["pid"]), ("i", winner["pid"])]
+            ("g", winner["pid"]), ("h", winner["pid"]), ("i", winner["pid"]),
+            ("z", winner["pid"])]
         epochs = {e.epoch for e in final.events[base.last_seq:]}
         assert winner["epoch"] in epochs
         if loser["stale_at"] == "write":  # it claimed first and was overtaken

@@ -17,13 +17,19 @@ import pytest
 from chainlab import CallContext, Chain, PermanentError, Reconciliation, Toolbox, TransientError
 from chainlab.runtime import RunState, Runtime
 from chainlab.store import Event, MemoryStore, RunRecord
-from tests.durability.chainlib import SEED, Ledger, crash_chain, make_toolbox, settle
+from tests.durability.chainlib import (
+    CRASH_COMPENSABLE_STEPS,
+    CRASH_UNSAFE_STEPS,
+    SEED,
+    Ledger,
+    crash_chain,
+    make_toolbox,
+    settle,
+)
 from tests.durability.crashsim import crashed_store, final_snapshot, open_calls, world_at
 from tests.durability.harness import Snapshot, check_finished, check_recovery_of
 
 pytestmark = pytest.mark.anyio
-
-UNSAFE_STEPS = {"d": "charge", "e": "send", "g": "transfer", "h": "charge"}
 
 
 async def uninterrupted(toolbox: Toolbox, chain: Chain, ledger: Ledger,
@@ -45,11 +51,17 @@ async def resume_and_settle(store: Any, toolbox: Toolbox, ledger: Ledger) -> Non
     await runtime.aclose()
 
 
+@pytest.mark.parametrize("fail", [False, True], ids=["succeeds", "rolls-back"])
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_crash_after_every_event(kind: str, tmp_path: Path) -> None:
-    base_ledger = Ledger(tmp_path / "base.jsonl")
-    events, record, outputs = await uninterrupted(make_toolbox(base_ledger), crash_chain(),
-                                                  base_ledger)
+async def test_crash_after_every_event(kind: str, fail: bool, tmp_path: Path) -> None:
+    # one toolbox for every cut, its ledger pointed at each cut's world in turn (building
+    # the tools' schemas per cut would cost more than the crashes)
+    world = Ledger(tmp_path / "base.jsonl", fsync=False)
+    toolbox = make_toolbox(world)
+    events, record, outputs = await uninterrupted(toolbox, crash_chain(fail), world)
+    expected = RunState.from_events("run", events)
+    assert expected.status == ("rolled_back" if fail else "succeeded")
+    steps = {s: str(st.status) for s, st in expected.steps.items()}
     seen = Counter[str]()
     for cut in range(len(events) + 1):
         prefix = events[:cut]
@@ -58,16 +70,21 @@ async def test_crash_after_every_event(kind: str, tmp_path: Path) -> None:
                               tmp_path / f"ledger-{cut}-{in_flight_done}.jsonl")
             at_crash = Snapshot(prefix, ledger.read(), None)
             store = await crashed_store(kind, record, prefix)
-            await resume_and_settle(store, make_toolbox(ledger), ledger)
+            world.path = ledger.path
+            await resume_and_settle(store, toolbox, world)
             final = final_snapshot(store, ledger)
             store.close()
-            check_finished(final, outputs, UNSAFE_STEPS)
+            check_finished(final, outputs, CRASH_UNSAFE_STEPS, status=str(expected.status),
+                           steps=steps, compensable=CRASH_COMPENSABLE_STEPS)
             seen.update(check_recovery_of(at_crash, final))
-    assert {k for k in seen if not k.startswith("no open")} == {
-        "charge in doubt (after its effect)", "charge in doubt (before its effect)",
-        "transfer in doubt (after its effect)", "transfer in doubt (before its effect)",
-        "send reconciled: took effect", "send reconciled: no effect",
-        "compute re-run", "upsert re-run"}
+    want = {"charge in doubt (after its effect)", "charge in doubt (before its effect)",
+            "transfer in doubt (after its effect)", "transfer in doubt (before its effect)",
+            "send reconciled: took effect", "send reconciled: no effect",
+            "compute re-run", "upsert re-run", "check re-run"}
+    if fail:
+        want |= {f"{tool} compensation re-run ({when} its effect)"
+                 for tool in ("refund", "unset") for when in ("before", "after")}
+    assert {k for k in seen if not k.startswith("no open")} == want
 
 
 # ---------------------------------------------------------------- a run that was stopping
@@ -112,7 +129,7 @@ SAGA = Chain.from_dict({"name": "saga", "options": {"mode": "sequential"}, "step
 
 async def test_a_crash_during_fail_fast_or_rollback_does_not_change_the_outcome(
         tmp_path: Path) -> None:
-    base_ledger = Ledger(tmp_path / "base.jsonl")
+    base_ledger = Ledger(tmp_path / "base.jsonl", fsync=False)
     events, record, outputs = await uninterrupted(saga_toolbox(base_ledger), SAGA, base_ledger)
     expected = RunState.from_events("run", events)
     assert expected.status == "rolled_back"
@@ -137,7 +154,7 @@ async def test_a_crash_during_fail_fast_or_rollback_does_not_change_the_outcome(
 
 
 async def test_a_crash_after_cancel_does_not_run_more(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger = Ledger(tmp_path / "ledger.jsonl", fsync=False)
     tb = saga_toolbox(ledger)
     gate = anyio.Event()
 

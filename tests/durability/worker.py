@@ -6,8 +6,10 @@ It behaves like a script a person would write: drive the run until it ends or on
 can move it on; with ``--approve`` approve whatever waits for confirmation; with
 ``--resolve`` decide in-doubt steps the way a careful operator would (look the idempotency
 key up in the ledger: it happened -> ``resolve(output=...)``, it did not -> ``retry``);
-``--actions`` applies a list of explicit decisions once. The parent test kills it with
-SIGKILL at random moments and then starts another one with ``resume``.
+``--actions`` applies a list of explicit decisions once; with ``--rollback`` a run that
+ended ``succeeded`` is then undone with ``run.rollback()`` (a rollback interrupted by a crash
+is carried on by ``resume`` itself). The parent test kills it with SIGKILL at random moments
+and then starts another one with ``resume``.
 
 ``--barrier DIR --peers N`` (fencing trials): wait until N workers are ready, resume at the
 same moment (``--stagger S``: S seconds later), and start work only once every peer has
@@ -55,6 +57,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--approve", action="store_true")
     p.add_argument("--resolve", action="store_true")
     p.add_argument("--actions", default="[]")
+    p.add_argument("--rollback", action="store_true")
     p.add_argument("--barrier", default=None)
     p.add_argument("--peers", type=int, default=2)
     p.add_argument("--stagger", type=float, default=0.0)
@@ -117,6 +120,9 @@ async def main(args: argparse.Namespace) -> int:
         if actions and result.suspended:
             await apply_actions(run, actions)
         result = await settle(run, ledger, approve=args.approve, resolve=args.resolve)
+        if args.rollback and result.ok:
+            await run.rollback()
+            result = await run.wait()
         print(json.dumps(report(run)))
         return EXIT_SUSPENDED if result.suspended else EXIT_DONE
     except StaleEpochError as exc:
