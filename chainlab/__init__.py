@@ -35,6 +35,7 @@ if _TYPE_CHECKING:
     from chainlab.plan import Chain, ErrorKind, RetryPolicy, Rollback, RunOptions, Step
     from chainlab.runtime import Run, RunResult, RunStatus, Runtime, StepStatus
     from chainlab.store import MemoryStore, SQLiteStore
+    from chainlab.timeline import whatif
     from chainlab.tools import CallContext, Reconciliation, Tool, Toolbox, default_toolbox, tool
 
 __version__ = "0.1.0"
@@ -48,6 +49,7 @@ _LAZY = {
     "Run": "chainlab.runtime", "RunResult": "chainlab.runtime", "RunStatus": "chainlab.runtime",
     "Runtime": "chainlab.runtime", "StepStatus": "chainlab.runtime",
     "MemoryStore": "chainlab.store", "SQLiteStore": "chainlab.store",
+    "whatif": "chainlab.timeline",
 }
 
 __all__ = [
@@ -88,6 +90,7 @@ __all__ = [
     "load_ipython_extension",
     "tool",
     "unload_ipython_extension",
+    "whatif",
 ]
 
 

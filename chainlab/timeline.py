@@ -408,3 +408,115 @@ def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | 
     left = 0.3 + max((len(s) for s in order), default=1) * char
     right_margin = 0.35 + max((len(c.caption) for c in captions if c), default=1) * char
     return [handles[k] for k in _LEGEND_ORDER if k in handles], (left, right_margin)
+
+
+# ---------------------------------------------------------------------- schedules, what-if
+class Schedule:
+    """Who ran when, in seconds from the run's start: ``frame`` (step_id, tool, start_s,
+    end_s, duration_s; one row per step that took a slot) and ``makespan`` (seconds)."""
+
+    def __init__(self, frame: pd.DataFrame, label: str):
+        self.frame = frame
+        self.label = label
+        self.makespan = float(frame["end_s"].max()) if len(frame) else 0.0
+
+    def __repr__(self) -> str:
+        return f"<Schedule {self.label}: {len(self.frame)} steps, makespan {self.makespan:.3f} s>"
+
+
+def _durations(run: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """Per step: seconds in call attempts (what holds a slot), and the first start."""
+    took: dict[str, float] = {}
+    first: dict[str, float] = {}
+    for rec in run.state.attempts:
+        if rec.kind != "call" or rec.ended_at is None or rec.tool is None:
+            continue
+        took[rec.step_id] = took.get(rec.step_id, 0.0) + (rec.ended_at - rec.started_at)
+        first.setdefault(rec.step_id, rec.started_at)
+    return took, first
+
+
+def schedule_of(run: Any) -> Schedule:
+    """The schedule a run really had (its call attempts, from the store's fold)."""
+    took, first = _durations(run)
+    t0 = run.state.started_at or min(first.values(), default=0.0)
+    tools = {s.id: s.tool for s in run.chain.steps}
+    rows = [{"step_id": sid, "tool": tools.get(sid, ""), "start_s": first[sid] - t0,
+             "end_s": first[sid] - t0 + took[sid], "duration_s": took[sid]} for sid in first]
+    frame = pd.DataFrame(rows, columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
+    frame = frame.sort_values(["start_s"], kind="stable").reset_index(drop=True)
+    policy = _recorded_policy(run)
+    return Schedule(frame, f"run {run.run_id} ({policy})")
+
+
+def _recorded_policy(run: Any) -> str:
+    for ev in run.event_list():
+        if ev.kind == "run_started":
+            return str(ev.payload.get("priority", "declaration"))
+    return "declaration"
+
+
+def whatif(run: Any, *, priority: str = "critical_path",
+           max_concurrency: int | None = None) -> Schedule:
+    """Replay a finished run's recorded call durations on the real scheduler in virtual time
+    under another release ``priority`` (``declaration`` | ``critical_path``) and/or
+    ``max_concurrency``: no tool runs, nothing is written. Returns the simulated schedule.
+
+    Raises RunStateError when this process cannot compile the run (its tools are missing).
+    """
+    from chainlab.errors import RunStateError
+    from chainlab.runtime.whatif import simulate
+
+    compiled = run.compiled()
+    if compiled is None:
+        raise RunStateError(f"what-if of run {run.run_id!r} needs its tools: open it with a "
+                            "runtime whose toolbox has them", run_id=run.run_id)
+    graph, options = compiled
+    took, _ = _durations(run)
+    keys = {}
+    for sid, node in graph.nodes.items():
+        st = run.state.steps.get(sid)
+        if node.tool is not None and node.tool.serial_key and st is not None and st.args:
+            keys[sid] = node.tool.resolve_serial_key(st.args)
+    concurrency = max_concurrency or (1 if options.mode == "sequential"
+                                      else options.max_concurrency)
+    slots = simulate(graph.nodes, graph.top, took, max_concurrency=concurrency,
+                     priority=priority, pools=options.pools, keys=keys)
+    tools = {sid: n.step.tool for sid, n in graph.nodes.items()}
+    frame = pd.DataFrame(
+        [{"step_id": s.step_id, "tool": tools[s.step_id], "start_s": s.start, "end_s": s.end,
+          "duration_s": s.end - s.start} for s in slots if not graph.nodes[s.step_id].is_group],
+        columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
+    return Schedule(frame, f"what-if {priority}, concurrency {concurrency}")
+
+
+def gantt_compare(a: Any, b: Any, *, width: float = 10.0) -> Figure:
+    """Two schedules (a :class:`Schedule`, or a run: its real schedule) on one time axis,
+    one above the other, each with its makespan marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from chainlab.render.style import STATUS_STYLE
+
+    scheds = [x if isinstance(x, Schedule) else schedule_of(x) for x in (a, b)]
+    steps = list(dict.fromkeys([*scheds[0].frame["step_id"], *scheds[1].frame["step_id"]]))
+    rows = max(len(steps), 1)
+    fig = TimelineFigure(figsize=(width, 1.4 + 2 * (0.9 + 0.22 * rows)), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 1, sharex=True)
+    colour = STATUS_STYLE["succeeded"].fill
+    end = max(s.makespan for s in scheds) or 1.0
+    for ax, sched in zip(axes, scheds, strict=True):
+        pos = {sid: i for i, sid in enumerate(steps)}
+        for row in sched.frame.itertuples():
+            ax.barh(pos[row.step_id], max(row.duration_s, end / 400), left=row.start_s,
+                    height=0.7, color=colour, edgecolor="#333333", linewidth=0.4)
+        ax.axvline(sched.makespan, color="#b03a2e", linewidth=1.2, linestyle="--")
+        ax.set_title(f"{sched.label} · makespan {sched.makespan:.3f} s", fontsize=9,
+                     loc="left")
+        ax.set_yticks(range(len(steps)), steps, fontsize=7)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    axes[1].set_xlabel("seconds from the run's start")
+    axes[1].set_xlim(0, end * 1.03)
+    fig.subplots_adjust(left=0.2, right=0.98, top=0.94, bottom=0.08, hspace=0.35)
+    return fig

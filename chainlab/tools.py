@@ -153,6 +153,8 @@ class Tool:
         "compensate",
         "context_param",
         "description",
+        "expected_duration_s",
+        "fingerprint",
         "fn",
         "idempotent",
         "input_model",
@@ -188,6 +190,7 @@ class Tool:
         reconcile: Callable[[dict[str, Any], str], Reconciliation | None] | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        expected_duration_s: float | None = None,
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"a tool must be a function, got {safe_repr(fn)}")
@@ -243,6 +246,17 @@ class Tool:
         self.reconcile = reconcile
         self.retry = RetryPolicy.model_validate(retry) if isinstance(retry, Mapping) else retry
         self.timeout_s = timeout_s
+        if expected_duration_s is not None and not (
+            isinstance(expected_duration_s, int | float) and expected_duration_s >= 0
+        ):
+            raise ToolDefinitionError(
+                f"{self.name}: expected_duration_s must be a number of seconds >= 0"
+            )
+        #: a hint for the critical-path release order before any run has been measured
+        self.expected_duration_s = expected_duration_s
+        #: what version of the code runs: recorded with every attempt (fork reruns a step
+        #: whose tool changed)
+        self.fingerprint = code_fingerprint(fn)
 
     def _check_key_template(self, template: str) -> None:
         params = set(self.params)
@@ -559,3 +573,31 @@ default_toolbox = Toolbox("default")
 def tool(fn: Callable[..., Any] | None = None, /, **meta: Any) -> Any:
     """Register a tool in :data:`default_toolbox` (``@chainlab.tool`` or with metadata)."""
     return default_toolbox.tool(fn, **meta)
+
+
+def code_fingerprint(fn: Callable[..., Any]) -> str:
+    """A short hash of a function's code (bytecode, constants and names, nested functions
+    included): the same source gives the same fingerprint in any process; an edited body
+    gives another. Callables without code (builtins) hash their qualified name."""
+    target = getattr(fn, "__func__", fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        call = getattr(type(fn), "__call__", None)
+        code = getattr(call, "__code__", None)
+    digest = hashlib.sha256()
+    if code is None:
+        digest.update(repr(getattr(fn, "__qualname__", type(fn).__qualname__)).encode())
+    else:
+        _hash_code(code, digest)
+    return digest.hexdigest()[:16]
+
+
+def _hash_code(code: Any, digest: Any) -> None:
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _hash_code(const, digest)
+        else:
+            digest.update(repr(const).encode())
+

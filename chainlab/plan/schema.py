@@ -6,7 +6,6 @@ These are what a person writes in YAML or an LLM produces, so they are strict
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator
@@ -142,6 +141,9 @@ class RunOptions(_Model):
     breakpoints: list[str] = Field(default_factory=list)
     default_retry: RetryPolicy | None = None
     default_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    # release order among ready steps: "critical_path" = longest estimated remaining path
+    # first (ties by declaration order); "auto" = critical_path once durations are known
+    priority: Literal["auto", "declaration", "critical_path"] = "auto"
 
     def merged(self, override: RunOptions | None) -> RunOptions:
         """These options with the fields that ``override`` set explicitly replaced."""

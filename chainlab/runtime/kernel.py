@@ -88,6 +88,7 @@ class Kernel:
         clock: Clock,
         epoch: int,
         toolbox: Toolbox,
+        priority: Callable[[str], float] | None = None,
     ):
         self.run_id = run_id
         self.graph = graph
@@ -107,6 +108,7 @@ class Kernel:
             max_concurrency=1 if options.mode == "sequential" else options.max_concurrency,
             pools=options.pools,
             breakpoints=options.breakpoints,
+            priority=priority,
         )
         self.args: dict[str, dict[str, Any]] = {}
         self.workers = 0

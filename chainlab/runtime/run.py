@@ -22,13 +22,14 @@ from chainlab.events import (
     StepStatus,
     read_run,
 )
-from chainlab.plan.schema import Chain
+from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime import decisions
 from chainlab.runtime.kernel import SATISFIED, Kernel
 from chainlab.runtime.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
+    from chainlab.runtime.graph import Graph
     from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Run", "RunResult"]
@@ -104,25 +105,29 @@ class Run:
             and self.steps[s.id].status in SATISFIED
         }
 
+    def compiled(self) -> tuple[Graph, RunOptions] | None:
+        """The run's compiled graph and options (None when this process lacks its tools)."""
+        if self._kernel is not None:
+            return self._kernel.graph, self._kernel.options
+        from chainlab.runtime.graph import compile_chain
+
+        options = RunOptions.model_validate(self.record.options)
+        chains = dict(self.runtime.chains)
+        chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
+        try:
+            return compile_chain(self.chain, self.runtime.toolbox, chains, options), options
+        except (KeyError, LookupError):  # a tool this process does not have
+            return None
+
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the
         saga's own plan; empty when nothing has a compensation)."""
-        if self._kernel is not None:
-            nodes = self._kernel.nodes
-            options = self._kernel.options
-        else:
-            from chainlab.plan.schema import RunOptions
-            from chainlab.runtime.graph import compile_chain
-
-            options = RunOptions.model_validate(self.record.options)
-            chains = dict(self.runtime.chains)
-            chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
-            try:
-                nodes = compile_chain(self.chain, self.runtime.toolbox, chains, options).nodes
-            except (KeyError, LookupError):  # a tool this process does not have
-                return []
-        return rollback_plan(self.state, {sid: n.rollback is not None for sid, n in nodes.items()},
-                             strict=options.rollback_mode == "strict")[0]
+        compiled = self.compiled()
+        if compiled is None:
+            return []
+        graph, options = compiled
+        has = {step_id: n.rollback is not None for step_id, n in graph.nodes.items()}
+        return rollback_plan(self.state, has, strict=options.rollback_mode == "strict")[0]
 
     def ready_steps(self) -> list[str]:
         """Steps released and waiting for a slot (or the Step button), in release order."""

@@ -22,10 +22,19 @@ from chainlab.errors import (
     PlanError,
     Problem,
 )
-from chainlab.events import RUN_TERMINAL, EventKind, RunState, RunStatus, event_kind
+from chainlab.events import (
+    RUN_END_KINDS,
+    RUN_TERMINAL,
+    Event,
+    EventKind,
+    RunState,
+    RunStatus,
+    event_kind,
+)
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.clock import Clock, SystemClock
+from chainlab.runtime.estimates import History, history, recorded_order, release_order
 from chainlab.runtime.executors import Executor, LocalExecutor
 from chainlab.runtime.graph import Graph, compile_chain
 from chainlab.runtime.kernel import Kernel
@@ -74,6 +83,7 @@ class Runtime:
         self._compiled: dict[str, Graph] = {}
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._history: History | None = None  # durations seen, for the release order
 
     @property
     def chains(self) -> ChainMap[str, Chain]:
@@ -167,9 +177,14 @@ class Runtime:
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}),
         )
+        if opts.priority != "declaration" and self._history is None:
+            self._history = await self._blocking(history, self.store)
+        priority, order = release_order(graph.nodes, chain.name, opts.priority, self._history)
         await self._blocking(self.store.create_run, record)
         state = RunState(run_id, graph.nodes)
-        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1)
+        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1, priority=priority)
+        if self._history is not None:
+            kernel.subscribers.append(self._learner(chain.name, state))
         kernel.emit(
             EventKind.RUN_STARTED,
             payload={
@@ -177,6 +192,7 @@ class Runtime:
                 "steps": len(graph.nodes),
                 "context_keys": sorted(data),
                 "options": record.options,
+                **order,
             },
             run_status=RunStatus.RUNNING,
         )
@@ -219,11 +235,13 @@ class Runtime:
         state = RunState.from_events(run_id, events, graph.nodes)
         if check is not None:
             check(state)
+        started = next((e.payload for e in events if e.kind == EventKind.RUN_STARTED), {})
         # check-and-claim: the claim fails if anything was written since these events, so
         # the state rebuilt here (and checked) is exactly the state this process now owns
         last = events[-1].seq if events else 0
         epoch = await self._blocking(self.store.claim, run_id, record.epoch, last)
-        kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch)
+        kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch,
+                              priority=recorded_order(started, graph.nodes))
         was = state.status
         kernel.emit(
             EventKind.RUN_RESUMED,
@@ -245,6 +263,22 @@ class Runtime:
             kernel.prepare_drive()
             self._spawn(lambda: self._drive(run, "recover"))
         return run
+
+    def _learner(self, chain_name: str, state: RunState) -> Callable[[Event], None]:
+        """A subscriber that adds a run's call durations to the history when it ends (before
+        ``wait()`` returns, so the next start already knows them)."""
+        history = self._history
+        assert history is not None
+
+        learned = False
+
+        def learn(ev: Event) -> None:
+            nonlocal learned
+            if ev.kind in RUN_END_KINDS and not learned:
+                learned = True
+                history.add_run(chain_name, state.attempts)
+
+        return learn
 
     def _prepare(
         self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
@@ -288,6 +322,7 @@ class Runtime:
         context: dict[str, Any],
         *,
         epoch: int,
+        priority: Callable[[str], float] | None = None,
     ) -> Kernel:
         return Kernel(
             run_id=run_id,
@@ -300,6 +335,7 @@ class Runtime:
             clock=self.clock,
             epoch=epoch,
             toolbox=self.toolbox,
+            priority=priority,
         )
 
     def _used_chains(
