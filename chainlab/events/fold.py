@@ -46,6 +46,7 @@ class AttemptRecord:
     error_kind: str | None = None
     error: str | None = None
     retry_delay_s: float | None = None
+    code: str | None = None  # fingerprint of the tool's code this attempt ran
 
     @property
     def duration_s(self) -> float | None:
@@ -174,7 +175,8 @@ class RunState:
         if st.started_at is None:
             st.started_at = ev.ts
         rec = AttemptRecord(
-            st.step_id, st.attempts, "call", ev.epoch, ev.ts, p.get("tool"), st.idempotency_key
+            st.step_id, st.attempts, "call", ev.epoch, ev.ts, p.get("tool"), st.idempotency_key,
+            code=p.get("code"),
         )
         self.attempts.append(rec)
         self._open[(st.step_id, "call")] = rec

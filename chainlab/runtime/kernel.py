@@ -130,6 +130,9 @@ class Kernel:
         self.drive_done = anyio.Event()
         self.drive_done.set()
         self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
+        # steps that wait for a person even if their tool does not ask (a fork's
+        # side-effecting steps whose inputs changed), with what the approver should see
+        self.confirm_first: dict[str, dict[str, Any]] = {}
         self._deferred_timers: list[tuple[Node, float]] = []
 
     @property
@@ -307,7 +310,7 @@ class Kernel:
             except (LookupError, TypeError) as exc:
                 self._fail_early(node, f"cannot resolve args: {exc}")
                 return
-        if node.needs_confirmation(args):
+        if node.needs_confirmation(args) or node.id in self.confirm_first:
             self._request_confirmation(node, args)
             self.sched.park(node.id)
             return
@@ -341,6 +344,7 @@ class Kernel:
                 "args_hash": args_hash(args),
                 "preview": preview,
                 "tool": node.step.tool,
+                **self.confirm_first.get(node.id, {}),
             },
         )
 
@@ -543,7 +547,7 @@ class Kernel:
             K.STEP_STARTED,
             step_id,
             attempt,
-            {"args": args, "tool": tool.name, "idempotency_key": key},
+            {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
         )
         ctx = CallContext(self.run_id, step_id, attempt, key or "", self.epoch)
         try:
