@@ -520,3 +520,10 @@ def gantt_compare(a: Any, b: Any, *, width: float = 10.0) -> Figure:
     axes[1].set_xlim(0, end * 1.03)
     fig.subplots_adjust(left=0.2, right=0.98, top=0.94, bottom=0.08, hspace=0.35)
     return fig
+
+
+def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
+    """Duration estimates (:class:`chainlab.runtime.estimates.Estimate`) as a frame."""
+    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source"]
+    return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
+

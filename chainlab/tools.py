@@ -582,8 +582,7 @@ def code_fingerprint(fn: Callable[..., Any]) -> str:
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
     if code is None:
-        call = getattr(type(fn), "__call__", None)
-        code = getattr(call, "__code__", None)
+        code = getattr(vars(type(fn)).get("__call__"), "__code__", None)  # a callable object
     digest = hashlib.sha256()
     if code is None:
         digest.update(repr(getattr(fn, "__qualname__", type(fn).__qualname__)).encode())

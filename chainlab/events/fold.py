@@ -18,6 +18,7 @@ from chainlab.events.status import (
     ErrorKind,
     RunStatus,
     StepStatus,
+    check_reuse,
     check_run,
     check_step,
 )
@@ -77,6 +78,8 @@ class StepState:
     started_at: float | None = None
     ended_at: float | None = None
     background: bool = False  # a timed-out sync body still runs (holds its slot and key)
+    # a fork copied its output (step_reused): decision, source_run, source_attempt, code
+    reused: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -100,6 +103,9 @@ class RunState:
         self.paused_at: str | None = None
         self.failure: dict[str, Any] | None = None
         self.planning: list[dict[str, Any]] = []
+        self.priority = "declaration"  # the release order the run used (run_started)
+        self.estimates: dict[str, float] = {}  # seconds per step it was ranked with
+        self.forked_from: dict[str, Any] | None = None  # run_forked: parent run id and seq
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     @classmethod
@@ -192,6 +198,20 @@ class RunState:
         st.error = st.error_kind = None
         st.reason = "resolved by a person" if ev.payload.get("resolved") else None
         st.ended_at = ev.ts
+        self.completion.append(st.step_id)
+
+    def _on_reused(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        check_reuse(st.step_id, st.status)
+        st.status = S.SUCCEEDED
+        p = ev.payload
+        st.output = p.get("output")
+        st.args = p.get("args")
+        st.reason = p.get("reason")
+        st.reused = {
+            k: p.get(k) for k in ("decision", "source_run", "source_attempt", "code")
+        }
+        st.started_at = st.ended_at = ev.ts
         self.completion.append(st.step_id)
 
     def _on_failed(self, ev: Event) -> None:
@@ -305,6 +325,8 @@ class RunState:
     def _on_run_started(self, ev: Event) -> None:
         self._set_run(RunStatus.RUNNING)
         self.started_at = ev.ts
+        self.priority = str(ev.payload.get("priority", "declaration"))
+        self.estimates = dict(ev.payload.get("estimates") or {})
 
     def _on_paused(self, ev: Event) -> None:
         self._set_run(RunStatus.PAUSED)
@@ -333,6 +355,9 @@ class RunState:
     def _on_rollback_started(self, ev: Event) -> None:
         self._set_run(RunStatus.COMPENSATING)
         self.ended_at = None
+
+    def _on_forked(self, ev: Event) -> None:
+        self.forked_from = dict(ev.payload)
 
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
@@ -375,6 +400,8 @@ _HANDLERS: dict[str, Any] = {
     EventKind.RUN_ROLLED_BACK: lambda s, e: s._on_run_end(RunStatus.ROLLED_BACK, e),
     EventKind.RUN_ROLLBACK_FAILED: lambda s, e: s._on_run_end(RunStatus.ROLLBACK_FAILED, e),
     EventKind.RUN_ROLLBACK_STARTED: RunState._on_rollback_started,
+    EventKind.RUN_FORKED: RunState._on_forked,
+    EventKind.STEP_REUSED: RunState._on_reused,
     EventKind.PLANNING_STARTED: RunState._on_planning,
     EventKind.PLANNING_COMPLETED: RunState._on_planning,
     EventKind.PLANNING_FAILED: RunState._on_planning,

@@ -66,6 +66,9 @@ class StepInspector(W.VBox):
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),
                 ("idempotency key", st.idempotency_key or "-")]
+        if step_id in run.state.estimates:
+            rows.append(("expected", f"~{run.state.estimates[step_id]:.3g} s "
+                                     f"(release order: {run.state.priority})"))
         if st.error:
             rows.append(("error", f"{st.error_kind or ''}: {st.error}"))
         if st.approval:

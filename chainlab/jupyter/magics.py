@@ -77,6 +77,11 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("run", metavar="RUN")
     p = sub("timeline", "attempts and compensations as a table and a Gantt chart")
     p.add_argument("run", metavar="RUN")
+    p = sub("whatif", "replay a run's durations under another release order (virtual time)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--priority", choices=["critical_path", "declaration"],
+                   default="critical_path")
+    p.add_argument("--concurrency", metavar="N", type=int)
     sub("tools", "list the tools of the active toolbox", tools=True, db=False)
     p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
     p.add_argument("request", metavar='"REQUEST"')
@@ -105,6 +110,7 @@ class ChainMagics(Magics):
             "run": self.run, "runs": self.runs, "show": self.show, "resume": self.resume,
             "approve": self.approve, "reject": self.reject, "rollback": self.rollback,
             "timeline": self.timeline, "tools": self.tools, "plan": self.plan,
+            "whatif": self.whatif,
         }
 
     @no_var_expand
@@ -216,6 +222,16 @@ class ChainMagics(Magics):
     def timeline(self, ns: argparse.Namespace) -> None:
         run = self.session.find_run(ns.run, ns.db)
         cmd.show_timeline(run)
+
+    def whatif(self, ns: argparse.Namespace) -> Any:
+        from chainlab.timeline import gantt_compare, schedule_of, whatif
+
+        run = self.session.find_run(ns.run, ns.db)
+        real = schedule_of(run)
+        other = whatif(run, priority=ns.priority, max_concurrency=ns.concurrency)
+        print(f"real makespan {real.makespan:.3f} s; {other.label}: {other.makespan:.3f} s "
+              f"({other.makespan / real.makespan if real.makespan else 1.0:.2f} x)")
+        return gantt_compare(real, other)
 
     def tools(self, ns: argparse.Namespace) -> Any:
         toolbox, note = self.session.toolbox(ns.tools)

@@ -34,7 +34,13 @@ from chainlab.events import (
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.estimates import History, history, recorded_order, release_order
+from chainlab.runtime.estimates import (
+    History,
+    estimate,
+    history,
+    recorded_order,
+    release_order,
+)
 from chainlab.runtime.executors import Executor, LocalExecutor
 from chainlab.runtime.graph import Graph, compile_chain
 from chainlab.runtime.kernel import Kernel
@@ -357,6 +363,17 @@ class Runtime:
             return live
         record = self.store.get_run(run_id)
         return Run(self, Chain.from_dict(record.chain), None, record)
+
+    def estimates(self, chain: Chain) -> Any:
+        """Expected duration of each step of ``chain`` (median, p90, samples, source: step
+        history, tool history, the tool's hint, or the median of the known ones) as a pandas
+        DataFrame (needs ``chainlab[jupyter]``); what ``priority="critical_path"`` ranks by."""
+        from chainlab.timeline import estimates_frame
+
+        if self._history is None:
+            self._history = history(self.store)
+        graph = compile_chain(chain, self.toolbox, self.chains, chain.options)
+        return estimates_frame(estimate(graph.nodes, chain.name, self._history).values())
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs in the store, newest first."""

@@ -345,3 +345,12 @@ async def test_plan_with_a_planner_object(shop: Harness) -> None:
     assert "planned by fallback" in text
     assert "either --planner or --model" in await shop.usage_error(
         '%chain plan "x" --as y --planner planner --model m')
+
+
+async def test_whatif_compares_the_real_schedule_with_a_replay(shop: Harness) -> None:
+    await shop.ok("run = %chain run trip\nawait run.wait()")
+    rid = shop.ns["run"].run_id
+    fig = await shop.ok(f"%chain whatif {rid} --priority declaration --concurrency 1")
+    assert len(fig.axes) == 2
+    assert "what-if declaration, concurrency 1" in fig.axes[1].get_title(loc="left")
+    assert "invalid choice: 'x'" in await shop.usage_error(f"%chain whatif {rid} --priority x")

@@ -160,3 +160,19 @@ async def test_a_resumed_run_keeps_its_recorded_release_order() -> None:
     assert starts[:2] == ["g", "l1"]
     await b.aclose()
     assert Options().priority == "auto"
+
+
+async def test_estimates_frame_updates_after_each_run() -> None:
+    tb = toolbox(short=0.01, long=0.03)
+    runtime = Runtime(tb, MemoryStore())
+    c = chain(LONG_LAST, max_concurrency=4)
+    before = runtime.estimates(c)
+    assert set(before["source"]) == {"default"} and list(before["samples"]) == [0] * 7
+    for expected in (1, 2):
+        await (await runtime.start(c)).wait()
+        after = runtime.estimates(c)
+        assert set(after["source"]) == {"step"}
+        assert list(after["samples"]) == [expected] * 7
+    row = after.set_index("step_id").loc["l1"]
+    assert row["median_s"] >= 0.03 and row["p90_s"] >= row["median_s"]
+    await runtime.aclose()
