@@ -16,7 +16,7 @@ INT_DIGITS_LIMIT = 4300
 _KNOWN_LISTED = 8  # list the known names when there are at most this many
 
 
-def did_you_mean(word: str, candidates: Iterable[str], *, list_known: bool = False) -> str:
+def did_you_mean(word: object, candidates: Iterable[str], *, list_known: bool = False) -> str:
     """Return ``"; did you mean 'x'?"`` for the closest candidate, or a list of the known
     names when there are few, or ``""``. With ``list_known``, a short list of the known
     names follows the suggestion too (``"; did you mean 'x'? (known: x, y)"``)."""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
 import chainlab
-from chainlab import CallContext, Reconciliation, RetryPolicy, Rollback, Tool, Toolbox
-from chainlab.errors import ToolDefinitionError
+from chainlab import CallContext, Chain, Reconciliation, RetryPolicy, Rollback, Tool, Toolbox
+from chainlab.errors import ToolDefinitionError, UnknownToolError
 from chainlab.tools import NotJSONError, args_hash, default_toolbox, idempotency_key, to_json_value
 
 
@@ -92,9 +93,36 @@ def test_get_unknown_tool_suggests(tb: Toolbox) -> None:
     @tb.tool
     def estimate() -> None: ...
 
-    with pytest.raises(KeyError) as info:
+    @tb.tool
+    def split() -> None: ...
+
+    with pytest.raises(UnknownToolError) as info:
         tb.get("estimte")
-    assert "no tool 'estimte' in toolbox 't'; did you mean 'estimate'?" in str(info.value)
+    err = info.value
+    # not repr-quoted like a bare KeyError; the names are listed when they are few
+    assert str(err) == "no tool 'estimte' in toolbox 't'; did you mean 'estimate'? " \
+        "(known: estimate, split)"
+    assert (err.name, err.toolbox, err.known) == ("estimte", "t", ["estimate", "split"])
+    # still a KeyError for callers that catch one, in the tool-definition branch
+    assert isinstance(err, KeyError) and isinstance(err, ToolDefinitionError)
+    assert isinstance(err, chainlab.ChainlabError)
+    with pytest.raises(UnknownToolError, match=r"^no tool 'zzz' in toolbox 't' \(known: "):
+        tb.get("zzz")
+
+
+def test_get_unknown_tool_in_a_large_or_empty_toolbox() -> None:
+    big = Toolbox("big")
+    for i in range(20):
+        big.tool(lambda: None, name=f"tool{i}")
+    with pytest.raises(UnknownToolError) as info:
+        big.get("tool1x")
+    assert str(info.value) == "no tool 'tool1x' in toolbox 'big'; did you mean 'tool1'?"
+    with pytest.raises(UnknownToolError) as info:
+        big.get("zzz")
+    assert str(info.value) == "no tool 'zzz' in toolbox 'big'"
+    with pytest.raises(UnknownToolError) as info:
+        Toolbox("empty").get("x")
+    assert str(info.value) == "no tool 'x' in toolbox 'empty'"
 
 
 @pytest.mark.parametrize(
@@ -221,6 +249,107 @@ def test_call_context_parameter_is_not_an_input(tb: Toolbox) -> None:
     assert (ctx.epoch, ctx.kind) == (0, "call")
     with pytest.raises(AttributeError):
         ctx.attempt = 2  # type: ignore[misc]
+
+
+# Parameter names that pydantic cannot use as field names as they are: BaseModel attributes
+# (a warning, or an error for model_config) and private names (silently dropped).
+SHADOWING = ["schema", "json", "copy", "validate", "model_config", "dict", "construct",
+             "model_dump", "model_fields", "_private", "__dunder", "model_name"]
+
+
+def echo_tool(tb: Toolbox, param: str, **meta: Any) -> Tool:
+    """Register ``echo(<param>: int, other: str = "x") -> dict`` (a parameter name such as
+    ``model_config`` cannot be written as a literal def here without tripping linters)."""
+    ns: dict[str, Any] = {}
+    exec(  # a fixed template; only the parameter name varies
+        f"def echo({param}: int, other: str = 'x') -> dict:\n"
+        f"    return {{'got': {param}, 'other': other}}\n",
+        ns,
+    )
+    return tb.tool(ns["echo"], **meta)
+
+
+@pytest.mark.parametrize("param", SHADOWING)
+def test_a_parameter_may_have_a_name_pydantic_reserves(param: str) -> None:
+    tb = Toolbox("t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        echo = echo_tool(tb, param, serial_key=f"k:{{{param}}}")
+        kwargs = echo.validate_args({param: "3"})
+        assert kwargs == {param: 3, "other": "x"}
+        assert echo.fn(**kwargs) == {"got": 3, "other": "x"}
+        assert echo.resolve_serial_key(kwargs) == "k:3"
+        for bad, kind in [({param: "many"}, "int_parsing"), ({}, "missing")]:
+            with pytest.raises(ValidationError) as info:
+                echo.validate_args(bad)
+            assert [(e["type"], e["loc"]) for e in info.value.errors()] == [(kind, (param,))]
+        # the schemas show the real name, as the plan and the model must write it
+        schema = echo.input_schema()
+        assert list(schema["properties"]) == [param, "other"]
+        assert schema["required"] == [param]
+        assert schema["properties"][param]["type"] == "integer"
+        (variant,) = Chain.json_schema(tb)["$defs"]["Step"]["anyOf"]
+        assert list(variant["properties"]["args"]["properties"]) == [param, "other"]
+        assert variant["properties"]["args"]["required"] == [param]
+        # plans are checked against the real name
+        good = Chain.from_dict({"name": "c", "steps": [
+            {"id": "a", "tool": "echo", "args": {param: 1}}]})
+        assert good.validate(tb) is good
+        bad_plan = Chain.from_dict({"name": "c", "steps": [
+            {"id": "a", "tool": "echo", "args": {param: "many", "other": 2}},
+            {"id": "b", "tool": "echo", "args": {}}]})
+        problems = bad_plan.problems(tb)
+    assert [(p.code, p.step_id, p.field) for p in problems] == [
+        ("invalid_args", "a", f"args.{param}"),
+        ("invalid_args", "a", "args.other"),
+        ("invalid_args", "b", f"args.{param}"),
+    ]
+    assert problems[0].message.startswith(f"{param}='many' does not fit tool 'echo'")
+    assert problems[2].message == f"missing required arg {param!r} for tool 'echo'"
+
+
+def test_the_stand_in_field_name_is_not_an_argument(tb: Toolbox) -> None:
+    # a real parameter already called arg_schema: the stand-in for schema must differ
+    def both(schema: int, arg_schema: str) -> None: ...
+
+    tool = tb.tool(both)
+    assert tool.validate_args({"schema": 1, "arg_schema": "a"}) == {
+        "schema": 1, "arg_schema": "a"}
+    assert list(tool.input_schema()["properties"]) == ["schema", "arg_schema"]
+    echo = echo_tool(tb, "json")
+    with pytest.raises(ValidationError) as info:
+        echo.validate_args({"json": 1, "arg_json": 2})
+    assert [(e["type"], e["loc"]) for e in info.value.errors()] == [
+        ("extra_forbidden", ("arg_json",))]
+    chain = Chain.from_dict({"name": "c", "steps": [
+        {"id": "a", "tool": "echo", "args": {"arg_json": 1}}]})
+    assert [(p.code, p.field) for p in chain.problems(tb)] == [
+        ("invalid_args", "args.arg_json"), ("invalid_args", "args.json")]
+
+
+def test_a_var_keyword_tool_with_a_reserved_parameter_name(tb: Toolbox) -> None:
+    def log(schema: str, **fields: Any) -> None: ...
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tool = tb.tool(log)
+    assert tool.validate_args({"schema": "s", "copy": 1}) == {"schema": "s", "copy": 1}
+    assert tool.input_schema()["required"] == ["schema"]
+
+
+def test_messages_show_values_too_long_for_str() -> None:
+    big = 10**5000  # str(big) raises ValueError: more than 4300 digits
+    shown = "<int with more than 4300 digits>"
+    with pytest.raises(NotJSONError, match=f"rows is set {{{shown}}}, not JSON data"):
+        to_json_value({"rows": {big}})
+    with pytest.raises(ToolDefinitionError, match=f"a tool must be a function, got {shown}"):
+        Tool(big)  # type: ignore[arg-type]
+    with pytest.raises(ToolDefinitionError, match=f"tool name {shown} must be letters"):
+        Tool(lambda: None, name=big)  # type: ignore[arg-type]
+    with pytest.raises(ToolDefinitionError, match=rf"f: bad compensate \[{shown}\]"):
+        Tool(lambda: None, name="f", compensate=[big])
+    with pytest.raises(UnknownToolError, match=f"no tool {shown} in toolbox 't'"):
+        Toolbox("t").get(big)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------- output

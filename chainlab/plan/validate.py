@@ -88,9 +88,9 @@ def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
         return problems  # a one-line text (compact JSON from a model): lines tell nothing
     from dataclasses import replace
 
-    from chainlab.plan.io import _Lines
+    from chainlab.plan.yamltext import Lines
 
-    lines = _Lines(source)  # composed once, for all the problems
+    lines = Lines(source)  # composed once, for all the problems
     index = {s.id: i for i, s in reversed(list(enumerate(chain.steps)))}
     out = []
     for p in problems:

@@ -129,7 +129,7 @@ class _Builder:
         args: dict[str, Any] = {}
         used: set[str] = set()
         wiring = []
-        for name, info in tool.input_model.model_fields.items():
+        for name, info in tool.params.items():  # by the names args use (aliases)
             value, why, source = self.source(tool, name, info.is_required(), used)
             if value is None:
                 continue
