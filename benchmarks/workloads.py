@@ -78,7 +78,8 @@ def layered_workload(
     return Workload("W3", [x for layer in lay for x in layer], deps, sleep_s=sleep_s)
 
 
-def node_toolbox(sleep_s: float, *, side_effects: bool = False) -> Toolbox:
+def node_toolbox(sleep_s: float, *, side_effects: bool = False,
+                 idempotent: bool = True) -> Toolbox:
     """A toolbox with one async tool ``node(xs: list[int]) -> int``."""
     toolbox = Toolbox("bench")
     if sleep_s > 0:
@@ -91,7 +92,8 @@ def node_toolbox(sleep_s: float, *, side_effects: bool = False) -> Toolbox:
         async def node(xs: list[int]) -> int:
             return 1 + sum(xs)
 
-    toolbox.tool(node, side_effects=side_effects, idempotent=True if side_effects else None)
+    toolbox.tool(node, side_effects=side_effects,
+                 idempotent=idempotent if side_effects else None)
     return toolbox
 
 

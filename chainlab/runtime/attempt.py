@@ -78,6 +78,7 @@ async def call_tool(
     store: Store,
     timeout_s: float | None,
     check_output: bool = True,
+    write_ahead: bool | None = None,
 ) -> Outcome:
     """Call ``tool`` once. Raises only what must stop the run's driver: StoreError
     (including StaleEpochError) from the write-ahead flush, the run's own cancellation, and
@@ -88,9 +89,13 @@ async def call_tool(
         return Outcome(failure=invalid_input(exc, tool.name))
     if tool.context_param:
         kwargs[tool.context_param] = ctx
-    if tool.side_effects:
-        # write-ahead: the attempt's start is durable before the world can change; a store
-        # that cannot say so stops the run here (the tool was not called)
+    if write_ahead is None:
+        write_ahead = tool.side_effects and not tool.idempotent
+    if write_ahead:
+        # write-ahead: an unsafe call's start is durable before the world can change (a
+        # store that cannot say so stops the run here; the tool was not called). An
+        # idempotent step call is re-run after a crash under the same deterministic key,
+        # so its start is group-committed with the other events (DESIGN §7)
         await store.flush(ctx.run_id, ctx.epoch)
     pending: Pending | None = None
     try:

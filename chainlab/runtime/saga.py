@@ -240,6 +240,9 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
             store=k.store,
             timeout_s=timeout,
             check_output=False,
+            # a compensation runs while the run is being taken over more often than a step
+            # (rollback() from another process): fence it before any side effect
+            write_ahead=tool.side_effects,
         )
         failure = outcome.failure
         if failure is None:

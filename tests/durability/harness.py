@@ -242,14 +242,15 @@ def check_log(snap: Snapshot) -> None:
 
 
 def check_write_ahead(snap: Snapshot) -> None:
-    """No effect without a durable record: every effect in the ledger belongs to an attempt
-    whose ``step_started`` (a compensation's ``compensation_started``) with that idempotency
-    key was already committed."""
+    """No unsafe effect without a durable record: every effect of a non-idempotent tool in
+    the ledger belongs to an attempt whose ``step_started`` with that idempotency key was
+    already committed. (An idempotent call's start is group-committed: after a crash it is
+    re-run under the same deterministic key, which ``check_finished`` checks.)"""
     started = {(e.step_id, e.payload.get("idempotency_key"),
                 "compensation" if e.kind == "compensation_started" else "call")
                for e in snap.events or () if e.kind in ("step_started", "compensation_started")}
     for entry in snap.ledger:
-        if entry["effect"]:
+        if entry["effect"] and entry["tool"] in UNSAFE_TOOLS:
             assert (entry["step"], entry["key"], entry.get("kind", "call")) in started, (
                 f"effect {entry} happened without a committed start")
             assert entry.get("durable") in (True, None), (
