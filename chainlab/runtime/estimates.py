@@ -150,15 +150,70 @@ def release_order(
     nodes: Mapping[str, Node], chain_name: str, policy: str, hist: History | None
 ) -> tuple[Callable[[str], float] | None, dict[str, Any]]:
     """The scheduler's priority key for ``policy`` and what to record in ``run_started`` so
-    that a replay (or a resumed run) releases in exactly the same order."""
+    that a replay (or a resumed run) releases in exactly the same order. ``auto`` keeps
+    declaration order when nothing is known, or when the order cannot matter (a plain chain:
+    never two steps ready at once)."""
     if policy == "declaration" or hist is None:
         return None, {"priority": "declaration"}
-    est = estimate(nodes, chain_name, hist)
-    if policy == "auto" and all(e.source in ("default", "subchain") for e in est.values()):
+    if policy == "auto" and _one_at_a_time(nodes):
         return None, {"priority": "declaration"}
-    seconds = {step_id: round(e.median_s, 6) for step_id, e in est.items()}
+    seconds = medians(nodes, chain_name, hist)
+    if seconds is None:
+        if policy == "auto":
+            return None, {"priority": "declaration"}
+        seconds = {e.step_id: e.median_s for e in estimate(nodes, chain_name, hist).values()}
     return recorded_order({"priority": "critical_path", "estimates": seconds}, nodes), {
         "priority": "critical_path", "estimates": seconds}
+
+
+def _one_at_a_time(nodes: Mapping[str, Node]) -> bool:
+    roots = 0
+    for node in nodes.values():
+        if len(node.succ) > 1 or node.children:
+            return False
+        roots += not node.deps
+    return roots <= 1
+
+
+def medians(nodes: Mapping[str, Node], chain_name: str, hist: History
+            ) -> dict[str, float] | None:
+    """Median seconds per step (the hot path of ``release_order``: no Estimate objects);
+    None when no step has any history or hint."""
+    out: dict[str, float] = {}
+    by_tool: dict[str, float | None] = {}
+    unknown: list[str] = []
+    for step_id, node in nodes.items():
+        tool = node.tool
+        if tool is None:
+            out[step_id] = 0.0
+            continue
+        own = hist.by_step.get((chain_name, step_id))
+        if own:
+            out[step_id] = round(_median(own), 6)
+            continue
+        if tool.name not in by_tool:
+            pool = hist.by_tool.get(tool.name)
+            by_tool[tool.name] = round(_median(pool), 6) if pool else (
+                None if tool.expected_duration_s is None else float(tool.expected_duration_s))
+        value = by_tool[tool.name]
+        if value is None:
+            unknown.append(step_id)
+        else:
+            out[step_id] = value
+    known = [out[s] for s, n in nodes.items() if n.tool is not None and s in out]
+    if not known:
+        return None
+    fill = round(statistics.median(known), 6)
+    for step_id in unknown:
+        out[step_id] = fill
+    return out
+
+
+def _median(values: Any) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def recorded_order(payload: Mapping[str, Any], nodes: Mapping[str, Node]

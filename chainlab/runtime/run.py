@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import anyio
 
 from chainlab.errors import (
     RunNotActiveError,
+    RunStateError,
 )
 from chainlab.events import (
     RUN_END_KINDS,
@@ -69,6 +71,7 @@ class Run:
         self.record = record
         self._kernel = kernel
         self._static: RunState | None = None
+        self._events: list[Event] | None = None  # the log of a finished stored run
 
     # ------------------------------------------------------------------ state
     @property
@@ -76,8 +79,57 @@ class Run:
         if self._kernel is not None:
             return self._kernel.state
         if self._static is None:
-            _, _, self._static = read_run(self.runtime.store, self.run_id)
+            _, events, self._static = read_run(self.runtime.store, self.run_id)
+            if self._static.status in RUN_TERMINAL:
+                self._events = events  # state_at folds prefixes of it (time travel)
         return self._static
+
+    def state_at(self, seq: int) -> RunState:
+        """The run's state right after its event ``seq`` (0: before any event): the fold of
+        the stored prefix of its log. No tool runs; works for live, finished and stored
+        runs alike. Raises RunStateError when the run has no event ``seq``."""
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise TypeError(f"seq must be an int, got {type(seq).__name__}")
+        last = self.state.last_seq
+        if not 0 <= seq <= last:
+            raise RunStateError(
+                f"run {self.run_id!r} has events 1..{last}; there is no event {seq}",
+                run_id=self.run_id, status=str(self.status),
+            )
+        events = self.history()
+        upto = bisect.bisect_right(events, seq, key=lambda ev: ev.seq)
+        step_ids = [s["id"] for s in self.record.chain.get("steps", [])]
+        return RunState.from_events(self.run_id, events[:upto], step_ids)
+
+    def history(self) -> list[Event]:
+        """The stored event log (blocking read): read once for a finished run this process
+        does not drive (a scrubber folds prefixes of it again and again), read again (after
+        a flush) for a live one."""
+        if self._events is not None:
+            return self._events
+        store = self.runtime.store
+        if self._kernel is not None:
+            flush = getattr(store, "flush_sync", None)
+            if flush is not None:
+                flush()  # a live run's log may still sit in the group-commit queue
+            return store.load_events(self.run_id)
+        events = store.load_events(self.run_id)
+        if self.state.status in RUN_TERMINAL and events and events[-1].seq == self.state.last_seq:
+            self._events = events
+        return events
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the run's latest event (what ``state_at`` can reach)."""
+        return self.state.last_seq
+
+    @property
+    def forked_from(self) -> dict[str, Any] | None:
+        """``{"forked_from": parent run id, "forked_at_seq": seq}`` for a fork, else None."""
+        meta = self.record.meta
+        if "forked_from" not in meta:
+            return None
+        return {k: meta[k] for k in ("forked_from", "forked_at_seq") if k in meta}
 
     @property
     def active(self) -> bool:

@@ -42,6 +42,7 @@ from chainlab.runtime.estimates import (
     release_order,
 )
 from chainlab.runtime.executors import Executor, LocalExecutor
+from chainlab.runtime.fork import ForkPlan
 from chainlab.runtime.graph import Graph, compile_chain
 from chainlab.runtime.kernel import Kernel
 from chainlab.runtime.run import Run, RunResult
@@ -86,7 +87,7 @@ class Runtime:
         # else holds the handle: a long-lived runtime must not keep every run in memory)
         self._active: dict[str, Run] = {}
         self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
-        self._compiled: dict[str, Graph] = {}
+        self._compiled: dict[str, tuple[Graph, dict[str, Any]]] = {}
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._history: History | None = None  # durations seen, for the release order
@@ -167,7 +168,7 @@ class Runtime:
             ) from None
         opts = chain.options.merged(options)
         chain_json = chain.model_dump_json(exclude_defaults=True)
-        graph = self._prepare(chain, chain_json, opts, data)
+        graph, chain_data = self._prepare(chain, chain_json, opts, data)
         run_id = run_id or self.id_factory()
         now = self.clock.now()
         record = RunRecord(
@@ -177,7 +178,7 @@ class Runtime:
             epoch=1,
             created_at=now,
             updated_at=now,
-            chain=json.loads(chain_json),
+            chain=chain_data,
             chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
             context=data,
             options=opts.model_dump(mode="json", exclude_defaults=True),
@@ -270,6 +271,60 @@ class Runtime:
             self._spawn(lambda: self._drive(run, "recover"))
         return run
 
+    # ------------------------------------------------------------------ time travel
+    async def fork_plan(
+        self,
+        run_id: str,
+        *,
+        args: Mapping[str, Mapping[str, Any]] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        chain: Chain | None = None,
+        rerun: Sequence[str] | str | None = None,
+    ) -> ForkPlan:
+        """What :meth:`fork` would do with these edits, one row per step (reuse, override,
+        rerun, confirm, with the reason), before anything runs. Nothing is written.
+
+        Raises RunNotFoundError, RunStateError (the run is still running), UnknownStepError,
+        PlanError (edited args/context/chain that do not validate), DecisionError (an output
+        that does not fit its tool's output schema)."""
+        return await self._blocking(
+            lambda: self.fork_plan_sync(run_id, args=args, outputs=outputs, context=context,
+                                        chain=chain, rerun=rerun))
+
+    def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
+        """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
+        from chainlab.runtime.fork import plan_fork
+
+        record = self.store.get_run(run_id)
+        events = self.store.load_events(run_id)
+        return plan_fork(record, events, self.toolbox, self.chains, **edits)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        args: Mapping[str, Mapping[str, Any]] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        chain: Chain | None = None,
+        rerun: Sequence[str] | str | None = None,
+    ) -> Run:
+        """Start a NEW run from a suspended or finished one (DESIGN §11): steps that would
+        do exactly what they did are reused (their tools are not called), edited or failed
+        ones and their descendants run again; a side-effecting step that must run again
+        waits for approval. With no edits: retry from the failure. The parent is untouched.
+
+        ``args``: ``{step_id: {arg: value}}`` merged over a step's args; ``outputs``:
+        ``{step_id: output}`` recorded instead of running; ``context`` merged over the
+        parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again.
+        Raises as :meth:`fork_plan` (then nothing is written)."""
+        from chainlab.runtime.fork import start_fork
+
+        plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
+                                    chain=chain, rerun=rerun)
+        return await start_fork(self, plan)
+
     def _learner(self, chain_name: str, state: RunState) -> Callable[[Event], None]:
         """A subscriber that adds a run's call durations to the history when it ends (before
         ``wait()`` returns, so the next start already knows them)."""
@@ -288,9 +343,10 @@ class Runtime:
 
     def _prepare(
         self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
-    ) -> Graph:
+    ) -> tuple[Graph, dict[str, Any]]:
         """Validate and compile, cached by content: starting the same chain again (a loop in
-        a script, a benchmark, a notebook re-run) skips both."""
+        a script, a benchmark, a notebook re-run) skips both. Returns the graph and the
+        chain as JSON data (read-only: shared by the records of its runs)."""
         chains = self.chains
         used = self._used_chains(chain, chains)
         key = "\x1f".join(
@@ -301,15 +357,15 @@ class Runtime:
                 *(c.model_dump_json() for c in used.values()),
             ]
         )
-        graph = self._compiled.get(key)
-        if graph is None:
+        cached = self._compiled.get(key)
+        if cached is None:
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             raise_for_problems(checked, self.toolbox, context=context, chains=chains)
-            graph = compile_chain(chain, self.toolbox, chains, opts)
+            cached = compile_chain(chain, self.toolbox, chains, opts), json.loads(chain_json)
             if len(self._compiled) >= 64:
                 self._compiled.pop(next(iter(self._compiled)))
-            self._compiled[key] = graph
-        return graph
+            self._compiled[key] = cached
+        return cached
 
     async def _drive(self, run: Run, phase: str) -> None:
         kernel = run._kernel
