@@ -17,11 +17,12 @@ Jupyter; the returned figure shows itself as PNG (``_repr_png_``). This module a
 Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still open):
 
 ``attempts_frame`` - one row per tool call and per compensation call, in start order:
-    run_id, step_id (``parent/child`` in sub-chains), tool, kind (``attempt`` |
-    ``compensation``), attempt (1-based, per step and kind), epoch (writer epoch), status
+    run_id, step_id (``parent/child`` in sub-chains), tool, kind (``call`` |
+    ``compensation``: one spelling in frames, the SQL ``attempts`` view and the CLI), attempt (1-based, per step and kind), epoch (writer epoch), status
     (``succeeded`` | ``failed`` | ``timed_out`` | ``cancelled`` | ``interrupted`` |
     ``running``), error_kind, error, started_at, ended_at, duration_s, retry_delay_s (the
-    back-off scheduled after this attempt), idempotency_key (None for effect-free tools).
+    back-off scheduled after this attempt), idempotency_key (None for effect-free tools),
+    code (fingerprint of the tool's code the attempt ran; None for compensations).
     A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
 ``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
 ``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
@@ -55,7 +56,9 @@ __all__ = [
     "TimelineFigure",
     "attempts_frame",
     "compensations_frame",
+    "diff",
     "events_frame",
+    "fork_plan_frame",
     "plot_timeline",
     "runs_frame",
     "waits_frame",
@@ -63,7 +66,7 @@ __all__ = [
 
 ATTEMPT_COLUMNS = ["run_id", "step_id", "tool", "kind", "attempt", "epoch", "status",
                    "error_kind", "error", "started_at", "ended_at", "duration_s",
-                   "retry_delay_s", "idempotency_key"]
+                   "retry_delay_s", "idempotency_key", "code"]
 WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outcome"]
 EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
                  "payload"]
@@ -91,7 +94,7 @@ def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
         "run_id": pd.Series([run_id] * len(recs), dtype="object"),
         "step_id": pd.Series([r.step_id for r in recs], dtype="object"),
         "tool": pd.Series([r.tool for r in recs], dtype="object"),
-        "kind": pd.Series(["attempt" if r.kind == "call" else r.kind for r in recs],
+        "kind": pd.Series([r.kind for r in recs],
                           dtype="object"),
         "attempt": pd.Series([r.attempt for r in recs], dtype="int64"),
         "epoch": pd.Series([r.epoch for r in recs], dtype="int64"),
@@ -103,6 +106,8 @@ def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
         "duration_s": pd.Series([r.duration_s for r in recs], dtype="float64"),
         "retry_delay_s": pd.Series([r.retry_delay_s for r in recs], dtype="float64"),
         "idempotency_key": pd.Series([r.idempotency_key for r in recs], dtype="object"),
+        # which version of the tool's code the attempt ran (a fork reruns changed tools)
+        "code": pd.Series([r.code for r in recs], dtype="object"),
     }, columns=ATTEMPT_COLUMNS)
     return frame
 
@@ -527,3 +532,69 @@ def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
     cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source"]
     return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
 
+
+
+# ============================================================================ time travel
+DIFF_COLUMNS = ["step_id", "status_a", "status_b", "attempts_a", "attempts_b", "same_output",
+                "duration_a_s", "duration_b_s", "fork_b", "code_changed"]
+
+
+def _step_calls(state: RunState) -> tuple[dict[str, float], dict[str, str | None]]:
+    """Per step: total call time and the code of its last call."""
+    took: dict[str, float] = {}
+    code: dict[str, str | None] = {}
+    for rec in state.attempts:
+        if rec.kind != "call":
+            continue
+        took[rec.step_id] = took.get(rec.step_id, 0.0) + (rec.duration_s or 0.0)
+        code[rec.step_id] = rec.code
+    return took, code
+
+
+def diff(run_a: Any, run_b: Any) -> pd.DataFrame:
+    """Compare two runs (typically a run and its fork), one row per step (steps of ``run_a``
+    in order, then those only ``run_b`` has): status_a/b, attempts_a/b (tool calls),
+    same_output (both succeeded with equal outputs; NA when either has none), duration_a_s/
+    b_s (time in tool calls), fork_b (``reuse`` | ``override`` when ``run_b`` copied the
+    step instead of running it, else ``-``), code_changed (the tool code differs between the runs'
+    last calls; NA when either did not call it). ``run_a``/``run_b`` are Run handles."""
+    import json
+
+    states = [run_a.state, run_b.state]
+    ids = list(dict.fromkeys([*states[0].steps, *states[1].steps]))
+    (took_a, code_a), (took_b, code_b) = (_step_calls(s) for s in states)
+    for st in states[1].steps.values():  # a reused step carries the code that made it
+        if st.reused and st.reused.get("code"):
+            code_b.setdefault(st.step_id, st.reused["code"])
+    for st in states[0].steps.values():
+        if st.reused and st.reused.get("code"):
+            code_a.setdefault(st.step_id, st.reused["code"])
+    rows = []
+    for step_id in ids:
+        a, b = (s.steps.get(step_id) for s in states)
+        both = a is not None and b is not None and str(a.status) == str(b.status) == "succeeded"
+        same = (json.dumps(a.output, sort_keys=True) == json.dumps(b.output, sort_keys=True)
+                if both and a is not None and b is not None else pd.NA)
+        ca, cb = code_a.get(step_id), code_b.get(step_id)
+        rows.append({
+            "step_id": step_id,
+            "status_a": str(a.status) if a is not None else None,
+            "status_b": str(b.status) if b is not None else None,
+            "attempts_a": a.attempts if a is not None else 0,
+            "attempts_b": b.attempts if b is not None else 0,
+            "same_output": same,
+            "duration_a_s": took_a.get(step_id, 0.0),
+            "duration_b_s": took_b.get(step_id, 0.0),
+            "fork_b": ((b.reused or {}).get("decision") if b is not None else None) or "-",
+            "code_changed": (ca != cb) if ca is not None and cb is not None else pd.NA,
+        })
+    frame = pd.DataFrame(rows, columns=DIFF_COLUMNS)
+    for col in ("same_output", "code_changed"):
+        frame[col] = frame[col].astype("boolean")
+    return frame
+
+
+def fork_plan_frame(plan: Any) -> pd.DataFrame:
+    """A fork plan (:class:`chainlab.runtime.fork.ForkPlan`) as a frame: step, tool,
+    parent (its status in the parent run), decision, reason."""
+    return pd.DataFrame(plan.table(), columns=["step", "tool", "parent", "decision", "reason"])

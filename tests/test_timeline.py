@@ -59,10 +59,10 @@ async def test_retries_exact_rows() -> None:
     frame = run.attempts()
     assert list(frame.columns) == ATTEMPT_COLUMNS
     assert rows(frame, *ATTEMPT_VIEW) == [
-        ("fetch", "flaky", "attempt", 1, 1, "failed", "transient", 0.0, 1.0, 1.0, 2.0),
-        ("fetch", "flaky", "attempt", 2, 1, "failed", "transient", 3.0, 4.0, 1.0, 4.0),
-        ("fetch", "flaky", "attempt", 3, 1, "succeeded", None, 8.0, 9.0, 1.0, None),
-        ("parse", "work", "attempt", 1, 1, "succeeded", None, 9.0, 9.5, 0.5, None),
+        ("fetch", "flaky", "call", 1, 1, "failed", "transient", 0.0, 1.0, 1.0, 2.0),
+        ("fetch", "flaky", "call", 2, 1, "failed", "transient", 3.0, 4.0, 1.0, 4.0),
+        ("fetch", "flaky", "call", 3, 1, "succeeded", None, 8.0, 9.0, 1.0, None),
+        ("parse", "work", "call", 1, 1, "succeeded", None, 9.0, 9.5, 0.5, None),
     ]
     assert list(frame["error"][:2]) == ["503 from upstream (1)", "503 from upstream (2)"]
     assert frame["idempotency_key"].isna().all()  # effect-free tools get no key
@@ -78,9 +78,9 @@ async def test_confirmation_in_doubt_and_compensations_exact_rows() -> None:
     run = await run_saga(lab)
     assert str(run.status) == "rolled_back"
     assert rows(run.attempts(), *ATTEMPT_VIEW) == [
-        ("charge", "charge", "attempt", 1, 1, "succeeded", None, 0.0, 0.5, 0.5, None),
-        ("pay", "pay", "attempt", 1, 1, "succeeded", None, 3.5, 4.0, 0.5, None),
-        ("ship", "ship", "attempt", 1, 1, "failed", "transient", 4.0, 5.5, 1.5, None),
+        ("charge", "charge", "call", 1, 1, "succeeded", None, 0.0, 0.5, 0.5, None),
+        ("pay", "pay", "call", 1, 1, "succeeded", None, 3.5, 4.0, 0.5, None),
+        ("ship", "ship", "call", 1, 1, "failed", "transient", 4.0, 5.5, 1.5, None),
         ("pay", "refund", "compensation", 1, 1, "succeeded", None, 7.5, 7.75, 0.25, None),
         ("charge", "refund", "compensation", 1, 1, "succeeded", None, 7.75, 8.0, 0.25, None),
     ]
