@@ -142,8 +142,10 @@ def upward_ranks(nodes: Mapping[str, Node], seconds: Mapping[str, float]) -> dic
 
 
 def priority_of(ranks: Mapping[str, float]) -> Callable[[str], float]:
-    """The scheduler's priority key: the longest remaining path first."""
-    return lambda step_id: -round(ranks.get(step_id, 0.0), 9)
+    """The scheduler's priority key: the longest remaining path first. Ranks are compared at
+    millisecond resolution, so paths that differ only by measurement noise tie, and ties go
+    in declaration order."""
+    return lambda step_id: -round(ranks.get(step_id, 0.0), 3)
 
 
 def release_order(
