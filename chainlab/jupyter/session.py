@@ -2,7 +2,9 @@
 
 One :class:`NotebookSession` per IPython shell. It resolves names the way the magics
 document them, keeps strong references to the runs it started (their tasks and widgets live
-as long as the kernel), and opens each SQLite file once.
+as long as the kernel), and opens each store once: ``--db`` (else ``CHAINLAB_DB``, else
+``.chainlab/chainlab.db``) goes through :func:`chainlab.store.open_store`, so ``:memory:``
+is one MemoryStore for the whole session and never a file.
 
 Stores are opened with ``blocking = False``: the magics and the buttons are synchronous code
 running ON the kernel's loop, and SQLite reads take milliseconds, so the runtime calls them
@@ -12,17 +14,17 @@ the Run handle without an ``await`` (see :mod:`chainlab.jupyter._tasks`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._text import did_you_mean
-from chainlab.errors import RunNotFoundError
+from chainlab.errors import RunNotFoundError, StoreError
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
-from chainlab.store.sqlite import DEFAULT_PATH, SQLiteStore
+from chainlab.store.open import MEMORY, open_store, store_location
+from chainlab.store.sqlite import DEFAULT_PATH
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
@@ -94,17 +96,24 @@ class NotebookSession:
 
     # ------------------------------------------------------------------ stores, runtimes
     def store_key(self, db: str | None) -> str:
-        return str(Path(db if db else DEFAULT_PATH).expanduser().resolve())
+        """``":memory:"`` or the absolute path of the SQLite file ``db`` means. Raises
+        SessionError for a URL that is not supported."""
+        try:
+            where = store_location(db or None)
+        except StoreError as exc:
+            raise SessionError(str(exc)) from None
+        return where if where == MEMORY else str(Path(where).expanduser().resolve())
 
     def store(self, db: str | None = None) -> Store:
-        """The SQLite store at ``db`` (default ``.chainlab/chainlab.db``), opened once."""
+        """The store at ``db`` (default: CHAINLAB_DB, else ``.chainlab/chainlab.db``),
+        opened once."""
         key = self.store_key(db)
         store = self.stores.get(key)
         if store is None:
             try:
-                store = SQLiteStore(key)
-            except (OSError, sqlite3.Error) as exc:
-                raise SessionError(f"cannot open the store {db or str(DEFAULT_PATH)!r}: {exc}"
+                store = open_store(key)
+            except (OSError, StoreError) as exc:
+                raise SessionError(f"cannot open the store {db or key!r}: {exc}"
                                    ) from None
             store.blocking = False  # type: ignore[misc]  # inline reads: see module docstring
             self.stores[key] = store

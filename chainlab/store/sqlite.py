@@ -41,7 +41,7 @@ from typing import Any
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError, StoreFileError
 from chainlab.events.event import Event, event_kind
 from chainlab.store.base import RunRecord
-from chainlab.store.sqlite_schema import MIGRATIONS
+from chainlab.store.sqlite_schema import MIGRATIONS, migrate
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
 
@@ -107,7 +107,10 @@ class SQLiteStore:
         self._writer_lock = threading.Lock()
         try:
             with self._lock, self._sqlite_errors("open"):
-                self._migrate(self._conn())
+                conn = self._conn()
+                if self._shared is None and not readonly:
+                    conn.execute("PRAGMA journal_mode = WAL")  # no write when it already is
+                migrate(conn, self.path, readonly=readonly)
             if self._shared is None:
                 self._identity = _identity(self.path)
         except BaseException:
@@ -157,15 +160,22 @@ class SQLiteStore:
             return self._conn().execute(sql, params).fetchall()
 
     @contextlib.contextmanager
-    def _sqlite_errors(self, doing: str) -> Iterator[None]:
-        """sqlite3 errors of the caller's thread become StoreError (see :func:`_fault`)."""
+    def _sqlite_errors(self, doing: str, run_id: str | None = None) -> Iterator[None]:
+        """sqlite3 errors of the caller's thread become StoreError (see :meth:`_translate`)."""
         try:
             yield
         except sqlite3.Error as exc:
-            raise self._seen(_fault(exc, self.path)) or StoreError(
+            lost = self._lost(run_id) if run_id else "it cannot be used any more"
+            raise self._translate(exc, lost) or StoreError(
                 f"cannot {doing} {self.path!r}: {exc}") from exc
 
-    def _seen(self, fault: StoreFileError | None) -> StoreFileError | None:
+    def _translate(self, exc: sqlite3.Error, lost: str) -> StoreFileError | None:
+        """The fault of the file behind ``exc``, or None when it is not the file's."""
+        if not self._file_ok() or self._lost_companion(exc):
+            gone = self._gone_error(lost)
+            gone.__cause__ = exc
+            return gone
+        fault = _fault(exc, self.path)
         if fault is not None and fault.fault == "corrupt" and self._corrupt is None:
             self._corrupt = fault  # more writes into a damaged file would spread the damage
         return fault
@@ -180,6 +190,19 @@ class SQLiteStore:
         except OSError:
             self._gone = True
         return not self._gone
+
+    def _lost_companion(self, exc: sqlite3.Error) -> bool:
+        """An I/O error while our connections keep the -wal and -shm files open, and one of
+        them is missing: they were deleted (with the file, e.g. ``rm -r`` of the directory,
+        which may reach them first)."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if self._identity is None or self.readonly or not name.startswith(
+                ("SQLITE_IOERR", "SQLITE_CANTOPEN")):
+            return False
+        if all(os.path.exists(self.path + suffix) for suffix in ("-wal", "-shm")):
+            return False
+        self._gone = True
+        return True
 
     def _gone_error(self, lost: str) -> StoreFileError:
         return StoreFileError(
@@ -196,51 +219,19 @@ class SQLiteStore:
             return f"nothing of run {run_id!r} was saved"
         return f"nothing after seq {saved} of run {run_id!r} was saved"
 
-    def _writable(self, run_id: str, what: str) -> None:
+    def _read_only(self) -> StoreError:
+        return StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
+                          "write")
+
+    def _refusal(self, run_id: str, first_unsaved: int | None = None) -> StoreError | None:
+        """Why nothing more of ``run_id`` may be written (the file is gone or damaged)."""
         if self.readonly:
-            raise StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
-                             "write")
+            return self._read_only()
         if not self._file_ok():
-            raise self._gone_error(f"run {run_id!r} was not {what}")
-        if self._corrupt is not None:
-            raise self._corrupt
+            return self._gone_error(self._lost(run_id, first_unsaved))
+        return self._corrupt
 
     # ------------------------------------------------------------------ schema
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        if self._shared is None and not self.readonly:
-            conn.execute("PRAGMA journal_mode = WAL")  # no write when it already is WAL
-        current = _schema_version(conn)
-        if current == len(MIGRATIONS):
-            return  # nothing to write, so no write lock to wait for
-        self._check_version(current)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            current = _schema_version(conn)  # another process may have migrated meanwhile
-            self._check_version(current)
-            for version in range(current + 1, len(MIGRATIONS) + 1):
-                for statement in _split_sql(MIGRATIONS[version - 1]):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):  # a failed COMMIT already rolled back
-                conn.execute("ROLLBACK")
-            raise
-
-    def _check_version(self, current: int) -> None:
-        if current > len(MIGRATIONS):
-            raise StoreError(
-                f"{self.path} has schema version {current}, newer than this chainlab "
-                f"understands ({len(MIGRATIONS)}); upgrade chainlab"
-            )
-        if self.readonly and current < len(MIGRATIONS):
-            raise StoreFileError(
-                self.path, "old_schema", f"{self.path!r} has schema version {current}, older "
-                f"than this chainlab's ({len(MIGRATIONS)}), and a read-only open cannot "
-                "upgrade it", "run a command that writes to it first (`chainlab resume`, or "
-                "SQLiteStore(path) in Python) to upgrade it")
-
     @property
     def schema_version(self) -> int:
         """How far this database is migrated (``len(MIGRATIONS)`` once opened)."""
@@ -248,8 +239,10 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ runs
     def create_run(self, record: RunRecord) -> None:
-        self._writable(record.run_id, "created")
-        with self._lock, self._sqlite_errors("write to"):
+        refused = self._refusal(record.run_id)
+        if refused is not None:
+            raise refused
+        with self._lock, self._sqlite_errors("write to", record.run_id):
             try:
                 self._conn().execute(
                     "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
@@ -264,8 +257,10 @@ class SQLiteStore:
                 raise StoreError(f"run {record.run_id!r} already exists") from None
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
-        self._writable(run_id, "claimed")
-        with self._lock, self._sqlite_errors("write to"):
+        refused = self._refusal(run_id)
+        if refused is not None:
+            raise refused
+        with self._lock, self._sqlite_errors("write to", run_id):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -343,7 +338,7 @@ class SQLiteStore:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self.readonly:
-            self._writable(run_id, "written")
+            raise self._read_only()
         self._get_writer().queue.put(("append", run_id, epoch, tuple(events), run_status))
 
     async def flush(self, run_id: str, epoch: int) -> None:
@@ -443,7 +438,7 @@ class _Writer(threading.Thread):
     def run(self) -> None:
         store = self.store
         conn: sqlite3.Connection | None = None
-        broken: StoreError | None = None
+        broken: Exception | None = None
         try:
             if store._shared is not None:
                 conn = store._shared
@@ -451,8 +446,7 @@ class _Writer(threading.Thread):
                 conn = store._open()
                 conn.execute(f"PRAGMA synchronous = {store.synchronous}")
         except Exception as exc:
-            fault = _fault(exc, store.path) if isinstance(exc, sqlite3.Error) else None
-            broken = fault or StoreError(f"cannot open {store.path} for writing: {exc}")
+            broken = exc
         while True:
             batch = [self.queue.get()]
             while True:
@@ -464,8 +458,8 @@ class _Writer(threading.Thread):
             if appends:
                 if conn is None or broken is not None:
                     for item in appends:
-                        store._failed.setdefault((item[1], item[2]), broken or StoreError(
-                            "the store's writer is not running"))
+                        store._failed.setdefault((item[1], item[2]), self._cannot_open(
+                            broken, item[1], item[3]))
                 else:
                     with store._lock:
                         self._commit(conn, appends)
@@ -479,21 +473,26 @@ class _Writer(threading.Thread):
             if stop:
                 return
 
+    def _cannot_open(self, exc: Exception | None, run_id: str,
+                     events: tuple[Event, ...]) -> StoreError:
+        store = self.store
+        if isinstance(exc, sqlite3.Error):
+            fault = store._translate(exc, store._lost(run_id, events[0].seq if events else None))
+            if fault is not None:
+                return fault
+        return StoreError(f"cannot open {store.path} for writing: {exc}")
+
     def _commit(self, conn: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
         """Commit every acceptable append in one transaction; record refused writers."""
         store = self.store
         stale, failed = store._stale, store._failed
-        if not store._file_ok():  # never commit into a file nobody can find any more
+        if not store._file_ok() or store._corrupt is not None:  # gone or damaged: no writes
             for _, run_id, epoch, events, _ in appends:
-                if (run_id, epoch) not in stale:
-                    failed.setdefault((run_id, epoch), store._gone_error(
-                        store._lost(run_id, events[0].seq if events else None)))
+                refused = store._refusal(run_id, events[0].seq if events else None)
+                if refused is not None and (run_id, epoch) not in stale:
+                    failed.setdefault((run_id, epoch), refused)
             return
-        if store._corrupt is not None:
-            for _, run_id, epoch, _, _ in appends:
-                failed.setdefault((run_id, epoch), store._corrupt)
-            return
-        written: set[tuple[str, int]] = set()
+        written: dict[tuple[str, int], int | None] = {}  # -> first seq in this batch
         try:
             conn.execute("BEGIN IMMEDIATE")
             epochs: dict[str, int | None] = {}
@@ -518,7 +517,7 @@ class _Writer(threading.Thread):
                 if isinstance(new, StoreError):
                     failed[key] = new
                     continue
-                written.add(key)
+                written.setdefault(key, events[0].seq if events else None)
                 rows.extend(new)
                 prev_status = runs.get(run_id, (None, 0.0))[0]
                 last_ts = events[-1].ts if events else time.time()
@@ -532,12 +531,12 @@ class _Writer(threading.Thread):
         except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            fault = store._seen(_fault(exc, store.path)) if isinstance(
-                exc, sqlite3.Error) else None
-            error = fault or StoreError(f"could not commit {len(appends)} event batch(es) to "
-                                        f"{store.path}: {exc}")
-            for key in written:
-                failed.setdefault(key, error)
+            error = StoreError(f"could not commit {len(appends)} event batch(es) to "
+                               f"{store.path}: {exc}")
+            for key, first in written.items():
+                fault = store._translate(exc, store._lost(key[0], first)) if isinstance(
+                    exc, sqlite3.Error) else None
+                failed.setdefault(key, fault or error)
             return
         saved = store._saved
         for row in rows:  # in seq order: the last one of each run stays
@@ -574,13 +573,6 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _schema_version(conn: sqlite3.Connection) -> int:
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                    "name = 'schema_version'").fetchone() is None:
-        return 0
-    return int(conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0)
-
-
 def _fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
     """The one place where sqlite3 errors about the FILE become chainlab's, naming the file
     and the fix (``__cause__`` is ``exc``, also when the writer thread only records it);
@@ -614,8 +606,3 @@ def _file_fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
                               "check that the disk has space and that you may read and write "
                               f"the file and its directory {folder}")
     return None
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements (our migrations have no ';' inside literals)."""
-    return [s.strip() for s in script.split(";") if s.strip()]

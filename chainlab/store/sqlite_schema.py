@@ -1,5 +1,5 @@
 """The SQLite schema as an append-only list of migrations (never edit a released one: add
-a new one; ``SQLiteStore`` applies what a file lacks and records it in ``schema_version``).
+a new one; :func:`migrate` applies what a file lacks and records it in ``schema_version``).
 
 Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
 that agree with the Python fold (``chainlab.events.fold.RunState``).
@@ -7,7 +7,12 @@ that agree with the Python fold (``chainlab.events.fold.RunState``).
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS"]
+import contextlib
+import sqlite3
+
+from chainlab.errors import StoreError, StoreFileError
+
+__all__ = ["MIGRATIONS", "migrate", "schema_version", "split_sql"]
 
 _CALL_ENDS = ("'step_succeeded','step_failed','step_retry_scheduled','step_in_doubt',"
               "'step_timed_out','step_cancelled','step_ready'")
@@ -152,3 +157,54 @@ MIGRATIONS: list[str] = [
     WHERE latest = 1;
     """,
 ]
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """How far the database of ``conn`` is migrated (0: not a chainlab database yet)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'schema_version'").fetchone() is None:
+        return 0
+    return int(conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, path: str, *, readonly: bool = False) -> None:
+    """Apply the migrations the file lacks. A current file is only read (no write lock, so
+    opening never waits behind another process's write transaction).
+
+    Raises StoreError (a newer schema), StoreFileError (``readonly`` and an older schema).
+    """
+    current = schema_version(conn)
+    if current == len(MIGRATIONS):
+        return
+    _check(current, path, readonly)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = schema_version(conn)  # another process may have migrated meanwhile
+        _check(current, path, readonly)
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            for statement in split_sql(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):  # a failed COMMIT already rolled back
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _check(current: int, path: str, readonly: bool) -> None:
+    if current > len(MIGRATIONS):
+        raise StoreError(f"{path} has schema version {current}, newer than this chainlab "
+                         f"understands ({len(MIGRATIONS)}); upgrade chainlab")
+    if readonly and current < len(MIGRATIONS):
+        raise StoreFileError(
+            path, "old_schema", f"{path!r} has schema version {current}, older than this "
+            f"chainlab's ({len(MIGRATIONS)}), and a read-only open cannot upgrade it",
+            "run a command that writes to it first (`chainlab resume`, or SQLiteStore(path) "
+            "in Python) to upgrade it")
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements (our migrations have no ';' inside literals)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

@@ -14,7 +14,8 @@ import pytest
 from chainlab.errors import StaleEpochError, StoreError
 from chainlab.runtime import Runtime
 from chainlab.store import Event, MemoryStore, SQLiteStore
-from chainlab.store.sqlite import DEFAULT_PATH, MIGRATIONS, _split_sql
+from chainlab.store.sqlite import DEFAULT_PATH, MIGRATIONS
+from chainlab.store.sqlite_schema import split_sql as _split_sql
 
 from .conftest import ev, record
 
