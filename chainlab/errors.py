@@ -17,6 +17,7 @@
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
+    │   ├── StoreFileError        the database file is gone, replaced, read-only or corrupt
     │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
     ├── PlannerError              the planner could not produce a chain
     ├── MissingExtraError         an optional package is not installed (names the extra)

@@ -51,7 +51,7 @@ NoteOpt = Annotated[str | None, typer.Option("--note", help="A note kept with th
 
 def _continue(run_id: str, step: str | None, action: str,
               make_control: Callable[[], tuple[Control, dict[str, Any] | None]] | None, *,
-              tools: str | None, db: Path, dask: str | None, quiet: bool, as_json: bool,
+              tools: str | None, db: str, dask: str | None, quiet: bool, as_json: bool,
               waiting: StepStatus | None = None) -> None:
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         """List the runs in the database, newest first."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
-            records = open_store(db, must_exist=True).list_runs(limit)
+            records = open_store(db, must_exist=True, readonly=True).list_runs(limit)
             if as_json:
                 sys.stdout.write(json.dumps([record_dict(r) for r in records]) + "\n")
             elif not records:
@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
         """A run's steps: status, attempts, time, and what waits for a person."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
-            chain, state = stored_state(open_store(db, must_exist=True), run_id)
+            chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
             code = report(io, run_id, chain, state, db)
         raise typer.Exit(int(code))
 
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         """Every attempt and compensation of a run, in start order."""
         io = Output.make()
         with reporting_errors(io.err):
-            chain, state = stored_state(open_store(db, must_exist=True), run_id)
+            chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
             rows = attempt_rows(run_id, state)
             io.out.print(timeline_table(rows, title=f"run {run_id} ({chain.name}): "
                                                     f"{len(rows)} attempts"))

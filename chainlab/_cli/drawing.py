@@ -13,7 +13,7 @@ _SVG = (".svg",)
 _DOT = (".dot", ".gv")
 
 
-def draw(target: str, output: Path, tools: str | None, db: Path) -> None:
+def draw(target: str, output: Path, tools: str | None, db: str) -> None:
     """Write the drawing of ``target`` (a chain file, else a run id) to ``output``.
 
     Raises CliError, PlanError, RunNotFoundError, GraphvizUnavailable/GraphvizError.
@@ -35,7 +35,7 @@ def draw(target: str, output: Path, tools: str | None, db: Path) -> None:
     else:
         from chainlab.runtime.runtime import Runtime
 
-        store = open_store(db, must_exist=True)
+        store = open_store(db, must_exist=True, readonly=True)
         record = store.get_run(target)
         try:
             toolbox, _ = toolbox_for_run(record, tools)

@@ -28,7 +28,7 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
-from chainlab.store.sqlite import SQLiteStore
+from chainlab.store.base import Store
 from chainlab.tools import Toolbox
 
 __all__ = ["Control", "Output", "continue_run", "start_run", "stored_state"]
@@ -53,14 +53,14 @@ class Output:
         return cls(Console(highlight=False), err, mode, as_json)
 
 
-def db_flag(db: Path) -> str:
+def db_flag(db: str) -> str:
     """``--db PATH`` for the hints, when the database is not the default one."""
     import shlex
 
     return "" if Path(db) == DEFAULT_DB else f" --db {shlex.quote(str(db))}"
 
 
-def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: Path) -> ExitCode:
+def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: str) -> ExitCode:
     """Print where the run stands (and what a person can do), return its exit code."""
     status = state.status or RunStatus.RUNNING
     if io.as_json:
@@ -74,7 +74,7 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: Pa
     return exit_code_for(status)
 
 
-def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: SQLiteStore, db: Path,
+def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: Store, db: str,
               context: Mapping[str, Any] | None, options: RunOptions | None,
               meta: Mapping[str, Any], executor: Executor | None = None,
               after_suspend: Control | None = None) -> tuple[ExitCode, str]:
@@ -100,7 +100,7 @@ def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: SQLiteStore,
 
 
 @contextmanager
-def interrupted(run_ids: list[str], db: Path) -> Iterator[None]:
+def interrupted(run_ids: list[str], db: str) -> Iterator[None]:
     """Ctrl-C: say how to continue the run (its state is in the store)."""
     try:
         yield
@@ -113,13 +113,13 @@ def interrupted(run_ids: list[str], db: Path) -> Iterator[None]:
                        code=ExitCode.INTERRUPTED) from None
 
 
-def stored_state(store: SQLiteStore, run_id: str) -> tuple[Chain, RunState]:
+def stored_state(store: Store, run_id: str) -> tuple[Chain, RunState]:
     """A run's chain and state from the store (read only). Raises RunNotFoundError."""
     record, _, state = read_run(store, run_id)
     return Chain.from_dict(record.chain), state
 
 
-def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: SQLiteStore, db: Path,
+def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: Store, db: str,
                  control: Control | None, was: RunStatus | None,
                  executor: Executor | None = None,
                  check: Callable[[RunState], None] | None = None) -> ExitCode:

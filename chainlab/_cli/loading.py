@@ -34,7 +34,7 @@ __all__ = [
     "toolbox_for_run",
 ]
 
-DEFAULT_DB = DEFAULT_PATH
+DEFAULT_DB = str(DEFAULT_PATH)
 _CHAIN_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -184,11 +184,11 @@ def parse_json_object(value: str | None, option: str) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- store
-def open_store(db: Path | str, *, must_exist: bool, readonly: bool = False) -> Store:
+def open_store(db: str, *, must_exist: bool, readonly: bool = False) -> Store:
     """The store at ``db`` (``--db`` / ``CHAINLAB_DB``, through
-    :func:`chainlab.store.open_store`: a path, ``sqlite:///path``, ``:memory:``); with
-    ``must_exist`` a missing file is a CliError (reading commands never create an empty
-    database by accident); ``readonly`` opens it without writing anything.
+    :func:`chainlab.store.open_store`: a path, ``sqlite:///path``, ``postgresql://...``,
+    ``:memory:``); with ``must_exist`` a missing file is a CliError (reading commands never
+    create an empty database by accident); ``readonly`` opens it without writing anything.
 
     Raises CliError, StoreError (a URL that is not supported, a file that cannot be used:
     one line naming the file and the fix, exit code 1).
@@ -199,7 +199,8 @@ def open_store(db: Path | str, *, must_exist: bool, readonly: bool = False) -> S
         raise CliError(f"--db {where!r}: give the SQLite file's path (sqlite:/// URLs are "
                        "not taken on the command line)", hint="for example --db runs/x.db")
     location = store_open.store_location(db)
-    if must_exist and location != store_open.MEMORY and not Path(location).is_file():
+    if must_exist and location != store_open.MEMORY and not store_open.is_server(location) \
+            and not Path(location).is_file():
         raise CliError(f"no chainlab database at {where!r}",
                        hint="start a run first (`chainlab run` / `chainlab demo`) or point "
                             "--db (or CHAINLAB_DB) at the right file")

@@ -13,8 +13,10 @@ ToolsOpt = Annotated[str | None, typer.Option(
     "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
     help="The toolbox: MODULE:TOOLBOX (or file.py:TOOLBOX). Runs started by `chainlab run` "
          "remember theirs.")]
-DbOpt = Annotated[Path, typer.Option(
-    "--db", envvar="CHAINLAB_DB", help="The SQLite file of runs.")]
+DbOpt = Annotated[str, typer.Option(
+    "--db", envvar="CHAINLAB_DB", metavar="PATH|URL",
+    help="Where runs are stored: a SQLite file (or sqlite:///PATH), :memory:, or a "
+         "postgresql:// URL.")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", "-c", metavar="JSON|@FILE",
     help="The run's context: a JSON object, or @file (.json/.yaml).")]

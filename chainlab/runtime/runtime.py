@@ -13,7 +13,7 @@ import secrets
 import time
 import weakref
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -242,7 +242,9 @@ class Runtime:
         state = RunState.from_events(run_id, events, graph.nodes)
         if check is not None:
             check(state)
-        started = next((e.payload for e in events if e.kind == EventKind.RUN_STARTED), {})
+        started: dict[str, Any] = next(
+            (e.payload for e in events if e.kind == EventKind.RUN_STARTED), {}
+        )
         # check-and-claim: the claim fails if anything was written since these events, so
         # the state rebuilt here (and checked) is exactly the state this process now owns
         last = events[-1].seq if events else 0
@@ -309,6 +311,7 @@ class Runtime:
         context: Mapping[str, Any] | None = None,
         chain: Chain | None = None,
         rerun: Sequence[str] | str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> Run:
         """Start a NEW run from a suspended or finished one (DESIGN §11): steps that would
         do exactly what they did are reused (their tools are not called), edited or failed
@@ -317,13 +320,14 @@ class Runtime:
 
         ``args``: ``{step_id: {arg: value}}`` merged over a step's args; ``outputs``:
         ``{step_id: output}`` recorded instead of running; ``context`` merged over the
-        parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again.
-        Raises as :meth:`fork_plan` (then nothing is written)."""
+        parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again;
+        ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
+        ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written)."""
         from chainlab.runtime.fork import start_fork
 
         plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
                                     chain=chain, rerun=rerun)
-        return await start_fork(self, plan)
+        return await start_fork(self, plan, meta)
 
     def _learner(self, chain_name: str, state: RunState) -> Callable[[Event], None]:
         """A subscriber that adds a run's call durations to the history when it ends (before
@@ -419,6 +423,40 @@ class Runtime:
             return live
         record = self.store.get_run(run_id)
         return Run(self, Chain.from_dict(record.chain), None, record)
+
+    async def watch(self, run_id: str, *, after_seq: int = 0, follow: bool = False,
+                    poll_interval: float = 0.05) -> AsyncIterator[Event]:
+        """The run's committed events after ``after_seq``, in order, each once, as they are
+        committed, by this process or any other one using the same store (DESIGN §13).
+
+        On PostgreSQL it waits for the commit's NOTIFY (``store.wait_for_events``); on other
+        stores it polls the log by seq every ``poll_interval`` seconds (``load_events(run_id,
+        after_seq)``: only new events are read). Ends after an event that ends the run
+        (``run_succeeded``, ``run_failed``, ...) unless ``follow`` (then it watches on, e.g.
+        for a later ``run.rollback()``, until the caller stops iterating).
+
+        Raises RunNotFoundError if the store has no such run, StoreError if it cannot be read.
+        """
+        wait = getattr(self.store, "wait_for_events", None)
+        if wait is not None:  # listen BEFORE the first read: no commit falls in between
+            await self._blocking(wait, run_id, after_seq, 0.0)
+        seen = after_seq
+        while True:
+            events = await self._blocking(self.store.load_events, run_id, seen)
+            for ev in events:
+                if ev.seq <= seen:  # never twice, whatever the store returns
+                    continue
+                seen = ev.seq
+                yield ev
+                if not follow and ev.kind in RUN_END_KINDS:
+                    return
+            if events:
+                continue  # read on before waiting: more may be committed already
+            if wait is not None:
+                await anyio.to_thread.run_sync(wait, run_id, seen, max(poll_interval, 1.0),
+                                               abandon_on_cancel=True)
+            else:
+                await anyio.sleep(poll_interval)
 
     def estimates(self, chain: Chain) -> Any:
         """Expected duration of each step of ``chain`` (median, p90, samples, source: step

@@ -144,13 +144,15 @@ def test_reading_commands_do_not_wait_for_a_writer(busy_db: tuple[Path, str]) ->
 
 
 # ------------------------------------------------------------------------ --db values
-def test_postgresql_urls_are_refused_clearly(tmp_path: Path) -> None:
-    r = chainlab("runs", "--db", "postgresql://me:secret@db.example/runs", cwd=tmp_path)
+def test_an_unreachable_postgresql_server_is_one_clear_line(tmp_path: Path) -> None:
+    # a unix socket directory with no server in it: nothing leaves the machine
+    url = f"postgresql://me:secret@/runs?host={tmp_path / 'no-server'}"
+    r = chainlab("runs", "--db", url, cwd=tmp_path)
     assert r.code == 1
     line = one_error_line(r)
-    assert "PostgreSQL stores are not built yet" in line and "secret" not in line
-    r = chainlab("runs", cwd=tmp_path, CHAINLAB_DB="postgresql://db.example/runs")
-    assert r.code == 1 and "PostgreSQL stores are not built yet" in one_error_line(r)
+    assert "cannot reach the PostgreSQL server" in line and "secret" not in line
+    r = chainlab("runs", cwd=tmp_path, CHAINLAB_DB=url)
+    assert r.code == 1 and "cannot reach the PostgreSQL server" in one_error_line(r)
     assert list(tmp_path.iterdir()) == []  # no directory named 'postgresql:'
 
 
