@@ -4,9 +4,10 @@
         --peers chainlab,chainlab-sqlite,asyncio,anyio,seq --csv /tmp/peers.csv --md /tmp/peers.md
 
 ``chainlab``: Runtime(MemoryStore) with an event subscriber attached (the full event stream).
-``chainlab-sqlite``: Runtime(SQLiteStore) in the case's scratch dir; W4 uses side-effecting
-steps so that every step waits for its write-ahead commit (one durable commit per step, the
-peers' W4 rule), W1-W3 use effect-free steps (group commit).
+``chainlab-sqlite``: Runtime(SQLiteStore) in the case's scratch dir; W4 uses side-effecting,
+NON-idempotent steps so that every step waits for its write-ahead commit (one durable commit
+per step, the peers' W4 rule; an idempotent step's start is group-committed since it is
+re-run under the same key after a crash), W1-W3 use effect-free steps (group commit).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class _ChainlabBase(Adapter):
                 "options": {"max_concurrency": wl.concurrency},
             }
         )
-        runtime = Runtime(node_toolbox(wl.sleep_s, side_effects=wl.durable), self._store(wl))
+        runtime = Runtime(node_toolbox(wl.sleep_s, side_effects=wl.durable, idempotent=False),
+                          self._store(wl))
         self._runtime = runtime
         sinks = wl.sinks
         seen = [0]
