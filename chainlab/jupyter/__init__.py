@@ -8,7 +8,8 @@ chainlab that imports IPython or ipywidgets.
     run = %chain run my_chain --db .chainlab/demo.db     # starts in the background
     await run.wait()                                     # the buttons keep working meanwhile
 
-Without magics: ``display(RunWidget(run))``.
+Without magics: ``display(RunWidget(run))``; draft a chain with ``ChainDesigner(toolbox)``
+(or ``%chain design NAME``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from chainlab.events.status import RUN_TERMINAL, StepStatus
+from chainlab.jupyter.designer import ChainDesigner
 from chainlab.jupyter.session import NotebookSession, get_session
 from chainlab.jupyter.widgets import RunWidget
 from chainlab.runtime.runtime import Run
-from chainlab.events.status import RUN_TERMINAL, StepStatus
 
 __all__ = [
+    "ChainDesigner",
     "NotebookSession",
     "RunWidget",
     "get_session",
@@ -76,13 +79,15 @@ async def wait_for_decision(run: Run, step_id: str) -> str:
     return str(run.steps[step_id].status)
 
 
-def _run_bundle(session: NotebookSession) -> Any:
-    def printer(run: Run) -> Any:
+def _run_display(session: NotebookSession) -> Any:
+    def show(run: Run) -> None:
         from chainlab.jupyter._commands import widget as _widget
 
-        return _widget(session, run)._repr_mimebundle_()
+        # the widget shows itself with a display id and a static fallback (text/html) that
+        # is replaced when the run settles
+        _widget(session, run)._ipython_display_()
 
-    return printer
+    return show
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -91,12 +96,11 @@ def load_ipython_extension(ipython: Any) -> None:
 
     session = get_session(ipython)
     ipython.register_magics(ChainMagics(ipython, session))
-    formatter = ipython.display_formatter.mimebundle_formatter
-    formatter.for_type(Run, _run_bundle(session))
+    ipython.display_formatter.ipython_display_formatter.for_type(Run, _run_display(session))
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext chainlab``: runs are shown as static DAGs again (runs started here go
     on; the magics are gone until the next ``%load_ext chainlab``)."""
-    formatter = ipython.display_formatter.mimebundle_formatter
-    formatter.type_printers.pop(Run, None)
+    ipython.display_formatter.ipython_display_formatter.type_printers.pop(Run, None)
+    ipython.display_formatter.mimebundle_formatter.type_printers.pop(Run, None)

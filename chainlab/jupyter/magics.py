@@ -11,7 +11,10 @@
     %chain rollback RUN
     %chain timeline RUN
     %chain tools [--tools VAR]
-    %chain plan "REQUEST" --as NAME [--model M] [--base-url URL] [--planner VAR]
+    %chain plan "REQUEST" --as NAME [--model M] [--base-url URL] [--planner VAR] [--design]
+    %chain design [NAME] [--tools VAR]               draft/edit a chain in the designer widget
+    run = %chain fork RUN [--from STEP] [--args STEP=JSON ...] [--output STEP=JSON ...]
+                          [--context JSON|VAR] [--rerun a,b] [--plan] [--tools VAR] [--db PATH]
 
 ``RUN`` is a run id or the name of a variable holding a Run. Variable expansion
 (``$x``, ``{x}``) is off so that JSON in ``--context`` arrives intact; pass a variable name
@@ -85,11 +88,26 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     sub("tools", "list the tools of the active toolbox", tools=True, db=False)
     p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
     p.add_argument("request", metavar='"REQUEST"')
-    p.add_argument("--as", dest="name", metavar="NAME", required=True)
+    p.add_argument("--as", dest="name", metavar="NAME")
     p.add_argument("--model", metavar="M")
     p.add_argument("--base-url", metavar="URL")
     p.add_argument("--planner", metavar="VAR", help="a planner object in the notebook")
     p.add_argument("--context", metavar="JSON|VAR")
+    p.add_argument("--design", action="store_true", help="open the plan in the designer")
+    p = sub("design", "draft or edit a chain in the designer widget", tools=True, db=False)
+    p.add_argument("name", metavar="NAME", nargs="?")
+    p = sub("fork", "start a new run from a finished/suspended one, reusing what did not "
+            "change (--plan: only show the plan)", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--from", dest="from_step", metavar="STEP",
+                   help="run this step (and what depends on it) again")
+    p.add_argument("--args", action="append", metavar="STEP=JSON",
+                   help="merge these args into a step's args (repeatable)")
+    p.add_argument("--output", action="append", metavar="STEP=JSON",
+                   help="record this output instead of running the step (repeatable)")
+    p.add_argument("--context", metavar="JSON|VAR", help="merged over the parent's context")
+    p.add_argument("--rerun", metavar="a,b", help="steps to run again even if reusable")
+    p.add_argument("--plan", action="store_true", help="only show the fork plan")
     return out
 
 
@@ -110,6 +128,8 @@ class ChainMagics(Magics):
             "run": self.run, "runs": self.runs, "show": self.show, "resume": self.resume,
             "approve": self.approve, "reject": self.reject, "rollback": self.rollback,
             "timeline": self.timeline, "tools": self.tools, "plan": self.plan,
+            "design": self.design,
+            "fork": self.fork,
             "whatif": self.whatif,
         }
 
@@ -170,6 +190,23 @@ class ChainMagics(Magics):
             raise UsageError(f"cannot start: {exc}") from None
         if note:
             print(note)
+        display(cmd.widget(session, run))
+        return run
+
+    def fork(self, ns: argparse.Namespace) -> Any:
+        session = self.session
+        toolbox, note = session.toolbox(ns.tools)
+        parent = session.find_run(ns.run, ns.db, toolbox)
+        edits = cmd.fork_edits(session, args=ns.args, outputs=ns.output, context=ns.context,
+                               from_step=ns.from_step, rerun=ns.rerun)
+        if note:
+            print(note)
+        if ns.plan:
+            from chainlab.timeline import fork_plan_frame
+
+            return fork_plan_frame(cmd.fork(session, parent, toolbox, edits, plan_only=True))
+        run = cmd.fork(session, parent, toolbox, edits, plan_only=False)
+        print(cmd.fork_summary(run))
         display(cmd.widget(session, run))
         return run
 
@@ -241,6 +278,10 @@ class ChainMagics(Magics):
 
     def plan(self, ns: argparse.Namespace) -> None:
         session = self.session
+        if ns.name is None and not ns.design:
+            raise ArgsError("--as NAME is required: the planned chain is bound to that "
+                            "variable (or pass --design to edit it in the designer first)")
+        ns.name = ns.name or "plan"
         if not ns.name.isidentifier():
             raise ArgsError(f"--as {ns.name!r}: the chain is bound to a variable, so NAME must "
                             "be a Python identifier")
@@ -251,7 +292,23 @@ class ChainMagics(Magics):
         planner = cmd.make_planner(session, ns.planner, ns.model, ns.base_url)
         chain, view = cmd.plan(session, planner, ns.request, toolbox, context, ns.name)
         self._user_ns[ns.name] = chain
+        if ns.design:
+            from chainlab.jupyter.designer import open_designer
+
+            display(open_designer(session, ns.name, ns.tools, chain=chain)[0])
+            return
         display(view)
+
+    def design(self, ns: argparse.Namespace) -> None:
+        from chainlab.jupyter.designer import open_designer
+
+        if ns.name is not None and not ns.name.isidentifier():
+            raise ArgsError(f"%chain design {ns.name}: NAME becomes a variable (the chain, "
+                            "whenever it is valid), so it must be a Python identifier")
+        designer, note = open_designer(self.session, ns.name, ns.tools)
+        if note:
+            print(note)
+        display(designer)
 
     def _live(self, ns: argparse.Namespace) -> Any:
         toolbox, _ = self.session.toolbox(ns.tools)

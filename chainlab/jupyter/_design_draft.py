@@ -1,0 +1,306 @@
+"""The chain designer's draft: YAML text, the data it holds, the loaded chain and its
+problems (pure Python, no widgets; :class:`chainlab.jupyter.ChainDesigner` exposes it).
+
+One pipeline for every change: data is written as canonical YAML (text a person typed is kept
+verbatim), loaded with ``Chain.from_yaml`` and checked with ``Chain.validate(toolbox,
+context=...)``, so the problems are exactly the plan layer's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from chainlab._text import did_you_mean
+from chainlab.errors import ChainlabError, PlanError, Problem
+from chainlab.plan.graph import edges
+from chainlab.plan.io import dump_yaml
+from chainlab.plan.schema import STEP_ID_PATTERN, Chain, Step
+from chainlab.tools import Toolbox
+
+__all__ = ["STEP_FIELDS", "UNSET", "DesignerError", "Draft", "Reference", "rename_condition",
+           "rename_value", "type_name"]
+
+STEP_FIELDS = tuple(Step.model_fields)  # declaration order: the YAML's key order
+_STEP_ID = re.compile(STEP_ID_PATTERN)
+UNSET = "\x00unset"  # a dropdown choice meaning "leave this field out"
+_BRACES = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+_QUOTED = r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\""
+
+
+class DesignerError(ChainlabError, ValueError):
+    """An edit the designer cannot apply (unknown step, taken or malformed id, unknown
+    field). Plan problems are never raised: they are listed in ``designer.problems``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A reference an argument can use: ``source`` goes between ``{{ }}``."""
+
+    source: str
+    label: str
+    step_id: str | None = None  # the step it makes the argument depend on
+
+
+
+class Draft:
+    """The data behind the designer: YAML text, the data it holds, the loaded chain and
+    its problems. Pure Python (no widgets); ChainDesigner exposes it."""
+
+    def __init__(self, toolbox: Toolbox, chain: Chain | None, name: str,
+                 context: Mapping[str, Any] | None):
+        self.toolbox = toolbox
+        self.context: dict[str, Any] | None = dict(context) if context is not None else None
+        self.seed = chain
+        self.listeners: list[Callable[[str], None]] = []
+        self.text = ""
+        self.data: dict[str, Any] = {"name": name, "steps": []}
+        self.parsed: Chain | None = None
+        self.problems: list[Problem] = []
+        self.last_valid: Chain | None = None
+        self.revision = 0
+        if chain is not None:
+            self.data = chain.to_dict()
+            self.load(chain.to_yaml())
+        else:
+            self.write(self.data, "init")
+
+    # ------------------------------------------------------------------ the pipeline
+    def load(self, text: str, origin: str = "init") -> None:
+        """Make ``text`` the draft (verbatim), load and validate it, tell the listeners."""
+        self.text = text
+        try:
+            parsed = Chain.from_yaml(text)
+        except PlanError as exc:
+            self.parsed, self.problems = None, list(exc.problems)
+            raw = _raw_data(text)
+            if raw is not None:
+                self.data = raw
+        else:
+            self.parsed = parsed
+            self.data = parsed.to_dict()
+            self.problems = self.validate(parsed)
+            if not self.problems:
+                self.last_valid = self.seed if parsed == self.seed else parsed
+        self.revision += 1
+        for listener in list(self.listeners):
+            listener(origin)
+
+    def validate(self, chain: Chain) -> list[Problem]:
+        try:
+            chain.validate(self.toolbox, context=self.context)
+        except PlanError as exc:
+            return list(exc.problems)
+        return []
+
+    def write(self, data: dict[str, Any], origin: str) -> None:
+        """Make ``data`` the draft: written as canonical YAML, then loaded."""
+        data = _normalised(data)
+        self.data = data
+        text = dump_yaml(data)
+        # canonical text (``5`` for a float field is written ``5.0``, as to_yaml does);
+        # a draft that does not load is written as it is and load() says why
+        with contextlib.suppress(PlanError):
+            text = Chain.from_yaml(text).to_yaml()
+        self.load(text, origin)
+
+    def revalidate(self, origin: str = "api") -> None:
+        self.load(self.text, origin)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def chain(self) -> Chain | None:
+        if self.parsed is None or self.problems:
+            return None
+        return self.seed if self.parsed == self.seed else self.parsed
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return list(self.data.get("steps") or [])
+
+    @property
+    def step_ids(self) -> list[str]:
+        return [str(s.get("id", "")) for s in self.steps]
+
+    def index(self, step_id: str) -> int:
+        ids = self.step_ids
+        if step_id not in ids:
+            raise DesignerError(f"no step {step_id!r} in the draft{did_you_mean(step_id, ids)}")
+        return ids.index(step_id)
+
+    def step(self, step_id: str) -> dict[str, Any]:
+        return copy.deepcopy(self.steps[self.index(step_id)])
+
+    # ------------------------------------------------------------------ editing
+    def edited(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        data = copy.deepcopy(self.data)
+        steps = data.get("steps")
+        if not isinstance(steps, list):
+            steps = data["steps"] = []
+        return data, steps
+
+    def check_new_id(self, step_id: str) -> None:
+        if not isinstance(step_id, str) or not _STEP_ID.match(step_id) or len(step_id) > 100:
+            raise DesignerError(f"step id {step_id!r} must be letters, digits, '_' or '-' "
+                                "(at most 100)")
+        if step_id in self.step_ids:
+            raise DesignerError(f"the draft already has a step {step_id!r}")
+
+    def fresh_id(self, tool: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_-]+", "_", tool.removeprefix("chain:")).strip("_") or "step"
+        base = base[:90]
+        taken = set(self.step_ids)
+        if base not in taken:
+            return base
+        n = 2
+        while f"{base}_{n}" in taken:
+            n += 1
+        return f"{base}_{n}"
+
+    def downstream(self, step_id: str) -> set[str]:
+        """Steps that depend on ``step_id``, directly or not (as drawn: lenient)."""
+        if self.parsed is None:
+            return set()
+        succ: dict[str, set[str]] = {}
+        for e in edges(self.parsed):
+            succ.setdefault(e.source, set()).add(e.target)
+        out: set[str] = set()
+        todo = [step_id]
+        while todo:
+            for nxt in succ.get(todo.pop(), ()):
+                if nxt not in out:
+                    out.add(nxt)
+                    todo.append(nxt)
+        return out
+
+    def references(self, step_id: str) -> list[Reference]:
+        """What an argument of ``step_id`` can refer to: context keys, the outputs (and
+        their fields) of steps that do not depend on it, save_as keys."""
+        out: list[Reference] = []
+        keys = set(self.context or {}) | _context_keys(self.steps)
+        out += [Reference(f"context.{k}", f"context.{k}") for k in sorted(keys)]
+        later = self.downstream(step_id) | {step_id}
+        for s in self.steps:
+            other = str(s.get("id", ""))
+            if other in later or not _STEP_ID.match(other):
+                continue
+            schema = _output_schema(self.toolbox, str(s.get("tool", "")))
+            kind = type_name(schema)
+            out.append(Reference(f"steps.{other}.output",
+                                 f"steps.{other}.output" + (f" · {kind}" if kind else ""), other))
+            for field, sub in _properties(schema):
+                out.append(Reference(f"steps.{other}.output.{field}",
+                                     f"steps.{other}.output.{field} · {type_name(sub)}", other))
+            key = s.get("save_as")
+            if isinstance(key, str) and key:
+                out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other))
+        return out
+
+
+def _normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """Steps with their keys in the Step's order; empty optional fields left out."""
+    out = dict(data)
+    steps = []
+    for raw in data.get("steps") or []:
+        if not isinstance(raw, dict):
+            steps.append(raw)
+            continue
+        step = {k: raw[k] for k in STEP_FIELDS if k in raw and not _empty(raw[k])}
+        step.update({k: v for k, v in raw.items() if k not in STEP_FIELDS})  # YAML names them
+        steps.append(step)
+    out["steps"] = steps
+    return out
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _raw_data(text: str) -> dict[str, Any] | None:
+    """The mapping a YAML text holds when it is a draft at all (a chain the model refuses:
+    a bad id, a wrong type), as JSON data; None when it does not parse as one."""
+    try:
+        data = yaml.safe_load(text)
+        data = json.loads(json.dumps(data, default=str))
+    except Exception:  # YAMLError, RecursionError, values JSON cannot hold
+        return None
+    if not isinstance(data, dict):
+        return None
+    steps = data.get("steps", [])
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return None
+    return data
+
+
+def _context_keys(steps: Iterable[dict[str, Any]]) -> set[str]:
+    found: set[str] = set()
+    for step in steps:
+        text = json.dumps([step.get("args"), step.get("when")])
+        found |= set(re.findall(r"context\.([A-Za-z0-9_-]+)", text))
+    return found
+
+
+def _output_schema(toolbox: Toolbox, tool: str) -> dict[str, Any] | None:
+    if tool not in toolbox:
+        return None
+    try:
+        return toolbox.get(tool).output_schema()
+    except Exception:  # a return annotation pydantic cannot describe
+        return None
+
+
+def _properties(schema: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    if not schema or schema.get("type") != "object":
+        return []
+    return [(k, v) for k, v in (schema.get("properties") or {}).items()
+            if re.fullmatch(r"[A-Za-z0-9_-]+", k)]
+
+
+def type_name(schema: dict[str, Any] | None) -> str:
+    if not schema:
+        return ""
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"][:4])
+    if "anyOf" in schema:
+        return " | ".join(type_name(s) or "any" for s in schema["anyOf"])
+    kind = schema.get("type")
+    if kind == "array":
+        inner = type_name(schema.get("items"))
+        return f"array of {inner}" if inner else "array"
+    if isinstance(kind, str):
+        return kind
+    return schema.get("title", "") if "$ref" not in schema else "object"
+
+
+# ---------------------------------------------------------------------- renaming refs
+def _rename_in_path(text: str, old: str, new: str) -> str:
+    """``steps.OLD.output`` (or ``steps['OLD']``) -> ``steps.NEW...`` in reference text."""
+    o = re.escape(old)
+    text = re.sub(rf"(?<![\w.\-])steps\.{o}(?=\.output\b|\[)", f"steps.{new}", text)
+    return re.sub(rf"(?<![\w.\-])steps\[\s*(['\"]){o}\1\s*\]", f"steps.{new}", text)
+
+
+def rename_value(value: Any, old: str, new: str) -> Any:
+    """A JSON value whose templates refer to ``new`` wherever they referred to ``old``."""
+    if isinstance(value, str):
+        if "{{" not in value:
+            return value
+        return _BRACES.sub(lambda m: _rename_in_path(m.group(0), old, new), value)
+    if isinstance(value, dict):
+        return {k: rename_value(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rename_value(v, old, new) for v in value]
+    return value
+
+
+def rename_condition(text: str, old: str, new: str) -> str:
+    """A ``when`` condition with its references renamed; quoted strings stay as they are."""
+    parts = re.split(f"({_QUOTED})", text)
+    return "".join(p if i % 2 else _rename_in_path(p, old, new) for i, p in enumerate(parts))

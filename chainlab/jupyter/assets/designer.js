@@ -1,0 +1,122 @@
+// chainlab chain designer: the clickable DAG (an anywidget ES module, shipped in the package;
+// nothing is fetched). Python sends the SVG (laid out by Graphviz, only when the chain's
+// structure changes) and a small scoped <style> (problems, selection). A click on a step's
+// node, or Enter/Space on it (every node is focusable), sets `selected`.
+// "Write cell": insert a `%%chain` cell below the cell whose output shows the designer,
+// through the notebook model the widget manager knows (JupyterLab, Notebook 7); elsewhere
+// copy the text to the clipboard. The outcome goes back to Python as a message.
+
+function wire(model, box) {
+  const steps = model.get("steps") || {};
+  for (const [elementId, stepId] of Object.entries(steps)) {
+    const node = box.querySelector(`[id="${CSS.escape(elementId)}"]`);
+    if (!node) continue;
+    node.setAttribute("tabindex", "0");
+    node.setAttribute("role", "button");
+    node.setAttribute("aria-label", `edit step ${stepId}`);
+    node.dataset.stepId = stepId;
+  }
+}
+
+// Graphviz sizes the SVG in points. A DAG wider than its column is shrunk to fit, but never
+// below MIN_SCALE (its text would get too small to read): past that the column scrolls.
+const MIN_SCALE = 0.7;
+
+function fit(box) {
+  const svg = box.querySelector("svg");
+  if (!svg) return;
+  const width = parseFloat(svg.getAttribute("width")) * (4 / 3);
+  const height = parseFloat(svg.getAttribute("height")) * (4 / 3);
+  const room = box.clientWidth;
+  if (!width || !height || !room) return;
+  const scale = Math.min(1, Math.max(MIN_SCALE, room / width));
+  svg.style.width = `${width * scale}px`;
+  svg.style.height = `${height * scale}px`;
+}
+
+function select(model, stepId) {
+  model.set("selected", "");  // a click on the selected node shows it again
+  model.set("selected", stepId);
+  model.save_changes();
+}
+
+function hasOutput(cell, host) {
+  const outputs = typeof cell.getOutputs === "function" ? cell.getOutputs() : [];
+  return outputs.some((o) => {
+    const view = o && o.data && o.data["application/vnd.jupyter.widget-view+json"];
+    return view && view.model_id === host;
+  });
+}
+
+async function writeCell(model, text, host) {
+  const manager = model.widget_manager;
+  const context = manager && manager.context;
+  const notebook = context && context.model && context.model.sharedModel;
+  if (notebook && Array.isArray(notebook.cells) && typeof notebook.insertCell === "function") {
+    let index = -1;
+    notebook.cells.forEach((cell, i) => { if (hasOutput(cell, host)) index = i; });
+    if (index < 0) index = notebook.cells.length - 1;
+    notebook.insertCell(index + 1, { cell_type: "code", source: text, metadata: {} });
+    return { how: "inserted", index: index + 1 };
+  }
+  if (navigator.clipboard && navigator.clipboard.writeText) {
+    await navigator.clipboard.writeText(text);
+    return { how: "clipboard" };
+  }
+  return { how: "failed", detail: "this front end can neither insert cells nor copy" };
+}
+
+function render({ model, el }) {
+  el.classList.add("cl-dsg-canvasroot");
+  const style = document.createElement("div");
+  style.className = "cl-dsg-style";
+  const box = document.createElement("div");
+  box.className = "cl-dsg-svg";
+  el.append(style, box);
+
+  const draw = () => { box.innerHTML = model.get("svg"); wire(model, box); mark(); fit(box); };
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => fit(box)) : null;
+  if (resized) resized.observe(box);
+  const restyle = () => { style.innerHTML = model.get("css"); };
+  const mark = () => {
+    const selected = model.get("selected");
+    for (const node of box.querySelectorAll("[data-step-id]")) {
+      node.setAttribute("aria-pressed", String(node.dataset.stepId === selected));
+    }
+  };
+  const nodeOf = (target) => target && target.closest && target.closest("[data-step-id]");
+  box.addEventListener("click", (event) => {
+    const node = nodeOf(event.target);
+    if (node) select(model, node.dataset.stepId);
+  });
+  box.addEventListener("keydown", (event) => {
+    const node = nodeOf(event.target);
+    if (node && (event.key === "Enter" || event.key === " ")) {
+      event.preventDefault();
+      select(model, node.dataset.stepId);
+    }
+  });
+  const onMessage = (msg) => {
+    if (!msg || msg.type !== "write_cell") return;
+    writeCell(model, msg.text, msg.host)
+      .then((result) => model.send({ type: "write_cell_done", ...result }))
+      .catch((err) => model.send({ type: "write_cell_done", how: "failed", detail: String(err) }));
+  };
+  model.on("change:svg", draw);
+  model.on("change:steps", draw);
+  model.on("change:css", restyle);
+  model.on("change:selected", mark);
+  model.on("msg:custom", onMessage);
+  restyle();
+  draw();
+  return () => {
+    if (resized) resized.disconnect();
+    model.off("change:svg", draw);
+    model.off("change:steps", draw);
+    model.off("change:css", restyle);
+    model.off("change:selected", mark);
+    model.off("msg:custom", onMessage);
+  };
+}
+
+export default { render };
