@@ -32,7 +32,8 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
 ``events_frame`` - the event log: run_id, seq, ts, elapsed_s (since the first event), epoch,
     kind, step_id, attempt (nullable Int64), payload (dict).
 ``runs_frame`` - one row per run, newest first: run_id, chain_name, status, epoch,
-    created_at, updated_at, duration_s (updated - created), steps (top-level step count).
+    created_at, updated_at, duration_s (updated - created), steps (top-level step count),
+    forked_from (the parent's run id for a fork, else None).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outc
 EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
                  "payload"]
 RUN_COLUMNS = ["run_id", "chain_name", "status", "epoch", "created_at", "updated_at",
-               "duration_s", "steps"]
+               "duration_s", "steps", "forked_from"]
 
 
 def _times(values: Iterable[float | None]) -> pd.Series:
@@ -200,11 +201,22 @@ def runs_frame(store: Store, limit: int | None = None) -> pd.DataFrame:
         "updated_at": _times(r.updated_at for r in runs),
         "duration_s": pd.Series([r.updated_at - r.created_at for r in runs], dtype="float64"),
         "steps": pd.Series([len(r.chain.get("steps", [])) for r in runs], dtype="int64"),
+        # lineage: the run a fork was started from (None for a run started from a chain)
+        "forked_from": pd.Series([r.meta.get("forked_from") for r in runs], dtype="object"),
     }, columns=RUN_COLUMNS)
 
 
+# which of the two pictures shows: JupyterLab marks its theme on <body>; elsewhere light
+_THEME_CSS = (".cl-theme-dark-only{display:none}"
+              '[data-jp-theme-light="false"] .cl-theme-dark-only{display:inline}'
+              '[data-jp-theme-light="false"] .cl-theme-light-only{display:none}')
+DARK_BG, DARK_FG, DARK_LINE = "#1e1e1e", "#d8d8d8", "#777777"
+
+
 class TimelineFigure(Figure):
-    """A matplotlib Figure that shows itself as PNG in Jupyter without pyplot."""
+    """A matplotlib Figure that shows itself as PNG in Jupyter without pyplot; as HTML it
+    carries a light and a dark picture and the notebook's theme shows one (issue 18: a
+    white box in the dark theme)."""
 
     def _repr_png_(self) -> bytes:
         import io
@@ -212,6 +224,57 @@ class TimelineFigure(Figure):
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=self.dpi, facecolor="white")
         return buf.getvalue()
+
+    def _repr_html_(self) -> str:
+        import base64
+
+        light = base64.b64encode(self._repr_png_()).decode()
+        dark = base64.b64encode(self.dark_png()).decode()
+        return (f"<style>{_THEME_CSS}</style>"
+                f'<img class="cl-theme-light-only" src="data:image/png;base64,{light}"/>'
+                f'<img class="cl-theme-dark-only" src="data:image/png;base64,{dark}"/>')
+
+    def dark_png(self) -> bytes:
+        """The same chart on a dark background with light text (a copy is recoloured)."""
+        import io
+        import pickle
+
+        fig = pickle.loads(pickle.dumps(self))
+        fig.patch.set_facecolor(DARK_BG)
+        for text in fig.texts:
+            text.set_color(DARK_FG)
+        for ax in fig.axes:
+            _darken(ax)
+        for legend in fig.legends:
+            _darken_legend(legend)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=self.dpi, facecolor=DARK_BG)
+        return buf.getvalue()
+
+
+def _darken(ax: Axes) -> None:
+    ax.set_facecolor(DARK_BG)
+    ax.tick_params(colors=DARK_FG, which="both")
+    for spine in ax.spines.values():
+        spine.set_color(DARK_LINE)
+    for label in (ax.xaxis.label, ax.yaxis.label, ax.title):
+        label.set_color(DARK_FG)
+    for line in [*ax.get_xgridlines(), *ax.get_ygridlines()]:
+        line.set_color("#444444")
+    for text in ax.texts:
+        if text.get_bbox_patch() is None:  # captions on a box keep the box's own colours
+            text.set_color(DARK_FG)
+    legend = ax.get_legend()
+    if legend is not None:
+        _darken_legend(legend)
+
+
+def _darken_legend(legend: Any) -> None:
+    legend.get_frame().set_facecolor(DARK_BG)
+    legend.get_frame().set_edgecolor(DARK_LINE)
+    for text in legend.get_texts():
+        text.set_color(DARK_FG)
+    legend.get_title().set_color(DARK_FG)
 
 
 def plot_timeline(store: Store, run_id: str, *, ax: Axes | None = None,

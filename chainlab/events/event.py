@@ -6,7 +6,8 @@ state is DERIVED from them by :mod:`chainlab.events.fold`, so live views, resume
 (``run.state_at``) and timeline replay are one code path.
 
 Beyond DESIGN §9 the vocabulary has three events the fold needs: ``step_cancelled``,
-``run_rollback_started`` and ``run_rollback_failed``. A kind this module does not know is an
+``run_rollback_started`` and ``run_rollback_failed``; time travel (§11) adds ``run_forked``
+and ``step_reused``. A kind this module does not know is an
 error (:func:`event_kind`), on the way in from a store and in the fold alike.
 """
 
@@ -52,6 +53,11 @@ class EventKind(StrEnum):
     RUN_ROLLBACK_STARTED = "run_rollback_started"  # payload: reason, order
     RUN_ROLLED_BACK = "run_rolled_back"
     RUN_ROLLBACK_FAILED = "run_rollback_failed"  # payload: failed, pending, needs_decision
+    # time travel (DESIGN §11)
+    RUN_FORKED = "run_forked"  # payload: forked_from (run id), forked_at_seq, decisions
+    STEP_REUSED = "step_reused"  # a fork copies an output: pending -> succeeded, tool NOT
+    # called; payload: decision (reuse | override), output, args, source_run, source_attempt,
+    # code, reason
 
 
 #: the kinds that end a run (until a later rollback)

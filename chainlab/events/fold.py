@@ -78,7 +78,8 @@ class StepState:
     started_at: float | None = None
     ended_at: float | None = None
     background: bool = False  # a timed-out sync body still runs (holds its slot and key)
-    # a fork copied its output (step_reused): decision, source_run, source_attempt, code
+    # a fork copied its output (step_reused): decision, source_run, source_attempt, code,
+    # tool, origin ("call": a tool made it; "override": a person gave it)
     reused: dict[str, Any] | None = None
 
     @property
@@ -209,7 +210,8 @@ class RunState:
         st.args = p.get("args")
         st.reason = p.get("reason")
         st.reused = {
-            k: p.get(k) for k in ("decision", "source_run", "source_attempt", "code")
+            k: p.get(k)
+            for k in ("decision", "source_run", "source_attempt", "code", "tool", "origin")
         }
         st.started_at = st.ended_at = ev.ts
         self.completion.append(st.step_id)

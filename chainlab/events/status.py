@@ -11,6 +11,7 @@ from enum import StrEnum
 from chainlab.errors import RunStateError
 
 __all__ = [
+    "REUSABLE_FROM",
     "RUN_TERMINAL",
     "STEP_DONE_OK",
     "STEP_TERMINAL",
@@ -19,6 +20,7 @@ __all__ = [
     "RunStatus",
     "SkipReason",
     "StepStatus",
+    "check_reuse",
     "check_run",
     "check_step",
 ]
@@ -118,6 +120,11 @@ _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     S.COMPENSATED: frozenset(),
 }
 
+#: the only states a fork may copy a recorded output into (``step_reused``): a step the fork
+#: has not touched yet. Kept out of the table above so no live run can ever go pending ->
+#: succeeded without an attempt.
+REUSABLE_FROM = frozenset({S.PENDING})
+
 R = RunStatus
 RUN_TERMINAL = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED, R.ROLLED_BACK, R.ROLLBACK_FAILED})
 
@@ -150,6 +157,15 @@ def check_step(step_id: str, old: StepStatus, new: StepStatus) -> None:
     if new not in _STEP[old]:
         raise InvalidTransition(
             f"step {step_id!r}: {old} -> {new} is not a valid transition", status=str(old)
+        )
+
+
+def check_reuse(step_id: str, old: StepStatus) -> None:
+    """A fork copies an output into a step (``step_reused``): only into an untouched one."""
+    if old not in REUSABLE_FROM:
+        raise InvalidTransition(
+            f"step {step_id!r}: cannot reuse an output into a {old} step (only a pending one)",
+            status=str(old),
         )
 
 

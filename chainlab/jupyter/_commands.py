@@ -15,6 +15,7 @@ from typing import Any
 
 from chainlab._text import did_you_mean
 from chainlab.errors import PlanError
+from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._args import ArgsError
 from chainlab.jupyter._tasks import eager
 from chainlab.jupyter.session import NotebookSession, SessionError
@@ -22,7 +23,6 @@ from chainlab.jupyter.views import ChainView, RunsTable
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
-from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.tools import Toolbox
 
 __all__ = [
@@ -285,3 +285,69 @@ def plan(session: NotebookSession, planner: Any, request: str, toolbox: Toolbox,
     except PlanError as exc:  # pragma: no cover - planners return validated chains
         problems = exc.problems
     return chain, ChainView(chain, toolbox, problems, report=report)
+
+
+# ---------------------------------------------------------------------- time travel
+def step_values(pairs: list[str] | None, option: str) -> dict[str, Any]:
+    """``["STEP=JSON", ...]`` as ``{step: value}`` (``--args a='{"n": 1}'``)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        step_id, sep, text = pair.partition("=")
+        if not sep or not step_id:
+            raise ArgsError(f"{option} {pair!r}: write STEP=JSON, e.g. {option} "
+                            "fetch='{\"n\": 1}'")
+        try:
+            out[step_id] = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ArgsError(f"{option} {step_id}: {text!r} is not JSON ({exc.msg} at column "
+                            f"{exc.colno}); a string needs double quotes: "
+                            f"{option} {step_id}='\"text\"'") from None
+    return out
+
+
+def fork_edits(session: NotebookSession, *, args: list[str] | None,
+               outputs: list[str] | None, context: str | None, from_step: str | None,
+               rerun: str | None) -> dict[str, Any]:
+    """The keyword arguments of ``runtime.fork`` / ``fork_plan`` from the magic's options."""
+    step_args = step_values(args, "--args")
+    for step_id, value in step_args.items():
+        if not isinstance(value, Mapping):
+            raise ArgsError(f"--args {step_id}: args are a JSON object, got "
+                            f"{type(value).__name__}")
+    names = [s.strip() for s in (rerun or "").split(",") if s.strip()]
+    if from_step:
+        names.insert(0, from_step)
+    return {"args": step_args or None, "outputs": step_values(outputs, "--output") or None,
+            "context": json_or_var(session, context, "--context"), "rerun": names or None}
+
+
+def fork_runtime(session: NotebookSession, run: Run, toolbox: Toolbox) -> Any:
+    """The runtime that forks ``run``: its store, this toolbox (tools as defined NOW, so a
+    tool fixed in a cell makes its steps run again)."""
+    if run.runtime.toolbox is toolbox:
+        return run.runtime
+    return session.runtime(toolbox, session.run_stores.get(run.run_id))
+
+
+def fork(session: NotebookSession, run: Run, toolbox: Toolbox, edits: dict[str, Any],
+         *, plan_only: bool) -> Any:
+    """The fork plan (``plan_only``) or the forked Run, started on the kernel's loop."""
+    runtime = fork_runtime(session, run, toolbox)
+    if plan_only:
+        return runtime.fork_plan_sync(run.run_id, **edits)
+    started = eager(runtime.fork(run.run_id, **edits))
+    if not started.done:  # pragma: no cover - the session's stores never block
+        raise RuntimeError("runtime.fork suspended; chainlab.jupyter needs inline stores")
+    forked: Run = started.value  # type: ignore[assignment]
+    return session.remember(forked, session.run_stores.get(run.run_id))
+
+
+def fork_summary(run: Run) -> str:
+    """``forked run X from run Y (event N): reuse a, b · rerun c · confirm d``."""
+    decisions: dict[str, list[str]] = {}
+    for step_id, decision in (run.state.forked_from or {}).get("decisions", {}).items():
+        decisions.setdefault(decision, []).append(step_id)
+    parts = [f"{d} {', '.join(ids)}" for d, ids in decisions.items()]
+    meta = run.record.meta
+    return (f"forked run {run.run_id} from run {meta.get('forked_from')} (event "
+            f"{meta.get('forked_at_seq')}): {' · '.join(parts)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -11,12 +12,13 @@ import ipywidgets as W
 
 from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
+from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter.inbox import pretty, tool_of
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget
 
-__all__ = ["EventLog", "StepInspector", "TimelineTab", "event_line"]
+__all__ = ["EventLog", "ForkPanel", "StepInspector", "TimelineTab", "event_line"]
 
 esc = html.escape
 # the attempts table in the Timeline tab (run.attempts() has every column)
@@ -33,7 +35,8 @@ class StepInspector(W.VBox):
                                  style={"description_width": "initial"})
         self.details = W.HTML()
         self.picker.observe(lambda _: self.refresh(), names="value")
-        super().__init__([self.picker, self.details])
+        self.fork = ForkPanel(widget, self)
+        super().__init__([self.picker, self.details, self.fork])
         self.add_class("cl-inspector")
         self._last = ""
 
@@ -44,7 +47,7 @@ class StepInspector(W.VBox):
         self.picker.value = step_id
 
     def refresh(self) -> None:
-        run = self.widget.run
+        run = self.widget.view
         ids = tuple(run.steps)
         if tuple(self.picker.options) != ids:
             current = self.picker.value
@@ -56,9 +59,10 @@ class StepInspector(W.VBox):
         text = self.render(step_id)
         if text != self._last:
             self._last = self.details.value = text
+        self.fork.refresh()
 
     def render(self, step_id: str) -> str:
-        run = self.widget.run
+        run = self.widget.view  # while scrubbing: the run as it was at that event
         st = run.steps[step_id]
         rows = [("status", st.status + (f" ({st.reason})" if st.reason else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
@@ -122,6 +126,7 @@ class EventLog(W.HTML):
         self.events: deque[Event] = deque(maxlen=500)
         self.lines = lines
         self.gap = False
+        self.upto: int | None = None  # the scrubber's event: show the log up to it
         self._shown = ""
         self.add_class("cl-log")
 
@@ -153,10 +158,14 @@ class EventLog(W.HTML):
         self.gap = not (contiguous and from_the_start)
 
     def refresh(self) -> None:
-        tail = list(self.events)[-self.lines:]
-        hidden = len(self.events) - len(tail)
+        events = [ev for ev in self.events if self.upto is None or ev.seq <= self.upto]
+        tail = events[-self.lines:]
+        hidden = len(events) - len(tail)
         head = f"... {hidden} earlier events (run.event_log() has them all)\n" if hidden else ""
         text = head + "\n".join(event_line(ev) for ev in tail)
+        if self.upto is not None:
+            later = sum(1 for ev in self.events if ev.seq > self.upto)
+            text += f"\n◀ scrubbed to event {self.upto}; {later} later events hidden"
         value = f'<pre class="cl-pre">{esc(text)}</pre>'
         if value != self._shown:
             self._shown = self.value = value
@@ -200,3 +209,135 @@ class TimelineTab(W.VBox):
             except Exception as exc:
                 self.widget.show_error(exc, action="draw the timeline")
 
+
+
+class ForkPanel(W.VBox):
+    """"Fork from here" on the inspected step: a new run that runs this step (with the args
+    typed here) and what depends on it again, and reuses everything else that did not
+    change. **Preview** shows the fork plan (nothing runs); **Fork** starts it and shows
+    its widget below."""
+
+    def __init__(self, widget: RunWidget, inspector: StepInspector):
+        self.widget = widget
+        self.inspector = inspector
+        self.open_button = W.Button(description="Fork from here", icon="code-branch",
+                                    tooltip="start a new run from this step (runtime.fork)")
+        self.args = W.Textarea(description="args", layout=W.Layout(width="95%", height="6em"),
+                               style={"description_width": "initial"})
+        self.preview_button = W.Button(description="Preview", icon="list",
+                                       tooltip="the fork plan: what is reused, what runs")
+        self.fork_button = W.Button(description="Fork", icon="play", button_style="warning",
+                                    tooltip="start the fork")
+        self.plan = W.HTML()
+        self.out = W.Output()
+        self.forked: Any = None  # the last Run this panel started
+        self.editor = W.VBox([self.args, W.HBox([self.preview_button, self.fork_button]),
+                              self.plan])
+        self.editor.layout.display = "none"
+        self.open_button.on_click(lambda _: self.toggle())
+        self.preview_button.on_click(lambda _: self.preview())
+        self.fork_button.on_click(lambda _: self.start())
+        self._step: str | None = None
+        super().__init__([self.open_button, self.editor, self.out])
+        self.add_class("cl-fork")
+
+    def refresh(self) -> None:
+        real = self.widget.view
+        real = getattr(real, "real", real)  # while scrubbing: the run itself, not its past
+        step_id = self.inspector.picker.value
+        ended = real.status in RUN_TERMINAL or real.status == RunStatus.SUSPENDED
+        top = step_id is not None and "/" not in step_id
+        self.open_button.disabled = not (ended and top)
+        if step_id != self._step:
+            self._step = step_id
+            st = real.steps.get(step_id) if step_id is not None else None
+            self.args.value = json.dumps((st.args if st is not None else None) or
+                                         self._declared_args(step_id), indent=1)
+            self.plan.value = ""
+
+    def _declared_args(self, step_id: str | None) -> dict[str, Any]:
+        for step in self.widget.run.chain.steps:
+            if step.id == step_id:
+                return dict(step.args)
+        return {}
+
+    def toggle(self) -> None:
+        shown = self.editor.layout.display != "none"
+        self.editor.layout.display = "none" if shown else ""
+        if not shown:
+            self.preview()
+
+    def edits(self) -> dict[str, Any]:
+        """``runtime.fork`` arguments: rerun the step, with the args typed here when they
+        differ from what it ran with. Raises ValueError for text that is not a JSON object."""
+        step_id = self.inspector.picker.value
+        try:
+            args = json.loads(self.args.value or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"args are not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(args, dict):
+            raise ValueError(f"args must be a JSON object, got {type(args).__name__}")
+        st = self.widget.run.steps.get(step_id)
+        edits: dict[str, Any] = {"rerun": [step_id]}
+        declared = self._declared_args(step_id)
+        if args != ((st.args if st is not None else None) or declared):
+            edits["args"] = {step_id: args}
+        return edits
+
+    def _runtime(self) -> Any:
+        widget = self.widget
+        if widget.session is not None:
+            try:
+                toolbox, _ = widget.session.toolbox(None)
+            except Exception:
+                return widget.run.runtime
+            if toolbox is not widget.run.runtime.toolbox:
+                return widget.session.runtime(
+                    toolbox, widget.session.run_stores.get(widget.run.run_id))
+        return widget.run.runtime
+
+    def preview(self) -> None:
+        """Show the fork plan as a table (nothing runs, nothing is written)."""
+        try:
+            plan = self._runtime().fork_plan_sync(self.widget.run.run_id, **self.edits())
+        except Exception as exc:
+            self.plan.value = (f'<div class="cl-error">⚠ <b>{esc(type(exc).__name__)}</b>: '
+                               f"{esc(str(exc))}</div>")
+            return
+        head = "".join(f"<th>{esc(c)}</th>" for c in ("step", "parent", "decision", "reason"))
+        rows = "".join(
+            f"<tr><td>{esc(r['step'])}</td><td>{esc(r['parent'])}</td>"
+            f"<td><b>{esc(r['decision'])}</b></td><td>{esc(r['reason'])}</td></tr>"
+            for r in plan.table())
+        self.plan.value = (f'<div class="cl-label">fork plan</div><table class="cl-table">'
+                           f"<tr>{head}</tr>{rows}</table>")
+
+    def start(self) -> None:
+        """Start the fork and show its widget under the panel."""
+        try:
+            edits = self.edits()
+        except ValueError as exc:
+            self.widget.show_error(exc, action="fork")
+            return
+        runtime = self._runtime()
+
+        def shown(run: Any) -> None:
+            from chainlab.jupyter.widgets import RunWidget
+
+            self.forked = run
+            session = self.widget.session
+            if session is not None:
+                session.remember(run, session.run_stores.get(self.widget.run.run_id))
+            view = RunWidget(run, session=session)
+            if session is not None:
+                session.widgets[run.run_id] = view
+            self.out.clear_output()
+            with self.out:
+                from IPython.display import display
+
+                display(view)
+
+        async def go() -> None:
+            shown(await runtime.fork(self.widget.run.run_id, **edits))
+
+        self.widget.act("fork", go)

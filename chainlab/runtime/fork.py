@@ -91,10 +91,13 @@ class ForkRow:
     parent_args: dict[str, Any] | None = None
     parent_output: Any = None
     parent_error: str | None = None
+    parent_source: str | None = None  # the run where the parent's output was really made
 
     def card(self, parent_run: str) -> str:
         """What an approver reads: what the parent already did with this step."""
         args = _short(self.parent_args)
+        if self.parent_source and self.parent_source != parent_run:
+            parent_run = f"{self.parent_source} (reused by run {parent_run})"
         status = self.parent_status
         if status is None or status in (S.PENDING, S.READY):
             return f"never ran in run {parent_run}"
@@ -132,18 +135,13 @@ class ForkPlan:
         return {row.step_id: str(row.decision) for row in self.rows}
 
     def table(self) -> list[dict[str, Any]]:
-        """Rows as plain dicts (step, tool, parent status, decision, reason)."""
+        """Rows as plain dicts (step, tool, parent status, decision, reason); as a pandas
+        DataFrame: ``chainlab.timeline.fork_plan_frame(plan)``."""
         return [
             {"step": r.step_id, "tool": r.tool, "parent": r.parent_status or "-",
              "decision": str(r.decision), "reason": r.reason}
             for r in self.rows
         ]
-
-    def frame(self) -> Any:
-        """The plan as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
-        from chainlab.timeline import fork_plan_frame
-
-        return fork_plan_frame(self)
 
     def __str__(self) -> str:
         cols = ["step", "tool", "parent", "decision", "reason"]
@@ -213,10 +211,22 @@ def plan_fork(
         chain=new_chain,
         context=ctx,
         options=options,
-        chains={n: c.to_dict() for n, c in all_chains.items() if n in record.chains
-                or any(s.subchain_name == n for s in new_chain.steps)},
+        chains={n: c.to_dict() for n, c in _used_chains(new_chain, all_chains).items()},
         rows=rows,
     )
+
+
+def _used_chains(chain: Chain, chains: Mapping[str, Chain]) -> dict[str, Chain]:
+    """The sub-chains ``chain`` uses, recursively (kept with the fork's record)."""
+    seen: dict[str, Chain] = {}
+    todo = [chain]
+    while todo:
+        for step in todo.pop().steps:
+            name = step.subchain_name
+            if name and name not in seen and name in chains:
+                seen[name] = chains[name]
+                todo.append(chains[name])
+    return seen
 
 
 def _check_parent(state: RunState) -> None:
@@ -309,7 +319,8 @@ class _Planner:
         }
         if ps is not None:
             base.update(parent_args=ps.args, parent_error=ps.error,
-                        parent_output=ps.output if ps.status != S.FAILED else None)
+                        parent_output=ps.output if ps.status != S.FAILED else None,
+                        parent_source=(ps.reused or {}).get("source_run"))
         if node.id in self.outputs:
             if tool is None:
                 raise DecisionError(
@@ -320,6 +331,8 @@ class _Planner:
         if node.id in self.edited and args is not None and tool is not None:
             self._check_args(node, args)
         why, source = self._why_not_reuse(node, ps, args)
+        if why is None and node.id in self.rerun:
+            why = "named in rerun"
         if why is None:
             assert ps is not None
             return ForkRow(**base, decision=ForkDecision.REUSE, reason=source.pop("reason"),
@@ -333,8 +346,6 @@ class _Planner:
                        ) -> tuple[str | None, dict[str, Any]]:
         if ps is None:
             return "new step (not in the parent)", {}
-        if node.id in self.rerun:
-            return "named in rerun", {}
         changed = [d for d in node.deps if d in self.stale]
         if node.group is not None and node.group in self.stale and node.group in self.rows:
             changed.append(node.group)
@@ -405,7 +416,8 @@ class _Planner:
             self.rows[child_id] = ForkRow(
                 step_id=row.step_id, tool=row.tool, decision=new, reason=why,
                 parent_status=row.parent_status, args=row.args, parent_args=row.parent_args,
-                parent_output=row.parent_output, parent_error=row.parent_error)
+                parent_output=row.parent_output, parent_error=row.parent_error,
+                parent_source=row.parent_source)
             self.known.pop(child_id, None)
             self.stale.add(child_id)
             if child.is_group:
@@ -515,7 +527,8 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 # ============================================================================ starting
-async def start_fork(runtime: Runtime, plan: ForkPlan) -> Run:
+async def start_fork(runtime: Runtime, plan: ForkPlan,
+                     meta: Mapping[str, Any] | None = None) -> Run:
     """Write the fork as a new run and drive it: reused and overridden steps are recorded as
     ``step_reused`` (their tools are not called), then the scheduler is rebuilt as after a
     restart, so their dependants are released; ``confirm`` steps wait for a person."""
@@ -535,7 +548,8 @@ async def start_fork(runtime: Runtime, plan: ForkPlan) -> Run:
         run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=1,
         created_at=now, updated_at=now, chain=chain.to_dict(), chains=dict(plan.chains),
         context=dict(plan.context),
-        options=plan.options.model_dump(mode="json", exclude_defaults=True), meta=lineage,
+        options=plan.options.model_dump(mode="json", exclude_defaults=True),
+        meta={**dict(meta or {}), **lineage},
     )
     priority, order = release_order(graph.nodes, chain.name, plan.options.priority,
                                     runtime._history)

@@ -119,8 +119,12 @@ async def test_run_displays_as_widget_when_shown(shop: Harness) -> None:
     await shop.ok("run = %chain run trip")
     shop.displayed()
     data, _ = shop.ip.display_formatter.format(shop.ns["run"])  # what Out[] / display() use
-    assert "application/vnd.jupyter.widget-view+json" in data
-    assert data["text/plain"].startswith("RunWidget(run ")
+    assert data == {}  # the widget displayed itself, with a display id (issue 18)
+    out, = shop.pub.outputs
+    assert "application/vnd.jupyter.widget-view+json" in out["data"]
+    assert out["data"]["text/plain"].startswith("RunWidget(run ")
+    assert 'class="cl-static-run"' in out["data"]["text/html"]
+    assert out["transient"]["display_id"].startswith("chainlab-run-")
 
 
 async def test_run_options(shop: Harness) -> None:

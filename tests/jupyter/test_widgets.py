@@ -242,6 +242,10 @@ async def test_cancel_and_rollback_buttons(env: Env) -> None:
     w2.refresh()
     assert not w2.buttons["rollback"].disabled and w2.buttons["cancel"].disabled
     w2.buttons["rollback"].click()
+    assert run2.status == RunStatus.SUCCEEDED and w2.rollback_confirm.is_open  # asks first
+    assert "compensates, most recent first: <code>charge</code>." in (
+        w2.rollback_confirm.message.value)
+    w2.rollback_confirm.yes.click()
     await until(lambda: run2.status == RunStatus.ROLLED_BACK)
     assert env.calls[-1] == ("refund", 30)
 

@@ -1,0 +1,161 @@
+"""The history scrubber in a real JupyterLab and a real browser (notebook 06).
+
+The notebook runs top to bottom by itself (its approvals are magics). Then the test drags
+the first run widget's history slider to an earlier event, checks that the DAG node of the
+failed step reads what it was at that event, steps one event back with the arrow key, and
+returns to **Live**. Screenshots of the scrubbed widget in the light and the dark theme go
+to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .lab import CHROME_ARGS, CHROMIUM, Lab
+from .test_lab import (
+    IDLE,
+    JS_ALL_CELLS_RAN,
+    JS_KERNEL_READY,
+    JS_NODE_LOOK,
+    PANEL,
+    require_chromium,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+ARTIFACTS = REPO / "tests" / "artifacts"
+NOTEBOOK = "06-time-travel.ipynb"
+
+
+def parse_status_at(seq: int) -> str:
+    """What notebook 06's failed run says of `parse` after event ``seq`` (its history is
+    deterministic: the chain runs sequentially; the notebook prints this table)."""
+    if seq <= 6:
+        return "pending"
+    if seq <= 11:
+        return "ready"
+    if seq == 12:
+        return "running"
+    return "failed"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    require_chromium()
+    work = tmp_path_factory.mktemp("lab06")
+    with Lab(work, [NOTEBOOKS / NOTEBOOK, NOTEBOOKS / "tools_demo.py"]) as server:
+        yield server
+
+
+@pytest.fixture
+def page(lab: Lab) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
+        try:
+            yield page
+        except BaseException:
+            page.screenshot(path=str(ARTIFACTS / "e2e-scrubber-failure.png"))
+            raise
+        finally:
+            browser.close()
+
+
+def caption_of(widget: Any, page: Any, step_id: str) -> str:
+    node = widget.locator("g.node", has=page.locator("title", has_text=step_id)).first
+    _, caption = node.evaluate(JS_NODE_LOOK)
+    return str(caption).strip('"')
+
+
+def scrubbed_seq(widget: Any) -> int:
+    text = widget.locator(".cl-head").inner_text()
+    match = re.search(r"history: after event (\d+) of (\d+)", text)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_scrub_back_in_the_browser(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    lab.shutdown_kernels()
+    page.goto(lab.url(NOTEBOOK))
+    page.wait_for_selector(IDLE, timeout=60_000)
+    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+    page.wait_for_selector(IDLE, timeout=30_000)
+
+    first = page.locator(f"{PANEL} .cl-run").first
+    first.scroll_into_view_if_needed()
+    expect(first.locator(".cl-badge.cl-r-failed")).to_be_visible(timeout=30_000)
+    assert caption_of(first, page, "parse") == "✗ failed"
+
+    # drag the slider's handle to a quarter of its track: an earlier event
+    track = first.locator(".cl-scrubber .widget-slider .noUi-base, .cl-scrubber .slider")
+    handle = first.locator(".cl-scrubber .noUi-handle").first
+    hb = handle.bounding_box()
+    tb = track.first.bounding_box()
+    assert hb and tb
+    page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(tb["x"] + tb["width"] * 0.45, hb["y"] + hb["height"] / 2, steps=12)
+    page.mouse.up()
+    expect(first.locator(".cl-head")).to_contain_text("history: after event", timeout=10_000)
+    seq = scrubbed_seq(first)
+    assert 0 < seq < 16
+    expected = parse_status_at(seq)
+    expect(first.locator(".cl-head")).to_contain_text(f"after event {seq} of 16")
+    deadline = time.monotonic() + 5
+    while parse_status_at(seq) not in caption_of(first, page, "parse") \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert expected in caption_of(first, page, "parse")
+    assert caption_of(first, page, "charge").endswith("pending")
+    # history is read-only: the toolbar's buttons are disabled
+    assert first.locator(".cl-toolbar button:not([disabled])").count() == 0
+    first.screenshot(path=str(ARTIFACTS / "e2e-06-scrubber-light.png"))
+
+    # back with the keyboard (the focused slider handle takes arrow keys; noUiSlider moves
+    # a keyboard step, about a tenth of the track)
+    handle.focus()
+    page.keyboard.press("ArrowLeft")
+    expect(first.locator(".cl-head")).not_to_contain_text(f"after event {seq} of 16",
+                                                          timeout=10_000)
+    earlier = scrubbed_seq(first)
+    assert earlier < seq
+    deadline = time.monotonic() + 5
+    while parse_status_at(earlier) not in caption_of(first, page, "parse") \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert parse_status_at(earlier) in caption_of(first, page, "parse")
+    # and exactly one event forward with the ▶ button
+    first.locator(".cl-scrubber button").nth(1).click()
+    expect(first.locator(".cl-head")).to_contain_text(f"after event {earlier + 1} of 16",
+                                                      timeout=10_000)
+
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                  "{theme: 'JupyterLab Dark'})")
+    time.sleep(1.5)
+    first.scroll_into_view_if_needed()
+    first.screenshot(path=str(ARTIFACTS / "e2e-06-scrubber-dark.png"))
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                  "{theme: 'JupyterLab Light'})")
+    time.sleep(1.0)
+
+    first.locator(".cl-scrubber button", has_text="Live").click()
+    expect(first.locator(".cl-head")).not_to_contain_text("history:", timeout=10_000)
+    deadline = time.monotonic() + 5
+    while caption_of(first, page, "parse") != "✗ failed" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert caption_of(first, page, "parse") == "✗ failed"
