@@ -10,6 +10,13 @@ Python 3.12's eager tasks): a mistake raises at once, in the caller, where the m
 it into a ``UsageError`` and a button can show it; the state change is visible immediately
 (a test can ``button.click()`` and assert). Whatever is left (the flush) continues as an
 asyncio Task that we keep a strong reference to; an error there goes to ``on_error``.
+
+Widget callbacks may arrive on ANOTHER thread: JupyterLab >= 4.4 sends comm messages to a
+kernel subshell (setting ``commsOverSubshells``, default ``perCommTarget``) and ipykernel >=
+7 handles a subshell's messages in its own thread, with its own asyncio loop. A run's
+bookkeeping and its anyio events belong to the loop that drives it, and an event set from
+another thread does not wake that loop (the step would start only when something else
+woke it, e.g. the next cell). :func:`call_on` hands such a call over to the run's loop.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Eager", "eager", "pending_tasks"]
+__all__ = ["Eager", "call_on", "eager", "home_loop", "pending_tasks"]
 
 T = TypeVar("T")
 
@@ -102,6 +109,37 @@ def eager(coro: Coroutine[Any, Any, T], *,
 
     task.add_done_callback(done)
     return Eager(None, task)
+
+
+def home_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop runs are driven on: the kernel's main loop (where cells run), else the loop
+    running in this thread, else None (plain Python)."""
+    kernelbase = sys.modules.get("ipykernel.kernelbase")
+    if kernelbase is not None and kernelbase.Kernel.initialized():
+        loop = getattr(getattr(kernelbase.Kernel.instance(), "io_loop", None),
+                       "asyncio_loop", None)
+        if isinstance(loop, asyncio.AbstractEventLoop) and not loop.is_closed():
+            return loop
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def call_on(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any], *args: Any,
+            **kwargs: Any) -> bool:
+    """Hand ``fn(*args, **kwargs)`` over to ``loop`` when we are not running on it (a widget
+    callback in a subshell thread); returns True if it was handed over, False if the caller
+    should just call it (same loop, or no loop at all)."""
+    if loop is None or loop.is_closed():
+        return False
+    try:
+        if asyncio.get_running_loop() is loop:
+            return False
+    except RuntimeError:
+        pass
+    loop.call_soon_threadsafe(lambda: fn(*args, **kwargs))
+    return True
 
 
 def _print_error(exc: BaseException) -> None:

@@ -1,12 +1,15 @@
 """Drawings of chains and runs as SVG and as Jupyter mime bundles (``_repr_mimebundle_``).
 
 A bundle holds ``image/svg+xml`` (static: it survives nbconvert to HTML and GitHub's
-notebook viewer) and ``text/plain``. Without any Graphviz it holds ``text/plain`` only, with
-the fix in it, so a bare ``chain`` in a cell never prints a traceback.
+notebook viewer) and ``text/plain``; a run's also holds ``text/html`` (:func:`run_html`: the
+same SVG and a table of step statuses), the fallback the live widget carries too. Without
+any Graphviz it holds ``text/plain`` only, with the fix in it, so a bare ``chain`` in a
+cell never prints a traceback.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,8 +31,10 @@ __all__ = [
     "run_badges",
     "run_dot",
     "run_drawing",
+    "run_html",
     "run_mimebundle",
     "run_notes",
+    "run_status_table",
     "run_statuses",
     "run_svg",
     "step_badges",
@@ -51,7 +56,8 @@ def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
             parts.append(f"undo {TIMES}{st.compensations}")
         if st.status in (S.SKIPPED, S.IN_DOUBT, S.CANCELLED) and st.reason:
             reason = str(st.reason).replace("_", " ")
-            parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
+            if reason != str(st.status).replace("_", " "):  # never "cancelled · cancelled"
+                parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
         if st.approval and st.status != S.WAITING_CONFIRMATION:
             parts.append("edited" if st.approval.get("edited") else "approved")
         if parts:
@@ -107,8 +113,10 @@ def run_dot(run: Run) -> str:
     return run_drawing(run).dot
 
 
-def drawing_svg(drawing: Drawing, *, legend: bool = True, backend: str = "auto") -> str:
-    """SVG of a drawing (Graphviz, see :func:`to_svg`), with its legend beside it.
+def drawing_svg(drawing: Drawing, *, legend: bool = True, backend: str = "auto",
+                present: Iterable[str] | None = None) -> str:
+    """SVG of a drawing (Graphviz, see :func:`to_svg`), with its legend beside it; with
+    ``present`` (the statuses that occur), the legend lists only those statuses.
 
     Raises GraphvizUnavailable, GraphvizError.
     """
@@ -117,7 +125,8 @@ def drawing_svg(drawing: Drawing, *, legend: bool = True, backend: str = "auto")
     svg = to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]
     if not legend:
         return svg
-    return add_legend(svg, drawing.scope, statuses=drawing.statuses, kinds=drawing.kinds,
+    statuses = drawing.statuses and (True if present is None else frozenset(present))
+    return add_legend(svg, drawing.scope, statuses=statuses, kinds=drawing.kinds,
                       edge_kinds=drawing.edge_kinds)
 
 
@@ -134,7 +143,8 @@ def chain_svg(chain: Chain, toolbox: Toolbox | None = None,
 def run_svg(run: Run, *, legend: bool = True, backend: str = "auto") -> str:
     """SVG of a run's DAG with statuses and a legend. Raises GraphvizUnavailable,
     GraphvizError."""
-    return drawing_svg(run_drawing(run), legend=legend, backend=backend)
+    return drawing_svg(run_drawing(run), legend=legend, backend=backend,
+                       present=set(run_statuses(run).values()))
 
 
 def _chain_text(chain: Chain) -> str:
@@ -145,11 +155,12 @@ def _chain_text(chain: Chain) -> str:
     return f"<Chain {chain.name!r}: {n} step{'s' if n != 1 else ''}{listed}>"
 
 
-def _bundle(drawing: Drawing, text: str) -> dict[str, Any]:
+def _bundle(drawing: Drawing, text: str, present: Iterable[str] | None = None
+            ) -> dict[str, Any]:
     from chainlab.render.svg import GraphvizError, GraphvizUnavailable
 
     try:
-        return {"image/svg+xml": drawing_svg(drawing), "text/plain": text}
+        return {"image/svg+xml": drawing_svg(drawing, present=present), "text/plain": text}
     except (GraphvizUnavailable, GraphvizError) as exc:
         return {"text/plain": f"{text}\n(not drawn: {exc})"}
 
@@ -169,9 +180,47 @@ def chain_mimebundle(chain: Chain, toolbox: Toolbox | None = None,
 
 def run_mimebundle(run: Run) -> dict[str, Any]:
     """The Jupyter display of a run: its DAG with step statuses, as SVG, plus its repr and a
-    count of step statuses."""
+    count of step statuses, and :func:`run_html` (the static fallback as ``text/html``)."""
     counts: dict[str, int] = {}
     for st in run.steps.values():
         counts[str(st.status)] = counts.get(str(st.status), 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-    return _bundle(run_drawing(run), f"{run!r} steps: {summary}")
+    bundle = _bundle(run_drawing(run), f"{run!r} steps: {summary}", present=counts)
+    bundle["text/html"] = run_html(run, svg=bundle.get("image/svg+xml", ""))
+    return bundle
+
+
+def run_status_table(run: Run) -> str:
+    """An HTML table of the run's steps: step, tool, status (with its badge), attempts, and
+    the reason or last error."""
+    tools = {s.id: s.tool for s in run.chain.steps}
+    badges = run_badges(run)
+    rows = []
+    for step_id, st in run.steps.items():
+        status = str(st.status) + (f" · {badges[step_id]}" if step_id in badges else "")
+        why = st.error or (str(st.reason) if st.reason else "")
+        rows.append(
+            f'<tr class="cl-row-{html.escape(str(st.status))}">'
+            f"<td><code>{html.escape(step_id)}</code></td>"
+            f"<td>{html.escape(tools.get(step_id, ''))}</td>"
+            f"<td>{html.escape(status)}</td><td>{st.attempts}</td>"
+            f"<td>{html.escape(why[:300])}</td></tr>")
+    return ('<table class="cl-status-table"><thead><tr><th>step</th><th>tool</th>'
+            "<th>status</th><th>attempts</th><th>reason / error</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def run_html(run: Run, *, svg: str | None = None) -> str:
+    """The static picture of a run as HTML: a title with the run's status, its DAG (``svg``,
+    drawn here when not given; left out without Graphviz) and :func:`run_status_table`.
+    Plain markup, no script: nbconvert, GitHub and a reopened notebook show it as it was."""
+    from chainlab.render.svg import GraphvizError, GraphvizUnavailable
+
+    if svg is None:
+        try:
+            svg = run_svg(run)
+        except (GraphvizUnavailable, GraphvizError):
+            svg = ""
+    title = (f"<p><b>{html.escape(run.chain.name)}</b> · run "
+             f'<span class="cl-run-status">{html.escape(str(run.status))}</span></p>')
+    return (f'<div class="cl-static-run">{title}{svg}{run_status_table(run)}</div>')

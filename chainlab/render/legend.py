@@ -89,13 +89,18 @@ def _edge(x: float, y: float, w: float, label: str, line: str) -> str:
             + _text(x2 + 4, y + 3, label, MUTED_TEXT, "start"))
 
 
-def legend_svg(scope: str, *, statuses: bool, kinds: Collection[str],
+def legend_svg(scope: str, *, statuses: bool | Collection[str], kinds: Collection[str],
                edge_kinds: Collection[str], columns: int = 2) -> Legend:
-    """The legend of a drawing: every status (when ``statuses``), the step ``kinds`` and the
+    """The legend of a drawing: every status (``statuses=True``) or only those named (a
+    collection: the statuses present in a run, issue 18), the step ``kinds`` and the
     ``edge_kinds`` that occur, in a grid of ``columns`` columns."""
     items: list[tuple[str, str, StatusStyle | None, str]] = []  # (section, label, style, shape)
-    if statuses:
+    if statuses is True:
         items += [("status", s.caption, s, "rounded") for s in STATUS_STYLE.values()]
+    elif statuses:
+        present = {str(s) for s in statuses}
+        items += [("status", style.caption, style, "rounded")
+                  for name, style in STATUS_STYLE.items() if str(name) in present]
     shown = [k for k in _KINDS if k[0] in kinds] or [_KINDS[0]]
     items += [("kind", label, PROBLEM if kind == "problem" else NEUTRAL, shape)
               for kind, label, shape in shown]

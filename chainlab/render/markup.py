@@ -10,7 +10,7 @@ module relies on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from chainlab.render.legend import Legend, legend_svg
@@ -50,8 +50,8 @@ def _size(svg: str) -> tuple[float, float, list[float], re.Match[str]]:
     return float(m[2]), float(m[3]), [float(v) for v in m[4].split()], m
 
 
-def add_legend(svg: str, scope: str, *, statuses: bool, kinds: frozenset[str],
-               edge_kinds: frozenset[str]) -> str:
+def add_legend(svg: str, scope: str, *, statuses: bool | Collection[str],
+               kinds: frozenset[str], edge_kinds: frozenset[str]) -> str:
     """``svg`` with a legend beside it (right of a tall graph, below a wide one: whichever
     makes the smaller picture). The graph's own coordinates do not change."""
     w, h, vb, m = _size(svg)

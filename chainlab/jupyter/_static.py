@@ -1,0 +1,41 @@
+"""The static fallback a run's widget carries (issue 18): what nbconvert, GitHub and a
+reopened notebook show where the live widget was.
+
+The widget is displayed with a display id and a ``text/html`` picture of the run
+(:func:`chainlab.render.display.run_html`: the DAG with statuses as SVG and a status table)
+next to its widget view. When the run settles (ends, or waits for a person) that output is
+replaced through ``update_display``, so the saved notebook holds the last state.
+
+An update sent from the run's driver task would carry the parent header of the cell that
+STARTED the run; nbclient (``jupyter nbconvert --execute``) keeps only messages of the cell
+it is executing, so the update is sent with the kernel's latest parent instead.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+__all__ = ["publish_update"]
+
+
+def publish_update(bundle: dict[str, Any], display_id: str) -> None:
+    """Replace the output shown under ``display_id`` with ``bundle`` (a no-op outside IPython)."""
+    from IPython import get_ipython
+    from IPython.display import update_display
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    pub = getattr(shell, "display_pub", None)
+    var = getattr(pub, "_parent_header", None)
+    latest = getattr(pub, "_parent_header_global", None)
+    if not isinstance(var, contextvars.ContextVar) or not latest:
+        update_display(bundle, raw=True, display_id=display_id)
+        return
+
+    def send() -> None:
+        var.set(latest)
+        update_display(bundle, raw=True, display_id=display_id)
+
+    contextvars.copy_context().run(send)
