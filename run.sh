@@ -19,6 +19,9 @@ system_packages() {
   command -v dot >/dev/null || need+=(graphviz)
   { command -v chromium >/dev/null || command -v chromium-browser >/dev/null; } || need+=(chromium)
   python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
+  # the tests start a throwaway PostgreSQL server of their own (tests/pg.py)
+  { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; } \
+    || need+=(postgresql)
   [ ${#need[@]} -eq 0 ] && return 0
   if command -v apt-get >/dev/null; then
     echo "installing system packages: ${need[*]}"

@@ -23,7 +23,7 @@ from chainlab.errors import RunNotFoundError, StoreError
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
-from chainlab.store.open import MEMORY, open_store, store_location
+from chainlab.store.open import MEMORY, is_server, open_store, redacted, store_location
 from chainlab.store.sqlite import DEFAULT_PATH
 from chainlab.tools import Toolbox, default_toolbox
 
@@ -96,13 +96,16 @@ class NotebookSession:
 
     # ------------------------------------------------------------------ stores, runtimes
     def store_key(self, db: str | None) -> str:
-        """``":memory:"`` or the absolute path of the SQLite file ``db`` means. Raises
+        """``":memory:"``, a ``postgresql://`` URL or the absolute path of the SQLite file
+        ``db`` means. Raises
         SessionError for a URL that is not supported."""
         try:
             where = store_location(db or None)
         except StoreError as exc:
             raise SessionError(str(exc)) from None
-        return where if where == MEMORY else str(Path(where).expanduser().resolve())
+        if where == MEMORY or is_server(where):  # a server's URL is no file to resolve
+            return where
+        return str(Path(where).expanduser().resolve())
 
     def store(self, db: str | None = None) -> Store:
         """The store at ``db`` (default: CHAINLAB_DB, else ``.chainlab/chainlab.db``),
@@ -113,7 +116,7 @@ class NotebookSession:
             try:
                 store = open_store(key)
             except (OSError, StoreError) as exc:
-                raise SessionError(f"cannot open the store {db or key!r}: {exc}"
+                raise SessionError(f"cannot open the store {redacted(db or key)!r}: {exc}"
                                    ) from None
             store.blocking = False  # type: ignore[misc]  # inline reads: see module docstring
             self.stores[key] = store

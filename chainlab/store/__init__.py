@@ -1,5 +1,8 @@
-"""Storage: the Store protocol, an in-memory store and the SQLite store (the default), and
-``open_store(url_or_path)``, which front ends open them with."""
+"""Storage: the Store protocol, an in-memory store, the SQLite store (the default), the
+PostgreSQL store (``PostgresStore``, imported on first use: ``import chainlab.store`` never
+imports psycopg), and ``open_store(url_or_path)``, which front ends open them with."""
+
+from typing import Any
 
 from chainlab.events.event import Event
 from chainlab.store.base import RunRecord, Store
@@ -7,5 +10,13 @@ from chainlab.store.memory import MemoryStore
 from chainlab.store.open import open_store, store_location
 from chainlab.store.sqlite import SQLiteStore
 
-__all__ = ["Event", "MemoryStore", "RunRecord", "SQLiteStore", "Store", "open_store",
-           "store_location"]
+__all__ = ["Event", "MemoryStore", "PostgresStore", "RunRecord", "SQLiteStore", "Store",
+           "open_store", "store_location"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":  # psycopg is an optional extra: load it only when asked
+        from chainlab.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

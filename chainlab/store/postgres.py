@@ -29,6 +29,7 @@ import json
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -98,6 +99,9 @@ class PostgresStore:
             dsn, min_size=1, max_size=max(1, pool_size), timeout=connect_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
             name="chainlab-postgres", open=True)
+        # a store nobody closed: close its pool at exit, from the main thread (left to the
+        # pool's __del__, a collection in one of its own threads fails to join that thread)
+        weakref.finalize(self, self._pool.close)
 
     # ------------------------------------------------------------------ connections
     @contextlib.contextmanager
@@ -125,7 +129,7 @@ class PostgresStore:
                 with self._pool.connection() as conn:
                     return fn(conn)
             except psycopg.OperationalError as exc:
-                if tries_left and _dropped(exc):
+                if tries_left and _dropped(exc) and not isinstance(exc, PoolTimeout):
                     continue
                 raise _server_error(exc, self.where, "read from") from exc
             except (psycopg.Error, PoolTimeout) as exc:
@@ -135,8 +139,8 @@ class PostgresStore:
     @property
     def schema_version(self) -> int:
         """How far this database is migrated (``len(MIGRATIONS)`` once opened)."""
-        return int(self._read(lambda c: c.execute(
-            "SELECT max(version) FROM chainlab_schema_version").fetchone()[0]))
+        rows = self.query("SELECT max(version) FROM chainlab_schema_version")
+        return int(rows[0][0])
 
     # ------------------------------------------------------------------ runs
     def create_run(self, record: RunRecord) -> None:
@@ -416,7 +420,10 @@ class _Writer(threading.Thread):
         store = self.store
         stale, failed = store._stale, store._failed
         rows: list[tuple[Any, ...]] = []
-        with conn.transaction():
+        # pipeline mode: BEGIN goes with the epoch read (one round trip), the writes, the
+        # NOTIFY and the COMMIT go together (a second one); measured ~2x faster per commit
+        # over a unix socket than a round trip per statement
+        with conn.pipeline(), conn.transaction():
             run_ids = sorted({item[1] for item in appends})
             epochs: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
                 "SELECT run_id, epoch FROM runs WHERE run_id = ANY(%s) ORDER BY run_id "
@@ -468,29 +475,29 @@ class _Listener(threading.Thread):
         self.ready = threading.Event()
         self.heads: dict[str, int] = {}
         self.changed = threading.Condition()
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self.conn: psycopg.Connection | None = None
 
     def wait(self, run_id: str, after_seq: int, timeout: float) -> bool:
         with self.changed:
             return self.changed.wait_for(lambda: self.heads.get(run_id, 0) > after_seq
-                                         or self._stop.is_set(), timeout)
+                                         or self._stopping.is_set(), timeout)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
         with self.changed:
             self.changed.notify_all()
         self.join(timeout=5)
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             try:
                 self.conn = psycopg.connect(self.store.dsn, autocommit=True,
                                             connect_timeout=max(1, int(
                                                 self.store.connect_timeout)))
                 self.conn.execute(f"LISTEN {CHANNEL}")
                 self.ready.set()
-                while not self._stop.is_set():
+                while not self._stopping.is_set():
                     for note in self.conn.notifies(timeout=0.5):
                         run_id, _, seq = note.payload.rpartition(" ")
                         with self.changed:
@@ -499,7 +506,7 @@ class _Listener(threading.Thread):
                             self.changed.notify_all()
             except (psycopg.Error, ValueError):
                 self.ready.set()  # nobody waits for a listener that cannot connect
-                self._stop.wait(0.5)
+                self._stopping.wait(0.5)
             finally:
                 if self.conn is not None:
                     with contextlib.suppress(Exception):

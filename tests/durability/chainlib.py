@@ -86,8 +86,11 @@ class Ledger:
 
 def started_in(db: str | os.PathLike[str]) -> Callable[[CallContext], bool]:
     """A check for the write-ahead rule: is this call's ``step_started`` (a compensation's
-    ``compensation_started``) already committed to the SQLite file ``db``? (Read through a
-    connection of its own, as an auditor would.)"""
+    ``compensation_started``) already committed to the SQLite file ``db`` (or the
+    ``postgresql://`` database)? (Read through a connection of its own, as an auditor
+    would.)"""
+    if str(db).startswith("postgresql:"):
+        return _started_in_postgres(str(db))
 
     def check(ctx: CallContext) -> bool:
         kind = "compensation_started" if ctx.kind == "compensation" else "step_started"
@@ -99,6 +102,21 @@ def started_in(db: str | os.PathLike[str]) -> Callable[[CallContext], bool]:
                 (ctx.run_id, ctx.step_id, ctx.attempt, kind, ctx.idempotency_key)).fetchone()
         finally:
             conn.close()
+        return row is not None
+
+    return check
+
+
+def _started_in_postgres(url: str) -> Callable[[CallContext], bool]:
+    import psycopg
+
+    def check(ctx: CallContext) -> bool:
+        kind = "compensation_started" if ctx.kind == "compensation" else "step_started"
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM events WHERE run_id = %s AND step_id = %s AND attempt = %s "
+                "AND kind = %s AND payload::json ->> 'idempotency_key' = %s",
+                (ctx.run_id, ctx.step_id, ctx.attempt, kind, ctx.idempotency_key)).fetchone()
         return row is not None
 
     return check

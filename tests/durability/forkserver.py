@@ -15,6 +15,7 @@ negative code is the signal that ended it, as in subprocess).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -55,6 +56,8 @@ def _warm_up() -> None:
     otherwise each worker spends most of its life importing before its run even exists. No
     thread is started and no database opened, so forking stays safe."""
     anyio.run(anyio.sleep, 0)
+    with contextlib.suppress(ImportError):  # the PostgreSQL trials' store (no connection yet)
+        import chainlab.store.postgres  # noqa: F401
     toolbox = chainlib.make_toolbox(chainlib.Ledger(os.devnull))
     for make in chainlib.CHAINS.values():
         assert not find_problems(make(), toolbox, context={"seed": chainlib.SEED})

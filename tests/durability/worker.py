@@ -1,4 +1,5 @@
-"""A process that starts or resumes one run of a durability-test chain from a SQLite file.
+"""A process that starts or resumes one run of a durability-test chain from a SQLite file
+(or a PostgreSQL database: DB is then a ``postgresql://`` URL).
 
     python -m tests.durability.worker DB LEDGER RUN_ID start|resume [options]
 
@@ -33,7 +34,7 @@ import anyio
 from chainlab import PlanError, StaleEpochError
 from chainlab.errors import DecisionError
 from chainlab.runtime import Run, Runtime
-from chainlab.store import SQLiteStore
+from chainlab.store import SQLiteStore, open_store
 from tests.durability.chainlib import (
     CHAINS,
     SEED,
@@ -94,7 +95,8 @@ async def apply_actions(run: Run, actions: list[list[Any]]) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
-    store = SQLiteStore(args.db)
+    # DB is a SQLite file, or a postgresql:// URL (the PostgreSQL takeover trials)
+    store = open_store(args.db) if args.db.startswith("postgresql:") else SQLiteStore(args.db)
     runtime = Runtime(make_toolbox(ledger, args.delay, started_in(args.db)), store)
     run: Run | None = None
     stale_at = "resume"

@@ -8,7 +8,7 @@ import pytest
 
 from chainlab.store import Event, MemoryStore, RunRecord, SQLiteStore, Store
 
-STORE_KINDS = ["memory", "sqlite-file", "sqlite-memory"]
+STORE_KINDS = ["memory", "sqlite-file", "sqlite-memory", "postgres"]
 
 
 @pytest.fixture
@@ -17,6 +17,16 @@ def anyio_backend() -> str:
 
 
 def make_store(kind: str, tmp_path: Path) -> Store:
+    if kind == "postgres":  # a new schema of the session's server (tests/pg.py)
+        from tests.pg import Unavailable, shared_cluster
+
+        try:
+            dsn = shared_cluster().dsn()
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+        from chainlab.store.postgres import PostgresStore
+
+        return PostgresStore(dsn)
     if kind == "memory":
         return MemoryStore()
     if kind == "sqlite-file":

@@ -48,15 +48,11 @@ def test_the_default_is_chainlab_db_then_the_default_path(
     assert store_location() == str(DEFAULT_PATH)
 
 
-def test_postgresql_is_not_built_yet() -> None:
-    with pytest.raises(StoreError) as info:
-        open_store("postgresql://me:secret@db.example:5432/runs")
-    assert str(info.value) == (
-        "'postgresql://me:***@db.example:5432/runs': PostgreSQL stores are not built yet; "
-        "use a SQLite file (a path, or sqlite:///path) or ':memory:' for now")
-    for url in ("postgres://db/runs", "postgresql+psycopg://db/runs"):
-        with pytest.raises(StoreError, match="PostgreSQL stores are not built yet"):
-            open_store(url)
+def test_postgresql_urls_are_kept_as_urls() -> None:
+    assert store_location("postgresql://me:secret@db.example:5432/runs") == (
+        "postgresql://me:secret@db.example:5432/runs")
+    assert store_location("postgres://db/runs") == "postgresql://db/runs"
+    assert store_location("postgresql+psycopg://db/runs") == "postgresql://db/runs"
 
 
 def test_other_urls_are_refused(tmp_path: Path) -> None:
