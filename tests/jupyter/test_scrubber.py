@@ -1,0 +1,252 @@
+"""The run widget's history scrubber, "Fork from here", ``%chain fork`` and ``%chain show``
+of a stored run, through their Python API (``button.click()``, ``slider.value = k``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from chainlab import Chain, Toolbox
+from chainlab.errors import RunStateError
+from chainlab.jupyter import RunWidget
+from chainlab.runtime import RunStatus, Runtime
+from chainlab.store import MemoryStore
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+
+def caption(widget: RunWidget, step_id: str) -> str:
+    """The status caption the DAG's style patch gives ``step_id`` (what the node shows)."""
+    eid = widget.dag.live.drawing.steps[step_id]
+    found = ""
+    for rule in widget.dag.css_html.value.splitlines():
+        head, _, body = rule.partition("{")
+        if f"#{eid}" in head.split(","):
+            m = re.search(r'--cl-c:"([^"]*)"', body)
+            if m:
+                found = m.group(1)
+    return re.sub(r"^[^a-z]+", "", found)  # without the status symbol (✓, ✗, ...)
+
+
+class Env:
+    def __init__(self) -> None:
+        self.toolbox = Toolbox("scrub")
+        self.ledger: list[str] = []
+        ledger = self.ledger
+
+        @self.toolbox.tool
+        def fetch(n: int) -> int:
+            ledger.append("fetch")
+            return n
+
+        @self.toolbox.tool(retry={"max_attempts": 1})
+        def parse(x: int) -> int:
+            ledger.append("parse")
+            if x > 5:
+                raise ValueError(f"{x} is too big")
+            return x
+
+        @self.toolbox.tool(side_effects=True)
+        def send(v: int) -> str:
+            ledger.append("send")
+            return f"sent {v}"
+
+        self.store = MemoryStore()
+        self.runtime = Runtime(self.toolbox, self.store)
+        self.chain = Chain.from_dict({"name": "scrub", "steps": [
+            {"id": "a", "tool": "fetch", "args": {"n": "{{ context.n }}"}},
+            {"id": "b", "tool": "parse", "args": {"x": "{{ steps.a.output }}"}},
+            {"id": "c", "tool": "send", "args": {"v": "{{ steps.b.output }}"}},
+        ]})
+
+    async def failed_run(self) -> Any:
+        run = await self.runtime.start(self.chain, {"n": 9})
+        assert (await run.wait()).status == RunStatus.FAILED
+        return run
+
+
+def seq_of(run: Any, kind: str, step_id: str | None = None) -> int:
+    return next(e.seq for e in run.event_list() if e.kind == kind
+                and (step_id is None or e.step_id == step_id))
+
+
+async def test_scrub_back_shows_the_past_and_live_returns() -> None:
+    env = Env()
+    run = await env.failed_run()
+    w = RunWidget(run)
+    svg = w.dag.svg_html.value
+    assert w.scrubber.seq is None and w.scrubber.slider.max == run.last_seq
+    assert caption(w, "b").startswith("failed")
+    k = seq_of(run, "step_started", "b")
+    w.scrubber.slider.value = k  # what dragging the slider does
+    assert w.scrubber.seq == k
+    assert caption(w, "b").startswith("running")
+    assert caption(w, "a").startswith("succeeded")
+    assert caption(w, "c").startswith("pending")
+    assert w.dag.svg_html.value == svg  # a style patch, never a re-layout
+    assert f"history: after event {k} of {run.last_seq} (read-only)" in w.header.value
+    assert all(b.disabled for b in w.buttons.values())
+    assert "step_started b #1" in w.scrubber.label.value
+    assert "scrubbed to event" in w.event_log.value and "step_failed" not in w.event_log.value
+    w.inspector.select("b")
+    assert "running" in w.inspector.details.value
+    w.scrubber.prev_button.click()
+    assert w.scrubber.seq == k - 1 and caption(w, "b").startswith("ready")
+    w.scrubber.next_button.click()
+    assert w.scrubber.seq == k
+    w.scrubber.live_button.click()
+    assert w.scrubber.seq is None
+    assert caption(w, "b").startswith("failed")
+    assert "history" not in w.header.value
+    assert "step_failed" in w.event_log.value
+    assert w.inspector.details.value.count("failed") >= 1
+    w.scrubber.scrub_to(0)
+    assert {caption(w, s).split()[0] for s in "abc"} == {"pending"}
+    with pytest.raises(RunStateError, match="there is no event 999"):
+        w.scrubber.scrub_to(999)
+    w.close()
+
+
+async def test_approvals_are_read_only_in_the_past() -> None:
+    env = Env()
+    run = await env.failed_run()
+    fork = await env.runtime.fork(run.run_id, outputs={"b": 3})
+    assert (await fork.wait()).waiting == {"c": "waiting_confirmation"}
+    w = RunWidget(fork)
+    card = w.inbox.card("c")
+    notes = [c.value for c in card.children if "cl-fork-note" in str(getattr(c, "value", ""))]
+    assert notes == [f'<div class="cl-note cl-fork-note">⑂ skipped in run {run.run_id}</div>']
+    w.scrubber.scrub_to(fork.last_seq)  # the same state, but history: read-only
+    assert w.inbox.cards and all(_all_disabled(c) for c in w.inbox.cards.values())
+    w.scrubber.scrub_to(2)  # before the confirmation was asked
+    assert not w.inbox.cards or "c" not in w.inbox.cards
+    w.scrubber.live()
+    card = w.inbox.card("c")
+    assert not _all_disabled(card)
+    card.approve_button.click()
+    assert (await fork.wait()).status == RunStatus.SUCCEEDED
+    assert env.ledger.count("send") == 1
+    w.close()
+
+
+def _all_disabled(widget: Any) -> bool:
+    buttons = [c for c in _walk(widget) if hasattr(c, "disabled") and c is not widget]
+    return bool(buttons) and all(c.disabled for c in buttons)
+
+
+def _walk(widget: Any) -> list[Any]:
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out += _walk(child)
+    return out
+
+
+async def test_live_run_keeps_following_while_scrubbed() -> None:
+    env = Env()
+    run = await env.runtime.start(env.chain, {"n": 2}, paused=True)
+    w = RunWidget(run)
+    w.scrubber.scrub_to(1)
+    await run.unpause()
+    await run.wait()
+    w.refresh()
+    assert w.scrubber.seq == 1 and w.scrubber.slider.max == run.last_seq
+    assert caption(w, "c").startswith("pending")
+    w.scrubber.live()
+    assert caption(w, "c").startswith("succeeded")
+    w.close()
+
+
+async def test_fork_from_here() -> None:
+    env = Env()
+    run = await env.failed_run()
+    w = RunWidget(run)
+    env.ledger.clear()
+    w.inspector.select("a")
+    panel = w.inspector.fork
+    assert not panel.open_button.disabled
+    panel.open_button.click()
+    assert '"n": 9' in panel.args.value
+    assert "<b>rerun</b>" in panel.plan.value and "named in rerun" in panel.plan.value
+    panel.args.value = '{"n": 3}'
+    panel.preview_button.click()
+    assert "args changed (n: 9 -&gt; 3)" in panel.plan.value
+    assert "<b>confirm</b>" in panel.plan.value
+    panel.fork_button.click()
+    for _ in range(100):
+        if panel.forked is not None:
+            break
+        import anyio
+
+        await anyio.sleep(0.01)
+    fork = panel.forked
+    assert fork is not None and fork.record.meta["forked_from"] == run.run_id
+    assert (await fork.wait()).waiting == {"c": "waiting_confirmation"}
+    assert sorted(env.ledger) == ["fetch", "parse"]
+    panel.args.value = "[1"
+    panel.preview_button.click()
+    assert "args are not JSON" in panel.plan.value
+    w.close()
+
+
+async def test_fork_magic_plan_and_start(shop: Harness) -> None:
+    sh = shop
+    await sh.ok("run = %chain run shop --tools tb")
+    await sh.ok("await run.wait()\nawait run.approve('out')\nres = await run.wait()")
+    assert sh.ns["res"].status == RunStatus.SUCCEEDED
+    sh.ns["calls"].clear()
+    frame = await sh.ok("%chain fork run --tools tb --plan")
+    assert frame[["step", "decision"]].values.tolist() == [["get", "reuse"], ["out", "reuse"]]
+    frame = await sh.ok("%chain fork run --tools tb --plan --args get='{\"n\": 2}'")
+    assert frame["decision"].tolist() == ["rerun", "confirm"]
+    sh.displayed()
+    fork = await sh.ok("%chain fork run --tools tb --from get")
+    assert fork.record.meta["forked_from"] == sh.ns["run"].run_id
+    res = await fork.wait()
+    assert res.waiting == {"out": "waiting_confirmation"}
+    assert sh.ns["calls"] == [("fetch", 3)]
+    assert any("RunWidget" in d for d in sh.displayed())
+    err = await sh.usage_error("%chain fork run --tools tb --output nope=1")
+    assert "no step 'nope'" in err
+    err = await sh.usage_error("%chain fork run --tools tb --args get=1")
+    assert "--args get: args are a JSON object, got int" in err
+    err = await sh.usage_error("%chain fork run --tools tb --output get=oops")
+    assert "--output get: 'oops' is not JSON" in err
+    err = await sh.usage_error("%chain fork run --tools tb --args get='{\"n\": \"x\"}'")
+    assert "[invalid_args] step 'get', args.n: n='x' does not fit tool 'fetch'" in err
+
+
+async def test_show_a_stored_run_with_the_scrubber(shop: Harness) -> None:
+    sh = shop
+    db = sh.tmp_path / "runs.db"
+    await sh.ok(f"run = %chain run trip --tools tb --db {db}")
+    await sh.ok("res = await run.wait()")
+    run_id = sh.ns["run"].run_id
+    # a new session: nothing in memory but the store file
+    from chainlab.jupyter import session as session_module
+
+    old = session_module._SESSIONS.pop(id(sh.ip))
+    try:
+        from chainlab.jupyter import load_ipython_extension
+
+        load_ipython_extension(sh.ip)
+        sh.displayed()
+        await sh.ok(f"%chain show {run_id} --db {db}")
+        w = sh.session.widgets[run_id]
+        assert not w.run.active
+        k = seq_of(w.run, "step_succeeded", "flight")
+        w.scrubber.slider.value = k
+        assert caption(w, "flight").startswith("succeeded")
+        assert caption(w, "hotel").split()[0] in ("pending", "ready")
+        w.scrubber.live_button.click()
+        assert caption(w, "car").startswith("succeeded")
+    finally:
+        new = session_module._SESSIONS.pop(id(sh.ip), None)
+        if new is not None:
+            for widget in new.widgets.values():
+                widget.close()
+            new.close()
+        session_module._SESSIONS[id(sh.ip)] = old
