@@ -44,7 +44,7 @@ def w5a() -> tuple[list[tuple[str, float, list[str]]], str]:
 def w5b(seed: int = 5) -> tuple[list[tuple[str, float, list[str]]], str]:
     rng = random.Random(seed)
     groups = []
-    for g in range(5):
+    for _ in range(5):
         k = rng.randint(2, 4)
         groups.append([rng.choice([0.01, 0.02, 0.04, 0.08]) for _ in range(k)])
     groups.sort(key=max)  # adversarial: the slowest fan-outs are declared last

@@ -30,10 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chainlab import Chain, Toolbox
+from chainlab.events.status import StepStatus
 from chainlab.render import LiveDag, available_backends, chain_dot, to_svg
 from chainlab.render import svg as svg_module
 from chainlab.render.style import TIMES
-from chainlab.events.status import StepStatus
 from chainlab.store import Event, MemoryStore, RunRecord
 
 

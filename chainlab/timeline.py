@@ -18,7 +18,8 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
 
 ``attempts_frame`` - one row per tool call and per compensation call, in start order:
     run_id, step_id (``parent/child`` in sub-chains), tool, kind (``call`` |
-    ``compensation``: one spelling in frames, the SQL ``attempts`` view and the CLI), attempt (1-based, per step and kind), epoch (writer epoch), status
+    ``compensation``: one spelling in frames, the SQL ``attempts`` view and the CLI),
+    attempt (1-based, per step and kind), epoch (writer epoch), status
     (``succeeded`` | ``failed`` | ``timed_out`` | ``cancelled`` | ``interrupted`` |
     ``running``), error_kind, error, started_at, ended_at, duration_s, retry_delay_s (the
     back-off scheduled after this attempt), idempotency_key (None for effect-free tools),
@@ -257,12 +258,16 @@ def _darken(ax: Axes) -> None:
     ax.tick_params(colors=DARK_FG, which="both")
     for spine in ax.spines.values():
         spine.set_color(DARK_LINE)
-    for label in (ax.xaxis.label, ax.yaxis.label, ax.title):
-        label.set_color(DARK_FG)
+    titles = [getattr(ax, f"_{loc}_title", None) for loc in ("left", "right")]
+    for label in (ax.xaxis.label, ax.yaxis.label, ax.title, *titles):
+        if label is not None:
+            label.set_color(DARK_FG)
     for line in [*ax.get_xgridlines(), *ax.get_ygridlines()]:
         line.set_color("#444444")
     for text in ax.texts:
-        if text.get_bbox_patch() is None:  # captions on a box keep the box's own colours
+        # notes beside the bars (muted grey) turn light; captions ON the light bars and on
+        # their own boxes keep their dark text
+        if text.get_bbox_patch() is None and text.get_verticalalignment() == "bottom":
             text.set_color(DARK_FG)
     legend = ax.get_legend()
     if legend is not None:

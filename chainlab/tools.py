@@ -149,6 +149,7 @@ class Tool:
     """A registered tool: the function plus its schemas and side-effect contract."""
 
     __slots__ = (
+        "_aliases",
         "_field_adapters",
         "compensate",
         "context_param",
@@ -226,6 +227,12 @@ class Tool:
         self.params: dict[str, FieldInfo] = {
             info.alias or field: info for field, info in self.input_model.model_fields.items()
         }
+        # stand-in field name -> real parameter name (only for names pydantic reserves)
+        self._aliases = {
+            field: info.alias
+            for field, info in self.input_model.model_fields.items()
+            if info.alias and info.alias != field
+        }
         self._field_adapters: dict[str, TypeAdapter[Any]] = {}
         self.output_adapter = _output_adapter(fn)
         self.parallel_safe = parallel_safe
@@ -281,11 +288,9 @@ class Tool:
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments for the function. Raises pydantic ValidationError."""
         model = self.input_model.__pydantic_validator__.validate_python(args)
-        fields = self.input_model.model_fields
-        values = {
-            (fields[key].alias or key) if key in fields else key: value
-            for key, value in model.__dict__.items()
-        }
+        values = dict(model.__dict__)
+        if self._aliases:  # on the hot path only for tools with a reserved parameter name
+            values = {self._aliases.get(key, key): value for key, value in values.items()}
         extra = model.__pydantic_extra__
         if extra:
             values.update(extra)

@@ -10,11 +10,11 @@ import pytest
 from pydantic import BaseModel
 
 from chainlab import Chain, Toolbox
-from chainlab.testing.openai_server import FakeOpenAI
 from chainlab.planner.openai import OpenAIPlanner
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing import ManualClock
+from chainlab.testing.openai_server import FakeOpenAI
 
 REQUEST = ("plan an approval system, estimate effort, build a timeline, "
            "put the tasks into the current table")

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from chainlab.testing.openai_server import Delay, FakeOpenAI, Reply
 from chainlab.planner.openai import OpenAIPlanner
+from chainlab.testing.openai_server import Delay, FakeOpenAI, Reply
 
 from .conftest import REQUEST, Project, chain_args, planner_for, valid_plan
 

@@ -131,7 +131,7 @@ async def test_whatif_of_a_declaration_run_reproduces_its_real_start_order() -> 
     replay = whatif(run, priority="declaration")
     assert list(replay.frame["step_id"]) == real
     faster = whatif(run, priority="critical_path")
-    assert list(faster.frame["step_id"])[0] == "l1"
+    assert faster.frame["step_id"].iloc[0] == "l1"
     assert faster.makespan < replay.makespan
     fig = gantt_compare(replay, faster)
     assert len(fig.axes) == 2 and fig._repr_png_()[:4] == b"\x89PNG"

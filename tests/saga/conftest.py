@@ -14,10 +14,10 @@ import anyio
 import pytest
 
 from chainlab import CallContext, Chain, PermanentError, Toolbox, TransientError
-from chainlab.runtime import Run, RunResult, RunState, Runtime
-from chainlab.events.status import RUN_TERMINAL
-from chainlab.store import MemoryStore
 from chainlab.events import Event
+from chainlab.events.status import RUN_TERMINAL
+from chainlab.runtime import Run, RunResult, RunState, Runtime
+from chainlab.store import MemoryStore
 from chainlab.testing import EventRecorder, ManualClock
 
 _ENDS = ("step_succeeded", "step_failed", "step_in_doubt", "step_cancelled", "step_rejected")

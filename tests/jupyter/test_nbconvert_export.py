@@ -1,0 +1,76 @@
+"""Issue 18, item 2: an executed notebook exported with nbconvert shows the run's last state
+(the static fallback next to the widget view, replaced when the run ended).
+
+The notebook is executed the way a notebook saved from JupyterLab looks (no widget state
+saved: JupyterLab does not save it by default), exported to HTML, and the HTML is checked for
+the final statuses. ``CHAINLAB_EXPORT_HTML=PATH`` keeps the HTML (for a browser screenshot).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CELLS = ['''%load_ext chainlab
+from chainlab import Chain, Toolbox
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore
+
+tb = Toolbox("export")
+
+@tb.tool
+def fetch(n: int) -> list[int]:
+    """Fetch n numbers."""
+    return list(range(n))
+
+@tb.tool
+def total(items: list[int]) -> int:
+    """Add them up."""
+    return sum(items)
+
+chain = Chain.from_yaml("""
+name: export-demo
+steps:
+  - {id: numbers, tool: fetch, args: {n: 4}}
+  - {id: sum, tool: total, args: {items: "{{ steps.numbers.output }}"}}
+""")
+runtime = Runtime(tb, MemoryStore())
+run = await runtime.start(chain, paused=True)
+run''', '''await run.unpause()
+result = await run.wait()
+print(result.status, result.outputs["sum"])''']
+
+
+def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[1].outputs[0]["text"] == "succeeded 6\n"
+    shown = nb.cells[0].outputs
+    assert len(shown) == 1  # one output, replaced in place (display id) when the run ended
+    static = shown[0]["data"]["text/html"]
+    assert 'run <span class="cl-run-status">succeeded</span>' in static
+    assert "application/vnd.jupyter.widget-view+json" in shown[0]["data"]
+
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    if os.environ.get("CHAINLAB_EXPORT_HTML"):
+        Path(os.environ["CHAINLAB_EXPORT_HTML"]).write_text(body)
+    assert 'run <span class="cl-run-status">succeeded</span>' in body
+    rows = re.findall(r"<tr class=\"cl-row-(\w+)\"><td><code>(\w+)</code></td>"
+                      r"<td>(\w+)</td><td>([\w ·]+)</td><td>(\d+)</td>", body)
+    assert rows == [("succeeded", "numbers", "fetch", "succeeded", "1"),
+                    ("succeeded", "sum", "total", "succeeded", "1")]
+    assert "pending" not in re.sub(r"<style.*?</style>", "", body.split('cl-static-run')[1],
+                                   flags=re.S).split("</table>")[0].split("<tbody>")[1]

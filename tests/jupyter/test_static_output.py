@@ -1,0 +1,57 @@
+"""Issue 18, item 2: every Run display carries a static fallback, replaced when the run
+settles, so nbconvert, GitHub and a reopened notebook show the last state."""
+
+from __future__ import annotations
+
+import pytest
+
+from chainlab.render.display import run_html, run_mimebundle
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def statuses_in(html: str) -> list[str]:
+    """The status column of the static table, in step order."""
+    rows = html.split("<tbody>")[1].split("</tbody>")[0].split("</tr>")[:-1]
+    return [row.split("<td>")[3].split("</td>")[0] for row in rows]
+
+
+async def test_the_widget_output_is_replaced_when_the_run_settles(shop: Harness) -> None:
+    await shop.ok("run = %chain run trip\nrun")  # the magic shows it, and so does `run`
+    first, again = shop.pub.outputs
+    display_id = first["transient"]["display_id"]
+    assert again["transient"]["display_id"] == display_id  # one widget, updated everywhere
+    assert WIDGET in first["data"] and not first.get("update")
+    shop.pub.outputs.clear()
+    await shop.ok("r = await run.wait()\nimport asyncio\nawait asyncio.sleep(0)")
+    # the redraw after the last event is throttled: draw it now
+    await shop.ok("from chainlab.jupyter import widget\nwidget(run)._throttle.flush()")
+    update, = [o for o in shop.pub.outputs if o.get("update")]
+    assert update["transient"]["display_id"] == display_id
+    assert WIDGET in update["data"]
+    html = update["data"]["text/html"]
+    assert "run <span class=\"cl-run-status\">succeeded</span>" in html
+    assert statuses_in(html) == ["succeeded"] * len(shop.ns["run"].steps)
+    assert "<svg" in html  # the DAG, statuses baked in
+
+
+async def test_a_bare_run_without_the_widget_has_the_same_static_html(shop: Harness) -> None:
+    await shop.ok("run = %chain run trip\nr = await run.wait()")
+    run = shop.ns["run"]
+    bundle = run_mimebundle(run)
+    assert bundle["text/html"] == run_html(run, svg=bundle["image/svg+xml"])
+    assert statuses_in(bundle["text/html"]) == [str(st.status) for st in run.steps.values()]
+
+
+async def test_the_static_legend_lists_only_the_statuses_present(shop: Harness) -> None:
+    from chainlab.render.style import STATUS_STYLE
+
+    await shop.ok("run = %chain run trip\nr = await run.wait()")
+    svg = run_mimebundle(shop.ns["run"])["image/svg+xml"]
+    legend = svg.split('class="cl-legend"')[1]
+    shown = [name for name, style in STATUS_STYLE.items() if f">{style.caption}<" in legend]
+    assert shown == ["succeeded"]
