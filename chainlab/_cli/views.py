@@ -161,12 +161,14 @@ def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
 # --------------------------------------------------------------------------- runs
 def runs_table(records: Sequence[RunRecord]) -> Table:
     table = Table(show_edge=False, pad_edge=False)
-    for name in ("run", "chain", "status", "steps", "created", "updated"):
+    forks = any(r.lineage for r in records)  # the lineage column only where there is one
+    for name in ("run", "chain", "status", "steps", "created", "updated",
+                 *(("forked from",) if forks else ())):
         table.add_column(name, no_wrap=True)
     for r in records:
         table.add_row(r.run_id, r.chain_name, status_text(r.status),
                       str(len(r.chain.get("steps", []))), _when(r.created_at),
-                      _when(r.updated_at))
+                      _when(r.updated_at), *((r.lineage or "",) if forks else ()))
     return table
 
 

@@ -168,14 +168,19 @@ class RunsTable:
         lines = [f"{len(self.records)} run{'s' if len(self.records) != 1 else ''} in "
                  f"{self.where}"]
         lines += [f"  {r.run_id}  {r.chain_name:<16} {r.status:<16} epoch {r.epoch}  "
-                  f"{_when(r.created_at)}" for r in self.records]
+                  f"{_when(r.created_at)}" + (f"  forked from {r.lineage}" if r.lineage else "")
+                  for r in self.records]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        forks = any(r.lineage for r in self.records)
         rows = "".join(
             f"<tr><td><code>{esc(r.run_id)}</code></td><td>{esc(r.chain_name)}</td>"
             f'<td><span class="cl-badge cl-s-{esc(r.status)}">{esc(r.status)}</span></td>'
-            f"<td>{r.epoch}</td><td>{_when(r.created_at)}</td></tr>" for r in self.records)
+            f"<td>{r.epoch}</td><td>{_when(r.created_at)}</td>"
+            + (f"<td>{esc(r.lineage or '')}</td>" if forks else "") + "</tr>"
+            for r in self.records)
         return (f'{style_tag()}<div class="cl-head">{esc(repr(self).splitlines()[0])}</div>'
                 '<table class="cl-table"><tr><th>run</th><th>chain</th><th>status</th>'
-                f"<th>epoch</th><th>created</th></tr>{rows}</table>")
+                f"<th>epoch</th><th>created</th>{'<th>forked from</th>' if forks else ''}"
+                f"</tr>{rows}</table>")

@@ -37,6 +37,12 @@ class RunRecord:
     options: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def lineage(self) -> str | None:
+        """``RUN@SEQ`` this run was forked from (None for a run that was not forked)."""
+        parent = self.meta.get("forked_from")
+        return None if parent is None else f"{parent}@{self.meta.get('forked_at_seq', '?')}"
+
     def with_(self, **changes: Any) -> RunRecord:
         return replace(self, **changes)
 

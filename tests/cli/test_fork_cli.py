@@ -63,3 +63,19 @@ def test_fork_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     r = chainlab("fork", "no-such-run", cwd=tmp_path)
     assert r.code == 2 and "no run 'no-such-run'" in r.err
     assert _runs(tmp_path) == [run_id]
+
+
+def test_runs_show_the_lineage_of_a_fork() -> None:
+    from chainlab._cli.views import runs_table
+    from chainlab.jupyter.views import RunsTable
+    from chainlab.store.base import RunRecord
+
+    parent = RunRecord("p1", "c", "failed", 1, 0.0, 0.0, {"name": "c", "steps": []})
+    child = parent.with_(run_id="f1", meta={"forked_from": "p1", "forked_at_seq": 12})
+    assert (parent.lineage, child.lineage) == (None, "p1@12")
+    assert [c.header for c in runs_table([parent]).columns][-1] == "updated"
+    table = runs_table([child, parent])
+    assert table.columns[-1].header == "forked from"
+    assert list(table.columns[-1].cells) == ["p1@12", ""]
+    assert "forked from p1@12" in repr(RunsTable([child, parent], "x.db"))
+    assert "<th>forked from</th>" in RunsTable([child], "x.db")._repr_html_()
