@@ -220,8 +220,17 @@ def _median(values: Any) -> float:
 
 def recorded_order(payload: Mapping[str, Any], nodes: Mapping[str, Node]
                    ) -> Callable[[str], float] | None:
-    """The priority key a run recorded in its ``run_started`` payload."""
+    """The priority key a run recorded in its ``run_started`` payload. None also when the
+    critical path orders every step exactly as declaration order does (ranks that never grow
+    along the declaration): the scheduler then skips the key on its hot path."""
     if payload.get("priority") != "critical_path":
         return None
-    return priority_of(upward_ranks(nodes, payload.get("estimates") or {}))
+    ranks = upward_ranks(nodes, payload.get("estimates") or {})
+    key = priority_of(ranks)
+    previous = float("-inf")
+    for step_id in sorted(nodes, key=lambda s: nodes[s].order):
+        if key(step_id) < previous:
+            return key
+        previous = key(step_id)
+    return None
 
