@@ -61,8 +61,11 @@ class History:
     by_tool: dict[str, deque[float]] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
 
+    runs: int = 0  # runs added so far
+
     def add_run(self, chain_name: str, attempts: Any) -> None:
         """Add the succeeded calls of one run (its folded ``AttemptRecord``s)."""
+        self.runs += 1
         for rec in attempts:
             if rec.kind != "call" or rec.status != AttemptStatus.SUCCEEDED:
                 continue

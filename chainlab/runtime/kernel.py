@@ -30,6 +30,7 @@ import anyio
 
 from chainlab.errors import RunStateError, StoreError, UnknownStepError
 from chainlab.events import (
+    RUN_END_KINDS,
     RUN_TERMINAL,
     ErrorKind,
     Event,
@@ -123,6 +124,7 @@ class Kernel:
         self.driving = False
         self.error: BaseException | None = None
         self.subscribers: list[Callable[[Event], None]] = []
+        self.on_end: Callable[[], None] | None = None  # called once, when the run first ends
         self._changed = anyio.Event()
         self._settled = anyio.Event()
         self.settled_status: RunStatus | None = None
@@ -159,6 +161,9 @@ class Kernel:
         self.store.append(self.run_id, self.epoch, (ev,), run_status)
         if self.subscribers:
             self._notify(ev)
+        if kind in RUN_END_KINDS and self.on_end is not None:
+            on_end, self.on_end = self.on_end, None
+            on_end()
         return ev
 
     def _notify(self, ev: Event) -> None:
@@ -318,7 +323,9 @@ class Kernel:
         self.make_ready(node, args)
 
     def make_ready(self, node: Node, args: dict[str, Any] | None = None) -> None:
-        """Queue a step (unblocked or parked) for a slot, with the args it will run with."""
+        """Queue a step (unblocked or parked) for a slot, with the args it will run with.
+        Wakes no worker: a worker that finishes a step looks again by itself (no task switch
+        per step); callers outside a worker (decisions, timers, the start) wake them."""
         if args is not None:
             self.args[node.id] = args
         tool = node.tool
@@ -328,7 +335,6 @@ class Kernel:
             key = tool.resolve_serial_key(self.args[node.id])
             units = tool.resources
         self.sched.ready(node.id, key, units)
-        self._wake_workers(0)
 
     def _request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
         try:
@@ -413,6 +419,7 @@ class Kernel:
             self.make_ready(node, decision.args)
         else:
             self.finished(node)
+        self._wake_workers(0)  # no worker is about to look: wake one for what became ready
         self.poke()
 
     # ================================================================== sub-chains
@@ -634,6 +641,7 @@ class Kernel:
                 if self.steps[node.id].status == S.RETRY_WAIT and not self.stopping:
                     self.emit(K.STEP_READY, node.id)
                     self.make_ready(node)
+                    self._wake_workers(0)
         finally:
             self.timers.pop(node.id, None)
             self.poke()

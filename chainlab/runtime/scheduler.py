@@ -35,6 +35,8 @@ from enum import StrEnum
 
 __all__ = ["Breakpoint", "Phase", "Scheduler", "SchedulerError"]
 
+_NO_UNITS: Mapping[str, int] = {}  # shared, never written
+
 
 class SchedulerError(ValueError):
     """The scheduler's protocol was misused (a chainlab bug): a step done twice, an unknown
@@ -212,7 +214,7 @@ class Scheduler:
         entry.phase = Phase.READY
         self._n_ready += 1
         entry.key = serial_key
-        entry.units = dict(units or {})
+        entry.units = units or _NO_UNITS
         rank = self._priority(step_id) if self._priority is not None else 0.0
         heapq.heappush(self._heap, ((rank, entry.order), step_id))
 
@@ -229,7 +231,9 @@ class Scheduler:
         """The next step to start, with its slot, serial key and pool units taken; a
         :class:`Breakpoint` when the next step has one (the scheduler pauses); None when
         nothing can start now."""
-        if not self.can_release:
+        if self.stopped or (self.paused and not self.tokens) or (
+            self.running >= self.max_concurrency
+        ):
             return None
         token = self.tokens[0] if self.tokens else None
         skipped: list[tuple[tuple[float, tuple[int, ...]], str]] = []
@@ -249,7 +253,7 @@ class Scheduler:
                 self.paused = True
                 found = Breakpoint(step_id)
                 break
-            if not self._acquire(entry):
+            if (entry.key is not None or entry.units) and not self._acquire(entry):
                 skipped.append(item)
                 continue
             found = step_id
@@ -264,7 +268,8 @@ class Scheduler:
             self.running += 1
             if self.tokens:
                 self.tokens.pop(0)
-            self._bp_passed.add(found)
+            if self.breakpoints:
+                self._bp_passed.add(found)
         return found
 
     def release(self, step_id: str) -> None:
@@ -324,7 +329,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ internals
     def _entry(self, step_id: str) -> _Entry:
-        entry = self._steps.get(step_id)
-        if entry is None:
-            raise SchedulerError(f"unknown step {step_id!r}")
-        return entry
+        try:
+            return self._steps[step_id]
+        except KeyError:
+            raise SchedulerError(f"unknown step {step_id!r}") from None
