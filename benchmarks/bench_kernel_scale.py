@@ -1,0 +1,91 @@
+"""How the kernel's per-step cost scales with the run's size, and what a finished step costs in
+memory (ratios in ONE process; never asserted in tests).
+
+    .venv/bin/python benchmarks/bench_kernel_scale.py [--reps 5]
+
+Rows: W1 (a chain of no-op async steps) at N = 100, 1,000 and 10,000 on a MemoryStore, for
+chainlab and for the asyncio + graphlib floor; ``x floor`` is chainlab / floor per step,
+``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
+above 1; a cost that grows with the run as N=10,000 above 1). Memory: tracemalloc's growth
+while a finished 10,000-step run's handle (state, events in the MemoryStore) is kept, per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_scheduler import asyncio_floor  # noqa: E402
+from workloads import as_chain, chain_workload, node_toolbox  # noqa: E402
+
+from chainlab.runtime import Runtime  # noqa: E402
+from chainlab.store import MemoryStore  # noqa: E402
+
+
+async def per_step(n: int, reps: int) -> tuple[float, float]:
+    wl = chain_workload(n)
+    chain = as_chain(wl, 8)
+    runtime = Runtime(node_toolbox(0.0), MemoryStore())
+    floor = asyncio_floor(wl, 8)
+    ours: list[float] = []
+    base: list[float] = []
+    await floor()
+    await (await runtime.start(chain)).wait()
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        await floor()
+        base.append(time.perf_counter() - t0)
+        gc.collect()
+        t0 = time.perf_counter()
+        result = await (await runtime.start(chain)).wait()
+        ours.append(time.perf_counter() - t0)
+        assert result.ok
+    await runtime.aclose()
+    return statistics.median(ours) / n * 1e6, statistics.median(base) / n * 1e6
+
+
+async def memory_per_step(n: int) -> float:
+    wl = chain_workload(n)
+    chain = as_chain(wl, 8)
+    runtime = Runtime(node_toolbox(0.0), MemoryStore())
+    await (await runtime.start(chain)).wait()  # warm caches (compiled chain, history)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    run = await runtime.start(chain)
+    assert (await run.wait()).ok
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    await runtime.aclose()
+    del run
+    return (after - before) / n
+
+
+async def main(reps: int) -> None:
+    rows = {n: await per_step(n, reps if n < 10_000 else max(2, reps // 2))
+            for n in (100, 1_000, 10_000)}
+    mid = rows[1_000][0]
+    print(f"W1 chain, MemoryStore, median of {reps} runs (python {sys.version.split()[0]})")
+    print(f"{'N':>7} {'chainlab us/step':>17} {'floor us/step':>14} {'x floor':>8} "
+          f"{'x N=1000':>9}")
+    for n, (ours, base) in rows.items():
+        print(f"{n:>7} {ours:>17.1f} {base:>14.1f} {ours / base:>8.2f} {ours / mid:>9.2f}")
+    print(f"\nmemory per finished step (a 10,000-step run kept, events in the MemoryStore): "
+          f"{await memory_per_step(10_000) / 1024:.2f} KiB")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    anyio.run(main, ap.parse_args().reps)
