@@ -24,11 +24,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scheduler import asyncio_floor  # noqa: E402
-from workloads import as_chain, chain_workload, node_toolbox  # noqa: E402
+from bench_scheduler import asyncio_floor
+from workloads import as_chain, chain_workload, node_toolbox
 
-from chainlab.runtime import Runtime  # noqa: E402
-from chainlab.store import MemoryStore  # noqa: E402
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore
 
 
 async def per_step(n: int, reps: int) -> tuple[float, float]:
