@@ -153,6 +153,10 @@ class InvalidTransition(RunStateError):
     """A state change the transition table does not allow (a runtime bug or misuse)."""
 
 
+#: the step transition table, for hot paths that check membership before calling check_step
+STEP_NEXT = _STEP
+
+
 def check_step(step_id: str, old: StepStatus, new: StepStatus) -> None:
     if new not in _STEP[old]:
         raise InvalidTransition(

@@ -32,6 +32,7 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 __all__ = ["Breakpoint", "Phase", "Scheduler", "SchedulerError"]
 
@@ -109,7 +110,9 @@ class Scheduler:
         self._bp_passed: set[str] = set()
         self.set_breakpoints(breakpoints)
         self._priority = priority
-        self._heap: list[tuple[tuple[float, tuple[int, ...]], str]] = []
+        # (order, step_id), or ((rank, order), step_id) with a priority key: homogeneous per
+        # scheduler, and the plain form compares faster on the hot path
+        self._heap: list[tuple[Any, str]] = []
         self._n_ready = 0  # steps in phase READY (the heap may hold stale entries too)
 
     # ------------------------------------------------------------------ queries
@@ -180,7 +183,10 @@ class Scheduler:
     def done(self, step_id: str, ok: bool) -> list[str]:
         """End a step. ``ok``: its dependants may go on; returns those now unblocked. Not ok:
         returns the dependants still blocked (the driver skips them)."""
-        entry = self._entry(step_id)
+        try:
+            entry = self._steps[step_id]
+        except KeyError:
+            raise SchedulerError(f"unknown step {step_id!r}") from None
         if entry.phase == Phase.DONE:
             raise SchedulerError(f"step {step_id!r} was already marked as done")
         if entry.phase == Phase.READY:
@@ -205,7 +211,10 @@ class Scheduler:
         self, step_id: str, serial_key: str | None = None, units: Mapping[str, int] | None = None
     ) -> None:
         """Queue a step for a slot; it needs ``serial_key`` and pool ``units`` to start."""
-        entry = self._entry(step_id)
+        try:
+            entry = self._steps[step_id]
+        except KeyError:
+            raise SchedulerError(f"unknown step {step_id!r}") from None
         if entry.phase not in (Phase.UNBLOCKED, Phase.PARKED):
             raise SchedulerError(
                 f"step {step_id!r} is {entry.phase}; only an unblocked or "
@@ -215,8 +224,10 @@ class Scheduler:
         self._n_ready += 1
         entry.key = serial_key
         entry.units = units or _NO_UNITS
-        rank = self._priority(step_id) if self._priority is not None else 0.0
-        heapq.heappush(self._heap, ((rank, entry.order), step_id))
+        if self._priority is None:
+            heapq.heappush(self._heap, (entry.order, step_id))
+        else:
+            heapq.heappush(self._heap, ((self._priority(step_id), entry.order), step_id))
 
     def park(self, step_id: str) -> None:
         """The step waits (a person, a back-off, its children) and holds nothing."""
@@ -236,7 +247,7 @@ class Scheduler:
         ):
             return None
         token = self.tokens[0] if self.tokens else None
-        skipped: list[tuple[tuple[float, tuple[int, ...]], str]] = []
+        skipped: list[tuple[Any, str]] = []
         found: str | Breakpoint | None = None
         while self._heap:
             item = heapq.heappop(self._heap)
@@ -274,7 +285,10 @@ class Scheduler:
 
     def release(self, step_id: str) -> None:
         """Give back the slot, serial key and pool units that ``take()`` gave the step."""
-        entry = self._entry(step_id)
+        try:
+            entry = self._steps[step_id]
+        except KeyError:
+            raise SchedulerError(f"unknown step {step_id!r}") from None
         if not entry.holding:
             raise SchedulerError(f"step {step_id!r} holds no slot: it was not taken")
         entry.holding -= 1
