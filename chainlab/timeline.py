@@ -518,15 +518,7 @@ def schedule_of(run: Any) -> Schedule:
              "end_s": first[sid] - t0 + took[sid], "duration_s": took[sid]} for sid in first]
     frame = pd.DataFrame(rows, columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
     frame = frame.sort_values(["start_s"], kind="stable").reset_index(drop=True)
-    policy = _recorded_policy(run)
-    return Schedule(frame, f"run {run.run_id} ({policy})")
-
-
-def _recorded_policy(run: Any) -> str:
-    for ev in run.event_list():
-        if ev.kind == "run_started":
-            return str(ev.payload.get("priority", "declaration"))
-    return "declaration"
+    return Schedule(frame, f"run {run.run_id} ({run.state.priority})")
 
 
 def whatif(run: Any, *, priority: str = "critical_path",

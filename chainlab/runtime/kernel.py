@@ -266,9 +266,7 @@ class Kernel:
                 self.emit(K.RUN_SUCCEEDED, run_status=R.SUCCEEDED)
             await self.flush_and_signal()
             return True
-        if not waiting:
-            if self.sched.has_ready:  # held back by a key or pool of a timed-out body
-                return False
+        if not waiting:  # (a step held back by a timed-out body's key is not quiescent)
             raise RuntimeError(
                 f"scheduler stalled with unfinished steps {unfinished}; "
                 "this is a chainlab bug, please report it"

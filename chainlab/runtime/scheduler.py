@@ -135,15 +135,6 @@ class Scheduler:
     def n_ready(self) -> int:
         return self._n_ready
 
-    @property
-    def can_release(self) -> bool:
-        """Whether ``take()`` may release anything at all right now (slots, pause, stop)."""
-        return (
-            not self.stopped
-            and (not self.paused or bool(self.tokens))
-            and self.running < self.max_concurrency
-        )
-
     def is_active(self) -> bool:
         """Anything ready that could start if slots allowed (for the driver's idle check)."""
         return not self.stopped and (not self.paused or bool(self.tokens)) and self.has_ready
