@@ -133,3 +133,24 @@ CHROMIUM = "/usr/bin/chromium"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run",
                "--disable-dev-shm-usage"]
+
+
+@contextlib.contextmanager
+def browser_page(failure_png: Path, *, width: int = 1280) -> Any:
+    """A page in headless Debian Chromium (console errors collected in ``page.errors``); on a
+    failure inside the block, a screenshot is saved to ``failure_png``."""
+    from playwright.sync_api import sync_playwright
+
+    failure_png.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        page = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+        page.errors = []
+        page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
+        try:
+            yield page
+        except BaseException:
+            page.screenshot(path=str(failure_png))
+            raise
+        finally:
+            browser.close()

@@ -16,7 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .lab import CHROME_ARGS, CHROMIUM, Lab
+from .lab import Lab, browser_page
 from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
@@ -71,25 +71,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture
 def page(lab: Lab) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        page.errors = []  # type: ignore[attr-defined]
-        page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
-        try:
-            yield page
-        finally:
-            browser.close()
+    with browser_page(shots_dir() / "designer-e2e-failure.png", width=1400) as page:
+        yield page
 
 
 def test_design_and_run_a_two_step_chain(lab: Lab, page: Any) -> None:
-    try:
-        design_and_run(lab, page)
-    except BaseException:
-        page.screenshot(path=str(shots_dir() / "designer-e2e-failure.png"))
-        raise
+    design_and_run(lab, page)
 
 
 def design_and_run(lab: Lab, page: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .lab import CHROME_ARGS, CHROMIUM, Lab
+from .lab import CHROMIUM, Lab, browser_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -66,21 +66,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture
 def page(lab: Lab) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-        page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
-        page.errors = []  # type: ignore[attr-defined]
-        page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
-        try:
-            yield page
-        except BaseException:
-            page.screenshot(path=str(ARTIFACTS / "e2e-failure.png"))
-            raise
-        finally:
-            browser.close()
+    with browser_page(ARTIFACTS / "e2e-failure.png") as page:
+        yield page
 
 
 def open_and_run_all(page: Any, lab: Lab) -> None:

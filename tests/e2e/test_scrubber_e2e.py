@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .lab import CHROME_ARGS, CHROMIUM, Lab
+from .lab import Lab, browser_page
 from .test_lab import (
     IDLE,
     JS_ALL_CELLS_RAN,
@@ -57,19 +57,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture
 def page(lab: Lab) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-        page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
-        try:
-            yield page
-        except BaseException:
-            page.screenshot(path=str(ARTIFACTS / "e2e-scrubber-failure.png"))
-            raise
-        finally:
-            browser.close()
+    with browser_page(ARTIFACTS / "e2e-scrubber-failure.png") as page:
+        yield page
 
 
 def caption_of(widget: Any, page: Any, step_id: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .lab import CHROME_ARGS, CHROMIUM, Lab
+from .lab import Lab, browser_page
 from .test_designer_e2e import JS_THEME
 from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
 
@@ -80,19 +80,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture
 def page(lab: Lab) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-        page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
-        try:
-            yield page
-        except BaseException:
-            page.screenshot(path=str(ARTIFACTS / "e2e-stuck-failure.png"))
-            raise
-        finally:
-            browser.close()
+    with browser_page(ARTIFACTS / "e2e-stuck-failure.png") as page:
+        yield page
 
 
 def node(widget: Any, page: Any, step_id: str) -> Any:
