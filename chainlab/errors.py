@@ -13,7 +13,9 @@
     ├── RunStateError             an operation that the run's current state does not allow
     │   ├── RunNotActiveError     the run is not driven by this process (resume it first)
     │   ├── UnknownStepError      no step with that id in the run
-    │   └── DecisionError         approve args / resolve output do not fit the step
+    │   ├── DecisionError         approve args / resolve output do not fit the step
+    │   ├── DriverAliveError      another live process drives the run (resume refuses it)
+    │   └── DecisionTimeoutError  the run's live driver did not answer a decision in time
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
@@ -37,6 +39,9 @@ from typing import Any
 __all__ = [
     "ChainlabError",
     "CycleError",
+    "DecisionError",
+    "DecisionTimeoutError",
+    "DriverAliveError",
     "MissingExtraError",
     "PermanentError",
     "PlanError",
@@ -334,3 +339,42 @@ class StoreServerError(StoreError):
         self.fault = fault
         self.fix = fix
         super().__init__(f"{message}; {fix}")
+
+
+class DriverAliveError(RunStateError):
+    """Another process drives the run and its heartbeat is fresh: taking the run over would
+    cut it off mid-work. ``.host``, ``.pid``, ``.epoch``, ``.beat_age_s`` (seconds since its
+    last heartbeat) and ``.stale_in_s`` (when it would count as dead) say who and when."""
+
+    def __init__(self, run_id: str, *, host: str, pid: int, epoch: int, beat_age_s: float,
+                 stale_in_s: float):
+        self.host = host
+        self.pid = pid
+        self.epoch = epoch
+        self.beat_age_s = beat_age_s
+        self.stale_in_s = stale_in_s
+        super().__init__(
+            f"run {run_id!r} is driven by pid {pid} on host {host!r} (epoch {epoch}), which "
+            f"beat {beat_age_s:.1f}s ago: a live driver's run is not taken over; wait "
+            f"{stale_in_s:.0f}s for it to go stale, or pass force=True / --force to take it "
+            "over anyway (the old driver is fenced: it commits nothing more)",
+            run_id=run_id, status="driven")
+
+
+class DecisionTimeoutError(RunStateError):
+    """The run's live driver did not answer a decision request within ``.timeout_s``
+    (``.host``, ``.pid``: the driver; ``.request_id``: the request, left for it to apply
+    until it expires)."""
+
+    def __init__(self, run_id: str, *, host: str, pid: int, request_id: int,
+                 timeout_s: float):
+        self.host = host
+        self.pid = pid
+        self.request_id = request_id
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"run {run_id!r}: its driver, pid {pid} on host {host!r}, did not answer decision "
+            f"request {request_id} within {timeout_s:g}s; check that process (it may be "
+            "blocked or dying), then try again, or take the run over once its heartbeat is "
+            "stale (runtime.resume(run_id, force=True) / chainlab resume --force)",
+            run_id=run_id, status="driven")

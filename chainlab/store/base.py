@@ -18,7 +18,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from chainlab.events.event import Event
 
-__all__ = ["Event", "RunRecord", "Store"]
+__all__ = ["REQUEST_ACTIONS", "REQUEST_OUTCOMES", "DecisionRequest", "DriverInfo", "Event",
+           "RunRecord", "Store", "check_outcome", "check_request"]
+
+#: what a decision request asks for, and how its driver answered it
+REQUEST_ACTIONS = ("approve", "reject", "resolve")
+REQUEST_OUTCOMES = ("applied", "refused")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,69 @@ class RunRecord:
 
     def with_(self, **changes: Any) -> RunRecord:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class DriverInfo:
+    """Who drives a run: ``driver_id`` (one per Runtime), ``host``, ``pid``, the ``epoch`` it
+    holds and ``beat_at``, the time (``time.time()`` of the driver's host) of its last
+    heartbeat."""
+
+    driver_id: str
+    host: str
+    pid: int
+    epoch: int = 0
+    beat_at: float = 0.0
+
+    def age(self, now: float) -> float:
+        """Seconds since the last heartbeat (never negative)."""
+        return max(0.0, now - self.beat_at)
+
+    def describe(self) -> str:
+        """``pid 123 on host 'x' (epoch 4)`` for messages."""
+        return f"pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRequest:
+    """A person's decision sent to the process that drives a run, through the store.
+
+    ``action`` is one of ``approve``, ``reject``, ``resolve``; ``payload`` holds its
+    arguments (``args``/``note``, ``reason``, ``output``/``retry``/``fail``/``note``);
+    ``by`` says who asked. The driver answers once: ``outcome`` ``applied`` or ``refused``
+    with ``message`` (why). A request nobody answered by ``expires_at`` is refused as
+    expired by the next driver that sees it."""
+
+    run_id: str
+    step_id: str
+    action: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    by: str | None = None
+    created_at: float = 0.0
+    expires_at: float | None = None
+    request_id: int = 0
+    outcome: str | None = None
+    message: str | None = None
+    answered_at: float | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome is not None
+
+
+def check_request(run_id: str, request: DecisionRequest) -> None:
+    """Raise ValueError unless ``request`` is a new request for ``run_id`` (stores call it)."""
+    if request.run_id != run_id:
+        raise ValueError(f"request is for run {request.run_id!r}, posted to run {run_id!r}; "
+                         "post it to the run it names")
+    if request.action not in REQUEST_ACTIONS:
+        raise ValueError(f"action must be one of {REQUEST_ACTIONS}, got {request.action!r}")
+
+
+def check_outcome(outcome: str) -> None:
+    """Raise ValueError unless ``outcome`` is ``applied`` or ``refused``."""
+    if outcome not in REQUEST_OUTCOMES:
+        raise ValueError(f"outcome must be one of {REQUEST_OUTCOMES}, got {outcome!r}")
 
 
 @runtime_checkable
@@ -88,6 +156,34 @@ class Store(Protocol):
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         """Committed events of the run with ``seq > after_seq``, in order."""
+
+    # ------------------------------------------------------------------ drivers (§13)
+    def heartbeat(self, run_id: str, epoch: int, driver: DriverInfo) -> None:
+        """Record that ``driver`` (its id, host and pid) drives the run at ``epoch``, beating
+        now. Raises StaleEpochError if ``epoch`` is not the run's current one (a newer driver
+        took over), RunNotFoundError if unknown."""
+
+    def driver_of(self, run_id: str) -> DriverInfo | None:
+        """The run's last recorded driver (None when none beats for it)."""
+
+    def clear_driver(self, run_id: str, driver_id: str) -> None:
+        """Forget the run's driver if it is ``driver_id`` (a driver that stops cleanly)."""
+
+    # ------------------------------------------------------------------ decision mailbox
+    def post_request(self, run_id: str, request: DecisionRequest) -> int:
+        """Store a new decision request for the run's driver; returns its ``request_id``
+        (increasing). Raises RunNotFoundError, ValueError for a malformed request."""
+
+    def pending_requests(self, run_id: str, after_id: int = 0) -> list[DecisionRequest]:
+        """Unanswered requests of the run with ``request_id > after_id``, oldest first."""
+
+    def answer_request(self, request_id: int, epoch: int, outcome: str, message: str) -> None:
+        """Answer a request (``outcome`` ``applied`` or ``refused``) as the run's driver at
+        ``epoch``. Raises StaleEpochError if that epoch is stale, StoreError if the request
+        is unknown or already answered, ValueError for another outcome."""
+
+    def get_request(self, request_id: int) -> DecisionRequest:
+        """The request as stored now (with its answer, once given). Raises StoreError."""
 
     def close(self) -> None:
         """Flush and release resources."""

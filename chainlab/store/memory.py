@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
 from chainlab.events.event import Event
 from chainlab.store.base import RunRecord
+from chainlab.store.liveness import MemoryLiveness, MemoryMail
 
 __all__ = ["MemoryStore"]
 
@@ -23,7 +24,7 @@ class _Live:
     updated_at: float
 
 
-class MemoryStore:
+class MemoryStore(MemoryLiveness):
     """Keeps runs and events in dictionaries. Thread-safe; everything is "durable" at once.
 
     Payloads are kept as given (not copied through JSON): the runtime only appends JSON data,
@@ -40,6 +41,7 @@ class MemoryStore:
         self._stale: dict[tuple[str, int], int | None] = {}
         self._failed: dict[tuple[str, int], StoreError] = {}
         self._lock = threading.Lock()
+        self._mail = MemoryMail()  # driver heartbeats and decision requests
 
     def create_run(self, record: RunRecord) -> None:
         with self._lock:

@@ -42,6 +42,7 @@ from chainlab.errors import (
 )
 from chainlab.events.event import Event, event_kind
 from chainlab.store.base import RunRecord
+from chainlab.store.postgres_liveness import PostgresLiveness
 from chainlab.store.postgres_schema import MIGRATIONS, migrate
 
 try:
@@ -62,7 +63,7 @@ _RUN_COLUMNS = (
     "updated_at)), chain, chains, context, options, meta")
 
 
-class PostgresStore:
+class PostgresStore(PostgresLiveness):
     """Runs and events in a PostgreSQL database, e.g.
     ``PostgresStore("postgresql://user:pw@host/db")`` or a libpq conninfo string
     (``"host=/run/postgresql dbname=chainlab"``).
@@ -293,6 +294,7 @@ class PostgresStore:
             self._writer.join()
         if self._listener is not None:
             self._listener.stop()
+        self._stop_mail_listener()
         self._pool.close()
 
     def __enter__(self) -> PostgresStore:

@@ -2,9 +2,10 @@
 a new one; :func:`migrate` applies what a database lacks and records it in
 ``chainlab_schema_version``), as ``sqlite_schema`` does for SQLite files.
 
-Tables ``runs`` and ``events`` in the connection's schema (``search_path``; give each
-deployment its own database or schema). Payloads and records are JSON text, byte for byte
-what the SQLite store keeps (``jsonb`` would re-order keys and refuse ``\\u0000``).
+Tables ``runs`` and ``events`` (and, since migration 2, ``drivers`` and ``requests``) in the
+connection's schema (``search_path``; give each deployment its own database or schema).
+Payloads and records are JSON text, byte for byte what the SQLite store keeps (``jsonb``
+would re-order keys and refuse ``\\u0000``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,34 @@ MIGRATIONS: list[str] = [
         payload TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
     );
+    """,
+    # 2: driver liveness (one heartbeat row per driven run) and the decision mailbox
+    #    (requests a person sends to the process driving a run; the partial index keeps the
+    #    driver's read of unanswered requests cheap)
+    """
+    CREATE TABLE drivers (
+        run_id TEXT PRIMARY KEY REFERENCES runs (run_id),
+        driver_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        epoch BIGINT NOT NULL,
+        beat_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE requests (
+        request_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (run_id),
+        step_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        requested_by TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION,
+        outcome TEXT,
+        message TEXT,
+        answered_at DOUBLE PRECISION,
+        answered_epoch BIGINT
+    );
+    CREATE INDEX requests_pending ON requests (run_id, request_id) WHERE outcome IS NULL;
     """,
 ]
 

@@ -41,6 +41,7 @@ from typing import Any
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError, StoreFileError
 from chainlab.events.event import Event, event_kind
 from chainlab.store.base import RunRecord
+from chainlab.store.liveness import SQLiteLiveness
 from chainlab.store.sqlite_schema import MIGRATIONS, migrate
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
@@ -56,7 +57,7 @@ _RUN_COLUMNS = (
     "chain, chains, context, options, meta")
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteLiveness):
     """Runs and events in a SQLite file (``.chainlab/chainlab.db`` by default, ``":memory:"``
     for a throwaway database).
 

@@ -2,7 +2,8 @@
 a new one; :func:`migrate` applies what a file lacks and records it in ``schema_version``).
 
 Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
-that agree with the Python fold (``chainlab.events.fold.RunState``).
+that agree with the Python fold (``chainlab.events.fold.RunState``); ``drivers`` (heartbeats)
+and ``requests`` (the decision mailbox) since migration 3.
 """
 
 from __future__ import annotations
@@ -155,6 +156,34 @@ MIGRATIONS: list[str] = [
                  row_number() OVER (PARTITION BY run_id, step_id ORDER BY seq DESC) AS latest
           FROM events WHERE step_id IS NOT NULL AND kind != 'step_timed_out')
     WHERE latest = 1;
+    """,
+    # 3: driver liveness (one heartbeat row per driven run) and the decision mailbox
+    #    (requests a person sends to the process driving a run; the partial index keeps the
+    #    driver's poll for unanswered requests cheap)
+    """
+    CREATE TABLE drivers (
+        run_id TEXT PRIMARY KEY,
+        driver_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        epoch INTEGER NOT NULL,
+        beat_at REAL NOT NULL
+    );
+    CREATE TABLE requests (
+        request_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        step_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        requested_by TEXT,
+        created_at REAL NOT NULL,
+        expires_at REAL,
+        outcome TEXT,
+        message TEXT,
+        answered_at REAL,
+        answered_epoch INTEGER
+    );
+    CREATE INDEX requests_pending ON requests(run_id, request_id) WHERE outcome IS NULL;
     """,
 ]
 
