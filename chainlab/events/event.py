@@ -7,7 +7,8 @@ state is DERIVED from them by :mod:`chainlab.events.fold`, so live views, resume
 
 Beyond DESIGN §9 the vocabulary has three events the fold needs: ``step_cancelled``,
 ``run_rollback_started`` and ``run_rollback_failed``; time travel (§11) adds ``run_forked``
-and ``step_reused``. A kind this module does not know is an
+and ``step_reused``; fault injection adds ``fault_injected`` and ``write_refused``. A kind
+this module does not know is an
 error (:func:`event_kind`), on the way in from a store and in the fold alike.
 """
 
@@ -58,6 +59,11 @@ class EventKind(StrEnum):
     STEP_REUSED = "step_reused"  # a fork copies an output: pending -> succeeded, tool NOT
     # called; payload: decision (reuse | override), output, args, source_run, source_attempt,
     # code, reason
+    # fault injection for demos and tests (chainlab.runtime.faults)
+    FAULT_INJECTED = "fault_injected"  # payload: fault, by, error_kind/after_effect (as
+    # armed), stale_epoch (second_driver); step_id: the step it hits (None: the driver)
+    WRITE_REFUSED = "write_refused"  # the store fenced a stale driver: recorded by the new
+    # owner; payload: stale_epoch, epoch, refused (the stale writer's events), error
 
 
 #: the kinds that end a run (until a later rollback)

@@ -108,6 +108,8 @@ class RunState:
         self.priority = "declaration"  # the release order the run used (run_started)
         self.estimates: dict[str, float] = {}  # seconds per step it was ranked with
         self.forked_from: dict[str, Any] | None = None  # run_forked: parent run id and seq
+        self.faults: list[dict[str, Any]] = []  # fault_injected: seq, ts, epoch, step, payload
+        self.fenced: list[dict[str, Any]] = []  # write_refused: the stale writers refused
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     @classmethod
@@ -363,6 +365,14 @@ class RunState:
     def _on_forked(self, ev: Event) -> None:
         self.forked_from = dict(ev.payload)
 
+    def _on_fault(self, ev: Event) -> None:
+        self.faults.append(
+            {"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, "step_id": ev.step_id, **ev.payload}
+        )
+
+    def _on_refused(self, ev: Event) -> None:
+        self.fenced.append({"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, **ev.payload})
+
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
 
@@ -406,6 +416,8 @@ _HANDLERS: dict[str, Any] = {
     EventKind.RUN_ROLLBACK_STARTED: RunState._on_rollback_started,
     EventKind.RUN_FORKED: RunState._on_forked,
     EventKind.STEP_REUSED: RunState._on_reused,
+    EventKind.FAULT_INJECTED: RunState._on_fault,
+    EventKind.WRITE_REFUSED: RunState._on_refused,
     EventKind.PLANNING_STARTED: RunState._on_planning,
     EventKind.PLANNING_COMPLETED: RunState._on_planning,
     EventKind.PLANNING_FAILED: RunState._on_planning,

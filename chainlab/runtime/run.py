@@ -315,6 +315,13 @@ class Run:
         self.runtime._active[self.run_id] = self
         self.runtime._spawn(lambda: self.runtime._drive(self, "rollback"))
 
+    async def inject(self, fault: str, step_id: str | None = None, **options: Any) -> Any:
+        """Inject a fault for a demo or a test (timeout, raise, kill, second_driver),
+        recorded as a ``fault_injected`` event: see :func:`chainlab.runtime.faults.inject`."""
+        from chainlab.runtime.faults import inject
+
+        return await inject(self, fault, step_id, **options)
+
     def set_breakpoints(self, step_ids: Sequence[str]) -> None:
         """Pause before these steps start (replaces the current set). Raises
         UnknownStepError for an id that is not a step of the run."""

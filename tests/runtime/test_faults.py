@@ -1,0 +1,179 @@
+"""Fault injection (chainlab.runtime.faults): each fault kind does what a real fault does,
+goes through the same retry/in_doubt rules, and is recorded as an event; a second driver is
+fenced and its refusal recorded; faults are refused on runs this process does not drive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from chainlab import Chain, StaleEpochError, Toolbox
+from chainlab.errors import RunNotActiveError, RunStateError, UnknownStepError
+from chainlab.events import EventKind, read_run
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore, SQLiteStore
+from chainlab.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+class World:
+    """Tools that record every call of their body (the effects) in ``calls``."""
+
+    def __init__(self, store: Any = None) -> None:
+        self.calls: list[str] = []
+        self.tb = Toolbox("faults")
+        self.gate = anyio.Event()
+        self.entered = anyio.Event()
+
+        @self.tb.tool(name="safe")
+        def safe(tag: str) -> str:
+            self.calls.append(tag)
+            return tag
+
+        @self.tb.tool(name="unsafe", side_effects=True, idempotent=False)
+        def unsafe(tag: str) -> str:
+            self.calls.append(tag)
+            return tag
+
+        @self.tb.tool(name="gated")
+        async def gated(tag: str) -> str:
+            self.entered.set()
+            await self.gate.wait()
+            self.calls.append(tag)
+            return tag
+
+        self.rt = Runtime(self.tb, store or MemoryStore(), clock=ManualClock())
+
+
+def chain(*steps: tuple[str, str], deps: bool = True) -> Chain:
+    out = []
+    for i, (step_id, tool) in enumerate(steps):
+        prev = [steps[i - 1][0]] if deps and i else []
+        out.append({"id": step_id, "tool": tool, "args": {"tag": step_id}, "depends_on": prev,
+                    "retry": {"max_attempts": 3, "delay_s": 1.0}})
+    return Chain.from_dict({"name": "f", "steps": out})
+
+
+def kinds(run: Any) -> list[tuple[str, str | None]]:
+    return [(str(ev.kind), ev.step_id) for ev in run.event_list()]
+
+
+async def test_timeout_runs_the_call_then_loses_its_answer_and_a_safe_step_retries() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "safe")))
+    await run.inject("timeout", "a", by="test")
+    result = await run.wait()
+    assert result.ok
+    assert w.calls == ["a", "a"]  # the lost answer's call ran: retried (safe), ran again
+    ev = [e for e in run.event_list() if e.kind == EventKind.FAULT_INJECTED]
+    assert [(e.step_id, e.payload["fault"], e.payload["by"]) for e in ev] == [("a", "timeout",
+                                                                              "test")]
+    assert ("step_timed_out", "a") in kinds(run)
+    att = run.state.attempts
+    assert [(a.attempt, a.status, a.error_kind) for a in att] == [
+        (1, "timed_out", "timeout"), (2, "succeeded", None)]
+    assert run.state.faults[0]["fault"] == "timeout"  # the fold keeps the injections
+
+
+async def test_timeout_of_an_unsafe_call_is_in_doubt_never_repeated() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "unsafe")))
+    await run.inject("timeout", "a")
+    result = await run.wait()
+    assert result.suspended and result.waiting == {"a": "in_doubt"}
+    assert w.calls == ["a"]
+
+
+async def test_raise_once_before_effect_is_retried_even_for_an_unsafe_tool() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "unsafe")))
+    await run.inject("raise", "a", error_kind="transient")
+    assert (await run.wait()).ok
+    assert w.calls == ["a"]  # the injected raise came before the body: one effect
+    first = run.state.attempts[0]
+    assert (first.status, first.error_kind) == ("failed", "transient")
+    assert "injected fault" in (first.error or "")
+
+
+async def test_raise_after_effect_on_an_unsafe_tool_is_in_doubt() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "unsafe")))
+    await run.inject("raise", "a", error_kind="execution_failed", effect=True)
+    result = await run.wait()
+    assert result.waiting == {"a": "in_doubt"} and w.calls == ["a"]
+
+
+async def test_raise_permanent_fails_the_step_and_hits_only_once() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "safe"), ("b", "safe"), deps=False))
+    await run.inject("raise", "b", error_kind="permanent")
+    result = await run.wait()
+    assert result.steps["b"] == "failed" and result.errors["b"].startswith("injected fault")
+    assert w.calls == ["a"]
+
+
+async def test_refusals_name_the_problem() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "gated"), ("b", "safe")))
+    with pytest.raises(ValueError, match="unknown fault 'timout'; did you mean 'timeout'"):
+        await run.inject("timout", "a")
+    with pytest.raises(UnknownStepError, match="no step 'x'"):
+        await run.inject("timeout", "x")
+    with pytest.raises(ValueError, match="error_kind 'timeout' cannot be raised"):
+        await run.inject("raise", "b", error_kind="timeout")
+    with pytest.raises(ValueError, match="not a disposable driver"):
+        await run.inject("kill", "b")
+    with pytest.raises(ValueError, match="needs the step it hits"):
+        await run.inject("timeout")
+    w.gate.set()
+    await run.wait()
+    with pytest.raises(RunStateError, match="is succeeded: faults hit runs that still move"):
+        await run.inject("timeout", "b")
+    stored = Runtime(w.tb, w.rt.store).get_run(run.run_id)  # another process's view
+    with pytest.raises(RunNotActiveError, match="not driven by this process"):
+        await stored.inject("timeout", "b")
+    assert not [e for e in run.event_list() if e.kind == EventKind.FAULT_INJECTED]
+
+
+async def test_a_finished_step_cannot_be_faulted() -> None:
+    w = World()
+    run = await w.rt.start(chain(("a", "safe"), ("b", "gated")))
+    await w.entered.wait()
+    with pytest.raises(RunStateError, match="step 'a' is already succeeded"):
+        await run.inject("raise", "a")
+    w.gate.set()
+    assert (await run.wait()).ok
+
+
+async def test_second_driver_fences_the_first_and_records_the_refusal(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "f.db")
+    w = World(store)
+    run = await w.rt.start(chain(("a", "safe"), ("b", "gated"), ("c", "unsafe")))
+    await w.entered.wait()  # b's call is in progress in the first driver
+    run2 = await run.inject("second_driver", by="test")
+    assert run2 is not run and run2.active
+    w.gate.set()
+    with pytest.raises(StaleEpochError):
+        await run.wait()
+    assert (await run2.wait()).ok
+    for _ in range(100):  # the refusal is recorded once the first driver has stopped
+        if run2.state.fenced:
+            break
+        await anyio.sleep(0.01)
+    await store.flush(run.run_id, run2.state.epoch)
+    _, events, state = read_run(store, run.run_id)
+    assert [f["fault"] for f in state.faults] == ["second_driver"]
+    assert state.faults[0]["epoch"] == 1 and state.faults[0]["stale_epoch"] == 1
+    (refusal,) = state.fenced
+    assert refusal["stale_epoch"] == 1 and refusal["epoch"] == 2
+    assert refusal["refused"][0] == "step_succeeded b"  # the first driver's late result
+    assert {e.epoch for e in events} == {1, 2}
+    assert not [e for e in events if e.epoch == 1 and e.kind == EventKind.STEP_SUCCEEDED
+                and e.step_id == "b"]  # nothing of the stale driver after the claim
+    assert w.calls.count("c") == 1  # c (unsafe) ran only in the new driver
+    assert state.status == "succeeded"
+    store.close()
