@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from chainlab._cli import commands_fork, commands_runs
+from chainlab._cli import commands_fork, commands_runs, commands_watch
 from chainlab._cli.common import EXIT_CODES_HELP, CliError, reporting_errors
 from chainlab._cli.driving import Output, db_flag, start_run
 from chainlab._cli.executors import executor_for
@@ -208,6 +208,7 @@ def demo(
 
 commands_runs.register(app)
 commands_fork.register(app)
+commands_watch.register(app)
 
 
 def main() -> None:
