@@ -60,7 +60,7 @@ class EventKind(StrEnum):
     # called; payload: decision (reuse | override), output, args, source_run, source_attempt,
     # code, reason
     # fault injection for demos and tests (chainlab.runtime.faults)
-    FAULT_INJECTED = "fault_injected"  # payload: fault, by, error_kind/after_effect (as
+    FAULT_INJECTED = "fault_injected"  # payload: fault, by, effect, error_kind (as
     # armed), stale_epoch (second_driver); step_id: the step it hits (None: the driver)
     WRITE_REFUSED = "write_refused"  # the store fenced a stale driver: recorded by the new
     # owner; payload: stale_epoch, epoch, refused (the stale writer's events), error

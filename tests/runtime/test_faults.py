@@ -177,3 +177,75 @@ async def test_second_driver_fences_the_first_and_records_the_refusal(tmp_path: 
     assert w.calls.count("c") == 1  # c (unsafe) ran only in the new driver
     assert state.status == "succeeded"
     store.close()
+
+
+# ------------------------------------------------------------------ kill: a real subprocess
+def _gallery_chain(*steps: dict[str, Any]) -> Chain:
+    return Chain.from_dict({"name": "g", "steps": list(steps)})
+
+
+async def test_kill_mid_step_in_a_subprocess_then_resume_here(tmp_path: Path,
+                                                              monkeypatch: Any) -> None:
+    from chainlab.examples import gallery
+    from chainlab.testing.driver import SubprocessDriver
+
+    monkeypatch.setenv("CHAINLAB_GALLERY_LEDGER", str(tmp_path / "ledger.jsonl"))
+    db = tmp_path / "k.db"
+    chain = _gallery_chain(
+        {"id": "extract", "tool": "work", "args": {"tag": "extract", "ms": 0}},
+        {"id": "load", "tool": "load", "args": {"tag": "load", "rows": 3},
+         "depends_on": ["extract"]},
+        {"id": "notify", "tool": "work", "args": {"tag": "notify", "ms": 0},
+         "depends_on": ["load"]},
+    )
+    driver = SubprocessDriver(chain, db=db, tools="chainlab.examples.gallery:toolbox",
+                              run_id="crash-1", kill_at="load", by="test")
+    assert driver.wait() == -9 and driver.killed, driver.output()
+    store = SQLiteStore(db)
+    _, _, before = read_run(store, "crash-1")
+    assert [(f["fault"], f["step_id"], f["by"]) for f in before.faults] == [
+        ("kill", "load", "test")]
+    assert before.steps["load"].status == "running"  # the process died inside the call
+    assert gallery.counts() == {"extract": 1, "load": 1}  # ... after load's effect
+    rt = Runtime(gallery.toolbox, store)
+    run = await rt.resume("crash-1")
+    assert (await run.wait()).ok
+    assert gallery.counts() == {"extract": 1, "load": 1, "notify": 1}  # nothing repeated
+    load_attempts = [(a.epoch, a.status) for a in run.state.attempts if a.step_id == "load"]
+    assert load_attempts == [(1, "interrupted")]  # reconciled: took effect, not re-run
+    await rt.aclose()
+    store.close()
+
+
+async def test_a_confirmation_survives_a_driver_killed_while_suspended(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from chainlab.examples import gallery
+    from chainlab.testing.driver import SubprocessDriver
+
+    monkeypatch.setenv("CHAINLAB_GALLERY_LEDGER", str(tmp_path / "ledger.jsonl"))
+    db = tmp_path / "c.db"
+    chain = _gallery_chain(
+        {"id": "quote", "tool": "work", "args": {"tag": "quote", "ms": 0}},
+        {"id": "pay", "tool": "pay", "args": {"tag": "pay", "to": "ada", "amount": 5},
+         "depends_on": ["quote"]},
+    )
+    driver = SubprocessDriver(chain, db=db, tools="chainlab.examples.gallery:toolbox",
+                              run_id="confirm-1", kill_when_suspended=True)
+    assert driver.wait() == -9, driver.output()
+    store = SQLiteStore(db)
+    rt = Runtime(gallery.toolbox, store)
+    run = await rt.resume("confirm-1")
+    assert (await run.wait()).waiting == {"pay": "waiting_confirmation"}
+    await run.approve("pay", note="after the kill")
+    assert (await run.wait()).ok
+    assert gallery.counts() == {"quote": 1, "pay": 1}
+    assert [f["fault"] for f in run.state.faults] == ["kill"]
+    await rt.aclose()
+    store.close()
+
+
+def test_the_subprocess_driver_refuses_a_memory_store() -> None:
+    from chainlab.testing.driver import SubprocessDriver
+
+    with pytest.raises(ValueError, match="lives in one process only"):
+        SubprocessDriver(chain(("a", "safe")), db=":memory:", tools="x:y")
