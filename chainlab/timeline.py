@@ -306,6 +306,9 @@ def plot_timeline(store: Store, run_id: str, *, ax: Axes | None = None,
     heading = title if title is not None else (
         f"{record.chain_name} · run {state.status or record.status}")
     handles, margins = _draw(ax, state, _waits(events), order, events, heading)
+    from chainlab.timeline_marks import mark_run  # epochs, injected faults, fenced writers
+
+    handles += mark_run(ax, state, events, {step_id: i for i, step_id in enumerate(order)})
     if isinstance(fig, TimelineFigure):
         _place(fig, handles, margins)
     else:

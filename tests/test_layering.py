@@ -173,7 +173,7 @@ LAYERS: dict[str, int] = {
     "store": 3,
     "runtime": 4, "dask": 4,
     "planner": 5, "testing": 5, "examples": 5,
-    "render": 6, "timeline": 6,
+    "render": 6, "timeline": 6, "timeline_marks": 6,
     "jupyter": 7, "cli": 7, "_cli": 7,
 }
 #: (importing module, imported module): display hooks that load a view on demand

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import os
 import signal
 from dataclasses import dataclass
@@ -188,16 +189,17 @@ class FaultyExecutor:
                                      kwargs, ctx)
 
     def _take(self, ctx: CallContext) -> Armed | None:
-        armed = self.armed.pop(ctx.step_id, None) if ctx.kind == "call" else None
-        if armed is not None and armed.fault == Fault.KILL:
-            self.kernel.emit(EventKind.FAULT_INJECTED, ctx.step_id, ctx.attempt,
-                             payload=_payload(armed))
-        return armed
+        return self.armed.pop(ctx.step_id, None) if ctx.kind == "call" else None
 
     def _faulty(self, tool: Tool, armed: Armed, ctx: CallContext) -> Tool:
         body = tool.fn
         loop = asyncio.get_running_loop()
-        store, run_id, epoch = self.kernel.store, ctx.run_id, ctx.epoch
+        kernel = self.kernel
+
+        async def record_kill() -> None:  # the kill is recorded, durably, as it strikes
+            kernel.emit(EventKind.FAULT_INJECTED, ctx.step_id, ctx.attempt,
+                        payload=_payload(armed))
+            await kernel.store.flush(ctx.run_id, ctx.epoch)
 
         def strike(effect_done: bool) -> None:
             if armed.fault == Fault.RAISE:
@@ -212,20 +214,20 @@ class FaultyExecutor:
                 err.kind = str(ErrorKind.TIMEOUT)
                 raise err
 
-        def die_from_thread() -> None:  # the kill event is durable before the process dies
-            asyncio.run_coroutine_threadsafe(store.flush(run_id, epoch), loop).result(60)
+        def die_from_thread() -> None:
+            asyncio.run_coroutine_threadsafe(record_kill(), loop).result(60)
             _die()
 
         if tool.is_async:
             async def faulty_async(**kw: Any) -> Any:
                 if armed.fault == Fault.KILL and not armed.effect:
-                    await store.flush(run_id, epoch)
+                    await record_kill()
                     _die()
                 if not armed.effect:
                     strike(False)
                 out = await body(**kw)
                 if armed.fault == Fault.KILL:
-                    await store.flush(run_id, epoch)
+                    await record_kill()
                     _die()
                 strike(True)
                 return out
@@ -285,10 +287,13 @@ async def _second_driver(run: Run, kernel: Kernel, by: str) -> Run:
     def note(state: Any) -> None:
         claimed_at[0] = state.last_seq
 
+    # the first driver is alive and beating: taking its run over anyway IS the fault
+    force: dict[str, Any] = (
+        {"force": True} if "force" in inspect.signature(second.resume).parameters else {})
     for _ in range(50):  # the first driver may commit between the read and the claim
         await kernel.store.flush(run.run_id, stale)
         try:
-            new = await second.resume(run.run_id, check=note)
+            new = await second.resume(run.run_id, check=note, **force)
             break
         except StaleEpochError as exc:
             if exc.moved_on is None:
