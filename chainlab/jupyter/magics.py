@@ -15,6 +15,7 @@
     %chain design [NAME] [--tools VAR]               draft/edit a chain in the designer widget
     run = %chain fork RUN [--from STEP] [--args STEP=JSON ...] [--output STEP=JSON ...]
                           [--context JSON|VAR] [--rerun a,b] [--plan] [--tools VAR] [--db PATH]
+    %chain fault RUN timeout|raise|second-driver [STEP] [--error KIND] [--no-effect]
 
 ``RUN`` is a run id or the name of a variable holding a Run. Variable expansion
 (``$x``, ``{x}``) is off so that JSON in ``--context`` arrives intact; pass a variable name
@@ -108,6 +109,14 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--context", metavar="JSON|VAR", help="merged over the parent's context")
     p.add_argument("--rerun", metavar="a,b", help="steps to run again even if reusable")
     p.add_argument("--plan", action="store_true", help="only show the fork plan")
+    p = sub("fault", "inject a fault into a run this kernel drives (a demo; recorded)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("fault", metavar="FAULT", help="timeout | raise | second-driver | kill")
+    p.add_argument("step", metavar="STEP", nargs="?", help="the step it hits")
+    p.add_argument("--error", dest="error_kind", default="transient",
+                   help="raise: transient | execution_failed | permanent")
+    p.add_argument("--no-effect", dest="effect", action="store_const", const=False,
+                   help="the fault strikes before the tool's body runs")
     return out
 
 
@@ -129,7 +138,7 @@ class ChainMagics(Magics):
             "approve": self.approve, "reject": self.reject, "rollback": self.rollback,
             "timeline": self.timeline, "tools": self.tools, "plan": self.plan,
             "design": self.design,
-            "fork": self.fork,
+            "fork": self.fork, "fault": self.fault,
             "whatif": self.whatif,
         }
 
@@ -209,6 +218,13 @@ class ChainMagics(Magics):
         print(cmd.fork_summary(run))
         display(cmd.widget(session, run))
         return run
+
+    def fault(self, ns: argparse.Namespace) -> None:
+        from chainlab.jupyter._faults import magic_fault
+
+        run = self.session.find_run(ns.run, ns.db)  # never resumed here: only a live run
+        print(magic_fault(self.session, run, ns.fault, ns.step, error_kind=ns.error_kind,
+                          effect=ns.effect))
 
     def runs(self, ns: argparse.Namespace) -> Any:
         if ns.limit < 1:

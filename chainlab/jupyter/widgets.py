@@ -23,6 +23,7 @@ from chainlab.events import Event, EventKind
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._confirm import RollbackConfirm
+from chainlab.jupyter._faults import FaultsPanel
 from chainlab.jupyter._tasks import call_on, eager, home_loop
 from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
@@ -89,8 +90,10 @@ class RunWidget(W.VBox):
         self.tabs = W.Tab(children=[self.inbox, self.inspector, self.event_log, self.timeline])
         self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
         self.tabs.observe(self._tab_selected, names="selected_index")
+        self.faults = FaultsPanel(self)  # issue 19: demo fault injection, collapsed, off
         super().__init__([W.HTML(style_tag()), self.header, toolbar, self.rollback_confirm,
-                          self.scrubber, self.queue, self.error, self.dag, self.tabs])
+                          self.scrubber, self.queue, self.error, self.dag, self.tabs,
+                          self.faults])
         self.add_class("cl-run")
         self.attach(run)
 
@@ -223,6 +226,7 @@ class RunWidget(W.VBox):
             self.tabs.selected_index = 0  # a new decision is due: show the inbox
         self._was_waiting = waiting
         self.inspector.refresh()
+        self.faults.refresh()
         if self.event_log.gap:
             self._read_stored_events()
         self.event_log.upto = self.scrubber.seq

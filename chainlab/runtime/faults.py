@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from chainlab.runtime.run import Run
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["RAISABLE", "Fault", "FaultyExecutor", "declare_disposable", "inject"]
+__all__ = ["RAISABLE", "Fault", "FaultyExecutor", "declare_disposable", "inject",
+           "is_disposable"]
 
 _DISPOSABLE_ENV = "CHAINLAB_DISPOSABLE_DRIVER"
 
@@ -74,7 +75,8 @@ def declare_disposable() -> None:
     os.environ[_DISPOSABLE_ENV] = str(os.getpid())
 
 
-def _disposable() -> bool:
+def is_disposable() -> bool:
+    """Whether ``kill`` faults may end this process (see :func:`declare_disposable`)."""
     return os.environ.get(_DISPOSABLE_ENV) == str(os.getpid())
 
 
@@ -107,7 +109,7 @@ async def inject(
         )
     if kind == Fault.SECOND_DRIVER:
         return await _second_driver(run, kernel, by)
-    if kind == Fault.KILL and not _disposable():
+    if kind == Fault.KILL and not is_disposable():
         raise ValueError(
             f"fault 'kill' would SIGKILL this process (pid {os.getpid()}), which is not a "
             "disposable driver: drive the run in a subprocess (chainlab.testing.driver."
