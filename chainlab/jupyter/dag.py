@@ -10,6 +10,7 @@ from typing import Any
 import ipywidgets as W
 
 from chainlab.errors import ChainlabError
+from chainlab.jupyter.legend import BREAK_MARK, BREAK_NOTE, LegendView
 from chainlab.plan.schema import Chain
 from chainlab.tools import Toolbox
 
@@ -18,6 +19,10 @@ __all__ = ["DagView"]
 
 class DagView(W.VBox):
     """A chain's DAG whose step colours follow :meth:`update` (``chainlab.render.LiveDag``).
+
+    The legend is a :class:`~chainlab.jupyter.legend.LegendView` above the drawing (only the
+    statuses present, collapsed to one line), not part of the SVG; the drawing scrolls in
+    its box (``.cl-dagbox``) instead of being clipped.
 
     Without Graphviz it says why and lists the steps with their statuses instead, so the
     widget still works.
@@ -28,17 +33,22 @@ class DagView(W.VBox):
         self.chain = chain
         self.live: Any = None
         self.unavailable: str | None = None
+        self.legend: LegendView | None = None
         self.svg_html = W.HTML(layout=W.Layout(overflow="auto"))
         self.css_html = W.HTML(layout=W.Layout(height="0px", margin="0"))
         try:
             from chainlab.render import LiveDag
 
-            self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None)
+            self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None,
+                                legend=False)
             self.svg_html.value = f'<div class="cl-dagbox">{self.live.svg}</div>'
+            drawing = self.live.drawing
+            self.legend = LegendView(self.live.scope, drawing.kinds, drawing.edge_kinds)
         except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
             self.unavailable = str(exc)
         self._last: tuple[Any, ...] | None = None
-        super().__init__([self.css_html, self.svg_html])
+        top = [self.legend] if self.legend is not None else []
+        super().__init__([self.css_html, *top, self.svg_html])
         self.add_class("cl-dagview")
 
     @property
@@ -52,6 +62,9 @@ class DagView(W.VBox):
         if key == self._last:
             return
         self._last = key
+        if self.legend is not None:
+            ahead = any(BREAK_MARK in b for b in (badges or {}).values())
+            self.legend.update(statuses.values(), [BREAK_NOTE] if ahead else [])
         if self.live is not None:
             self.css_html.value = self.live.css(dict(statuses), dict(badges or {}) or None)
             return

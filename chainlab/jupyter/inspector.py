@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from collections import deque
@@ -14,6 +15,7 @@ from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter.inbox import pretty, tool_of
+from chainlab.render.display import reason_text
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget
@@ -64,7 +66,8 @@ class StepInspector(W.VBox):
     def render(self, step_id: str) -> str:
         run = self.widget.view  # while scrubbing: the run as it was at that event
         st = run.steps[step_id]
-        rows = [("status", st.status + (f" ({st.reason})" if st.reason else "")
+        why = reason_text(st.status, st.reason)
+        rows = [("status", st.status + (f" ({why})" if why else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
                 ("tool", tool_of(self.widget, step_id)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
@@ -74,7 +77,7 @@ class StepInspector(W.VBox):
             rows.append(("expected", f"~{run.state.estimates[step_id]:.3g} s "
                                      f"(release order: {run.state.priority})"))
         if st.error:
-            rows.append(("error", f"{st.error_kind or ''}: {st.error}"))
+            rows.append(("error", error_text(st.error_kind, st.error)))
         if st.approval:
             edited = " (args edited)" if st.approval.get("edited") else ""
             rows.append(("approval", f"{st.approval.get('note') or 'approved'}{edited}"))
@@ -89,13 +92,21 @@ class StepInspector(W.VBox):
                 f"<tr><td>{a.kind} #{a.attempt}</td><td>epoch {a.epoch}</td>"
                 f"<td>{esc(str(a.status))}</td>"
                 f"<td>{'' if a.duration_s is None else f'{a.duration_s:.3f} s'}</td>"
-                f"<td>{esc((a.error_kind or '') + (': ' + a.error if a.error else ''))}</td></tr>"
+                f"<td>{esc(error_text(a.error_kind, a.error))}</td></tr>"
                 for a in attempts)
             head = ("<tr><th>attempt</th><th>epoch</th><th>status</th><th>duration</th>"
                     "<th>error</th></tr>")
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
         return "".join(parts)
+
+
+def error_text(kind: str | None, error: str | None) -> str:
+    """``"timeout: took over 5 s"``; the kind alone when the message only repeats it
+    (``"cancelled"``, not ``"cancelled: cancelled"``)."""
+    if not error or error == kind:
+        return kind or ""
+    return f"{kind}: {error}" if kind else error
 
 
 def event_line(ev: Event) -> str:
@@ -108,7 +119,8 @@ def event_line(ev: Event) -> str:
         if "delay_s" in p:
             extra += f" (retry in {p['delay_s']:g} s)"
     elif ev.kind in ("step_rejected", "step_skipped", "step_cancelled", "run_paused"):
-        extra = str(p.get("reason") or "")
+        word = ev.kind.removeprefix("step_").removeprefix("run_")
+        extra = reason_text(word, p.get("reason"))  # never "step_cancelled a  cancelled"
     elif ev.kind == "run_resumed":
         extra = f"{p.get('reason', '')}" + (f", epoch {p['epoch']}" if "epoch" in p else "")
     elif ev.kind == "run_suspended":
@@ -172,18 +184,29 @@ class EventLog(W.HTML):
 
 
 class TimelineTab(W.VBox):
-    """The attempts table and the Gantt chart, drawn on demand from the store."""
+    """The attempts table and the Gantt chart, drawn on demand from the store.
+
+    Importing matplotlib and the first draw take a second or two: until the chart replaces
+    it, :attr:`loading` says "drawing timeline..." with a spinner (its widget message leaves
+    before the drawing starts, so the browser shows it meanwhile)."""
 
     def __init__(self, widget: RunWidget):
         self.widget = widget
         self.draw_button = W.Button(description="Redraw", icon="refresh",
                                     tooltip="read the attempts from the store again")
         self.out = W.Output(layout=W.Layout(overflow="auto"))
+        self.loading = W.HTML('<div class="cl-loading"><span class="cl-spinner"></span>'
+                              "drawing timeline…</div>", layout=W.Layout(display="none"))
         self.drawn_at: int | None = None  # the run's last event seq when drawn
         self.frame: Any = None  # what is shown: the attempts DataFrame and the Gantt chart
         self.figure: Any = None
         self.draw_button.on_click(lambda _: self.draw())
-        super().__init__([self.draw_button, self.out])
+        super().__init__([self.draw_button, self.loading, self.out])
+
+    @property
+    def drawing(self) -> bool:
+        """True from a draw request until the chart (or the error) is shown."""
+        return self.loading.layout.display != "none"
 
     def shown(self) -> None:
         """The tab was selected: draw unless what is drawn is still current."""
@@ -191,23 +214,34 @@ class TimelineTab(W.VBox):
             self.draw()
 
     def draw(self) -> None:
-        """(Re)draw the table and the chart (needs chainlab[jupyter]: pandas, matplotlib)."""
+        """(Re)draw the table and the chart (needs chainlab[jupyter]: pandas, matplotlib):
+        the loading note first, the drawing on the next turn of the loop (at once without
+        a running loop)."""
+        self.drawn_at = self.widget.run.state.last_seq
+        self.out.outputs = ()
+        self.loading.layout.display = ""
+        try:
+            asyncio.get_running_loop().call_soon(self._draw_now)
+        except RuntimeError:
+            self._draw_now()
+
+    def _draw_now(self) -> None:
+        # outputs are set on the widget, not captured with `with self.out:`: a capture is
+        # routed by the parent message of the moment, which a deferred call no longer has
         run = self.widget.run
-        self.drawn_at = run.state.last_seq
-        self.out.clear_output()
-        with self.out:
-            try:
-                from IPython.display import display
+        try:
+            from chainlab.timeline import attempts_frame, plot_timeline
 
-                from chainlab.timeline import attempts_frame, plot_timeline
-
-                frame = attempts_frame(run.runtime.store, run.run_id)
-                self.frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
-                self.figure = plot_timeline(run.runtime.store, run.run_id)
-                display(self.frame)
-                display(self.figure)
-            except Exception as exc:
-                self.widget.show_error(exc, action="draw the timeline")
+            frame = attempts_frame(run.runtime.store, run.run_id)
+            self.frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
+            self.figure = plot_timeline(run.runtime.store, run.run_id)
+            self.out.outputs = ()
+            self.out.append_display_data(self.frame)
+            self.out.append_display_data(self.figure)
+        except Exception as exc:
+            self.widget.show_error(exc, action="draw the timeline")
+        finally:
+            self.loading.layout.display = "none"
 
 
 

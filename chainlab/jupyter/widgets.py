@@ -22,12 +22,14 @@ import ipywidgets as W
 from chainlab.events import Event, EventKind
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.jupyter._assets import style_tag
+from chainlab.jupyter._choices import set_choices
 from chainlab.jupyter._confirm import RollbackConfirm
 from chainlab.jupyter._faults import FaultsPanel
 from chainlab.jupyter._tasks import call_on, eager, home_loop
 from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
 from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
+from chainlab.jupyter.legend import BREAK_MARK
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.runtime import Run
 
@@ -177,10 +179,8 @@ class RunWidget(W.VBox):
         from chainlab.render import run_badges
 
         out = run_badges(self.run)
-        for step_id in self.run.record.options.get("breakpoints", []):
-            st = self.run.steps.get(step_id)
-            if st is not None and st.status in (StepStatus.PENDING, StepStatus.READY):
-                out[step_id] = " · ".join(b for b in ("● break", out.get(step_id)) if b)
+        for step_id in self._pending_breakpoints():  # none once the run ended
+            out[step_id] = " · ".join(b for b in (BREAK_MARK, out.get(step_id)) if b)
         return out
 
     def refresh(self) -> None:
@@ -212,8 +212,7 @@ class RunWidget(W.VBox):
         self.dag.update(self.statuses(), self.badges())
         self._set(self.header, self._header_html(status))
         ready = run.ready_steps()
-        if tuple(self.next_step.options) != tuple(ready):
-            self.next_step.options = ready
+        set_choices(self.next_step, ready)  # release order; the first is preselected
         self._set(self.queue, self._queue_html(ready))
         self._enable(status, ready)
         self.inbox.sync()

@@ -28,6 +28,7 @@ __all__ = [
     "chain_mimebundle",
     "chain_svg",
     "drawing_svg",
+    "reason_text",
     "run_badges",
     "run_dot",
     "run_drawing",
@@ -43,6 +44,20 @@ __all__ = [
 S = StepStatus
 
 
+def reason_text(status: str, reason: object) -> str:
+    """A step's reason as shown after its status, without repeating the status: ``""`` for
+    ``cancelled`` / ``cancelled``, ``"by a person"`` for ``cancelled`` / ``cancelled by a
+    person``, ``"upstream failed"`` for ``skipped`` / ``upstream_failed`` (never "cancelled ·
+    cancelled", issue 18)."""
+    text = str(reason or "").replace("_", " ").strip()
+    word = str(status).replace("_", " ")
+    if text == word:
+        return ""
+    if text.startswith(word + " "):
+        return text[len(word) + 1:]
+    return text
+
+
 def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
     """Short texts shown after a step's status: the attempt count when above one (``TIMES``
     and the number), repeated compensations (``undo`` and the count), why it was skipped /
@@ -55,8 +70,8 @@ def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
         if st.compensations > 1:
             parts.append(f"undo {TIMES}{st.compensations}")
         if st.status in (S.SKIPPED, S.IN_DOUBT, S.CANCELLED) and st.reason:
-            reason = str(st.reason).replace("_", " ")
-            if reason != str(st.status).replace("_", " "):  # never "cancelled · cancelled"
+            reason = reason_text(st.status, st.reason)
+            if reason:
                 parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
         if st.approval and st.status != S.WAITING_CONFIRMATION:
             parts.append("edited" if st.approval.get("edited") else "approved")
@@ -198,7 +213,8 @@ def run_status_table(run: Run) -> str:
     rows = []
     for step_id, st in run.steps.items():
         status = str(st.status) + (f" · {badges[step_id]}" if step_id in badges else "")
-        why = st.error or (str(st.reason) if st.reason else "")
+        why = st.error if st.error and st.error != str(st.status) else reason_text(
+            st.status, st.reason)
         rows.append(
             f'<tr class="cl-row-{html.escape(str(st.status))}">'
             f"<td><code>{html.escape(step_id)}</code></td>"

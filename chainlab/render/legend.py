@@ -24,7 +24,7 @@ from chainlab.render.style import (
     dasharray,
 )
 
-__all__ = ["Legend", "legend_svg"]
+__all__ = ["Legend", "LegendItem", "legend_items", "legend_svg"]
 
 _KINDS = [  # (kind, label, shape)
     ("plain", "no side effects", "rounded"),
@@ -50,6 +50,13 @@ class Legend:
     markup: str
     width: float
     height: float
+
+    def svg(self) -> str:
+        """The legend alone, as an ``<svg>`` element of its own size (e.g. beside a live DAG
+        that is drawn without one)."""
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(self.width)}pt" '
+                f'height="{_f(self.height)}pt" viewBox="0 0 {_f(self.width)} '
+                f'{_f(self.height)}">{self.markup}</svg>')
 
 
 def _f(x: float) -> str:
@@ -89,22 +96,41 @@ def _edge(x: float, y: float, w: float, label: str, line: str) -> str:
             + _text(x2 + 4, y + 3, label, MUTED_TEXT, "start"))
 
 
+@dataclass(frozen=True, slots=True)
+class LegendItem:
+    """One entry of a legend: ``section`` ("status" | "kind" | "edge"), ``name`` (the status,
+    kind or edge kind), ``label`` as shown, ``style`` (None for an edge) and ``shape`` (the
+    node shape, or the edge's line pattern)."""
+
+    section: str
+    name: str
+    label: str
+    style: StatusStyle | None
+    shape: str
+
+
+def legend_items(*, statuses: bool | Collection[str], kinds: Collection[str],
+                 edge_kinds: Collection[str]) -> list[LegendItem]:
+    """What a legend lists, in palette order: every status (``statuses=True``) or only those
+    named (the statuses present in a run, issue 18), the step ``kinds`` and the
+    ``edge_kinds`` that occur (with no kind at all: "no side effects")."""
+    items: list[LegendItem] = []
+    present = None if statuses is True else {str(s) for s in statuses or ()}
+    items += [LegendItem("status", str(name), style.caption, style, "rounded")
+              for name, style in STATUS_STYLE.items() if present is None or str(name) in present]
+    shown = [k for k in _KINDS if k[0] in kinds] or [_KINDS[0]]
+    items += [LegendItem("kind", kind, label, PROBLEM if kind == "problem" else NEUTRAL, shape)
+              for kind, label, shape in shown]
+    items += [LegendItem("edge", kind, label, None, line)
+              for kind, label, line in _EDGES if kind in edge_kinds]
+    return items
+
+
 def legend_svg(scope: str, *, statuses: bool | Collection[str], kinds: Collection[str],
                edge_kinds: Collection[str], columns: int = 2) -> Legend:
-    """The legend of a drawing: every status (``statuses=True``) or only those named (a
-    collection: the statuses present in a run, issue 18), the step ``kinds`` and the
-    ``edge_kinds`` that occur, in a grid of ``columns`` columns."""
-    items: list[tuple[str, str, StatusStyle | None, str]] = []  # (section, label, style, shape)
-    if statuses is True:
-        items += [("status", s.caption, s, "rounded") for s in STATUS_STYLE.values()]
-    elif statuses:
-        present = {str(s) for s in statuses}
-        items += [("status", style.caption, style, "rounded")
-                  for name, style in STATUS_STYLE.items() if str(name) in present]
-    shown = [k for k in _KINDS if k[0] in kinds] or [_KINDS[0]]
-    items += [("kind", label, PROBLEM if kind == "problem" else NEUTRAL, shape)
-              for kind, label, shape in shown]
-    items += [("edge", label, None, line) for kind, label, line in _EDGES if kind in edge_kinds]
+    """The legend of a drawing (:func:`legend_items`) in a grid of ``columns`` columns."""
+    items = [(i.section, i.label, i.style, i.shape)
+             for i in legend_items(statuses=statuses, kinds=kinds, edge_kinds=edge_kinds)]
     cell_w = max(len(label) for _, label, _, _ in items) * CHAR_W + 16
     parts = [_text(PAD, PAD + 8, "legend", MUTED_TEXT, "start")]
     y = PAD + 14

@@ -337,6 +337,8 @@ async def test_inspector_log_and_timeline_tabs(env: Env) -> None:
         w.inspector.select("z")
     assert "run_succeeded" in w.event_log.value.splitlines()[-1]
     w.tabs.selected_index = 3  # the timeline draws itself when its tab is shown
+    assert w.timeline.drawing  # "drawing timeline..." until the chart replaces it
+    await until(lambda: not w.timeline.drawing)
     assert list(w.timeline.frame["step_id"]) == ["a", "b"]
     assert type(w.timeline.figure).__name__ == "TimelineFigure"
     assert w.timeline.drawn_at == run.state.last_seq

@@ -1,0 +1,263 @@
+"""Issue 18, item 3 through the widgets' Python API: the legend lists what the run shows, the
+step-through ``next`` dropdown offers the ready steps in release order, the labels never
+outlive what they describe, and the timeline says it is drawing."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import ipywidgets as W
+import pytest
+
+from chainlab import Chain, RunOptions, Toolbox
+from chainlab.jupyter import RunWidget
+from chainlab.jupyter._choices import set_choices
+from chainlab.jupyter.legend import BREAK_MARK, BREAK_NOTE
+from chainlab.render.display import reason_text, run_html
+from chainlab.render.style import STATUS_STYLE
+from chainlab.runtime import Run, RunStatus, Runtime
+from chainlab.store import MemoryStore
+from chainlab.testing import EventRecorder
+
+pytestmark = pytest.mark.anyio
+
+
+class Env:
+    def __init__(self) -> None:
+        self.toolbox = Toolbox("polish")
+        self.runtime = Runtime(self.toolbox, MemoryStore())
+        self.gate = anyio.Event()
+        gate = self.gate
+
+        @self.toolbox.tool
+        def work(tag: str) -> str:
+            return tag
+
+        @self.toolbox.tool(expected_duration_s=5.0)
+        def long(tag: str) -> str:
+            return tag
+
+        @self.toolbox.tool
+        async def gated(tag: str) -> str:
+            await gate.wait()
+            return tag
+
+        @self.toolbox.tool
+        def boom(tag: str) -> str:
+            raise ValueError(f"boom {tag}")
+
+        @self.toolbox.tool(side_effects=True, requires_confirmation=True)
+        def publish(text: str) -> str:
+            return text
+
+    async def start(self, steps: list[dict[str, Any]], **kw: Any) -> tuple[Run, RunWidget]:
+        run = await self.runtime.start(Chain.from_dict({"name": "p", "steps": steps}), **kw)
+        return run, RunWidget(run)
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    e = Env()
+    yield e
+    await e.runtime.aclose()
+
+
+def S(step_id: str, deps: tuple[str, ...] = (), tool: str = "work") -> dict[str, Any]:
+    return {"id": step_id, "tool": tool, "depends_on": list(deps), "args": {"tag": step_id}}
+
+
+async def until(predicate: Any, timeout: float = 5.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+def text(markup: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup))
+
+
+def palette_order(statuses: set[str]) -> tuple[str, ...]:
+    return tuple(s for s in STATUS_STYLE if s in statuses)
+
+
+# ---------------------------------------------------------------------- legend
+async def test_the_legend_lists_the_statuses_present_and_follows_the_run(env: Env) -> None:
+    run, w = await env.start([S("a", tool="gated"), S("b", ("a",)), S("c", tool="boom")],
+                             options=RunOptions(on_failure="continue"))
+    legend = w.dag.legend
+    assert legend is not None and "cl-legend" not in w.dag.svg_html.value  # not in the SVG
+    await until(lambda: run.steps["a"].status == "running"
+                and run.steps["c"].status == "failed")
+    w.refresh()
+    assert legend.statuses == palette_order({"pending", "running", "failed"})
+    assert legend.statuses == palette_order(set(w.statuses().values()))
+    strip = legend.strip.value
+    for status, style in STATUS_STYLE.items():  # exactly those chips, nothing else
+        assert (f">{style.caption}<" in strip) == (status in legend.statuses), status
+    env.gate.set()
+    await run.wait()
+    w.refresh()
+    assert set(legend.statuses) == set(w.statuses().values()) == {"succeeded", "failed"}
+    assert f">{STATUS_STYLE['running'].caption}<" not in legend.strip.value
+
+
+async def test_the_legend_is_one_line_until_expanded(env: Env) -> None:
+    run, w = await env.start([S("a"), {"id": "p", "tool": "publish",
+                                       "args": {"text": "{{ steps.a.output }}"}}])
+    await run.wait()
+    w.refresh()
+    legend = w.dag.legend
+    assert legend is not None and not legend.expanded
+    assert legend.key.layout.display == "none" and legend.key.value == ""
+    assert legend.marks == ("⚡ side effects", "☐ needs approval")  # the kinds in this chain
+    legend.toggle.value = True  # the Legend button
+    assert legend.expanded and legend.key.layout.display == ""
+    key = legend.key.value
+    assert "<svg" in key and "data reference" in key and "needs approval" in key
+    shown = {s for s, style in STATUS_STYLE.items() if f">{style.caption}<" in key}
+    assert shown == set(w.statuses().values()) == {"succeeded", "waiting_confirmation"}
+    assert [i.name for i in legend.items() if i.section == "status"] == list(legend.statuses)
+    legend.toggle.value = False
+    assert legend.key.layout.display == "none"
+
+
+async def test_a_chain_without_effects_lists_no_effect_marks(env: Env) -> None:
+    run, w = await env.start([S("a"), S("b", ("a",))])
+    await run.wait()
+    w.refresh()
+    assert w.dag.legend is not None and w.dag.legend.marks == ()
+    assert "side effects" not in w.dag.legend.strip.value
+
+
+# ---------------------------------------------------------------------- next dropdown
+def test_set_choices_keeps_the_choice_while_it_is_offered() -> None:
+    dropdown = W.Dropdown(options=[])
+    set_choices(dropdown, ["a", "b"])
+    assert (dropdown.options, dropdown.value) == (("a", "b"), "a")  # never an empty box
+    dropdown.value = "b"
+    set_choices(dropdown, ["b", "c"])
+    assert dropdown.value == "b"
+    set_choices(dropdown, ["c"])
+    assert dropdown.value == "c"
+    set_choices(dropdown, [])
+    assert (dropdown.options, dropdown.value) == ((), None)
+
+
+async def test_next_lists_the_ready_steps_in_release_order_and_step_runs_the_choice(
+        env: Env) -> None:
+    # critical path: `z` heads a long branch, so it is released before `x` and `y`
+    steps = [S("x"), S("y"), S("z"), S("zz", ("z",), tool="long")]
+    run, w = await env.start(steps, paused=True,
+                             options=RunOptions(priority="critical_path"))
+    rec = EventRecorder()
+    run.subscribe(rec)
+    await until(lambda: len(run.ready_steps()) == 3)
+    w.refresh()
+    assert run.ready_steps() == ["z", "x", "y"]  # release order, not declaration order
+    assert w.next_step.options == ("z", "x", "y") and w.next_step.value == "z"
+    w.next_step.value = "y"
+    w.buttons["step"].click()
+    await until(lambda: run.steps["y"].status == "succeeded")
+    await asyncio.sleep(0.02)
+    assert rec.started() == ["y"]
+    w.refresh()
+    assert w.next_step.options == ("z", "x") and w.next_step.value == "z"
+    w.buttons["step"].click()  # the preselected first one
+    await until(lambda: run.steps["z"].status == "succeeded")
+    w.refresh()
+    assert w.next_step.options == tuple(run.ready_steps())
+    assert set(w.next_step.options) == {"x", "zz"}
+    w.buttons["continue"].click()
+    assert (await run.wait()).status == RunStatus.SUCCEEDED
+    w.refresh()
+    assert w.next_step.options == () and w.next_step.layout.display == "none"
+
+
+# ---------------------------------------------------------------------- labels
+async def test_no_breakpoint_label_once_step_moved_past_it(env: Env) -> None:
+    run, w = await env.start([S("a"), S("b", ("a",)), S("c", ("b",))],
+                             options=RunOptions(breakpoints=["b"]))
+    await until(lambda: run.paused and run.steps["a"].status == "succeeded")
+    w.refresh()
+    assert "at breakpoint <code>b</code>" in w.header.value
+    assert BREAK_NOTE in w.dag.legend.marks
+    w.buttons["step"].click()
+    await until(lambda: run.steps["b"].status == "succeeded" and run.ready_steps() == ["c"])
+    w.refresh()
+    assert run.paused and run.state.paused_at == "b"  # the fold still remembers where
+    assert "breakpoint" not in w.header.value and "breakpoints" not in w.queue.value
+    assert BREAK_MARK not in w.dag.css_html.value and BREAK_NOTE not in w.dag.legend.marks
+
+
+async def test_no_breakpoint_label_after_the_run_ended(env: Env) -> None:
+    # `late` has a breakpoint and is never reached: `a` fails first (fail_fast)
+    run, w = await env.start([S("a", tool="boom"), S("g", tool="gated"),
+                              S("late", ("g",))], options=RunOptions(breakpoints=["late"]))
+    await until(lambda: run.steps["a"].status == "failed")
+    w.refresh()
+    assert "breakpoints: <code>late</code>" in w.queue.value  # still ahead while it runs
+    env.gate.set()
+    await run.wait()
+    w.refresh()
+    assert run.status == RunStatus.FAILED
+    assert run.steps["late"].status == "cancelled"  # never reached
+    assert "breakpoint" not in w.queue.value and "breakpoint" not in w.header.value
+    assert all(BREAK_MARK not in b for b in w.badges().values())
+    assert BREAK_MARK not in w.dag.css_html.value
+
+
+async def test_cancelled_is_never_said_twice(env: Env) -> None:
+    run, w = await env.start([S("a", tool="gated"), S("b", ("a",)), S("z")])
+    await until(lambda: run.steps["a"].status == "running"
+                and run.steps["z"].status == "succeeded")
+    w.buttons["cancel"].click()
+    await run.wait()
+    w.refresh()
+    assert run.status == RunStatus.CANCELLED
+    w.inspector.select("a")
+    shown = {"header": w.header.value, "dag": w.dag.css_html.value,
+             "inspector": w.inspector.details.value, "events": w.event_log.value,
+             "static": run_html(run)}
+    for where, markup in shown.items():
+        plain = text(markup)
+        for twice in ("cancelled · cancelled", "cancelled (cancelled)",
+                      "cancelled: cancelled", "step_cancelled a #1 cancelled"):
+            assert twice not in plain, (where, twice, plain)
+    assert '■ cancelled · by a person' in w.dag.css_html.value  # b: why, without the echo
+    assert "step_cancelled b  by a person" in w.event_log.value
+
+
+@pytest.mark.parametrize(("status", "reason", "shown"), [
+    ("cancelled", "cancelled", ""),
+    ("cancelled", "cancelled by a person", "by a person"),
+    ("skipped", "upstream_failed", "upstream failed"),
+    ("skipped", "skipped", ""),
+    ("in_doubt", "timeout", "timeout"),
+    ("cancelled", None, ""),
+])
+def test_reason_text(status: str, reason: str | None, shown: str) -> None:
+    assert reason_text(status, reason) == shown
+
+
+# ---------------------------------------------------------------------- timeline
+async def test_the_timeline_says_it_is_drawing_until_the_chart_replaces_it(env: Env) -> None:
+    run, w = await env.start([S("a"), S("b", ("a",))])
+    await run.wait()
+    w.refresh()
+    tab = w.timeline
+    assert not tab.drawing and tab.out.outputs == ()
+    w.tabs.selected_index = 3
+    assert tab.drawing and "drawing timeline" in tab.loading.value
+    assert tab.out.outputs == () and tab.figure is None  # nothing drawn yet: the note shows
+    await until(lambda: not tab.drawing)
+    assert type(tab.figure).__name__ == "TimelineFigure"
+    kinds = [sorted(o["data"]) for o in tab.out.outputs]
+    assert len(kinds) == 2 and "text/html" in kinds[0] and "image/png" in kinds[1]
+    tab.draw_button.click()  # Redraw: the note again, then the chart again
+    assert tab.drawing
+    await until(lambda: not tab.drawing)
+    assert len(tab.out.outputs) == 2
