@@ -27,6 +27,7 @@ __all__ = ["clear_ledger", "counts", "entries", "ledger_path", "open_gate", "too
 toolbox = Toolbox("gallery")
 _GATES: dict[str, threading.Event] = {}
 _LOCK = threading.Lock()
+_DEDUP = threading.Lock()
 
 
 def ledger_path() -> Path:
@@ -142,8 +143,9 @@ def hold(tag: str, ctx: CallContext) -> str:
     """Waits until the notebook opens the gate ``tag`` (at most 60 s), then records its
     effect once per idempotency key (a repeat with the same key changes nothing)."""
     _gate(tag).wait(60)
-    if not any(e["key"] == ctx.idempotency_key for e in entries()):
-        _record("hold", tag, ctx.idempotency_key)
+    with _DEDUP:  # check-and-record as one step, like an API that deduplicates by key
+        if not any(e["key"] == ctx.idempotency_key for e in entries()):
+            _record("hold", tag, ctx.idempotency_key)
     return tag
 
 

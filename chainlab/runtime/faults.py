@@ -313,6 +313,8 @@ async def _second_driver(run: Run, kernel: Kernel, by: str) -> Run:
         error = kernel.error
         if not isinstance(error, StaleEpochError):
             return
+        if rt._active.get(run.run_id) is run:  # fenced: no longer driven by this runtime
+            del rt._active[run.run_id]
         k2 = new._k()
         refused = [_label(ev) for ev in seen if ev.epoch == stale and ev.seq > claimed_at[0]]
         k2.emit(EventKind.WRITE_REFUSED, payload={

@@ -249,3 +249,22 @@ def test_the_subprocess_driver_refuses_a_memory_store() -> None:
 
     with pytest.raises(ValueError, match="lives in one process only"):
         SubprocessDriver(chain(("a", "safe")), db=":memory:", tools="x:y")
+
+
+async def test_the_fenced_handle_is_no_longer_this_runtimes_live_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "h.db")
+    w = World(store)
+    run = await w.rt.start(chain(("a", "gated"), ("b", "unsafe")))
+    await w.entered.wait()
+    run2 = await run.inject("second_driver")
+    w.gate.set()
+    with pytest.raises(StaleEpochError):
+        await run.wait()
+    await run2.wait()
+    for _ in range(200):
+        if run2.state.fenced:
+            break
+        await anyio.sleep(0.005)
+    assert w.rt.get_run(run.run_id) is not run  # a view of the store, not the fenced handle
+    assert w.rt.get_run(run.run_id).state.epoch == 2
+    store.close()
