@@ -77,7 +77,7 @@ def _load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
             )
         ) from None
     except yaml.YAMLError as exc:
-        raise PlanError(yamltext.syntax_problem(exc)) from None
+        raise PlanError(yamltext.syntax_problem(exc, text)) from None
     except RecursionError:
         raise PlanError(Problem("bad_syntax", "plan text is nested too deeply")) from None
     except PlanError:

@@ -14,12 +14,9 @@ import yaml
 
 from chainlab._text import safe_repr
 from chainlab.errors import PlanError, Problem
+from chainlab.plan.yamlerrors import DuplicateKeyError, explain
 
 __all__ = ["C_LOADER", "LOADER", "PURE_LOADER", "Lines", "parse", "syntax_problem"]
-
-
-class _DuplicateKey(yaml.MarkedYAMLError):
-    pass
 
 
 def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -28,7 +25,7 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) 
         key = loader.construct_object(key_node, deep=True)
         try:
             if key in seen:
-                raise _DuplicateKey(
+                raise DuplicateKeyError(
                     None,
                     None,
                     f"duplicate key {safe_repr(key)} (first at line {seen[key]})",
@@ -115,22 +112,10 @@ def _alias_problem(text: str) -> Problem:
     return Problem("bad_syntax", f"{what}; {fix}")  # pragma: no cover - a shared node is an alias
 
 
-def syntax_problem(exc: yaml.YAMLError) -> Problem:
-    """The ``bad_syntax`` problem of a YAML error, with its line and column when known."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    context = getattr(exc, "context", None)
-    what = (
-        f"{context}: {problem}"
-        if context and isinstance(exc, yaml.MarkedYAMLError) and not isinstance(exc, _DuplicateKey)
-        else problem
-    )
-    if mark is not None:
-        line, col = mark.line + 1, mark.column + 1
-        return Problem(
-            "bad_syntax", f"invalid YAML: {what} (line {line}, column {col})", line=line, column=col
-        )
-    return Problem("bad_syntax", f"invalid YAML: {what}")
+def syntax_problem(exc: yaml.YAMLError, text: str = "") -> Problem:
+    """The ``bad_syntax`` problem of a YAML error in ``text``, in our own words, with its
+    line and column when known (see :mod:`chainlab.plan.yamlerrors`)."""
+    return explain(exc, text)
 
 
 class Lines:
