@@ -138,7 +138,18 @@ def call_on(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any], *arg
             return False
     except RuntimeError:
         pass
-    loop.call_soon_threadsafe(lambda: fn(*args, **kwargs))
+
+    async def in_a_task() -> None:
+        # inside a Task, not a bare callback: anyio needs a current task to know its loop
+        # (Step starting a new worker raised NoEventLoopError and the step did not start)
+        fn(*args, **kwargs)
+
+    def start() -> None:
+        task = loop.create_task(in_a_task())
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
+
+    loop.call_soon_threadsafe(start)
     return True
 
 

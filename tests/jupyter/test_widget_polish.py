@@ -177,6 +177,29 @@ async def test_next_lists_the_ready_steps_in_release_order_and_step_runs_the_cho
     assert w.next_step.options == () and w.next_step.layout.display == "none"
 
 
+async def test_step_clicked_in_a_subshell_thread_runs_the_chosen_step(env: Env) -> None:
+    # JupyterLab's clicks arrive on a subshell thread and are handed to the run's loop; a
+    # Step that has to start a worker raised NoEventLoopError there (seen in the browser:
+    # "could not step") unless the handed-over call runs inside a Task
+    from .test_subshell_clicks import click_in_a_subshell
+
+    run, w = await env.start([S("root"), *[S(f"f{i}", ("root",)) for i in range(4)]],
+                             paused=True)
+    await until(lambda: run.ready_steps() == ["root"])
+    w.refresh()
+    click_in_a_subshell(w.buttons["step"].click)
+    await until(lambda: run.steps["root"].status == "succeeded"
+                and len(run.ready_steps()) == 4)
+    w.refresh()
+    assert w.next_step.value == "f0"
+    w.next_step.value = "f2"
+    click_in_a_subshell(w.buttons["step"].click)
+    await until(lambda: run.steps["f2"].status == "succeeded")
+    assert w.last_error is None
+    assert [run.steps[f"f{i}"].status for i in range(4)] == ["ready", "ready", "succeeded",
+                                                             "ready"]
+
+
 # ---------------------------------------------------------------------- labels
 async def test_no_breakpoint_label_once_step_moved_past_it(env: Env) -> None:
     run, w = await env.start([S("a"), S("b", ("a",)), S("c", ("b",))],
