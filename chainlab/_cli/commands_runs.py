@@ -1,18 +1,19 @@
-"""Commands on stored runs: ``runs``, ``show``, ``timeline`` (read only) and ``approve``,
-``reject``, ``resolve``, ``resume``, ``rollback`` (continue the run in this process)."""
+"""Commands on stored runs: ``runs``, ``show``, ``timeline`` (read only), ``approve``,
+``reject``, ``resolve`` (sent to the process that drives the run, else the run is continued
+here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue the run in this process)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from chainlab._cli.common import CliError, reporting_errors
+from chainlab._cli.deciding import decide_run
 from chainlab._cli.driving import (
     Control,
     Output,
@@ -36,7 +37,7 @@ from chainlab._cli.views import (
     timeline_table,
     write_csv,
 )
-from chainlab.events.status import RUN_TERMINAL, StepStatus
+from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.runtime import decisions
 from chainlab.tools import Toolbox
@@ -47,21 +48,24 @@ RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID",
                                          help="The run's id (see `chainlab runs`).")]
 StepArg = Annotated[str, typer.Argument(metavar="STEP", help="The step's id.")]
 NoteOpt = Annotated[str | None, typer.Option("--note", help="A note kept with the decision.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Take the run over even if another live process drives it (that one is "
+                    "fenced: it commits nothing more).")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=0.1, metavar="SECONDS",
+    help="How long to wait for the answer of the process that drives the run.")]
 
 
-def _continue(run_id: str, step: str | None, action: str,
-              make_control: Callable[[], tuple[Control, dict[str, Any] | None]] | None, *,
-              tools: str | None, db: str, dask: str | None, quiet: bool, as_json: bool,
-              waiting: StepStatus | None = None) -> None:
+def _continue(run_id: str, action: str, control: Control | None, *, tools: str | None,
+              db: str, dask: str | None, quiet: bool, as_json: bool,
+              force: bool = False) -> None:
+    """resume / rollback: take the run over in this process (refused while another live
+    process drives it, unless ``force``), apply ``control``, follow and report."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
-        # parse the options first: a typo never takes the run over
-        control, edited = make_control() if make_control is not None else (None, None)
         store = open_store(db, must_exist=True)
         record = store.get_run(run_id)
         chain, state = stored_state(store, run_id)
-        if step is not None and waiting is not None:
-            decisions.check(state, action, step)
         if action == "rollback":
             decisions.check_rollback(state)
         if action == "resume" and state.status in RUN_TERMINAL:
@@ -69,16 +73,30 @@ def _continue(run_id: str, step: str | None, action: str,
                          markup=False)
             raise typer.Exit(int(report(io, run_id, chain, state, db)))
         toolbox, _ = toolbox_for_run(record, tools)
-        if step is not None and edited is not None:
-            check_args(chain, toolbox, step, edited)
         with executor_for(dask) as executor:
-            # the same check again, on the state the claim is made on: two approvals racing
-            # cannot both take the run (the loser is told in one line)
-            check = None if step is None or waiting is None else \
-                partial(decisions.check, action=action, step_id=step)
             code = continue_run(io, run_id=run_id, toolbox=toolbox, store=store, db=db,
                                 control=control, was=state.status, executor=executor,
-                                check=check)
+                                force=force)
+        store.close()
+    raise typer.Exit(int(code))
+
+
+def _decide(run_id: str, step: str, action: str, options: Callable[[], dict[str, Any]], *,
+            tools: str | None, db: str, dask: str | None, quiet: bool, as_json: bool,
+            timeout: float) -> None:
+    """approve / reject / resolve through ``Runtime.decide`` (see chainlab._cli.deciding)."""
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err):
+        chosen = options()  # parse the options first: a typo never reaches the run
+        store = open_store(db, must_exist=True)
+        record = store.get_run(run_id)
+        toolbox, _ = toolbox_for_run(record, tools)
+        if chosen.get("args") is not None:
+            check_args(Chain.from_dict(record.chain), toolbox, step, chosen["args"])
+        with executor_for(dask) as executor:
+            code = decide_run(io, run_id=run_id, step_id=step, action=action, options=chosen,
+                              toolbox=toolbox, store=store, db=db, executor=executor,
+                              timeout=timeout)
         store.close()
     raise typer.Exit(int(code))
 
@@ -141,34 +159,26 @@ def register(app: typer.Typer) -> None:
                     help="Run the step with these args instead (validated again).")] = None,
                 note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
                 dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
-                ) -> None:
-        """Approve a step that waits for confirmation; the run goes on in this process."""
-        def make_control() -> tuple[Control, dict[str, Any] | None]:
+                timeout: TimeoutOpt = 10.0) -> None:
+        """Approve a step that waits for confirmation: the process that drives the run
+        applies it, or (nobody drives it) the run goes on in this process."""
+        def options() -> dict[str, Any]:
             edited = parse_json_object(args, "--args") if args is not None else None
+            return {"args": edited, "note": note}
 
-            async def control(run: Any) -> None:
-                await run.approve(step, edited, note)
-
-            return control, edited
-
-        _continue(run_id, step, "approve", make_control, tools=tools, db=db, dask=dask,
-                  quiet=quiet, as_json=as_json, waiting=StepStatus.WAITING_CONFIRMATION)
+        _decide(run_id, step, "approve", options, tools=tools, db=db, dask=dask, quiet=quiet,
+                as_json=as_json, timeout=timeout)
 
     @app.command()
     def reject(run_id: RunIdArg, step: StepArg,
                reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log).")],
                tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB, dask: DaskOpt = None,
-               quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
+               quiet: QuietOpt = False, as_json: JsonOpt = False,
+               timeout: TimeoutOpt = 10.0) -> None:
         """Reject a step that waits for confirmation: its dependants are skipped and, under
         fail_fast, the run rolls back."""
-        def make_control() -> tuple[Control, dict[str, Any] | None]:
-            async def control(run: Any) -> None:
-                await run.reject(step, reason)
-
-            return control, None
-
-        _continue(run_id, step, "reject", make_control, tools=tools, db=db, dask=dask,
-                  quiet=quiet, as_json=as_json, waiting=StepStatus.WAITING_CONFIRMATION)
+        _decide(run_id, step, "reject", lambda: {"reason": reason}, tools=tools, db=db,
+                dask=dask, quiet=quiet, as_json=as_json, timeout=timeout)
 
     @app.command()
     def resolve(run_id: RunIdArg, step: StepArg,
@@ -179,10 +189,10 @@ def register(app: typer.Typer) -> None:
                 fail: Annotated[bool, typer.Option("--fail", help="Mark it failed.")] = False,
                 note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
                 dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
-                ) -> None:
+                timeout: TimeoutOpt = 10.0) -> None:
         """Decide an in-doubt step (a call whose effect is unknown): exactly one of
         --output JSON, --retry, --fail."""
-        def make_control() -> tuple[Control, dict[str, Any] | None]:
+        def options() -> dict[str, Any]:
             chosen = [name for name, on in (("--output", output is not None),
                                             ("--retry", retry), ("--fail", fail)) if on]
             if len(chosen) != 1:
@@ -191,32 +201,28 @@ def register(app: typer.Typer) -> None:
                     + (f" (got {' and '.join(chosen)})" if chosen else ""),
                     hint=f"e.g. chainlab resolve {run_id} {step} --output '{{\"id\": 1}}'")
             value = parse_json(output, "--output") if output is not None else None
+            return {"output": value, "retry": retry, "fail": fail, "note": note}
 
-            async def control(run: Any) -> None:
-                await run.resolve(step, output=value, retry=retry, fail=fail, note=note)
-
-            return control, None
-
-        _continue(run_id, step, "resolve", make_control, tools=tools, db=db, dask=dask,
-                  quiet=quiet, as_json=as_json, waiting=StepStatus.IN_DOUBT)
+        _decide(run_id, step, "resolve", options, tools=tools, db=db, dask=dask, quiet=quiet,
+                as_json=as_json, timeout=timeout)
 
     @app.command()
     def resume(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
                dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
-               ) -> None:
+               force: ForceOpt = False) -> None:
         """Continue a run whose process stopped (crash, Ctrl-C): completed steps are kept,
         interrupted calls re-run, reconciled or left in doubt."""
-        _continue(run_id, None, "resume", None, tools=tools, db=db, dask=dask, quiet=quiet,
-                  as_json=as_json)
+        _continue(run_id, "resume", None, tools=tools, db=db, dask=dask, quiet=quiet,
+                  as_json=as_json, force=force)
 
     @app.command()
     def rollback(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
                  dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
-                 ) -> None:
+                 force: ForceOpt = False) -> None:
         """Compensate a run's completed steps in reverse completion order (stopping it
         first if it still goes on); run again to retry failed compensations."""
         async def control(run: Any) -> None:
             await run.rollback()
 
-        _continue(run_id, None, "rollback", lambda: (control, None), tools=tools, db=db, dask=dask,
-                  quiet=quiet, as_json=as_json)
+        _continue(run_id, "rollback", control, tools=tools, db=db, dask=dask, quiet=quiet,
+                  as_json=as_json, force=force)

@@ -122,13 +122,15 @@ def stored_state(store: Store, run_id: str) -> tuple[Chain, RunState]:
 def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: Store, db: str,
                  control: Control | None, was: RunStatus | None,
                  executor: Executor | None = None,
-                 check: Callable[[RunState], None] | None = None) -> ExitCode:
+                 check: Callable[[RunState], None] | None = None,
+                 force: bool = False) -> ExitCode:
     """Resume ``run_id`` in this process, apply ``control`` once recovery settled, follow
-    the run to its next resting state and report it. ``was``: the stored status."""
+    the run to its next resting state and report it. ``was``: the stored status; ``force``:
+    take it over even from a live driver."""
 
     async def main() -> tuple[Chain, RunState]:
         async with Runtime(toolbox, store, executor=executor) as runtime:
-            run = await runtime.resume(run_id, check=check)
+            run = await runtime.resume(run_id, check=check, force=force)
             # a suspended run just suspends again (nothing to show); a crashed one recovers
             quiet = was == RunStatus.SUSPENDED or was in RUN_TERMINAL
             await follow(run, io.err, "quiet" if quiet else io.progress)

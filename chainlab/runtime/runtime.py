@@ -45,6 +45,7 @@ from chainlab.runtime.executors import Executor, LocalExecutor
 from chainlab.runtime.fork import ForkPlan
 from chainlab.runtime.graph import Graph, compile_chain
 from chainlab.runtime.kernel import Kernel
+from chainlab.runtime.liveness import Liveness
 from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import RunRecord, Store
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
@@ -65,6 +66,9 @@ class Runtime:
 
     ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
     for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`.
+    While it drives a run it heartbeats it every ``heartbeat_s`` and reads decisions other
+    processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
+    dead after ``stale_after_s`` without a beat (DESIGN §13, ``chainlab.runtime.liveness``).
     """
 
     def __init__(
@@ -76,6 +80,9 @@ class Runtime:
         clock: Clock | None = None,
         chains: Mapping[str, Chain] | None = None,
         id_factory: Callable[[], str] = new_run_id,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 10.0,
+        mailbox_poll_s: float = 0.15,
     ):
         self.toolbox = toolbox if toolbox is not None else default_toolbox
         if store is None:
@@ -87,6 +94,9 @@ class Runtime:
         self.clock = clock or SystemClock()
         self._chains: dict[str, Chain] = dict(chains or {})
         self.id_factory = id_factory
+        # this runtime as a driver: heartbeats, mailbox, who counts as alive (DESIGN §13)
+        self.liveness = Liveness(heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
+                                 poll_s=mailbox_poll_s)
         # runs that may still move (strongly held) and finished ones (only while someone
         # else holds the handle: a long-lived runtime must not keep every run in memory)
         self._active: dict[str, Run] = {}
@@ -222,7 +232,8 @@ class Runtime:
         return run
 
     async def resume(
-        self, run_id: str, *, check: Callable[[RunState], None] | None = None
+        self, run_id: str, *, check: Callable[[RunState], None] | None = None,
+        force: bool = False,
     ) -> Run:
         """Continue a run from the store in this process (after a crash, a suspension, or to
         roll it back). Takes the next epoch: an older writer can no longer commit.
@@ -231,13 +242,20 @@ class Runtime:
         refuse (e.g. "is this step still waiting for my approval?"): the check and the claim
         are one step, because the claim fails if anything was written since that state.
 
-        Raises RunNotFoundError, StaleEpochError (another process resumed it, or wrote to it,
-        since it was read), or what ``check`` raises.
+        A run another process drives (its heartbeat is fresh) is refused unless ``force``; a
+        run whose driver went stale is taken over. Either way the old driver is fenced: it
+        commits nothing after the claim.
+
+        Raises RunNotFoundError, DriverAliveError (another live process drives it),
+        StaleEpochError (another process resumed it, or wrote to it, since it was read), or
+        what ``check`` raises.
         """
         active = self._active.get(run_id) or self._finished.get(run_id)
         if active is not None and active._kernel is not None and active._kernel.driving:
             return active
         record = await self._blocking(self.store.get_run, run_id)
+        if not force:
+            await self.liveness.refuse_live(self, record)
         chain = Chain.from_dict(record.chain)
         chains = dict(self.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
@@ -386,7 +404,8 @@ class Runtime:
     async def _drive(self, run: Run, phase: str) -> None:
         kernel = run._kernel
         assert kernel is not None
-        await kernel.drive(phase)
+        async with self.liveness.attend(self, run):  # heartbeat + mailbox while it drives
+            await kernel.drive(phase)
         if kernel.state.status in RUN_TERMINAL and self._active.get(run.run_id) is run:
             del self._active[run.run_id]
             self._finished[run.run_id] = run
@@ -504,6 +523,58 @@ class Runtime:
         from chainlab.timeline import runs_frame
 
         return runs_frame(self.store, limit)
+
+    async def decide(
+        self,
+        run_id: str,
+        step_id: str,
+        action: str,
+        *,
+        by: str | None = None,
+        note: str | None = None,
+        reason: str | None = None,
+        args: dict[str, Any] | None = None,
+        output: Any = None,
+        retry: bool = False,
+        fail: bool = False,
+        timeout: float = 10.0,
+    ) -> str:
+        """``approve`` (``args``, ``note``), ``reject`` (``reason``) or ``resolve``
+        (``output`` | ``retry`` | ``fail``, ``note``) step ``step_id`` of a run, wherever it is
+        driven: by this runtime (applied here), by another live process (sent to it through
+        the store; it applies the decision with the same checks and answers), or by nobody
+        (this runtime takes the run over, applies it, and drives the run on). ``by`` says
+        who decides (default ``user@host``). Returns ``"applied"``.
+
+        Raises ValueError (unknown action, arguments of another action), RunNotFoundError,
+        RunStateError / UnknownStepError / DecisionError (the step does not wait for this
+        decision, or the args/output do not fit; from a remote driver: DecisionError with
+        its message), DecisionTimeoutError (the live driver did not answer within
+        ``timeout`` seconds), DriverAliveError (a driver appeared while taking over).
+        """
+        from chainlab.runtime.deciding import decide, payload_for
+
+        payload = payload_for(action, note=note, reason=reason, args=args, output=output,
+                              retry=retry, fail=fail)
+        return await decide(self, run_id, step_id, action, by=by, payload=payload,
+                            timeout=timeout)
+
+    def decide_sync(self, run_id: str, step_id: str, action: str, **options: Any) -> str:
+        """:meth:`decide` from synchronous code (a script, not a running event loop: there,
+        ``await runtime.decide(...)``). When it takes the run over, it drives the run to its
+        next resting state (ended or suspended) before returning, as :meth:`run_sync` does."""
+
+        async def main() -> str:
+            try:
+                outcome = await self.decide(run_id, step_id, action, **options)
+                run = self._active.get(run_id)
+                if run is not None and run._kernel is not None:
+                    await run.wait()
+                return outcome
+            finally:
+                await self.aclose()
+
+        return anyio.run(main)
 
     def run_sync(
         self,

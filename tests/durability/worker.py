@@ -110,7 +110,8 @@ async def main(args: argparse.Namespace) -> int:
                 await wait_for_files(barrier, "ready-*", args.peers)
                 await anyio.sleep(args.stagger)
             try:
-                run = await runtime.resume(args.run_id)
+                # the killed (or racing) driver may still look alive: taking over is the point
+                run = await runtime.resume(args.run_id, force=True)
             finally:
                 if barrier is not None:
                     (barrier / f"resumed-{os.getpid()}").touch()

@@ -112,7 +112,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             run = await runtime.start(chain(), run_id=args.run_id)
             run.subscribe(watch)
         else:
-            run = await runtime.resume(args.run_id)
+            # the killed (or racing) driver may still look alive: taking over is the point
+            run = await runtime.resume(args.run_id, force=True)
             if args.mode == "rollback":
                 await run.rollback()
         result = await run.wait()
