@@ -121,5 +121,6 @@ async def test_the_gantt_of_a_fenced_run_shows_all_three(tmp_path: Path) -> None
     ax = fig.axes[0]
     assert len(_vlines(ax, EPOCH_COLOR)) == 1 and len(_marks(ax, FENCED_COLOR)) == 1
     assert fig._repr_png_()[:4] == b"\x89PNG" and fig.dark_png()[:4] == b"\x89PNG"
+    await run2.runtime.aclose()
     await rt.aclose()
     store.close()

@@ -5,7 +5,8 @@ suspended), and the notebook continues the run with ``runtime.resume(run_id)``.
     driver = SubprocessDriver(chain, db="gallery.db", tools="chainlab.examples.gallery:toolbox",
                               kill_at="charge")
     driver.wait()                    # -9: killed while charge's call ran
-    run = await runtime.resume(driver.run_id)
+    run = await driver.take_over(runtime)   # runtime.resume(run_id) without waiting for
+                                            # the dead driver's heartbeat to go stale
 
 The child is ``python -m chainlab.testing.driver``; it injects the kill with the ordinary
 fault API (``run.inject("kill", ...)``, recorded as a ``fault_injected`` event before the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import signal
@@ -26,12 +28,17 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from chainlab.errors import RunStateError
 from chainlab.plan.schema import Chain
 from chainlab.tools import Toolbox
+
+if TYPE_CHECKING:
+    from chainlab.runtime.run import Run
+    from chainlab.runtime.runtime import Runtime
 
 __all__ = ["SubprocessDriver", "main"]
 
@@ -98,6 +105,17 @@ class SubprocessDriver:
         if self.process.poll() is None:
             os.kill(self.pid, signal.SIGKILL)
             self.process.wait()
+
+    async def take_over(self, runtime: Runtime) -> Run:
+        """Continue the dead child's run in ``runtime`` (``runtime.resume``, next epoch). The
+        child was reaped, so its last heartbeat is known to be a dead driver's: the takeover
+        does not wait for it to go stale. Raises RunStateError while the child still runs."""
+        if self.process.poll() is None:
+            raise RunStateError(f"driver {self.pid} of run {self.run_id!r} still runs: "
+                                "driver.wait() (or driver.kill()) first", run_id=self.run_id)
+        force = "force" in inspect.signature(runtime.resume).parameters
+        return await (runtime.resume(self.run_id, force=True) if force
+                      else runtime.resume(self.run_id))
 
     @property
     def killed(self) -> bool:

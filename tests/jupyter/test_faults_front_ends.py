@@ -111,6 +111,7 @@ async def test_second_driver_button_rebinds_the_widget(tmp_path: Path) -> None:
     assert (await w.run.wait()).ok
     assert faults(w.run) == [(None, "second_driver", "widget")]
     assert w.last_error is None
+    await w.run.runtime.aclose()  # the second driver's runtime
     await env.runtime.aclose()
 
 

@@ -176,6 +176,8 @@ async def test_second_driver_fences_the_first_and_records_the_refusal(tmp_path: 
                 and e.step_id == "b"]  # nothing of the stale driver after the claim
     assert w.calls.count("c") == 1  # c (unsafe) ran only in the new driver
     assert state.status == "succeeded"
+    await run2.runtime.aclose()  # both drivers' runtimes stop before the store closes
+    await w.rt.aclose()
     store.close()
 
 
@@ -208,7 +210,7 @@ async def test_kill_mid_step_in_a_subprocess_then_resume_here(tmp_path: Path,
     assert before.steps["load"].status == "running"  # the process died inside the call
     assert gallery.counts() == {"extract": 1, "load": 1}  # ... after load's effect
     rt = Runtime(gallery.toolbox, store)
-    run = await rt.resume("crash-1")
+    run = await driver.take_over(rt)
     assert (await run.wait()).ok
     assert gallery.counts() == {"extract": 1, "load": 1, "notify": 1}  # nothing repeated
     load_attempts = [(a.epoch, a.status) for a in run.state.attempts if a.step_id == "load"]
@@ -234,7 +236,7 @@ async def test_a_confirmation_survives_a_driver_killed_while_suspended(
     assert driver.wait() == -9, driver.output()
     store = SQLiteStore(db)
     rt = Runtime(gallery.toolbox, store)
-    run = await rt.resume("confirm-1")
+    run = await driver.take_over(rt)
     assert (await run.wait()).waiting == {"pay": "waiting_confirmation"}
     await run.approve("pay", note="after the kill")
     assert (await run.wait()).ok
@@ -267,4 +269,24 @@ async def test_the_fenced_handle_is_no_longer_this_runtimes_live_run(tmp_path: P
         await anyio.sleep(0.005)
     assert w.rt.get_run(run.run_id) is not run  # a view of the store, not the fenced handle
     assert w.rt.get_run(run.run_id).state.epoch == 2
+    await run2.runtime.aclose()
+    await w.rt.aclose()
     store.close()
+
+
+async def test_take_over_refuses_while_the_driver_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    from chainlab.examples import gallery
+    from chainlab.testing.driver import SubprocessDriver
+
+    monkeypatch.setenv("CHAINLAB_GALLERY_LEDGER", str(tmp_path / "ledger.jsonl"))
+    chain_ = _gallery_chain({"id": "wait", "tool": "hold", "args": {"tag": "never"}})
+    driver = SubprocessDriver(chain_, db=tmp_path / "t.db",
+                              tools="chainlab.examples.gallery:toolbox", run_id="busy")
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        with pytest.raises(RunStateError, match="still runs: driver.wait"):
+            await driver.take_over(Runtime(gallery.toolbox, store))
+    finally:
+        driver.kill()
+        store.close()
+    assert driver.killed
