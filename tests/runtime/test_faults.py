@@ -284,7 +284,7 @@ async def test_take_over_refuses_while_the_driver_runs(tmp_path: Path, monkeypat
                               tools="chainlab.examples.gallery:toolbox", run_id="busy")
     store = SQLiteStore(tmp_path / "t.db")
     try:
-        with pytest.raises(RunStateError, match="still runs: driver.wait"):
+        with pytest.raises(RunStateError, match=r"still runs: driver\.wait"):
             await driver.take_over(Runtime(gallery.toolbox, store))
     finally:
         driver.kill()
