@@ -59,6 +59,7 @@ __all__ = [
     "UnknownChainStepError",
     "UnknownStepError",
     "UnknownToolError",
+    "by_line",
 ]
 
 
@@ -95,12 +96,21 @@ class Problem:
         return f"[{self.code}] {prefix + ': ' if prefix else ''}{self.message}"
 
 
+def by_line(problems: Iterable[Problem]) -> list[Problem]:
+    """Problems in the order a reader meets them in the text: by line, then column;
+    problems without a line (data not loaded from text) keep their order, after the rest."""
+    return sorted(
+        problems, key=lambda p: (p.line is None, p.line or 0, p.column or 0)
+    )
+
+
 class PlanError(ChainlabError, ValueError):
-    """A plan is invalid. ``.problems`` lists every problem found, not just the first."""
+    """A plan is invalid. ``.problems`` lists every problem found, not just the first,
+    sorted by line (:func:`by_line`)."""
 
     def __init__(self, problems: Sequence[Problem] | Problem, *, chain_name: str | None = None):
-        self.problems: list[Problem] = (
-            [problems] if isinstance(problems, Problem) else list(problems)
+        self.problems: list[Problem] = by_line(
+            [problems] if isinstance(problems, Problem) else problems
         )
         self.chain_name = chain_name
         super().__init__(self._render())
@@ -114,7 +124,7 @@ class PlanError(ChainlabError, ValueError):
 
     @property
     def codes(self) -> list[str]:
-        """The problem codes, in the order found (handy in tests and UIs)."""
+        """The problem codes, in the order listed (handy in tests and UIs)."""
         return [p.code for p in self.problems]
 
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from chainlab._text import did_you_mean, int_digits_limit, int_too_long, safe_repr
 from chainlab.errors import PlanError, Problem
 from chainlab.plan import yamltext
-from chainlab.plan.schema import Chain, Rollback, RunOptions, Step
+from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
 
 __all__ = ["dump_yaml", "load_data", "load_text"]
 
@@ -100,6 +100,7 @@ _FIELDS = {
     "step": set(Step.model_fields),
     "options": set(RunOptions.model_fields),
     "rollback": set(Rollback.model_fields),
+    "retry": set(RetryPolicy.model_fields),
 }
 
 
@@ -311,6 +312,8 @@ def _model_name(loc: tuple[Any, ...], prefix: tuple[Any, ...]) -> str:
         return "options"
     if full[-1] == "rollback":
         return "rollback"
+    if full[-1] in ("retry", "default_retry"):
+        return "retry"
     if len(full) == 2 and full[0] == "steps":
         return "step"
     return ""

@@ -8,15 +8,17 @@ bad_syntax.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from chainlab._text import did_you_mean, safe_repr
-from chainlab.errors import CycleError, PlanError, Problem
+from chainlab.errors import CycleError, PlanError, Problem, by_line
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
-from chainlab.plan.refs import Ref, TemplateSyntaxError, iter_refs, parse_condition
+from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
 from chainlab.plan.schema import Chain, Rollback, Step
 
 if TYPE_CHECKING:
@@ -63,7 +65,8 @@ def find_problems(
     context: Mapping[str, Any] | None = None,
     chains: Mapping[str, Chain] | None = None,
 ) -> list[Problem]:
-    """Every problem of the chain, in a stable order (by step, then by check)."""
+    """Every problem of the chain, sorted by line when the chain was loaded from text
+    (:func:`chainlab.errors.by_line`), else in a stable order (by step, then by check)."""
     return _collect(chain, toolbox, context, chains)[0]
 
 
@@ -78,16 +81,21 @@ def _collect(
     checker = _Checker(chain, toolbox, context, known_chains)
     checker.run()
     checker.check_subchains(stack=(chain.name,), prefix="")
-    return _with_lines(chain, checker.problems), checker.cycle
+    return by_line(_with_lines(chain, checker.problems, checker.at, checker.first)), \
+        checker.cycle
 
 
-def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
-    """Point problems at lines of the text the chain was loaded from (when it was)."""
+def _with_lines(
+    chain: Chain, problems: list[Problem], at: Mapping[int, int], first: Mapping[int, int]
+) -> list[Problem]:
+    """Point problems at lines of the text the chain was loaded from (when it was).
+
+    ``at`` maps a problem (by ``id``) to the index of the step it is about (its id may be
+    repeated); ``first`` maps a duplicate_step problem to the index of the first step with
+    that id: the problem names both lines."""
     source = chain._source
     if not source or "\n" not in source.strip() or not problems:
         return problems  # a one-line text (compact JSON from a model): lines tell nothing
-    from dataclasses import replace
-
     from chainlab.plan.yamltext import Lines
 
     lines = Lines(source)  # composed once, for all the problems
@@ -95,8 +103,14 @@ def _with_lines(chain: Chain, problems: list[Problem]) -> list[Problem]:
     out = []
     for p in problems:
         path: tuple[Any, ...] = ()
-        if p.step_id in index:
-            path = ("steps", index[p.step_id])
+        if id(p) in first and p.step_id is not None:
+            one, two = (lines.locate(("steps", i, "id")) for i in (first[id(p)], at[id(p)]))
+            if one is not None and two is not None:
+                out.append(replace(p, line=two,
+                                   message=_duplicate_message(p.step_id, (one, two))))
+                continue
+        if id(p) in at or p.step_id in index:
+            path = ("steps", at[id(p)] if id(p) in at else index[str(p.step_id)])
             if p.field:
                 path += tuple(p.field.split("."))
         elif p.field and p.field.startswith("options."):
@@ -123,21 +137,26 @@ class _Checker:
         self.ids = [s.id for s in chain.steps]
         self.idset = set(self.ids)
         self.save_as: dict[str, str] = {}
+        # id(problem) -> index of its step (ids may repeat); of the first step with its id
+        self.at: dict[int, int] = {}
+        self.first: dict[int, int] = {}
+        self._index = {id(step): i for i, step in enumerate(chain.steps)}
 
     def add(
         self, code: str, message: str, step: Step | None = None, field: str | None = None
     ) -> None:
         self.problems.append(Problem(code, message, step.id if step else None, field))
+        if step is not None and id(step) in self._index:
+            self.at[id(self.problems[-1])] = self._index[id(step)]
 
     # ------------------------------------------------------------------ the checks
     def run(self) -> None:
-        seen: set[str] = set()
-        for step in self.chain.steps:
-            if step.id in seen:
-                self.add(
-                    "duplicate_step", f"step id {step.id!r} is used more than once", step, "id"
-                )
-            seen.add(step.id)
+        first_at: dict[str, int] = {}
+        for i, step in enumerate(self.chain.steps):
+            if step.id in first_at:
+                self.add("duplicate_step", _duplicate_message(step.id), step, "id")
+                self.first[id(self.problems[-1])] = first_at[step.id]
+            first_at.setdefault(step.id, i)
             if step.save_as:
                 if step.save_as in self.save_as:
                     first = self.save_as[step.save_as]
@@ -232,15 +251,7 @@ class _Checker:
             return set()
         target = ref_target(ref, self.save_as)
         if target is None:
-            keys = list(self.save_as)
-            how = "memory key" if ref.source.startswith("memory.") else "save_as key (or root)"
-            self.add(
-                "unknown_reference",
-                f"{ref.source!r}: no step saves {ref.target!r} as a {how}"
-                f"{did_you_mean(str(ref.target), keys)}",
-                step,
-                field,
-            )
+            self.add("unknown_reference", self.unknown_key(ref), step, field)
             return set()
         if target not in self.idset:
             self.add(
@@ -256,6 +267,22 @@ class _Checker:
             )
             return set()
         return {target}
+
+    def unknown_key(self, ref: Ref) -> str:
+        """The message for a memory key (``memory.KEY`` or a bare ``KEY``) no step saves; a
+        bare key close to a root (``step`` for ``steps``) suggests the root first."""
+        keys = list(self.save_as)
+        if ref.source.startswith("memory."):
+            return (
+                f"{ref.source!r}: no step saves {ref.target!r} as a memory key"
+                f"{did_you_mean(str(ref.target), keys)}"
+            )
+        near_root = difflib.get_close_matches(str(ref.target), ROOTS, n=1, cutoff=0.6)
+        hint = did_you_mean(str(ref.target), near_root or keys)
+        return (
+            f"{ref.source!r}: {ref.target!r} is neither a root ({', '.join(ROOTS)}) nor a "
+            f"save_as key{hint}"
+        )
 
     def check_tool(self, step: Step) -> Tool | None:
         if step.is_subchain:
@@ -426,6 +453,11 @@ class _Checker:
                 step,
                 f"args.{key}",
             )
+
+
+def _duplicate_message(step_id: str, lines: tuple[int, int] | None = None) -> str:
+    where = f" (lines {lines[0]} and {lines[1]})" if lines else ""
+    return f"step id {step_id!r} is used more than once{where}; give each step its own id"
 
 
 def _has_template(value: Any) -> bool:

@@ -512,20 +512,20 @@ BAD: list[Bad] = [
           - {id: c, tool: split, args: {text: "{{ steps.d.output[0] }} {{ nope }}"}}
           - {id: d, tool: split, args: {text: "{{ steps.c.output[0] }}"}, when: "x =="}
           - {id: e, tool: "chain:loop_a"}
-        """), [
-            ("duplicate_step", "a"),
-            ("duplicate_save_as", "b"),
-            ("invalid_args", "a"),  # text=3
-            ("unknown_tool", "a"),  # the second 'a'
+        """), [  # in line order; on one line, in the order checked
+            ("invalid_field", None),  # line 2: breakpoint
+            ("invalid_args", "a"),  # line 4: text=3
+            ("duplicate_step", "a"),  # line 5: the second 'a', at its own line
+            ("unknown_tool", "a"),  # line 5: the second 'a'
+            ("duplicate_save_as", "b"),  # line 6
             ("self_dependency", "b"),
             ("unknown_dependency", "b"),
             ("invalid_args", "b"),  # taks: unknown
             ("invalid_args", "b"),  # tasks: missing
-            ("unknown_reference", "c"),  # nope
-            ("bad_condition", "d"),
-            ("invalid_field", None),  # breakpoint
+            ("unknown_reference", "c"),  # line 7: nope
             ("cycle", "c"),
-            ("recursive_chain", "e/x/y"),
+            ("bad_condition", "d"),  # line 8
+            ("recursive_chain", "e/x/y"),  # line 9
         ], cycle=["c", "d", "c"]),
     Bad("several_load_problems", y("""
         name: c
@@ -948,7 +948,7 @@ def test_validate_points_problems_at_lines_of_the_loaded_text() -> None:
     with pytest.raises(PlanError) as err:
         Chain.from_yaml(text).validate(tb)
     assert [(p.code, p.step_id, p.line) for p in err.value.problems] == [
-        ("unknown_reference", "b", 9), ("unknown_tool", "b", 7)]
+        ("unknown_tool", "b", 7), ("unknown_reference", "b", 9)]  # in line order
     # a chain built in Python has no text to point into
     with pytest.raises(PlanError) as err:
         Chain.from_dict({"name": "c", "steps": [{"id": "b", "tool": "g"}]}).validate(tb)

@@ -113,8 +113,8 @@ def test_validate_points_at_lines_with_either_loader(loader: str, toolbox: Toolb
     with pytest.raises(PlanError) as info:
         Chain.from_yaml(text).validate(toolbox)
     assert [(p.code, p.step_id, p.field, p.line) for p in info.value.problems] == [
-        ("unknown_reference", "b", "args.tasks", 9),
         ("unknown_tool", "b", "tool", 7),
+        ("unknown_reference", "b", "args.tasks", 9),
         ("invalid_args", "c", "args.hours_per_task", 12),
     ]
 
