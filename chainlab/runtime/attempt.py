@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from pydantic import ValidationError
@@ -54,11 +54,10 @@ class Failure:
     before_effect: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one call of a tool gave: an output, or a failure. ``background``: a sync body
     that outlived its timeout and still runs in its thread (its slot, serial key and pool
-    units stay held until it returns)."""
+    units stay held until it returns). A named tuple: one per attempt, built at C speed."""
 
     output: Any = None
     failure: Failure | None = None

@@ -148,7 +148,15 @@ def priority_of(ranks: Mapping[str, float]) -> Callable[[str], float]:
     """The scheduler's priority key: the longest remaining path first. Ranks are compared at
     millisecond resolution, so paths that differ only by measurement noise tie, and ties go
     in declaration order."""
-    return lambda step_id: -round(ranks.get(step_id, 0.0), 3)
+    keys = _Keys({step_id: -round(rank, 3) for step_id, rank in ranks.items()})
+    return keys.__getitem__  # a C-level lookup per ready step, no Python frame
+
+
+class _Keys(dict[str, float]):
+    """Priority keys; a step without a rank sorts as a rank of 0."""
+
+    def __missing__(self, step_id: str) -> float:
+        return 0.0
 
 
 def release_order(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chainlab.plan.graph import dependencies
 from chainlab.plan.refs import Expr, Ref, parse_condition, parse_template
 from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
+from chainlab.runtime.scheduler import Topology
 
 if TYPE_CHECKING:
     from chainlab.tools import Tool, Toolbox
@@ -51,10 +52,11 @@ class Node:
     group: str | None = None
     succ: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    # a sub-chain step (no tool of its own); a field, not a property: read once per step
+    is_group: bool = field(init=False)
 
-    @property
-    def is_group(self) -> bool:
-        return self.tool is None
+    def __post_init__(self) -> None:
+        self.is_group = self.tool is None
 
     def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
         if self.step.confirm is not None:
@@ -66,6 +68,11 @@ class Node:
 class Graph:
     nodes: dict[str, Node]
     top: list[str]  # top-level node ids in declaration order
+    # the scheduler's static view, built once and shared by every run of this graph
+    topology: Topology = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topology = Topology({step_id: (n.deps, n.order) for step_id, n in self.nodes.items()})
 
 
 def compile_value(value: Any) -> tuple[Renderer, bool]:

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Breakpoint", "Phase", "Scheduler", "SchedulerError"]
+__all__ = ["Breakpoint", "Phase", "Scheduler", "SchedulerError", "Topology"]
 
 _NO_UNITS: Mapping[str, int] = {}  # shared, never written
 
@@ -60,29 +60,40 @@ class Breakpoint:
     step_id: str
 
 
-@dataclass(slots=True)
-class _Entry:
-    deps: tuple[str, ...]
-    succ: list[str]
-    order: tuple[int, ...]
-    phase: Phase = Phase.BLOCKED
-    waiting_on: int = 0
-    key: str | None = None
-    units: Mapping[str, int] = field(default_factory=dict)
-    holding: int = 0  # takes not yet released (a retry may start while a timed-out body runs)
+class Topology:
+    """The static shape of a run's graph: dependencies, dependants and declaration order per
+    step. Built once per compiled chain and shared by every run of it (a scheduler keeps
+    only the per-run state: phases, counts, what is held)."""
+
+    __slots__ = ("deps", "order", "succ")
+
+    def __init__(self, graph: Mapping[str, tuple[Sequence[str], Sequence[int]]]):
+        self.deps: dict[str, tuple[str, ...]] = {}
+        self.order: dict[str, tuple[int, ...]] = {}
+        succ: dict[str, list[str]] = {}
+        for step_id, (deps, order) in graph.items():
+            self.deps[step_id] = tuple(deps)
+            self.order[step_id] = tuple(order)
+            succ[step_id] = []
+        for step_id, deps in self.deps.items():
+            for dep in deps:
+                if dep not in succ:
+                    raise SchedulerError(f"step {step_id!r} depends on unknown step {dep!r}")
+                succ[dep].append(step_id)
+        self.succ: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in succ.items()}
 
 
 class Scheduler:
     """Indegrees, the ready heap, slots, serial keys, resource pools, pause, step tokens and
     breakpoints of one run.
 
-    ``graph``: ``{step_id: (dependencies, declaration order)}``. ``priority``: an optional
-    key per step; smaller goes first (ties by declaration order).
+    ``graph``: a :class:`Topology`, or ``{step_id: (dependencies, declaration order)}``.
+    ``priority``: an optional key per step; smaller goes first (ties by declaration order).
     """
 
     def __init__(
         self,
-        graph: Mapping[str, tuple[Sequence[str], tuple[int, ...]]],
+        graph: Topology | Mapping[str, tuple[Sequence[str], tuple[int, ...]]],
         *,
         max_concurrency: int,
         pools: Mapping[str, int] | None = None,
@@ -91,13 +102,15 @@ class Scheduler:
     ):
         if max_concurrency < 1:
             raise SchedulerError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        self._steps: dict[str, _Entry] = {
-            step_id: _Entry(tuple(deps), [], tuple(order))
-            for step_id, (deps, order) in graph.items()
-        }
-        for step_id, entry in self._steps.items():
-            for dep in entry.deps:
-                self._entry(dep).succ.append(step_id)
+        topo = graph if isinstance(graph, Topology) else Topology(graph)
+        self._topo = topo
+        # per-run state in flat dicts (built at C speed: a run of 1,000 steps allocates no
+        # object per step here)
+        self._phase: dict[str, Phase] = dict.fromkeys(topo.deps, Phase.BLOCKED)
+        self._waiting: dict[str, int] = {}  # unfinished dependencies of a started level
+        self._holding: dict[str, int] = {}  # takes not yet released (absent: 0)
+        self._key: dict[str, str] = {}  # serial key of a ready/running step that has one
+        self._units: dict[str, Mapping[str, int]] = {}  # pool units, likewise
         self.max_concurrency = max_concurrency
         self.pools = dict(pools or {})
         self.pool_used: dict[str, int] = {}
@@ -113,45 +126,43 @@ class Scheduler:
         # (order, step_id), or ((rank, order), step_id) with a priority key: homogeneous per
         # scheduler, and the plain form compares faster on the hot path
         self._heap: list[tuple[Any, str]] = []
-        self._n_ready = 0  # steps in phase READY (the heap may hold stale entries too)
+        self.n_ready = 0  # steps in phase READY (the heap may hold stale entries too)
 
     # ------------------------------------------------------------------ queries
     def phase(self, step_id: str) -> Phase:
-        return self._entry(step_id).phase
+        return self._phase_of(step_id)
 
     def get_ready(self) -> list[str]:
         """Ready steps in release order (what ``take()`` would consider, first to last)."""
         return [
             step_id
             for _, step_id in sorted(set(self._heap))
-            if self._steps[step_id].phase == Phase.READY
+            if self._phase[step_id] == Phase.READY
         ]
-
-    @property
-    def has_ready(self) -> bool:
-        return self._n_ready > 0
-
-    @property
-    def n_ready(self) -> int:
-        return self._n_ready
 
     def is_active(self) -> bool:
         """Anything ready that could start if slots allowed (for the driver's idle check)."""
-        return not self.stopped and (not self.paused or bool(self.tokens)) and self.has_ready
+        return not self.stopped and (not self.paused or bool(self.tokens)) and self.n_ready > 0
 
     # ------------------------------------------------------------------ dependencies
     def start(self, step_ids: Iterable[str]) -> list[str]:
         """Count the dependencies of these steps (a level of the chain) and return those that
         have none, now unblocked, in the order given."""
-        ids = list(step_ids)
-        for step_id in ids:
-            entry = self._entry(step_id)
-            if entry.phase != Phase.BLOCKED:
-                raise SchedulerError(f"step {step_id!r} was already started ({entry.phase})")
-            entry.waiting_on = sum(1 for d in entry.deps if self._steps[d].phase != Phase.DONE)
-        out = [step_id for step_id in ids if self._steps[step_id].waiting_on == 0]
+        phase, deps, waiting = self._phase, self._topo.deps, self._waiting
+        out: list[str] = []
+        for step_id in step_ids:
+            now = self._phase_of(step_id)
+            if now != Phase.BLOCKED:
+                raise SchedulerError(f"step {step_id!r} was already started ({now})")
+            n = 0
+            for dep in deps[step_id]:
+                if phase[dep] is not Phase.DONE:
+                    n += 1
+            waiting[step_id] = n
+            if n == 0:
+                out.append(step_id)
         for step_id in out:
-            self._steps[step_id].phase = Phase.UNBLOCKED
+            phase[step_id] = Phase.UNBLOCKED
         return out
 
     def restore(self, done: Iterable[str], satisfied: Iterable[str]) -> None:
@@ -160,41 +171,43 @@ class Scheduler:
         dependencies (the driver then readies, parks or ends what it must)."""
         ok = set(satisfied)
         for step_id in done:
-            self._entry(step_id).phase = Phase.DONE
-        for entry in self._steps.values():
-            entry.waiting_on = sum(1 for d in entry.deps if d not in ok)
+            self._phase_of(step_id)
+            self._phase[step_id] = Phase.DONE
+        for step_id, deps in self._topo.deps.items():
+            self._waiting[step_id] = sum(1 for d in deps if d not in ok)
 
     def unblock(self, step_id: str) -> None:
         """Mark a blocked step as unblocked (recovery: its dependencies were done before)."""
-        entry = self._entry(step_id)
-        if entry.phase != Phase.BLOCKED:
-            raise SchedulerError(f"step {step_id!r} is {entry.phase}, not blocked")
-        entry.phase = Phase.UNBLOCKED
+        now = self._phase_of(step_id)
+        if now != Phase.BLOCKED:
+            raise SchedulerError(f"step {step_id!r} is {now}, not blocked")
+        self._phase[step_id] = Phase.UNBLOCKED
 
     def done(self, step_id: str, ok: bool) -> list[str]:
         """End a step. ``ok``: its dependants may go on; returns those now unblocked. Not ok:
         returns the dependants still blocked (the driver skips them)."""
-        try:
-            entry = self._steps[step_id]
-        except KeyError:
-            raise SchedulerError(f"unknown step {step_id!r}") from None
-        if entry.phase == Phase.DONE:
+        phase = self._phase
+        now = phase.get(step_id)
+        if now is None:
+            raise SchedulerError(f"unknown step {step_id!r}")
+        if now is Phase.DONE:
             raise SchedulerError(f"step {step_id!r} was already marked as done")
-        if entry.phase == Phase.READY:
-            self._n_ready -= 1
-        entry.phase = Phase.DONE
+        if now is Phase.READY:
+            self.n_ready -= 1
+        phase[step_id] = Phase.DONE
         out: list[str] = []
-        for step_id in entry.succ:
-            succ = self._steps[step_id]
-            if succ.phase != Phase.BLOCKED:
+        waiting = self._waiting
+        for succ in self._topo.succ[step_id]:
+            if phase[succ] is not Phase.BLOCKED:
                 continue
             if not ok:
-                out.append(step_id)
+                out.append(succ)
                 continue
-            succ.waiting_on -= 1
-            if succ.waiting_on == 0:
-                succ.phase = Phase.UNBLOCKED
-                out.append(step_id)
+            left = waiting.get(succ, 0) - 1  # (a level not started yet: recounted by start)
+            waiting[succ] = left
+            if left == 0:
+                phase[succ] = Phase.UNBLOCKED
+                out.append(succ)
         return out
 
     # ------------------------------------------------------------------ the ready queue
@@ -202,32 +215,37 @@ class Scheduler:
         self, step_id: str, serial_key: str | None = None, units: Mapping[str, int] | None = None
     ) -> None:
         """Queue a step for a slot; it needs ``serial_key`` and pool ``units`` to start."""
-        try:
-            entry = self._steps[step_id]
-        except KeyError:
-            raise SchedulerError(f"unknown step {step_id!r}") from None
-        if entry.phase not in (Phase.UNBLOCKED, Phase.PARKED):
+        now = self._phase.get(step_id)
+        if now is not Phase.UNBLOCKED and now is not Phase.PARKED:
+            if now is None:
+                raise SchedulerError(f"unknown step {step_id!r}")
             raise SchedulerError(
-                f"step {step_id!r} is {entry.phase}; only an unblocked or "
-                "parked step can become ready"
+                f"step {step_id!r} is {now}; only an unblocked or parked step can become ready"
             )
-        entry.phase = Phase.READY
-        self._n_ready += 1
-        entry.key = serial_key
-        entry.units = units or _NO_UNITS
+        self._phase[step_id] = Phase.READY
+        self.n_ready += 1
+        if serial_key is not None:
+            self._key[step_id] = serial_key
+        elif self._key:
+            self._key.pop(step_id, None)
+        if units:
+            self._units[step_id] = units
+        elif self._units:
+            self._units.pop(step_id, None)
+        order = self._topo.order[step_id]
         if self._priority is None:
-            heapq.heappush(self._heap, (entry.order, step_id))
+            heapq.heappush(self._heap, (order, step_id))
         else:
-            heapq.heappush(self._heap, ((self._priority(step_id), entry.order), step_id))
+            heapq.heappush(self._heap, ((self._priority(step_id), order), step_id))
 
     def park(self, step_id: str) -> None:
         """The step waits (a person, a back-off, its children) and holds nothing."""
-        entry = self._entry(step_id)
-        if entry.phase not in (Phase.UNBLOCKED, Phase.RUNNING, Phase.READY):
-            raise SchedulerError(f"step {step_id!r} is {entry.phase} and cannot be parked")
-        if entry.phase == Phase.READY:
-            self._n_ready -= 1
-        entry.phase = Phase.PARKED
+        now = self._phase_of(step_id)
+        if now not in (Phase.UNBLOCKED, Phase.RUNNING, Phase.READY):
+            raise SchedulerError(f"step {step_id!r} is {now} and cannot be parked")
+        if now is Phase.READY:
+            self.n_ready -= 1
+        self._phase[step_id] = Phase.PARKED
 
     def take(self) -> str | Breakpoint | None:
         """The next step to start, with its slot, serial key and pool units taken; a
@@ -240,11 +258,11 @@ class Scheduler:
         token = self.tokens[0] if self.tokens else None
         skipped: list[tuple[Any, str]] = []
         found: str | Breakpoint | None = None
-        while self._heap:
-            item = heapq.heappop(self._heap)
+        phase, heap = self._phase, self._heap
+        while heap:
+            item = heapq.heappop(heap)
             step_id = item[1]
-            entry = self._steps[step_id]
-            if entry.phase != Phase.READY:
+            if phase[step_id] is not Phase.READY:
                 continue  # stale entry (ended or re-queued meanwhile)
             if token is not None and step_id != token:
                 skipped.append(item)
@@ -255,54 +273,58 @@ class Scheduler:
                 self.paused = True
                 found = Breakpoint(step_id)
                 break
-            if (entry.key is not None or entry.units) and not self._acquire(entry):
+            if (self._key or self._units) and not self._acquire(step_id):
                 skipped.append(item)
                 continue
             found = step_id
             break
         for item in skipped:
-            heapq.heappush(self._heap, item)
-        if isinstance(found, str):
-            entry = self._steps[found]
-            entry.phase = Phase.RUNNING
-            self._n_ready -= 1
-            entry.holding += 1
+            heapq.heappush(heap, item)
+        if found.__class__ is str:
+            phase[found] = Phase.RUNNING  # type: ignore[index]
+            self.n_ready -= 1
+            holding = self._holding
+            holding[found] = holding.get(found, 0) + 1  # type: ignore[arg-type]
             self.running += 1
             if self.tokens:
                 self.tokens.pop(0)
             if self.breakpoints:
-                self._bp_passed.add(found)
+                self._bp_passed.add(found)  # type: ignore[arg-type]
         return found
 
     def release(self, step_id: str) -> None:
         """Give back the slot, serial key and pool units that ``take()`` gave the step."""
-        try:
-            entry = self._steps[step_id]
-        except KeyError:
-            raise SchedulerError(f"unknown step {step_id!r}") from None
-        if not entry.holding:
+        held = self._holding.get(step_id)
+        if not held:
+            self._phase_of(step_id)  # raises for an unknown step
             raise SchedulerError(f"step {step_id!r} holds no slot: it was not taken")
-        entry.holding -= 1
+        if held == 1:
+            del self._holding[step_id]
+        else:
+            self._holding[step_id] = held - 1
         self.running -= 1
-        if entry.key is not None:
-            self.keys_held.discard(entry.key)
-        for pool, units in entry.units.items():
-            if pool in self.pools:
-                self.pool_used[pool] -= units
+        if self._key or self._units:
+            key = self._key.get(step_id)
+            if key is not None:
+                self.keys_held.discard(key)
+            for pool, units in self._units.get(step_id, _NO_UNITS).items():
+                if pool in self.pools:
+                    self.pool_used[pool] -= units
 
-    def _acquire(self, entry: _Entry) -> bool:
-        key = entry.key
+    def _acquire(self, step_id: str) -> bool:
+        key = self._key.get(step_id)
+        units = self._units.get(step_id, _NO_UNITS)
         if key is not None and key in self.keys_held:
             return False
-        for pool, units in entry.units.items():
+        for pool, n in units.items():
             cap = self.pools.get(pool)
-            if cap is not None and self.pool_used.get(pool, 0) + units > cap:
+            if cap is not None and self.pool_used.get(pool, 0) + n > cap:
                 return False
         if key is not None:
             self.keys_held.add(key)
-        for pool, units in entry.units.items():
+        for pool, n in units.items():
             if pool in self.pools:
-                self.pool_used[pool] = self.pool_used.get(pool, 0) + units
+                self.pool_used[pool] = self.pool_used.get(pool, 0) + n
         return True
 
     # ------------------------------------------------------------------ step-through
@@ -315,8 +337,9 @@ class Scheduler:
 
     def step(self, step_id: str) -> None:
         """Allow exactly one more release, of ``step_id`` (pauses the scheduler)."""
-        if self._entry(step_id).phase != Phase.READY:
-            raise SchedulerError(f"step {step_id!r} is {self._steps[step_id].phase}, not ready")
+        now = self._phase_of(step_id)
+        if now != Phase.READY:
+            raise SchedulerError(f"step {step_id!r} is {now}, not ready")
         self.paused = True
         self.tokens.append(step_id)
 
@@ -324,7 +347,7 @@ class Scheduler:
         """Pause before these steps start (replaces the set; one set again fires again)."""
         ids = set(step_ids)
         for step_id in ids:
-            self._entry(step_id)
+            self._phase_of(step_id)
         self.breakpoints = ids
         self._bp_passed -= ids
 
@@ -333,8 +356,8 @@ class Scheduler:
         self.stopped = True
 
     # ------------------------------------------------------------------ internals
-    def _entry(self, step_id: str) -> _Entry:
+    def _phase_of(self, step_id: str) -> Phase:
         try:
-            return self._steps[step_id]
+            return self._phase[step_id]
         except KeyError:
             raise SchedulerError(f"unknown step {step_id!r}") from None

@@ -70,13 +70,12 @@ class MemoryStore(MemoryLiveness):
         # the lock makes "check the epoch, then append" atomic against claim() in another
         # thread (uncontended, it costs far less than the event itself)
         with self._lock:
-            key = (run_id, epoch)
             live = self._live.get(run_id)
             if live is None:
-                self._failed.setdefault(key, RunNotFoundError(run_id, self._runs))
+                self._failed.setdefault((run_id, epoch), RunNotFoundError(run_id, self._runs))
                 return
-            if live.epoch != epoch or key in self._stale:
-                self._stale.setdefault(key, live.epoch)
+            if live.epoch != epoch or (self._stale and (run_id, epoch) in self._stale):
+                self._stale.setdefault((run_id, epoch), live.epoch)
                 return
             log = self._events[run_id]
             for ev in events:

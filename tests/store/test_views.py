@@ -5,7 +5,6 @@ recovery (re-run, reconciled, interrupted)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import anyio
@@ -112,7 +111,7 @@ async def crashed_copy(store: SQLiteStore, runtime: Runtime) -> None:
     record = store.get_run("recovery").with_(run_id="recovery-crashed", epoch=1)
     store.create_run(record)
     store.append("recovery-crashed", 1,
-                 [dataclasses.replace(e, run_id="recovery-crashed") for e in events[:cut]])
+                 [e._replace(run_id="recovery-crashed") for e in events[:cut]])
     await store.flush("recovery-crashed", 1)
     run = await runtime.resume("recovery-crashed")
     with anyio.fail_after(10):
