@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ipywidgets as W
 
@@ -19,8 +19,21 @@ from chainlab.events.status import StepStatus
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget
+    from chainlab.runtime.run import Run
 
-__all__ = ["ApprovalCard", "DoubtCard", "Inbox"]
+__all__ = ["ApprovalCard", "CardHost", "DoubtCard", "Inbox"]
+
+
+class CardHost(Protocol):
+    """What a card needs from the widget it sits in: the run (``steps``, ``chain``, the
+    decision coroutines) and ``act``, which runs a decision and shows its error. The run
+    widget is one; the team inbox (``%chain approvals``) hosts cards of many runs."""
+
+    @property
+    def run(self) -> Run: ...
+
+    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
+            on_error: Callable[[BaseException], None] | None = None) -> None: ...
 
 
 def pretty(value: Any, limit: int = 4000) -> str:
@@ -37,7 +50,7 @@ def pretty(value: Any, limit: int = 4000) -> str:
     return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
 
 
-def tool_of(widget: RunWidget, step_id: str) -> str:
+def tool_of(widget: CardHost, step_id: str) -> str:
     top = step_id.split("/")[0]
     for step in widget.run.chain.steps:
         if step.id == top:
@@ -48,7 +61,7 @@ def tool_of(widget: RunWidget, step_id: str) -> str:
 class _Card(W.VBox):
     key: tuple[Any, ...]
 
-    def __init__(self, widget: RunWidget, step_id: str, children: list[W.Widget]):
+    def __init__(self, widget: CardHost, step_id: str, children: list[W.Widget]):
         self.widget = widget
         self.step_id = step_id
         self.message = W.HTML()
@@ -74,7 +87,7 @@ class _Card(W.VBox):
 class ApprovalCard(_Card):
     """Approve or reject one step that waits for confirmation."""
 
-    def __init__(self, widget: RunWidget, step_id: str):
+    def __init__(self, widget: CardHost, step_id: str):
         st = widget.run.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
         title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
@@ -131,7 +144,7 @@ class ApprovalCard(_Card):
 class DoubtCard(_Card):
     """Decide a step whose unsafe call may or may not have taken effect."""
 
-    def __init__(self, widget: RunWidget, step_id: str):
+    def __init__(self, widget: CardHost, step_id: str):
         st = widget.run.steps[step_id]
         self.key = ("in_doubt", step_id, st.attempts)
         title = W.HTML(

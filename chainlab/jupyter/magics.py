@@ -9,6 +9,8 @@
     %chain approve RUN STEP [--args JSON|VAR] [--note TEXT]
     %chain reject RUN STEP --reason TEXT
     %chain rollback RUN
+    %chain watch RUN [--db URL] [--tools VAR]        the live widget of a run driven elsewhere
+    %chain approvals [--db URL] [--tools VAR]        every decision waiting in the store
     %chain timeline RUN
     %chain tools [--tools VAR]
     %chain plan "REQUEST" --as NAME [--model M] [--base-url URL] [--planner VAR] [--design]
@@ -79,6 +81,11 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--reason", metavar="TEXT", required=True)
     p = sub("rollback", "compensate completed steps in reverse completion order", tools=True)
     p.add_argument("run", metavar="RUN")
+    p = sub("watch", "follow, live, a run driven by another process (decisions go through "
+            "the store)", tools=True)
+    p.add_argument("run", metavar="RUN")
+    sub("approvals", "every waiting confirmation and in-doubt step of every unfinished run",
+        tools=True)
     p = sub("timeline", "attempts and compensations as a table and a Gantt chart")
     p.add_argument("run", metavar="RUN")
     p = sub("whatif", "replay a run's durations under another release order (virtual time)")
@@ -140,6 +147,7 @@ class ChainMagics(Magics):
             "design": self.design,
             "fork": self.fork, "fault": self.fault,
             "whatif": self.whatif,
+            "watch": self.watch, "approvals": self.approvals,
         }
 
     @no_var_expand
@@ -271,6 +279,25 @@ class ChainMagics(Magics):
         cmd.rollback(session, run, toolbox)
         print(f"rolling back run {run.run_id}: compensating completed steps in reverse "
               "completion order")
+
+    def watch(self, ns: argparse.Namespace) -> Any:
+        from chainlab.jupyter.remote import watch_widget
+
+        run = self.session.find_run(ns.run, ns.db)  # a run id, or a variable holding one
+        if run.active:  # this kernel drives it: its own widget has every control
+            display(cmd.widget(self.session, run))
+            return run
+        toolbox = cmd.toolbox_or_none(self.session, ns.tools)
+        widget = watch_widget(self.session, run.run_id, ns.db, toolbox)
+        display(widget)
+        return widget.run
+
+    def approvals(self, ns: argparse.Namespace) -> Any:
+        from chainlab.jupyter.remote import ApprovalsInbox
+        from chainlab.jupyter.session import _NO_TOOLS
+
+        toolbox = cmd.toolbox_or_none(self.session, ns.tools)  # to take over a run nobody drives
+        return ApprovalsInbox(self.session.runtime(toolbox or _NO_TOOLS, ns.db))
 
     def timeline(self, ns: argparse.Namespace) -> None:
         run = self.session.find_run(ns.run, ns.db)

@@ -32,6 +32,7 @@ from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
 from chainlab.jupyter.legend import BREAK_MARK
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.runtime import Run
+from chainlab.runtime.watching import WatchedRun
 
 if TYPE_CHECKING:
     from chainlab.jupyter.session import NotebookSession
@@ -108,7 +109,7 @@ class RunWidget(W.VBox):
             self._unsubscribe = None
         self.run = run
         self.event_log.reset(())
-        if run.active:
+        if run.active or isinstance(run, WatchedRun):  # driven here, or followed (§13)
             self._unsubscribe = run.subscribe(self._on_event)
         self._read_stored_events()
         self.refresh()
@@ -122,6 +123,8 @@ class RunWidget(W.VBox):
 
     def close(self) -> None:
         self._throttle.cancel()
+        if isinstance(self.run, WatchedRun):
+            self.run.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -269,6 +272,8 @@ class RunWidget(W.VBox):
         where = "" if run.active else (
             " · <i>stored run, not driven by this kernel</i>" if status not in RUN_TERMINAL
             else " · <i>from the store</i>")
+        if isinstance(run, WatchedRun):  # its driver is elsewhere: only decisions work here
+            where = f" · <i>watching: driven by {html.escape(run.driven_by())}</i>"
         if isinstance(run, RunAt):
             where = (f' · <span class="cl-scrub-mark" style="font-weight:600">◀ history: '
                      f"after event {run.seq} of {self.scrubber.last} (read-only)</span>")
@@ -315,7 +320,7 @@ class RunWidget(W.VBox):
             "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
             and self._undoable(),
         }
-        if isinstance(run, RunAt):  # history is read-only
+        if isinstance(run, RunAt | WatchedRun):  # history, or a run driven elsewhere
             can = dict.fromkeys(can, False)
         for name, button in self.buttons.items():
             if button.disabled == can[name]:

@@ -11,6 +11,7 @@ RunNotActiveError naming who drives the run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from chainlab.store.base import DriverInfo
 
 __all__ = ["WatchedRun", "watch_run"]
+
+_DRIVER_TTL_S = 1.0  # how long a read of the run's driver is shown before it is read again
 
 
 def watch_run(runtime: Runtime, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
@@ -59,13 +62,19 @@ class WatchedRun(Run):
         self.settle_on_suspend = True
         self.error: BaseException | None = None  # what stopped the following (a store error)
         self.last_decision: str | None = None  # what Runtime.decide answered last
+        self._driver: tuple[float, DriverInfo | None] | None = None  # (read at, driver)
 
     # ------------------------------------------------------------------ who drives it
     def driver(self) -> DriverInfo | None:
         """The run's driver as its heartbeats say (host, pid, epoch, last beat), or None
         when no driver beats for it (or the store keeps no heartbeats)."""
+        now = time.monotonic()
+        if self._driver is not None and now - self._driver[0] < _DRIVER_TTL_S:
+            return self._driver[1]  # a redraw asks often; heartbeats come every few seconds
         driver_of = getattr(self.runtime.store, "driver_of", None)
-        return None if driver_of is None else driver_of(self.run_id)  # type: ignore[no-any-return]
+        info = None if driver_of is None else driver_of(self.run_id)
+        self._driver = (now, info)
+        return info  # type: ignore[no-any-return]
 
     def driven_by(self) -> str:
         """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
@@ -179,8 +188,7 @@ class WatchedRun(Run):
         await self._decide(step_id, "resolve", output=output, retry=retry, fail=fail, note=note)
 
     async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
-        decide = self.runtime.decide  # type: ignore[attr-defined]
-        self.last_decision = await decide(self.run_id, step_id, action, **fields)
+        self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)
 
     def _k(self) -> Kernel:
         raise RunNotActiveError(

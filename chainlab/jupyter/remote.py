@@ -1,0 +1,189 @@
+"""Runs driven elsewhere: ``%chain watch RUN`` and the team inbox ``%chain approvals``.
+
+``%chain watch`` shows the ordinary :class:`RunWidget` on a
+:class:`chainlab.runtime.watching.WatchedRun`: the events come from the store
+(``runtime.watch``), the approval cards decide through ``Runtime.decide``, and the controls
+that need the driver are disabled, with a line naming who drives the run.
+
+:class:`ApprovalsInbox` lists what ``Runtime.waiting_decisions()`` returns (every waiting
+confirmation and in-doubt step of every unfinished run in the store) as the run widget's own
+:class:`ApprovalCard` / :class:`DoubtCard`; their buttons call ``Runtime.decide``, then the
+list is read again. **Refresh** reads it again too.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+
+from chainlab.jupyter._assets import style_tag
+from chainlab.jupyter._tasks import call_on, eager, home_loop
+from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
+from chainlab.runtime.inbox import WaitingDecision
+from chainlab.runtime.runtime import Runtime
+from chainlab.runtime.watching import WatchedRun
+
+if TYPE_CHECKING:
+    from chainlab.jupyter.inbox import _Card
+    from chainlab.jupyter.session import NotebookSession
+    from chainlab.jupyter.widgets import RunWidget
+    from chainlab.tools import Toolbox
+
+__all__ = ["ApprovalsInbox", "watch_widget"]
+
+
+def watch_widget(session: NotebookSession, run_id: str, db: str | None,
+                 toolbox: Toolbox | None) -> RunWidget:
+    """The live widget of ``run_id``, driven by another process, followed through the store
+    (``toolbox``: the tools this kernel would need to take the run over when a decision is
+    taken and nobody drives it). Raises RunNotFoundError."""
+    from chainlab.jupyter.session import _NO_TOOLS
+    from chainlab.jupyter.widgets import RunWidget
+
+    runtime = session.runtime(toolbox if toolbox is not None else _NO_TOOLS, db)
+    run = runtime.watch_run(run_id)
+    widget = RunWidget(run, session=session)  # subscribes before the first read
+    run.start()
+    return widget
+
+
+class _RunHost:
+    """What an inbox card needs of one run (see :class:`chainlab.jupyter.inbox.CardHost`):
+    the run, read at the last refresh, and ``act``."""
+
+    def __init__(self, inbox: ApprovalsInbox, run: WatchedRun):
+        self.inbox = inbox
+        self.run: WatchedRun = run
+
+    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
+            on_error: Callable[[BaseException], None] | None = None) -> None:
+        self.inbox.act(what, make, on_error=on_error)
+
+
+class ApprovalsInbox(W.VBox):
+    """Every decision that waits in the store, one card each, oldest first
+    (``display(ApprovalsInbox(runtime))``; ``%chain approvals`` shows one)."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        self._loop = home_loop()  # clicks may arrive on a subshell thread: decide on this loop
+        self.items: list[WaitingDecision] = []
+        self.cards: dict[tuple[str, str], _Card] = {}
+        self.hosts: dict[str, _RunHost] = {}
+        self.last_error: BaseException | None = None
+        self.summary = W.HTML()
+        self.error = W.HTML()
+        self.refresh_button = W.Button(description="Refresh", icon="refresh",
+                                       tooltip="read the waiting decisions again",
+                                       layout=W.Layout(width="auto"))
+        self.refresh_button.on_click(lambda _: self.refresh())
+        self.list = W.VBox()
+        self.list.add_class("cl-inbox")
+        head = W.HBox([self.summary, self.refresh_button],
+                      layout=W.Layout(align_items="center", justify_content="space-between"))
+        super().__init__([W.HTML(style_tag()), head, self.error, self.list])
+        self.add_class("cl-run")
+        self.add_class("cl-team-inbox")
+        self.refresh()
+
+    # ------------------------------------------------------------------ reading
+    def refresh(self) -> None:
+        """Read the waiting decisions again; cards of decisions still waiting are kept (a
+        half-typed reason survives), the others go."""
+        self.error.value = ""
+        try:
+            self.items = self.runtime.waiting_decisions()
+            runs = {d.run_id: self.runtime.watch_run(d.run_id) for d in self.items}
+        except Exception as exc:
+            self.show_error(exc, action="read the waiting decisions")
+            return
+        for run_id, run in runs.items():
+            host = self.hosts.get(run_id)
+            if host is None:
+                self.hosts[run_id] = _RunHost(self, run)
+            else:
+                host.run = run
+        shown: list[W.Widget] = []
+        keep: dict[tuple[str, str], _Card] = {}
+        for item in self.items:
+            card = self._card(item)
+            if card is not None:
+                keep[(item.run_id, item.step_id)] = card
+                shown += [self._run_line(item), card]
+        self.cards = keep
+        self.hosts = {run_id: h for run_id, h in self.hosts.items() if run_id in runs}
+        self.list.children = shown or [W.HTML(
+            '<div class="cl-note">Nothing waits for a decision in this store.</div>')]
+        n, m = len(keep), len(runs)
+        self.summary.value = (
+            f'<div class="cl-head"><b>Approvals</b> <span class="cl-summary">{n} decision'
+            f'{"s" if n != 1 else ""} wait{"s" if n == 1 else ""} in {m} run'
+            f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")}</span></div>')
+
+    def _card(self, item: WaitingDecision) -> _Card | None:
+        host = self.hosts[item.run_id]
+        st = host.run.steps.get(item.step_id)
+        if st is None:
+            return None
+        cls = ApprovalCard if item.kind == "confirm" else DoubtCard
+        key = ("confirm", item.step_id, st.args_hash) if item.kind == "confirm" else \
+            ("in_doubt", item.step_id, st.attempts)
+        card = self.cards.get((item.run_id, item.step_id))
+        if card is None or not isinstance(card, cls) or card.key != key:
+            card = cls(host, item.step_id)
+        return card
+
+    def _run_line(self, item: WaitingDecision) -> W.HTML:
+        run = self.hosts[item.run_id].run
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.since))
+        return W.HTML(
+            f'<div class="cl-note">run <span class="cl-runid">{html.escape(item.run_id)}'
+            f"</span> ({html.escape(item.chain)}) · waiting since {since} · driven by "
+            f"{html.escape(run.driven_by())}</div>")
+
+    def card(self, run_id: str, step_id: str) -> _Card:
+        """The card of ``step_id`` of ``run_id``. Raises KeyError listing what waits."""
+        try:
+            return self.cards[(run_id, step_id)]
+        except KeyError:
+            waiting = ", ".join(f"{r}/{s}" for r, s in self.cards) or "nothing"
+            raise KeyError(f"no card for step {step_id!r} of run {run_id!r}; waiting: "
+                           f"{waiting}") from None
+
+    # ------------------------------------------------------------------ deciding
+    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
+            on_error: Callable[[BaseException], None] | None = None) -> None:
+        """Run a card's decision (``Runtime.decide`` through the watched run), then read
+        the list again; an error is shown on the card (``on_error``) and above the list."""
+        if call_on(self._loop, self.act, what, make, on_error=on_error):
+            return
+        self.error.value = ""
+
+        def failed(exc: BaseException) -> None:
+            self.show_error(exc, action=what)
+            if on_error is not None:
+                on_error(exc)
+
+        async def decide_then_refresh() -> None:
+            await make()
+            self.refresh()
+
+        try:
+            eager(decide_then_refresh(), on_error=failed)
+        except Exception as exc:
+            failed(exc)
+
+    def show_error(self, exc: BaseException, action: str | None = None) -> None:
+        """Show ``exc`` above the list (and keep it in ``last_error``)."""
+        self.last_error = exc
+        what = f"could not {action}: " if action else ""
+        self.error.value = (f'<div class="cl-error">⚠ {html.escape(what)}'
+                            f"<b>{html.escape(type(exc).__name__)}</b>: "
+                            f"{html.escape(str(exc))}</div>")
+
+    def __repr__(self) -> str:
+        return f"ApprovalsInbox({len(self.cards)} waiting)"
