@@ -150,7 +150,7 @@ class DagPreview(W.VBox):
             self.canvas.svg = ('<div class="cl-dsg-emptydag">No steps yet: click a tool in the '
                                "palette to add the first one.</div>")
             return
-        from chainlab.render.dot import draw_chain
+        from chainlab.render.dot import draw_chain, step_of
 
         chains = dict(toolbox.chains) or None
         dot = draw_chain(chain, toolbox, None, None, chains, reserve_status=True,
@@ -177,10 +177,11 @@ class DagPreview(W.VBox):
             return
         self.unavailable = None
         self.element_ids = {s: live.element_id(s) for s in live.step_ids}
-        self.canvas.steps = {eid: s for s, eid in self.element_ids.items()}
+        self.canvas.steps = {eid: step_of(s) for s, eid in self.element_ids.items()}
         self.canvas.svg = svg
 
     def _css(self, problems: list[Problem], selected: str | None) -> str:
+        from chainlab.render.dot import step_of
         from chainlab.render.live import css_string
         from chainlab.render.style import NEUTRAL, PROBLEM, dasharray
 
@@ -191,18 +192,18 @@ class DagPreview(W.VBox):
         for p in problems:
             if p.step_id:
                 by_step.setdefault(p.step_id.split("/")[0], []).append(p)
-        for step_id, found in by_step.items():
-            eid = self.element_ids.get(step_id)
-            if eid is None:
+        for name, eid in self.element_ids.items():  # a repeated id: one node per step
+            found = by_step.get(step_of(name), [])
+            if not found:
                 continue
             more = f" (+{len(found) - 1})" if len(found) > 1 else ""
             rules.append(f"#{eid}{{--cl-s:{PROBLEM.stroke};--cl-w:{PROBLEM.width:g}px;"
                          f"--cl-d:{dasharray(PROBLEM.line)};"
                          f"--cl-c:{css_string(f'⚠ {found[0].code}{more}')}}}")
-        eid = self.element_ids.get(selected or "")
-        if eid is not None:
+        chosen = self.element_ids.get(selected or "")
+        if chosen is not None:
             border = "" if selected in by_step else "--cl-s:#0072b2;--cl-w:2.5px;"
-            rules.append(f"#{eid}{{--cl-f:#e3f1fb;{border}}}")
+            rules.append(f"#{chosen}{{--cl-f:#e3f1fb;{border}}}")
         return f'<style class="{self.scope}-design">' + "\n".join(rules) + "</style>"
 
 

@@ -11,7 +11,8 @@ What the drawing encodes (the legend, :mod:`chainlab.render.legend`, repeats it)
   :data:`~chainlab.render.STATUS_STYLE`;
 * ``depends_on`` edges solid, data edges (derived from references) dashed and labelled with
   the reference;
-* plan problems: a dashed vermillion border and a ``⚠ code`` line on the faulty step.
+* plan problems: a dashed vermillion border and a ``⚠ code`` line on the faulty step; a
+  step id used by several steps draws one node per step (:func:`occurrence`), each marked.
 
 Ids are stable: the Graphviz node of a step is named by its id (``parent/child`` inside
 sub-chains) and its SVG element id is :func:`element_id` (scope + escaped step id), so the
@@ -21,6 +22,7 @@ same input always gives the same text, and a view can address a step's SVG eleme
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, Step
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["Drawing", "chain_dot", "draw_chain", "element_id", "escape_id", "quote", "step_kind"]
+__all__ = ["Drawing", "chain_dot", "draw_chain", "element_id", "escape_id", "occurrence",
+           "quote", "step_kind", "step_of"]
 
 Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
 _SCOPE_TOKEN = "\x00scope\x00"
@@ -65,6 +68,19 @@ def escape_id(step_id: str) -> str:
         else:
             out.append(f"_{ord(c):x}_")
     return "".join(out)
+
+
+def occurrence(step_id: str, n: int) -> str:
+    """The drawn name of the ``n``-th step (from 2) with ``step_id`` when a plan repeats an
+    id: ``step_id#n`` ('#' is never part of a valid step id; the first keeps its id). Every
+    repeat gets its own node, marked as a problem, instead of Graphviz merging them."""
+    return f"{step_id}#{n}"
+
+
+def step_of(name: str) -> str:
+    """The step id of a drawn name (:func:`occurrence` undone)."""
+    head, sep, tail = name.rpartition("#")
+    return head if sep and tail.isdigit() else name
 
 
 def element_id(scope: str, step_id: str) -> str:
@@ -178,8 +194,17 @@ class _Writer:
                     stack: tuple[str, ...]) -> dict[str, _Anchor]:
         """Emit the steps of one chain level (recursing into sub-chains) and its edges."""
         anchors: dict[str, _Anchor] = {}
+        counts = Counter(step.id for step in chain.steps)
+        seen: Counter[str] = Counter()
         for step in chain.steps:
             full = prefix + step.id
+            seen[step.id] += 1
+            if counts[step.id] > 1:  # an invalid plan: draw every step, each marked
+                name = full if seen[step.id] == 1 else occurrence(full, seen[step.id])
+                self.drawn.append(name)
+                self.node(step, full, indent, name=name, duplicated=True)
+                anchors.setdefault(full, _Anchor(name, name))  # edges meet the first
+                continue
             self.drawn.append(full)
             sub = self.chains.get(step.subchain_name or "") if step.is_subchain else None
             if sub is not None and sub.steps and sub.name not in stack:
@@ -192,7 +217,12 @@ class _Writer:
             self.edge(e, prefix, anchors, indent)
         return anchors
 
-    def node(self, step: Step, full: str, indent: str) -> None:
+    def node(self, step: Step, full: str, indent: str, *, name: str | None = None,
+             duplicated: bool = False) -> None:
+        """One step's node; ``name`` (default ``full``) is its Graphviz name, distinct for
+        each step that repeats an id (``duplicated``: marked as a problem even when the
+        problems were not given)."""
+        name = name or full
         kind, marks = step_kind(step, self.toolbox)
         self.kinds.add(kind)
         if KIND_MARK["idempotent"] in marks:  # markers beyond the shape go in the legend too
@@ -203,7 +233,8 @@ class _Writer:
             self.kinds.add("conditional")
         tool = step.tool if not step.is_subchain else f"chain:{step.subchain_name}"
         lines = [_clip(step.id), _clip(f"{marks} {tool}".strip())]
-        problem = self._problem_text(full)
+        problem = self._problem_text(full) or (
+            "⚠ duplicate_step" if duplicated and not self.reserve else None)
         if problem:
             lines.append(problem)
             self.kinds.add("problem")
@@ -218,7 +249,7 @@ class _Writer:
         if style.line != "solid":
             styles.append(style.line)
         attrs = [
-            ("id", quote(element_id(self.scope, full))),
+            ("id", quote(element_id(self.scope, name))),
             ("class", '"cl-step"'),
             ("shape", shape),
             ("style", quote(",".join(styles))),
@@ -229,7 +260,7 @@ class _Writer:
             ("label", _lines(*lines)),
             ("tooltip", quote_multiline(self._tooltip(step, full))),
         ]
-        self.out.append(f"{indent}{quote(full)} [{_attrs(attrs)}];")
+        self.out.append(f"{indent}{quote(name)} [{_attrs(attrs)}];")
 
     def cluster(self, step: Step, sub: Chain, full: str, indent: str,
                 stack: tuple[str, ...]) -> _Anchor:
