@@ -20,7 +20,8 @@ so the next process does not wait for it to go stale.
 
 A driver counts as LIVE for a run (:meth:`Liveness.live_driver`) when its last beat is
 younger than ``stale_after_s``, it holds the run's current epoch, the run is not finished,
-and it is not this runtime. Beat times are the beating host's clock: hosts sharing a
+and it is not this runtime; on the same host (by host name), a driver whose pid no longer
+exists is dead at once. Beat times are the beating host's clock: hosts sharing a
 PostgreSQL store should keep their clocks in sync (NTP); ``stale_after_s`` absorbs a few
 seconds of skew.
 """
@@ -83,7 +84,11 @@ class Liveness:
         if record.status in RUN_TERMINAL or driver.epoch != record.epoch:
             return None  # finished, or its driver was taken over since it beat
         age = driver.age(time.time() if now is None else now)
-        return driver if age < self.stale_after_s else None
+        if age >= self.stale_after_s:
+            return None
+        if driver.host == self.host and not _pid_alive(driver.pid):
+            return None  # on this host its process is gone: no need to wait for staleness
+        return driver
 
     async def refuse_live(self, runtime: Runtime, record: RunRecord) -> None:
         """Raise DriverAliveError when another live process drives ``record``'s run."""
@@ -189,6 +194,17 @@ class Liveness:
             log.warning("run %s: request %s not answered: %s", run.run_id,
                         request.request_id, exc)
         return True
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (a zombie still counts: conservative)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's), or cannot tell: assume alive
+    return True
 
 
 async def apply_request(run: Run, request: DecisionRequest) -> None:

@@ -2,11 +2,11 @@
 ``pay`` is side-effecting, NOT idempotent and needs confirmation, in the store at a URL.
 
     python -m tests.durability.decide_driver STORE_URL RUN_ID LEDGER
-        [--heartbeat S] [--stale S] [--self-approve-after S] [--hold S]
+        [--heartbeat S] [--stale S] [--self-approve-when FILE] [--hold S]
 
 Prints ``suspended`` once the run waits for the approval and its heartbeat is recorded,
-then the run's final status. ``--self-approve-after S``: A approves ``pay`` itself after S
-seconds (to show that a fenced driver commits nothing). ``--hold S``: ``pay`` sleeps S
+then the run's final status. ``--self-approve-when FILE``: A approves ``pay`` itself once
+FILE exists (to show that a fenced driver commits nothing). ``--hold S``: ``pay`` sleeps S
 seconds after its effect (a SIGKILL then lands mid-call). Exit 0: succeeded, 3: this driver
 was taken over (StaleEpochError), 1: anything else.
 
@@ -92,7 +92,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("ledger")
     parser.add_argument("--heartbeat", type=float, default=0.2)
     parser.add_argument("--stale", type=float, default=10.0)
-    parser.add_argument("--self-approve-after", type=float, default=None)
+    parser.add_argument("--self-approve-when", default=None)
     parser.add_argument("--hold", type=float, default=0.0)
     opts = parser.parse_args(argv)
     os.environ["CHAINLAB_TEST_LEDGER"] = opts.ledger
@@ -108,10 +108,14 @@ async def main(argv: list[str]) -> int:
                 await anyio.sleep(0.02)
             print("suspended", flush=True)
             try:
-                if opts.self_approve_after is not None:
-                    await anyio.sleep(opts.self_approve_after)
+                if opts.self_approve_when is not None:
+                    while not Path(opts.self_approve_when).exists():
+                        await anyio.sleep(0.02)
                     await run.approve("pay", note="self")
                 result = await run.wait()
+                while result.suspended:  # wait() returns at a suspension: drive on until
+                    await anyio.sleep(0.02)  # someone decides (through the store)
+                    result = await run.wait()
             except StaleEpochError as exc:
                 print(f"fenced: {exc}", flush=True)
                 return 3

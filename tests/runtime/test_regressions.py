@@ -133,7 +133,7 @@ async def test_a_fenced_runtime_gets_stale_epoch_error_not_an_exception_group(bu
         await anyio.sleep(0.001)
     await store.flush(run_a.run_id, 1)
     b = Runtime(toolbox(False), store)
-    run_b = await b.resume(run_a.run_id)
+    run_b = await b.resume(run_a.run_id, force=True)  # A is alive: take over anyway
     assert (await run_b.wait()).ok
     gate.set()
     with pytest.raises(StaleEpochError):
