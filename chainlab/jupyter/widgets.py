@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["RunAt", "RunWidget", "Scrubber"]
 
 REDRAW_RATE = 10.0  # redraws per second, at most
+QUEUE_SHOWN = 8  # ready steps named in the queue line (a 30-step fan-out took three lines)
 _SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED,
                        EventKind.RUN_ROLLED_BACK, EventKind.RUN_ROLLBACK_FAILED,
                        EventKind.RUN_SUSPENDED})
@@ -290,8 +291,10 @@ class RunWidget(W.VBox):
         bps = self._pending_breakpoints()
         parts = []
         if ready and (self.run.paused or self.run.status == RunStatus.PAUSED):
+            more = len(ready) - QUEUE_SHOWN  # the `next` dropdown lists them all
             parts.append("ready queue: " + ", ".join(f"<code>{html.escape(s)}</code>"
-                                                     for s in ready))
+                                                     for s in ready[:QUEUE_SHOWN])
+                         + (f" and {more} more" if more > 0 else ""))
         if bps:
             parts.append("breakpoints: " + ", ".join(f"<code>{html.escape(b)}</code>"
                                                      for b in bps))

@@ -122,6 +122,7 @@ class LiveDag:
             if step is None:
                 continue
             i = self._index[step]
+            span = _x_span(base[g.shape[0]:g.shape[1]]) if g.shape is not None else None
             if g.shape is not None:
                 a, b = g.shape
                 tag = _PAINT.sub("", base[a:b])
@@ -136,7 +137,7 @@ class LiveDag:
                 last = n == len(g.texts) - 1
                 parts += [base[pos:a], f"<text{tag_attrs} ", (i, "tfill"), ">",
                           (i, "status") if last else m[2], "</text>"]
-                live += [base[pos:a], _status_box(attrs(m[1])) if last else base[a:b]]
+                live += [base[pos:a], _status_box(attrs(m[1]), span) if last else base[a:b]]
                 pos = b
         parts.append(base[pos:])
         live.append(base[pos:])
@@ -153,7 +154,8 @@ class LiveDag:
             f"stroke-width:var(--cl-w,{_num(p.width)}px);"
             f"stroke-dasharray:var(--cl-d,{dasharray(p.line)})}}"
             f"{s} .cl-step text{{fill:var(--cl-t,{p.text})}}"
-            f"{s} .cl-st{{margin:0;padding:0;white-space:nowrap;color:var(--cl-t,{p.text})}}"
+            f"{s} .cl-st{{margin:0;padding:0;white-space:nowrap;overflow:hidden;"
+            f"text-overflow:ellipsis;color:var(--cl-t,{p.text})}}"
             f"{s} .cl-st::after{{content:var(--cl-c,{css_string(p.caption)})}}</style>\n")
 
     # ------------------------------------------------------------------ updating
@@ -220,18 +222,34 @@ class LiveDag:
         return self.css(statuses, badges) + "\n" + self.svg
 
 
-def _status_box(text_attrs: dict[str, str]) -> str:
-    """An HTML box replacing a status ``<text>``: same place and font, text from CSS."""
+_POINT = re.compile(r"(-?\d+(?:\.\d+)?),(-?\d+(?:\.\d+)?)")
+_INSET = 5.0  # points kept clear of the node's border on each side
+
+
+def _x_span(shape_tag: str) -> tuple[float, float] | None:
+    """The horizontal extent of a Graphviz shape (``points`` of a polygon, ``d`` of a path;
+    never other attributes: ``stroke-dasharray="5,2"`` is not a point)."""
+    found = attrs(shape_tag)
+    xs = [float(x) for x, _ in _POINT.findall(found.get("points") or found.get("d") or "")]
+    return (min(xs), max(xs)) if xs else None
+
+
+def _status_box(text_attrs: dict[str, str], span: tuple[float, float] | None = None) -> str:
+    """An HTML box replacing a status ``<text>``: same place and font, text from CSS, as wide
+    as the step's shape (``span``) so that a long status line (``⇥ skipped · upstream
+    failed``) ends in an ellipsis inside the node instead of running over its border."""
     size = float(text_attrs.get("font-size", "10"))
     x, y = float(text_attrs.get("x", "0")), float(text_attrs.get("y", "0"))
     anchor = text_attrs.get("text-anchor", "middle")
     width = 320.0
     left = {"middle": x - width / 2, "end": x - width}.get(anchor, x)
+    if span is not None and span[1] - span[0] > 4 * _INSET:
+        left, width = span[0] + _INSET, span[1] - span[0] - 2 * _INSET
     align = {"middle": "center", "end": "right"}.get(anchor, "left")
     height = size * 1.35
     font = text_attrs.get("font-family", FONT)
     return (f'<foreignObject class="cl-fo" x="{left:.2f}" y="{y - size * 1.02:.2f}" '
-            f'width="{width:g}" height="{height:.2f}" style="overflow:visible">'
+            f'width="{width:.2f}" height="{height:.2f}" style="overflow:visible">'
             f'<div xmlns="http://www.w3.org/1999/xhtml" class="cl-st" style="font-size:{size:g}px;'
             f"line-height:{height:.2f}px;text-align:{align};font-family:{font}\"></div>"
             "</foreignObject>")

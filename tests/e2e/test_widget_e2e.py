@@ -130,6 +130,7 @@ def test_wide_and_tall_dags_scroll_legend_and_next(lab: Lab, page: Any) -> None:
     wide.locator("button.jupyter-button", has_text="Step").click()
     expect(wide.locator(".cl-head")).to_contain_text("30 ready", timeout=20_000)
     expect(choice).to_have_value("fan_00")
+    expect(wide.locator(".cl-queue")).to_contain_text("fan_07 and 22 more")  # one line
     assert choice.evaluate("s => [...s.options].map(o => o.value)") == [
         f"fan_{i:02d}" for i in range(30)]
     choice.select_option("fan_07")

@@ -133,6 +133,28 @@ async def test_a_chain_without_effects_lists_no_effect_marks(env: Env) -> None:
     assert "side effects" not in w.dag.legend.strip.value
 
 
+def test_a_long_status_line_stays_inside_its_node() -> None:
+    # "⇥ skipped · upstream failed" is longer than the line a live DAG reserves: the status
+    # box is as wide as the node and ends in an ellipsis instead of crossing the border
+    import xml.etree.ElementTree as ET
+
+    from chainlab.render import LiveDag
+    from chainlab.render.live import _x_span
+
+    chain = Chain.from_dict({"name": "n", "steps": [S("a"), S("b"), S("c", ("a", "b"))]})
+    live = LiveDag(chain, legend=False)  # a and b side by side: each box under its own node
+    assert "text-overflow:ellipsis" in live.svg
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(live.svg)
+    for step_id in ("a", "b", "c"):
+        g = next(el for el in root.iter(f"{ns}g") if el.get("id") == live.element_id(step_id))
+        shape = next(el for el in g.iter() if el.get("class") == "cl-shape")
+        left, right = _x_span(ET.tostring(shape, encoding="unicode")) or (0, 0)
+        box = next(g.iter(f"{ns}foreignObject"))
+        x, width = float(box.get("x", "0")), float(box.get("width", "0"))
+        assert left < x and x + width < right and width > (right - left) / 2
+
+
 # ---------------------------------------------------------------------- next dropdown
 def test_set_choices_keeps_the_choice_while_it_is_offered() -> None:
     dropdown = W.Dropdown(options=[])
@@ -198,6 +220,19 @@ async def test_step_clicked_in_a_subshell_thread_runs_the_chosen_step(env: Env) 
     assert w.last_error is None
     assert [run.steps[f"f{i}"].status for i in range(4)] == ["ready", "ready", "succeeded",
                                                              "ready"]
+
+
+async def test_the_queue_line_names_the_first_ready_steps_only(env: Env) -> None:
+    from chainlab.jupyter.widgets import QUEUE_SHOWN
+
+    fans = [S(f"f{i:02d}") for i in range(QUEUE_SHOWN + 4)]
+    run, w = await env.start(fans, paused=True)
+    await until(lambda: len(run.ready_steps()) == QUEUE_SHOWN + 4)
+    w.refresh()
+    shown = re.findall(r"<code>(\w+)</code>", w.queue.value)
+    assert shown == run.ready_steps()[:QUEUE_SHOWN] and w.queue.value.endswith(
+        " and 4 more</div>")
+    assert len(w.next_step.options) == QUEUE_SHOWN + 4  # the dropdown offers every one
 
 
 # ---------------------------------------------------------------------- labels
