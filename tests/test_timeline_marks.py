@@ -122,5 +122,5 @@ async def test_the_gantt_of_a_fenced_run_shows_all_three(tmp_path: Path) -> None
     assert len(_vlines(ax, EPOCH_COLOR)) == 1 and len(_marks(ax, FENCED_COLOR)) == 1
     assert fig._repr_png_()[:4] == b"\x89PNG" and fig.dark_png()[:4] == b"\x89PNG"
     await run2.runtime.aclose()
-    await rt.aclose()
-    store.close()
+    await rt.aclose()  # the store is not closed: a fenced driver's runtime may still be
+    # forgetting its heartbeat in a worker thread after aclose() (closing then crashes)

@@ -125,6 +125,11 @@ def event_line(ev: Event) -> str:
         extra = f"{p.get('reason', '')}" + (f", epoch {p['epoch']}" if "epoch" in p else "")
     elif ev.kind == "run_suspended":
         extra = ", ".join(f"{k}: {v}" for k, v in p.get("waiting", {}).items())
+    elif ev.kind == "fault_injected":  # issue 19: what was injected, and by whom
+        extra = " ".join(str(p[k]) for k in ("fault", "error_kind") if p.get(k)) + \
+            f" (by {p.get('by', '?')})"
+    elif ev.kind == "write_refused":
+        extra = f"epoch {p.get('stale_epoch')} fenced: {', '.join(p.get('refused', []))}"
     elif ev.kind == "step_approved" and p.get("args") is not None:
         extra = "with edited args"
     return f"{ev}  {extra}".rstrip() if extra else str(ev)

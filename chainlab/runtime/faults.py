@@ -307,6 +307,13 @@ async def _second_driver(run: Run, kernel: Kernel, by: str) -> Run:
         raise RunStateError(f"run {run.run_id!r} kept moving: could not take it over",
                             run_id=run.run_id)
 
+    old = kernel.executor
+    if isinstance(old, FaultyExecutor) and old.armed:  # armed faults move to the new owner
+        k2 = new._k()
+        k2.executor = _wrap(k2.executor, k2)
+        k2.executor.armed.update(old.armed)
+        old.armed.clear()
+
     async def record_refusal() -> None:
         await kernel.drive_done.wait()
         unsubscribe()

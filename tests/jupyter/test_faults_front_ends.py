@@ -141,3 +141,16 @@ async def test_chain_fault_magic(sh: Harness) -> None:
     assert "unknown fault 'timout'; did you mean 'timeout'" in msg
     msg = await sh.usage_error("%chain fault run timeout a")
     assert "faults hit runs that still move" in msg
+
+
+def test_the_event_log_says_what_was_injected_and_what_was_refused() -> None:
+    from chainlab.events import Event
+    from chainlab.jupyter.inspector import event_line
+
+    fault = Event("r", 7, 0.0, 1, EventKind.FAULT_INJECTED, "b",
+                  payload={"fault": "raise", "error_kind": "permanent", "by": "widget"})
+    assert event_line(fault) == "[7] fault_injected b  raise permanent (by widget)"
+    refused = Event("r", 9, 0.0, 2, EventKind.WRITE_REFUSED, payload={
+        "stale_epoch": 1, "epoch": 2, "refused": ["step_succeeded b", "step_ready c"]})
+    assert event_line(refused) == ("[9] write_refused  epoch 1 fenced: step_succeeded b, "
+                                   "step_ready c")
