@@ -7,6 +7,7 @@
 #   ./run.sh test            the whole test suite: unit, notebooks (nbval), browser e2e
 #   ./run.sh bench           the benchmarks (prints tables)
 #   ./run.sh lint            ruff + mypy
+#   ./run.sh docs            build the documentation site (warnings as errors) into site/, serve it
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${VENV:-.venv}
@@ -62,6 +63,10 @@ case "${1:-}" in
     python_env
     "$VENV/bin/ruff" check chainlab tests benchmarks
     "$VENV/bin/mypy" ;;
+  docs)
+    python_env
+    "$VENV/bin/mkdocs" build --strict
+    exec "$VENV/bin/mkdocs" serve --dev-addr "${DOCS_ADDR:-127.0.0.1:8000}" ;;
   *)
-    sed -n '2,9p' "$0"; exit 2 ;;
+    sed -n '2,10p' "$0"; exit 2 ;;
 esac
