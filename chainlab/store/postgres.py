@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from chainlab.errors import (
@@ -44,6 +43,14 @@ from chainlab.events.event import Event, event_kind
 from chainlab.store.base import RunRecord
 from chainlab.store.postgres_liveness import PostgresLiveness
 from chainlab.store.postgres_schema import MIGRATIONS, migrate
+from chainlab.store.writer import (
+    Append,
+    GroupCommitWriter,
+    WriterStore,
+    dumps,
+    record_of,
+    sort_batch,
+)
 
 try:
     import psycopg
@@ -63,7 +70,7 @@ _RUN_COLUMNS = (
     "updated_at)), chain, chains, context, options, meta")
 
 
-class PostgresStore(PostgresLiveness):
+class PostgresStore(PostgresLiveness, WriterStore):
     """Runs and events in a PostgreSQL database, e.g.
     ``PostgresStore("postgresql://user:pw@host/db")`` or a libpq conninfo string
     (``"host=/run/postgresql dbname=chainlab"``).
@@ -81,12 +88,7 @@ class PostgresStore(PostgresLiveness):
         self.dsn = dsn
         self.where = describe(dsn)
         self.connect_timeout = connect_timeout
-        self._closed = False
-        self._stale: dict[tuple[str, int], int | None] = {}
-        self._failed: dict[tuple[str, int], StoreError] = {}
-        self._saved: dict[str, int] = {}  # run_id -> last seq this store committed
-        self._writer: _Writer | None = None
-        self._writer_lock = threading.Lock()
+        self._init_writes()
         self._listener: _Listener | None = None
         with self._connect("open") as conn:
             with self._errors("migrate"):
@@ -146,9 +148,9 @@ class PostgresStore(PostgresLiveness):
     # ------------------------------------------------------------------ runs
     def create_run(self, record: RunRecord) -> None:
         row = (record.run_id, record.chain_name, record.status, record.epoch,
-               record.created_at, record.updated_at, _dumps(record.chain),
-               _dumps(record.chains), _dumps(record.context), _dumps(record.options),
-               _dumps(record.meta))
+               record.created_at, record.updated_at, dumps(record.chain),
+               dumps(record.chains), dumps(record.context), dumps(record.options),
+               dumps(record.meta))
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
@@ -198,7 +200,7 @@ class PostgresStore(PostgresLiveness):
                                (run_id,)).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id, _run_ids(conn))
-            return _record(row)
+            return record_of(row)
 
         return self._read(read)  # type: ignore[no-any-return]
 
@@ -206,7 +208,7 @@ class PostgresStore(PostgresLiveness):
         sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return self._read(lambda c: [_record(r) for r in c.execute(sql).fetchall()])  # type: ignore[no-any-return]
+        return self._read(lambda c: [record_of(r) for r in c.execute(sql).fetchall()])  # type: ignore[no-any-return]
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         def read(conn: psycopg.Connection) -> list[Event]:
@@ -243,55 +245,13 @@ class PostgresStore(PostgresLiveness):
         return self._listener.wait(run_id, after_seq, timeout)
 
     # ------------------------------------------------------------------ writes
-    def _get_writer(self) -> _Writer:
-        writer = self._writer
-        if writer is None:
-            with self._writer_lock:
-                if self._closed:
-                    raise StoreError(f"{self!r} is closed")
-                if self._writer is None:
-                    self._writer = _Writer(self)
-                    self._writer.start()
-                writer = self._writer
-        return writer
-
-    def append(self, run_id: str, epoch: int, events: Iterable[Event],
-               run_status: str | None = None) -> None:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        self._get_writer().queue.put(("append", run_id, epoch, tuple(events), run_status))
-
-    async def flush(self, run_id: str, epoch: int) -> None:
-        if self._writer is not None and not self._closed:
-            await _wait_for(self._writer)
-        key = (run_id, epoch)
-        failed = self._failed.get(key)
-        if failed is not None:
-            raise failed
-        if key in self._stale:
-            raise StaleEpochError(run_id, epoch, self._stale[key])
-
-    def flush_sync(self) -> None:
-        """Block until everything appended so far is committed (scripts and tests)."""
-        if self._writer is not None and not self._closed:
-            done = threading.Event()
-            self._writer.queue.put(("flush", done.set))
-            done.wait()
-
-    def is_stale(self, run_id: str, epoch: int) -> bool:
-        return (run_id, epoch) in self._stale
+    def _new_writer(self) -> GroupCommitWriter:
+        return _PostgresWriter(self).thread
 
     def close(self) -> None:
         """Commit what is queued, stop the threads and close every connection."""
-        with self._writer_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._writer is not None:
-            done = threading.Event()
-            self._writer.queue.put(("stop", done.set))
-            done.wait()
-            self._writer.join()
+        if not self._stop_writer():
+            return
         if self._listener is not None:
             self._listener.stop()
         self._stop_mail_listener()
@@ -306,76 +266,20 @@ class PostgresStore(PostgresLiveness):
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
 
-    def _lost(self, run_id: str, first_unsaved: int | None) -> str:
-        saved = self._saved.get(run_id)
-        if saved is None and first_unsaved is not None:
-            saved = first_unsaved - 1
-        if saved is None:
-            return f"no event of run {run_id!r} was saved by this writer"
-        return f"events of run {run_id!r} up to seq {saved} are saved, none after"
-
-
-async def _wait_for(writer: _Writer) -> None:
-    """Wait (without blocking the loop) until the writer committed what is queued now."""
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): wait in a worker thread
-        import anyio
-
-        done = threading.Event()
-        writer.queue.put(("flush", done.set))
-        await anyio.to_thread.run_sync(done.wait)
-        return
-    fut = loop.create_future()
-
-    def set_result() -> None:
-        if not fut.done():
-            fut.set_result(None)
-
-    def resolve() -> None:  # called on the writer thread
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(set_result)
-
-    writer.queue.put(("flush", resolve))
-    await fut
-
-
-class _Writer(threading.Thread):
-    """Drains the queue; each batch is one transaction (group commit)."""
+class _PostgresWriter:
+    """What the writer thread does with PostgreSQL: one connection of its own (reconnected
+    after a drop), each batch one pipelined transaction, retried when the server says so."""
 
     def __init__(self, store: PostgresStore):
-        super().__init__(name="chainlab-postgres-writer", daemon=True)
-        self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.store = store
         self.conn: psycopg.Connection | None = None
+        self.thread = GroupCommitWriter("chainlab-postgres-writer", self._commit,
+                                        finish=self._close)
 
-    def run(self) -> None:
-        try:
-            while True:
-                batch = [self.queue.get()]
-                while True:
-                    try:
-                        batch.append(self.queue.get_nowait())
-                    except queue.Empty:
-                        break
-                appends = [item for item in batch if item[0] == "append"]
-                if appends:
-                    self._commit(appends)
-                stop = False
-                for item in batch:
-                    if item[0] in ("flush", "stop"):
-                        callback: Callable[[], None] = item[1]
-                        with contextlib.suppress(Exception):  # a waiter's problem, not ours
-                            callback()
-                        stop = stop or item[0] == "stop"
-                if stop:
-                    return
-        finally:
-            if self.conn is not None:
-                with contextlib.suppress(Exception):
-                    self.conn.close()
+    def _close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
 
     def _connection(self) -> psycopg.Connection:
         if self.conn is None or self.conn.closed:
@@ -384,7 +288,7 @@ class _Writer(threading.Thread):
                                         connect_timeout=max(1, int(store.connect_timeout)))
         return self.conn
 
-    def _commit(self, appends: list[tuple[Any, ...]]) -> None:
+    def _commit(self, appends: list[Append]) -> None:
         """Commit every acceptable append in one transaction; record refused writers."""
         store = self.store
         for attempt in range(_RETRIES):
@@ -400,7 +304,7 @@ class _Writer(threading.Thread):
                 store._saved[row[0]] = row[1]
             return
 
-    def _fail(self, appends: list[tuple[Any, ...]], written: dict[tuple[str, int], int | None],
+    def _fail(self, appends: list[Append], written: dict[tuple[str, int], int | None],
               exc: psycopg.Error) -> None:
         """Nothing of this batch is durable: every writer in it fails from now on (a later
         flush must never report events after a lost one as durable)."""
@@ -417,11 +321,10 @@ class _Writer(threading.Thread):
             error.__cause__ = exc
             store._failed.setdefault(key, error)
 
-    def _transaction(self, conn: psycopg.Connection, appends: list[tuple[Any, ...]],
+    def _transaction(self, conn: psycopg.Connection, appends: list[Append],
                      written: dict[tuple[str, int], int | None]) -> list[tuple[Any, ...]]:
         store = self.store
         stale, failed = store._stale, store._failed
-        rows: list[tuple[Any, ...]] = []
         # pipeline mode: BEGIN goes with the epoch read (one round trip), the writes, the
         # NOTIFY and the COMMIT go together (a second one); measured ~2x faster per commit
         # over a unix socket than a round trip per statement
@@ -430,27 +333,7 @@ class _Writer(threading.Thread):
             epochs: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
                 "SELECT run_id, epoch FROM runs WHERE run_id = ANY(%s) ORDER BY run_id "
                 "FOR SHARE", (run_ids,)).fetchall())
-            runs: dict[str, tuple[str | None, float]] = {}
-            for _, run_id, epoch, events, status in appends:
-                key = (run_id, epoch)
-                if key in stale or key in failed:
-                    continue
-                current = epochs.get(run_id)
-                if current is None:
-                    failed[key] = RunNotFoundError(run_id)
-                    continue
-                if current != epoch:
-                    stale[key] = current
-                    continue
-                new = _rows(events)
-                if isinstance(new, StoreError):
-                    failed[key] = new
-                    continue
-                written.setdefault(key, events[0].seq if events else None)
-                rows.extend(new)
-                prev_status = runs.get(run_id, (None, 0.0))[0]
-                last_ts = events[-1].ts if events else time.time()
-                runs[run_id] = (status or prev_status, last_ts)
+            rows, runs = sort_batch(appends, epochs.get, stale, failed, written)
             with conn.cursor() as cur:
                 if rows:
                     cur.executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", rows)
@@ -520,31 +403,6 @@ class _Listener(threading.Thread):
 def _run_ids(conn: psycopg.Connection) -> list[str]:
     return [r[0] for r in conn.execute(
         "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200").fetchall()]
-
-
-def _rows(events: tuple[Event, ...]) -> list[tuple[Any, ...]] | StoreError:
-    rows = []
-    for ev in events:
-        try:
-            payload = _dumps(ev.payload)
-        except (TypeError, ValueError) as exc:
-            return StoreError(
-                f"run {ev.run_id!r}: event {ev} has a payload that is not JSON data ({exc}); "
-                "nothing more from this writer is stored")
-        rows.append((ev.run_id, ev.seq, ev.ts, ev.epoch, str(ev.kind), ev.step_id, ev.attempt,
-                     payload))
-    return rows
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(run_id=row[0], chain_name=row[1], status=row[2], epoch=row[3],
-                     created_at=row[4], updated_at=row[5], chain=json.loads(row[6]),
-                     chains=json.loads(row[7]), context=json.loads(row[8]),
-                     options=json.loads(row[9]), meta=json.loads(row[10]))
 
 
 def describe(dsn: str) -> str:

@@ -29,12 +29,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,14 @@ from chainlab.events.event import Event, event_kind
 from chainlab.store.base import RunRecord
 from chainlab.store.liveness import SQLiteLiveness
 from chainlab.store.sqlite_schema import MIGRATIONS, migrate
+from chainlab.store.writer import (
+    Append,
+    GroupCommitWriter,
+    WriterStore,
+    dumps,
+    record_of,
+    sort_batch,
+)
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
 
@@ -57,7 +64,7 @@ _RUN_COLUMNS = (
     "chain, chains, context, options, meta")
 
 
-class SQLiteStore(SQLiteLiveness):
+class SQLiteStore(SQLiteLiveness, WriterStore):
     """Runs and events in a SQLite file (``.chainlab/chainlab.db`` by default, ``":memory:"``
     for a throwaway database).
 
@@ -83,11 +90,10 @@ class SQLiteStore(SQLiteLiveness):
             raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
         self.synchronous = synchronous.upper()
         self.readonly = readonly
-        self._closed = False
+        self._init_writes()
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._gone = False  # the file at path is no longer the one opened (sticky)
         self._corrupt: StoreFileError | None = None  # once seen, nothing more is written
-        self._saved: dict[str, int] = {}  # run_id -> last seq this store committed
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._local = threading.local()
@@ -101,11 +107,6 @@ class SQLiteStore(SQLiteLiveness):
             self.path = str(path)
             self._lock = contextlib.nullcontext()
             self._prepare(Path(path))
-        # (run_id, epoch) of writers whose writes were refused -> the epoch that won / why
-        self._stale: dict[tuple[str, int], int | None] = {}
-        self._failed: dict[tuple[str, int], StoreError] = {}
-        self._writer: _Writer | None = None
-        self._writer_lock = threading.Lock()
         try:
             with self._lock, self._sqlite_errors("open"):
                 conn = self._conn()
@@ -212,14 +213,6 @@ class SQLiteStore(SQLiteLiveness):
             "use it, then start the run again (or resume it from the old file if it still "
             "exists)")
 
-    def _lost(self, run_id: str, first_unsaved: int | None = None) -> str:
-        saved = self._saved.get(run_id)
-        if saved is None and first_unsaved is not None:
-            saved = first_unsaved - 1
-        if saved is None:
-            return f"nothing of run {run_id!r} was saved"
-        return f"nothing after seq {saved} of run {run_id!r} was saved"
-
     def _read_only(self) -> StoreError:
         return StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
                           "write")
@@ -250,9 +243,9 @@ class SQLiteStore(SQLiteLiveness):
                     "updated_at, chain, chains, context, options, meta) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (record.run_id, record.chain_name, record.status, record.epoch,
-                     record.created_at, record.updated_at, _dumps(record.chain),
-                     _dumps(record.chains), _dumps(record.context), _dumps(record.options),
-                     _dumps(record.meta)),
+                     record.created_at, record.updated_at, dumps(record.chain),
+                     dumps(record.chains), dumps(record.context), dumps(record.options),
+                     dumps(record.meta)),
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {record.run_id!r} already exists") from None
@@ -293,7 +286,7 @@ class SQLiteStore(SQLiteLiveness):
                                (run_id,)).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id, self._run_ids(conn))
-        return _record(row)
+        return record_of(row)
 
     def _run_ids(self, conn: sqlite3.Connection) -> list[str]:
         return [r[0] for r in conn.execute(
@@ -303,7 +296,7 @@ class SQLiteStore(SQLiteLiveness):
         sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [_record(r) for r in self._fetch(sql)]
+        return [record_of(r) for r in self._fetch(sql)]
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         with self._lock, self._sqlite_errors("read"):
@@ -322,66 +315,25 @@ class SQLiteStore(SQLiteLiveness):
         return self._fetch(sql, params)
 
     # ------------------------------------------------------------------ writes
-    def _get_writer(self) -> _Writer:
-        writer = self._writer
-        if writer is None:
-            with self._writer_lock:
-                if self._closed:
-                    raise StoreError(f"{self!r} is closed")
-                if self._writer is None:
-                    self._writer = _Writer(self)
-                    self._writer.start()
-                writer = self._writer
-        return writer
+    def _new_writer(self) -> GroupCommitWriter:
+        return _SQLiteWriter(self).thread
 
-    def append(self, run_id: str, epoch: int, events: Iterable[Event],
-               run_status: str | None = None) -> None:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
+    def _check_append(self) -> None:
+        super()._check_append()
         if self.readonly:
             raise self._read_only()
-        self._get_writer().queue.put(("append", run_id, epoch, tuple(events), run_status))
 
     async def flush(self, run_id: str, epoch: int) -> None:
-        if self._writer is not None and not self._closed:
-            await _wait_for(self._writer)
-        self._raise_if_refused(run_id, epoch)
+        await super().flush(run_id, epoch)
         if not self._file_ok():  # what was committed went with the old file
             key = (run_id, epoch)
             self._failed.setdefault(key, self._gone_error(self._lost(run_id)))
             raise self._failed[key]
 
-    def _raise_if_refused(self, run_id: str, epoch: int) -> None:
-        key = (run_id, epoch)
-        failed = self._failed.get(key)
-        if failed is not None:
-            raise failed
-        if key in self._stale:
-            raise StaleEpochError(run_id, epoch, self._stale[key])
-
-    def flush_sync(self) -> None:
-        """Block until everything appended so far is committed (for scripts and tests; the
-        runtime uses ``await flush(...)``)."""
-        if self._writer is not None and not self._closed:
-            done = threading.Event()
-            self._writer.queue.put(("flush", done.set))
-            done.wait()
-
-    def is_stale(self, run_id: str, epoch: int) -> bool:
-        return (run_id, epoch) in self._stale
-
     def close(self) -> None:
         """Commit what is queued, stop the writer thread and close every connection."""
-        with self._writer_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._writer is not None:
-            done = threading.Event()
-            self._writer.queue.put(("stop", done.set))
-            done.wait()
-            self._writer.join()
-        self._close_connections()
+        if self._stop_writer():
+            self._close_connections()
 
     def _close_connections(self) -> None:
         self._closed = True
@@ -401,78 +353,36 @@ class SQLiteStore(SQLiteLiveness):
         return f"SQLiteStore({self.path!r})"
 
 
-async def _wait_for(writer: _Writer) -> None:
-    """Wait (without blocking the loop) until the writer committed what is queued now."""
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): wait in a worker thread
-        import anyio
-
-        done = threading.Event()
-        writer.queue.put(("flush", done.set))
-        await anyio.to_thread.run_sync(done.wait)
-        return
-    fut = loop.create_future()
-
-    def set_result() -> None:
-        if not fut.done():
-            fut.set_result(None)
-
-    def resolve() -> None:  # called on the writer thread
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(set_result)
-
-    writer.queue.put(("flush", resolve))
-    await fut
-
-
-class _Writer(threading.Thread):
-    """Drains the queue; each batch is one transaction (group commit)."""
+class _SQLiteWriter:
+    """What the writer thread does with SQLite: open its connection, commit each batch."""
 
     def __init__(self, store: SQLiteStore):
-        super().__init__(name="chainlab-sqlite-writer", daemon=True)
-        self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.store = store
+        self.conn: sqlite3.Connection | None = None
+        self.broken: Exception | None = None
+        self.thread = GroupCommitWriter("chainlab-sqlite-writer", self.commit_batch,
+                                        start=self.open)
 
-    def run(self) -> None:
+    def open(self) -> None:
         store = self.store
-        conn: sqlite3.Connection | None = None
-        broken: Exception | None = None
         try:
             if store._shared is not None:
-                conn = store._shared
+                self.conn = store._shared
             else:
-                conn = store._open()
-                conn.execute(f"PRAGMA synchronous = {store.synchronous}")
+                self.conn = store._open()
+                self.conn.execute(f"PRAGMA synchronous = {store.synchronous}")
         except Exception as exc:
-            broken = exc
-        while True:
-            batch = [self.queue.get()]
-            while True:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            appends = [item for item in batch if item[0] == "append"]
-            if appends:
-                if conn is None or broken is not None:
-                    for item in appends:
-                        store._failed.setdefault((item[1], item[2]), self._cannot_open(
-                            broken, item[1], item[3]))
-                else:
-                    with store._lock:
-                        self._commit(conn, appends)
-            stop = False
-            for item in batch:
-                if item[0] in ("flush", "stop"):
-                    callback: Callable[[], None] = item[1]
-                    with contextlib.suppress(Exception):  # a waiter's problem, not ours
-                        callback()
-                    stop = stop or item[0] == "stop"
-            if stop:
-                return
+            self.broken = exc
+
+    def commit_batch(self, appends: list[Append]) -> None:
+        store = self.store
+        if self.conn is None or self.broken is not None:
+            for item in appends:
+                store._failed.setdefault((item[1], item[2]), self._cannot_open(
+                    self.broken, item[1], item[3]))
+        else:
+            with store._lock:
+                self._commit(self.conn, appends)
 
     def _cannot_open(self, exc: Exception | None, run_id: str,
                      events: tuple[Event, ...]) -> StoreError:
@@ -483,7 +393,7 @@ class _Writer(threading.Thread):
                 return fault
         return StoreError(f"cannot open {store.path} for writing: {exc}")
 
-    def _commit(self, conn: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
+    def _commit(self, conn: sqlite3.Connection, appends: list[Append]) -> None:
         """Commit every acceptable append in one transaction; record refused writers."""
         store = self.store
         stale, failed = store._stale, store._failed
@@ -496,33 +406,17 @@ class _Writer(threading.Thread):
         written: dict[tuple[str, int], int | None] = {}  # -> first seq in this batch
         try:
             conn.execute("BEGIN IMMEDIATE")
+
             epochs: dict[str, int | None] = {}
-            rows: list[tuple[Any, ...]] = []
-            runs: dict[str, tuple[str | None, float]] = {}
-            for _, run_id, epoch, events, status in appends:
-                key = (run_id, epoch)
-                if key in stale or key in failed:
-                    continue
+
+            def epoch_of(run_id: str) -> int | None:  # read once per run and batch
                 if run_id not in epochs:
                     row = conn.execute("SELECT epoch FROM runs WHERE run_id = ?",
                                        (run_id,)).fetchone()
-                    epochs[run_id] = None if row is None else row[0]
-                current = epochs[run_id]
-                if current is None:
-                    failed[key] = RunNotFoundError(run_id)
-                    continue
-                if current != epoch:
-                    stale[key] = current
-                    continue
-                new = _rows(events)
-                if isinstance(new, StoreError):
-                    failed[key] = new
-                    continue
-                written.setdefault(key, events[0].seq if events else None)
-                rows.extend(new)
-                prev_status = runs.get(run_id, (None, 0.0))[0]
-                last_ts = events[-1].ts if events else time.time()
-                runs[run_id] = (status or prev_status, last_ts)
+                    epochs[run_id] = None if row is None else int(row[0])
+                return epochs[run_id]
+
+            rows, runs = sort_batch(appends, epoch_of, stale, failed, written)
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
             for run_id, (status, ts) in runs.items():
                 if status is not None:  # else updated_at is read from the last event
@@ -542,31 +436,6 @@ class _Writer(threading.Thread):
         saved = store._saved
         for row in rows:  # in seq order: the last one of each run stays
             saved[row[0]] = row[1]
-
-
-def _rows(events: tuple[Event, ...]) -> list[tuple[Any, ...]] | StoreError:
-    rows = []
-    for ev in events:
-        try:
-            payload = _dumps(ev.payload)
-        except (TypeError, ValueError) as exc:
-            return StoreError(
-                f"run {ev.run_id!r}: event {ev} has a payload that is not JSON data ({exc}); "
-                "nothing more from this writer is stored")
-        rows.append((ev.run_id, ev.seq, ev.ts, ev.epoch, ev.kind, ev.step_id, ev.attempt,
-                     payload))
-    return rows
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(run_id=row[0], chain_name=row[1], status=row[2], epoch=row[3],
-                     created_at=row[4], updated_at=row[5], chain=json.loads(row[6]),
-                     chains=json.loads(row[7]), context=json.loads(row[8]),
-                     options=json.loads(row[9]), meta=json.loads(row[10]))
 
 
 def _identity(path: str) -> tuple[int, int]:
