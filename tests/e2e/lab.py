@@ -63,14 +63,7 @@ class Lab:
                    JUPYTER_DATA_DIR=str(self.work / "data"),
                    JUPYTER_RUNTIME_DIR=str(self.work / "rt"), JUPYTER_PLATFORM_DIRS="1")
         env.pop("JPY_SESSION_NAME", None)
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-               f"--port={self.port}", f"--ServerApp.token={self.token}",
-               f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",
-               f"--LabApp.app_settings_dir={settings}",
-               f"--LabApp.workspaces_dir={self.work / 'workspaces'}",
-               "--LabApp.news_url=None",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--expose-app-in-browser"]
+        cmd = self.command(settings)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -87,6 +80,17 @@ class Lab:
                 time.sleep(0.25)
         self.stop()
         raise TimeoutError(f"JupyterLab did not start in {timeout} s:\n{self.log()}")
+
+    def command(self, settings: Path) -> list[str]:
+        """The server's command line (a subclass starts another Jupyter front end)."""
+        return [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+                f"--port={self.port}", f"--ServerApp.token={self.token}",
+                f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",
+                f"--LabApp.app_settings_dir={settings}",
+                f"--LabApp.workspaces_dir={self.work / 'workspaces'}",
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--expose-app-in-browser"]
 
     def api(self, method: str, path: str) -> Any:
         req = urllib.request.Request(f"{self.base}{path}", method=method,
