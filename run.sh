@@ -34,8 +34,10 @@ system_packages() {
   fi
 }
 
+install_stamp() { echo "$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"; }
+
 python_env() {
-  local stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+  local stamp; stamp=$(install_stamp)
   [ -f "$stamp" ] && return 0
   [ -x "$PY" ] || python3 -m venv "$VENV"
   "$PY" -m pip install -q --upgrade pip
@@ -46,7 +48,16 @@ python_env() {
 
 case "${1:-}" in
   demo)
-    system_packages; python_env
+    # one line per phase: the first run installs for minutes, quietly (pip -q)
+    say() { echo "run.sh demo: $*"; }
+    say "1/4 system packages: checking for Graphviz, Chromium, python3-venv, PostgreSQL"
+    system_packages
+    if [ -x "$PY" ]; then say "2/4 virtualenv: using $VENV"
+    else say "2/4 virtualenv: creating $VENV"; python3 -m venv "$VENV"; fi
+    if [ -f "$(install_stamp)" ]; then say "3/4 pip install: $VENV is up to date"
+    else say "3/4 pip install: chainlab with all its extras into $VENV (the first time takes a few minutes)"; fi
+    python_env
+    say "4/4 starting JupyterLab on notebooks/01-quickstart.ipynb (Ctrl-C stops it)"
     root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)
     exec "$VENV/bin/jupyter" lab notebooks/01-quickstart.ipynb --ip=127.0.0.1 "${root_flag[@]}" ${JUPYTER_ARGS:-} ;;
   terminal-demo)
