@@ -5,9 +5,10 @@ run has ended.
     python -m tests.jupyter.remote_driver STORE CHAIN:RUN_ID [CHAIN:RUN_ID ...]
 
 CHAIN is ``payment`` (a quote, then a payment that waits for approval) or ``mail`` (a send
-whose connection drops: in doubt). Prints ``ready`` once every run waits for a person, then
-one ``RUN_ID STATUS`` line per run at the end. Side effects go to ``ledger.jsonl`` in the
-current directory.
+whose connection drops: in doubt); each also has a ``hold`` step that runs until the file
+``hold`` is deleted (so a decision never ends a run at once). Prints ``ready`` once every run
+waits for a person, then one ``RUN_ID STATUS`` line per run at the end. Side effects go to
+``ledger.jsonl`` in the current directory.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def toolbox() -> Toolbox:
         ledger("pay", amount=amount, to=to)
         return {"paid": amount, "to": to}
 
+    @tb.tool
+    async def hold() -> str:
+        while Path("hold").exists():
+            await anyio.sleep(0.02)
+        return "released"
+
     @tb.tool(side_effects=True)  # not idempotent: a dropped connection leaves it in doubt
     def send(text: str) -> str:
         ledger("send", text=text)
@@ -53,16 +60,19 @@ def toolbox() -> Toolbox:
 
 CHAINS = {
     "payment": Chain.from_dict({"name": "payment", "steps": [
+        {"id": "hold", "tool": "hold"},
         {"id": "quote", "tool": "quote", "args": {"amount": 30}},
         {"id": "pay", "tool": "pay",
          "args": {"amount": "{{ steps.quote.output }}", "to": "ACME"}}]}),
     "mail": Chain.from_dict({"name": "mail", "steps": [
+        {"id": "hold", "tool": "hold"},
         {"id": "send", "tool": "send", "args": {"text": "hello"}}]}),
 }
 
 
 async def main(store_url: str, specs: list[str]) -> int:
     store = open_store(store_url)
+    Path("hold").write_text("the runs hold on until this file is deleted")
     try:
         async with Runtime(toolbox(), store, heartbeat_s=0.5, stale_after_s=30.0,
                            mailbox_poll_s=0.05) as runtime:
@@ -70,8 +80,8 @@ async def main(store_url: str, specs: list[str]) -> int:
             for spec in specs:
                 chain_name, _, run_id = spec.partition(":")
                 runs.append(await runtime.start(CHAINS[chain_name], {}, run_id=run_id))
-            for run in runs:
-                await run.wait()  # suspended: waits for a person
+            while not all(run.waiting() for run in runs):  # each waits for a person
+                await anyio.sleep(0.02)
             print("ready", flush=True)
             while any(run.status not in RUN_TERMINAL for run in runs):
                 await anyio.sleep(0.05)  # still driving: heartbeats, decisions applied

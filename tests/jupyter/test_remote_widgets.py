@@ -116,12 +116,14 @@ async def test_watch_widget_follows_a_remote_run_and_approves_through_the_store(
     assert isinstance(card, ApprovalCard)
     assert driver.ledger() == []  # nothing is paid before the approval
     card.approve_button.click()
-    await until(lambda: run.status == "succeeded", "the run to end", detail=lambda: (
-        widget.error.value, card.message.value, run.status))
+    await until(lambda: run.steps["pay"].status == "succeeded"
+                and run.last_decision == "applied", "the payment",
+                detail=lambda: (widget.error.value, card.message.value, run.steps["pay"]))
+    assert [e["entry"] for e in driver.ledger()] == ["pay"]  # paid once, by the driver
+    (tmp_path / "hold").unlink()  # the run's other branch ends: then the run
+    await until(lambda: run.status == "succeeded", "the run to end", detail=lambda: run.state)
     await sh.settle()
     widget.refresh()
-    assert run.last_decision == "applied"
-    assert [e["entry"] for e in driver.ledger()] == ["pay"]  # paid once, by the driver
     assert widget.inbox.cards == {}
     assert card.message.value == ""  # no error shown
     seqs = [e.seq for e in widget.event_log.events]
@@ -144,8 +146,9 @@ async def test_team_inbox_lists_every_waiting_decision_and_decides_them(
     driver.ready()
     inbox = await sh.ok(f"%chain approvals --db '{db}'")
     assert isinstance(inbox, ApprovalsInbox)
-    assert [(d.run_id, d.step_id, d.kind, d.tool) for d in inbox.items] == [
-        ("pay-2", "pay", "confirm", "pay"), ("mail-2", "send", "in_doubt", "send")]
+    assert sorted((d.run_id, d.step_id, d.kind, d.tool) for d in inbox.items) == [
+        ("mail-2", "send", "in_doubt", "send"), ("pay-2", "pay", "confirm", "pay")]
+    assert [d.since for d in inbox.items] == sorted(d.since for d in inbox.items)
     assert "2 decisions wait in 2 runs" in inbox.summary.value
     # decide only once the driver has beaten for both runs (else it counts as gone, and a
     # decision would take the run over in this kernel, which has not the tools)
@@ -170,12 +173,14 @@ async def test_team_inbox_lists_every_waiting_decision_and_decides_them(
         inbox.error.value, inbox.items))
     assert "Nothing waits" in inbox.list.children[0].value
     assert inbox.last_error is None
+    (tmp_path / "hold").unlink()  # the runs' other branches end: then the runs
     lines = driver.finish()
     assert "pay-2 failed" in lines and "mail-2 succeeded" in lines
     assert [e["entry"] for e in driver.ledger()] == ["send"]  # rejected: never paid
     stored = open_store(db)
     try:
-        sends = [e for e in stored.load_events("mail-2") if e.kind == "step_succeeded"]
+        sends = [e for e in stored.load_events("mail-2")
+                 if e.kind == "step_succeeded" and e.step_id == "send"]
         assert sends[-1].payload["output"] == "sent by hand"
     finally:
         stored.close()
