@@ -127,12 +127,14 @@ class Liveness:
         kernel = run._kernel
         assert kernel is not None
         store: Any = runtime.store
+        start = time.monotonic()
+        next_beat = start + self.first_beat_s
+        # a run that ends within this pause costs no I/O at all (short runs in a loop)
+        await anyio.sleep(min(self.poll_s, self.first_beat_s))
         wait = getattr(store, "wait_for_requests", None)
         if wait is not None:  # listen BEFORE the first read: no request falls in between
             await runtime._blocking(wait, run.run_id, 0, 0.0)
         after_id = 0
-        start = time.monotonic()
-        next_beat = start + self.first_beat_s
         while True:
             now = time.monotonic()
             if now >= next_beat or (next_beat - start <= self.first_beat_s

@@ -140,8 +140,10 @@ async def test_resume_refuses_a_live_driver_and_force_fences_it(
         # side-effecting call it would release is never made (write-ahead flush fails)
         with pytest.raises(StaleEpochError):
             await run_a.approve("pay")
-        with pytest.raises(StaleEpochError):
-            await run_a.wait()
+        with anyio.fail_after(10), pytest.raises(StaleEpochError):
+            while True:  # until A's worker meets the fence at its write-ahead flush
+                await run_a.wait()
+                await anyio.sleep(0.01)
         await run_b.approve("pay")
         assert (await run_b.wait()).ok
         events = run_b.event_list()
