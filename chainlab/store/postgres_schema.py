@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chainlab.store.views import view_sql
+
 if TYPE_CHECKING:  # only for type hints: importing this module never imports psycopg
     import psycopg
 
@@ -77,6 +79,8 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX requests_pending ON requests (run_id, request_id) WHERE outcome IS NULL;
     """,
+    # 3: the attempts and step_runs views over the event log, as on SQLite
+    view_sql("postgres"),
 ]
 
 

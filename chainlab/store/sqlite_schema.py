@@ -3,7 +3,8 @@ a new one; :func:`migrate` applies what a file lacks and records it in ``schema_
 
 Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
 that agree with the Python fold (``chainlab.events.fold.RunState``); ``drivers`` (heartbeats)
-and ``requests`` (the decision mailbox) since migration 3.
+and ``requests`` (the decision mailbox) since migration 3; the views' SQL is in
+:mod:`chainlab.store.views` since migration 4.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import sqlite3
 
 from chainlab.errors import StoreError, StoreFileError
+from chainlab.store.views import view_sql
 
 __all__ = ["MIGRATIONS", "migrate", "schema_version", "split_sql"]
 
@@ -185,6 +187,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX requests_pending ON requests(run_id, request_id) WHERE outcome IS NULL;
     """,
+    # 4: step_runs reads only the events that change a step's status (a step_reused fork
+    #    step is 'succeeded'; a later fault_injected, write_refused or step_call_returned
+    #    left it NULL); both views now come from chainlab.store.views, shared with PostgreSQL
+    "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
 ]
 
 

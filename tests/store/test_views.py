@@ -5,7 +5,9 @@ recovery (re-run, reconciled, interrupted)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -103,7 +105,7 @@ async def drive(runtime: Runtime, name: str) -> None:
     assert result.status != "running"
 
 
-async def crashed_copy(store: SQLiteStore, runtime: Runtime) -> None:
+async def crashed_copy(store: Any, runtime: Runtime) -> None:
     """Run 'recovery' again as 'recovery-crashed', cut right after the three calls started,
     then resume it: r1 is reconciled, r2 re-run, r3 in doubt (resolved by failing it)."""
     events = store.load_events("recovery")
@@ -121,25 +123,58 @@ async def crashed_copy(store: SQLiteStore, runtime: Runtime) -> None:
         await run.wait()
 
 
-def fold(store: SQLiteStore, run_id: str) -> RunState:
+def fold(store: Any, run_id: str) -> RunState:
     return RunState.from_events(run_id, store.load_events(run_id))
 
 
-async def test_views_agree_with_the_fold(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "views.db")
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    """The same runs on both SQL stores, with each one's placeholder."""
+    if request.param == "sqlite":
+        store: Any = SQLiteStore(tmp_path / "views.db")
+        mark = "?"
+    else:
+        pytest.importorskip("psycopg")
+        from chainlab.store.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_cluster").dsn())
+        mark = "%s"
+    yield store, mark
+    store.close()
+
+
+async def forked_and_faulted(runtime: Runtime) -> None:
+    """A fork of 'in_doubt' (its u and v are step_reused) and a fault event on a
+    step after its last status change: neither may leave a step without a status."""
+    fork = await runtime.fork("in_doubt")
+    with anyio.fail_after(10):
+        await fork.wait()
+    chain = Chain.from_dict({"name": "faulted", "steps": [{"id": "f", "tool": "flaky",
+                                                           "retry": {"max_attempts": 3}}]})
+    run = await runtime.start(chain, run_id="faulted")
+    await run.inject("raise", "f", error_kind="transient")
+    with anyio.fail_after(10):
+        await run.wait()
+
+
+async def test_views_agree_with_the_fold(sql_store: tuple[Any, str]) -> None:
+    store, mark = sql_store
     runtime = Runtime(toolbox(), store, clock=ManualClock())
     for name in CHAINS:
         await drive(runtime, name)
     await crashed_copy(store, runtime)
+    await forked_and_faulted(runtime)
     await runtime.aclose()
     statuses: set[str] = set()
+    kinds_seen = {e.kind for r in store.list_runs() for e in store.load_events(r.run_id)}
+    assert {"step_reused", "fault_injected"} <= kinds_seen
     for run in store.list_runs():
         state = fold(store, run.run_id)
-        view = store.query(f"SELECT {', '.join(COLUMNS)} FROM attempts WHERE run_id = ?",
+        view = store.query(f"SELECT {', '.join(COLUMNS)} FROM attempts WHERE run_id = {mark}",
                            (run.run_id,))
         expected = [tuple(getattr(a, c) for c in COLUMNS) for a in state.attempts]
         assert sorted(view, key=repr) == sorted(expected, key=repr), run.run_id
-        steps = dict(store.query("SELECT step_id, status FROM step_runs WHERE run_id = ?",
+        steps = dict(store.query(f"SELECT step_id, status FROM step_runs WHERE run_id = {mark}",
                                  (run.run_id,)))
         assert steps == {s: str(st.status) for s, st in state.steps.items()
                          if st.status != "pending"}, run.run_id
@@ -147,4 +182,3 @@ async def test_views_agree_with_the_fold(tmp_path: Path) -> None:
     assert statuses == {"succeeded", "failed", "timed_out", "cancelled", "interrupted"}
     kinds = {row[0] for row in store.query("SELECT kind FROM attempts")}
     assert kinds == {"call", "compensation"}
-    store.close()
