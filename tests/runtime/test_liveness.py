@@ -195,3 +195,27 @@ async def test_decide_on_a_run_this_runtime_drives_applies_it_directly() -> None
         assert await rt.decide("m1", "pay", "approve") == "applied"
         assert (await run.wait()).ok
         assert rt.store.pending_requests("m1") == []  # nothing went through the mailbox
+
+
+def test_decide_sync_takes_over_a_run_nobody_drives_and_drives_it_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINLAB_TEST_LEDGER", str(tmp_path / "ledger.jsonl"))
+    store = open_store(str(tmp_path / "runs.db"))
+
+    async def leave_suspended() -> None:
+        async with Runtime(make_toolbox(), store) as first:
+            run = await first.start(chain(), {}, run_id="s1")
+            assert (await run.wait()).suspended  # then the process goes away
+
+    anyio.run(leave_suspended)
+    assert store.driver_of("s1") is None  # a driver that closed cleanly forgot itself
+    runtime = Runtime(make_toolbox(), store)
+    # checked on the stored state before the claim: nothing is taken over (the same words
+    # as a live driver's refusal, which comes as a DecisionError, also a RunStateError)
+    with pytest.raises(RunStateError, match="cannot reject step 'prep'"):
+        runtime.decide_sync("s1", "prep", "reject", reason="no")
+    assert store.get_run("s1").epoch == 1
+    assert runtime.decide_sync("s1", "pay", "approve", note="from a script") == "applied"
+    assert store.get_run("s1").status == RunStatus.SUCCEEDED  # driven to its end here
+    assert [e["pid"] for e in pays(tmp_path)] == [os.getpid()]
+    store.close()
