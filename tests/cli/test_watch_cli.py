@@ -156,3 +156,40 @@ def test_ctrl_c_stops_watching_not_the_run(tmp_path: Path) -> None:
     assert f"stopped watching run {run_id}" in err
     (tmp_path / "gate").unlink()
     assert driver.wait(timeout=60) == 0  # the run went on in its driver
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_approvals_lists_what_waits_across_runs(kind: str, tmp_path: Path) -> None:
+    db = store_url(kind, tmp_path)
+    open_store(db).close()  # a database with no run yet
+    empty = chainlab("approvals", "--db", db, cwd=tmp_path)
+    assert empty.code == 0 and "nothing waits for a decision" in empty.err
+    confirm = write(tmp_path / "confirm.yaml", "name: confirm\nsteps:\n  - id: t\n"
+                                               "    tool: transfer\n"
+                                               "    args: {to: bob, amount: 5}\n")
+    doubt = write(tmp_path / "doubt.yaml", "name: doubt\nsteps:\n  - id: p\n    tool: pay\n"
+                                           "    args: {amount: 7}\n")
+    done = write(tmp_path / "done.yaml", "name: done\nsteps:\n  - id: a\n    tool: add\n"
+                                         "    args: {a: 1, b: 2}\n")
+    ids = {}
+    for name, chain in (("confirm", confirm), ("doubt", doubt), ("done", done)):
+        r = chainlab("run", str(chain), "--tools", TOOLS, "--db", db, cwd=tmp_path)
+        assert r.code == (0 if name == "done" else 3), r.err
+        ids[name] = r.run_id()
+    listed = chainlab("approvals", "--db", db, "--json", cwd=tmp_path)
+    assert listed.code == 0, listed.err
+    items = sorted(listed.json, key=lambda d: d["chain"])
+    assert [(d["run_id"], d["step_id"], d["tool"], d["kind"]) for d in items] == [
+        (ids["confirm"], "t", "transfer", "confirm"), (ids["doubt"], "p", "pay", "in_doubt")]
+    assert items[0]["preview"] == "send 5 to bob" and items[0]["args"] == {"to": "bob",
+                                                                           "amount": 5}
+    assert "connection reset while paying 7" in items[1]["error"]
+    assert all(d["since"] > 0 for d in items)
+    table = chainlab("approvals", "--db", db, cwd=tmp_path)
+    assert table.code == 0
+    for run_id in (ids["confirm"], ids["doubt"]):
+        assert run_id in table.out
+    assert ids["done"] not in table.out
+    assert "send 5 to bob" in table.out and "in doubt" in table.out
+    assert "2 waiting" in table.out

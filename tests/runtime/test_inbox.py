@@ -1,0 +1,117 @@
+"""The team inbox (``Runtime.waiting_decisions``): every waiting confirmation and in-doubt
+step of every unfinished run in a store, read by another store handle (as another process
+would), on a SQLite file and on PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chainlab import Chain, Toolbox
+from chainlab.runtime import Runtime
+from chainlab.runtime.inbox import WaitingDecision
+from chainlab.store import open_store
+from tests.store.test_watch import store_url
+
+pytestmark = pytest.mark.anyio
+
+
+def toolbox() -> Toolbox:
+    tb = Toolbox("inbox")
+
+    @tb.tool
+    def quote(amount: int) -> int:
+        return amount
+
+    @tb.tool(side_effects=True, requires_confirmation=True,
+             preview=lambda a: f"pay {a['amount']} EUR")
+    def pay(amount: int) -> str:
+        return f"paid {amount}"
+
+    @tb.tool(side_effects=True, requires_confirmation=True)  # no preview: the args show
+    def delete(table: str) -> str:
+        return f"deleted {table}"
+
+    @tb.tool(side_effects=True)  # not idempotent: an unknown outcome is in doubt
+    def send(text: str) -> str:
+        raise ConnectionResetError(f"connection reset while sending {text!r}")
+
+    return tb
+
+
+def chain(name: str, *steps: dict[str, Any]) -> Chain:
+    return Chain.from_dict({"name": name, "steps": list(steps),
+                            "options": {"on_failure": "continue"}})
+
+
+QUOTE = {"id": "quote", "tool": "quote", "args": {"amount": 30}}
+PAY = {"id": "pay", "tool": "pay", "args": {"amount": "{{ steps.quote.output }}"}}
+SEND = {"id": "send", "tool": "send", "args": {"text": "hi"}}
+DELETE = {"id": "drop", "tool": "delete", "args": {"table": "t1"}}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return store_url(request.param, tmp_path)
+
+
+async def test_every_waiting_decision_of_every_unfinished_run(url: str) -> None:
+    store = open_store(url)
+    try:
+        async with Runtime(toolbox(), store) as runtime:
+            for run_id, c in [("r-pay", chain("payment", QUOTE, PAY)),
+                              ("r-send", chain("mail", SEND)),
+                              ("r-both", chain("both", DELETE, SEND)),
+                              ("r-done", chain("done", QUOTE)),
+                              ("r-rejected", chain("rejected", QUOTE, PAY))]:
+                run = await runtime.start(c, {}, run_id=run_id)
+                await run.wait()
+            rejected = runtime.get_run("r-rejected")
+            await rejected.reject("pay", "too much")
+            assert (await rejected.wait()).status == "failed"
+        other = open_store(url)  # another handle on the same database, as another process
+        try:
+            items = Runtime(Toolbox("none"), other).waiting_decisions()
+            events = {r: other.load_events(r) for r in ("r-pay", "r-send", "r-both")}
+        finally:
+            other.close()
+    finally:
+        store.close()
+
+    def cause(run_id: str, step_id: str, kind: str) -> Any:
+        return next(e for e in events[run_id] if e.step_id == step_id and e.kind == kind)
+
+    error = "transient: ConnectionResetError: connection reset while sending 'hi'"
+    expected = [
+        WaitingDecision("r-pay", "pay", "pay", "confirm", "pay 30 EUR", 0.0, "payment",
+                        args={"amount": 30}, attempt=0),
+        WaitingDecision("r-send", "send", "send", "in_doubt", error, 0.0, "mail",
+                        args={"text": "hi"}, error=error, attempt=1),
+        WaitingDecision("r-both", "drop", "delete", "confirm", {"table": "t1"}, 0.0, "both",
+                        args={"table": "t1"}, attempt=0),
+        WaitingDecision("r-both", "send", "send", "in_doubt", error, 0.0, "both",
+                        args={"text": "hi"}, error=error, attempt=1),
+    ]
+    kinds = {"confirm": "step_waiting_confirmation", "in_doubt": "step_in_doubt"}
+    expected = [d.__class__(**{**d.to_dict(),
+                               "since": cause(d.run_id, d.step_id, kinds[d.kind]).ts,
+                               "seq": cause(d.run_id, d.step_id, kinds[d.kind]).seq})
+                for d in expected]
+    assert sorted(items, key=lambda d: (d.run_id, d.step_id)) == sorted(
+        expected, key=lambda d: (d.run_id, d.step_id))
+    assert [d.since for d in items] == sorted(d.since for d in items)  # oldest first
+    assert items[0].to_dict()["run_id"] == items[0].run_id
+
+
+async def test_an_empty_store_and_a_run_that_vanished(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "empty.db"))
+    try:
+        runtime = Runtime(Toolbox("none"), store)
+        assert runtime.waiting_decisions() == []
+        from chainlab.runtime.inbox import waiting_decisions
+
+        assert waiting_decisions(store, ["no-such-run"]) == []
+    finally:
+        store.close()
