@@ -5,8 +5,8 @@ site always shows the notebooks as committed (they are executed and checked by n
 copy to go stale. Why nbconvert markdown and not mkdocs-jupyter: the Markdown exporter picks
 the ``text/html`` static picture that every chainlab widget output carries next to its widget
 view, while an HTML export of a notebook with saved widget state pulls the widget manager
-script from a CDN; here nothing is loaded from outside the site. Images the outputs hold
-(PNG Gantt charts, SVG) become files beside the page. The "Tutorials" section of the nav is
+script from a CDN; here nothing is loaded from outside the site. An output that is only an
+image (PNG, SVG) becomes a file beside the page. The "Tutorials" section of the nav is
 filled here too, titled by each notebook's first heading, so a new notebook needs no edit of
 mkdocs.yml.
 """
@@ -70,7 +70,10 @@ def notebook_markdown(path: Path) -> tuple[str, dict[str, bytes]]:
     body, resources = MarkdownExporter().from_notebook_node(  # type: ignore[no-untyped-call]
         notebook, resources={"output_files_dir": files_dir}
     )
-    outputs: dict[str, bytes] = resources.get("outputs", {})
+    # only the files the page shows (an SVG or PNG beside a chosen text/html is not used)
+    outputs: dict[str, bytes] = {
+        name: data for name, data in resources.get("outputs", {}).items() if name in body
+    }
     source = f"notebooks/{path.name}"
     note = (f'!!! note "An executed notebook"\n    This page is `{source}` as committed, outputs '
             "included. Open it in JupyterLab (`./run.sh demo`) to run it yourself.\n\n")
