@@ -148,6 +148,7 @@ def test_wide_and_tall_dags_scroll_legend_and_next(lab: Lab, page: Any) -> None:
     expect(tall.locator("img.cl-theme-light-only")).to_be_visible(timeout=30_000)
     expect(tall.locator(".cl-loading")).to_be_hidden()
 
+    tall.locator(".lm-TabBar-tab", has_text="Approvals").click()
     page.evaluate(JS_THEME, "JupyterLab Dark")
     page.wait_for_selector('body[data-jp-theme-light="false"]', state="attached",
                            timeout=30_000)

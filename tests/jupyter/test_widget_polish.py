@@ -313,8 +313,10 @@ async def test_the_timeline_says_it_is_drawing_until_the_chart_replaces_it(env: 
     assert tab.out.outputs == () and tab.figure is None  # nothing drawn yet: the note shows
     await until(lambda: not tab.drawing)
     assert type(tab.figure).__name__ == "TimelineFigure"
-    kinds = [sorted(o["data"]) for o in tab.out.outputs]
-    assert len(kinds) == 2 and "text/html" in kinds[0] and "image/png" in kinds[1]
+    table, chart = (o["data"] for o in tab.out.outputs)
+    assert "<table" in table["text/html"]
+    assert "cl-theme-light-only" in chart["text/html"]  # a light and a dark picture ...
+    assert "cl-theme-dark-only" in chart["text/html"] and "image/png" not in chart  # only
     tab.draw_button.click()  # Redraw: the note again, then the chart again
     assert tab.drawing
     await until(lambda: not tab.drawing)
