@@ -13,6 +13,9 @@ there. Rows (W1 of workloads.py: a chain of N no-op steps, concurrency 8):
                        (target <= 1.5x)
   unsafe pg            side-effecting, NOT idempotent: each call waits for its write-ahead
                        flush, so every step costs at least one commit, like the floor
+  langgraph pg sync    (with --langgraph-python) LangGraph's PostgresSaver on the same server,
+  langgraph pg async   durability="sync" (a checkpoint committed per step before the next) and
+                       "async" (its default), run in that interpreter by langgraph_pg.py
 Each cell is the median of --reps runs after one warm-up (rows interleaved per repetition).
 ``commits/step`` and ``events/step`` come from one extra, instrumented run. Never asserted.
 """
@@ -27,7 +30,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -35,10 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
-from workloads import as_chain, chain_workload, node_toolbox
+from workloads import CommitCounter, as_chain, chain_workload, node_toolbox
 
 from chainlab.runtime import Runtime
-from chainlab.store import postgres as pg_store
 from chainlab.store.postgres import PostgresStore
 
 Timed = Callable[[], Awaitable[float]]
@@ -83,27 +84,6 @@ def chainlab(store: PostgresStore, n: int, side_effects: bool,
     return go
 
 
-class CommitCounter:
-    """Counts the writer's transactions (group commits) while installed."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self._orig = pg_store._Writer._commit
-
-    def __enter__(self) -> CommitCounter:
-        counter, orig = self, self._orig
-
-        def counting(writer: Any, appends: list[tuple[object, ...]]) -> None:
-            counter.commits += 1
-            orig(writer, appends)
-
-        pg_store._Writer._commit = counting  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pg_store._Writer._commit = self._orig  # type: ignore[method-assign]
-
-
 def schema_dsn(dsn: str, schema: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
@@ -111,7 +91,32 @@ def schema_dsn(dsn: str, schema: str) -> str:
     return f"{dsn} options='-csearch_path={schema}'"
 
 
-async def main(dsn: str, n: int, reps: int) -> None:
+def langgraph_rows(python: str | None, dsn: str, n: int, reps: int
+                   ) -> tuple[dict[str, float], str]:
+    """Median seconds per run of LangGraph's PostgresSaver (durability sync and async), run by
+    ``python`` (a virtualenv with langgraph) in a subprocess against the same server."""
+    if not python:
+        return {}, "langgraph pg: not run (pass --langgraph-python PATH; see langgraph_pg.py)"
+    import subprocess
+
+    script = Path(__file__).with_name("langgraph_pg.py")
+    out: dict[str, float] = {}
+    note = ""
+    for durability in ("sync", "async"):
+        proc = subprocess.run(
+            [python, str(script), "--dsn", schema_dsn(dsn, f"bench_lg_{durability}"),
+             "--n", str(n), "--reps", str(reps), "--durability", durability],
+            capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            return out, f"langgraph pg: failed ({proc.stderr.strip().splitlines()[-1:]})"
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        out[f"langgraph pg {durability}"] = data["median_s"]
+        note = (f"langgraph {data['langgraph']}, langgraph-checkpoint-postgres "
+                f"{data['checkpoint_postgres']}")
+    return out, note
+
+
+async def main(dsn: str, n: int, reps: int, langgraph_python: str | None = None) -> None:
     stores = {name: PostgresStore(schema_dsn(dsn, f"bench_{i}"))
               for i, name in enumerate(("W1 postgres", "side-effects pg", "unsafe pg"))}
     rows: dict[str, Timed] = {
@@ -130,10 +135,11 @@ async def main(dsn: str, n: int, reps: int) -> None:
     extra: dict[str, tuple[float, float]] = {"raw floor": (1.0, 1.0)}
     for name, store in stores.items():
         before = sum(len(store.load_events(r.run_id)) for r in store.list_runs())
-        with CommitCounter() as counter:
+        with CommitCounter(store) as counter:
             await rows[name]()
         events = sum(len(store.load_events(r.run_id)) for r in store.list_runs()) - before
         extra[name] = (counter.commits / n, events / n)
+    peers, peers_note = langgraph_rows(langgraph_python, dsn, n, reps)
     with psycopg.connect(dsn) as conn:
         version = conn.execute("SHOW server_version").fetchone()
         fsync = conn.execute("SHOW fsync").fetchone()
@@ -148,17 +154,26 @@ async def main(dsn: str, n: int, reps: int) -> None:
         commits, events = extra[name]
         print(f"{name:<20}{med:>10.1f}{med / floor:>9.2f}{commits:>14.3f}{events:>13.2f}"
               f"{events * 1e6 / med:>11.0f}")
+    for name, seconds in peers.items():  # their commits and events are their own business
+        med = seconds / n * 1e6
+        print(f"{name:<20}{med:>10.1f}{med / floor:>9.2f}{'':>14}{'':>13}{'':>11}")
     fx = statistics.median(times["side-effects pg"]) / n * 1e6
     verdict = "meets" if fx <= 1.5 * floor else "misses"
     print(f"\nside-effects pg = {fx / floor:.2f} x the raw floor per step ({verdict} the "
           "<= 1.5 x target). events/s of the W1 row = effect-free throughput.")
+    print(peers_note)
+    if peers:
+        lg = peers["langgraph pg sync"] / n * 1e6
+        unsafe = statistics.median(times["unsafe pg"]) / n * 1e6
+        print(f"per step, langgraph pg sync costs {lg / unsafe:.2f} x unsafe pg (a durable "
+              f"start per step) and {lg / fx:.1f} x side-effects pg")
     for store in stores.values():
         store.close()
 
 
 def run(args: argparse.Namespace) -> None:
     if args.dsn:
-        anyio.run(main, args.dsn, args.n, args.reps)
+        anyio.run(main, args.dsn, args.n, args.reps, args.langgraph_python)
         return
     from tests.pg import Cluster, Unavailable
 
@@ -170,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
         cluster.stop()
         return
     try:
-        anyio.run(main, cluster.base_dsn(), args.n, args.reps)
+        anyio.run(main, cluster.base_dsn(), args.n, args.reps, args.langgraph_python)
     finally:
         cluster.stop()
 
@@ -180,4 +195,7 @@ if __name__ == "__main__":
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dsn", default=None, help="an existing server (libpq conninfo)")
+    parser.add_argument("--langgraph-python", default=None,
+                        help="python of a virtualenv with langgraph and "
+                             "langgraph-checkpoint-postgres: adds its rows (langgraph_pg.py)")
     run(parser.parse_args())

@@ -42,11 +42,10 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workloads import as_chain, chain_workload, node_toolbox
+from workloads import CommitCounter, as_chain, chain_workload, node_toolbox
 
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore, SQLiteStore, Store
-from chainlab.store import sqlite as sqlite_store
 
 Timed = Callable[[], Awaitable[float]]
 
@@ -114,28 +113,6 @@ def handoff(n: int) -> Timed:
     return go
 
 
-class CommitCounter:
-    """Counts the SQLite writer's transactions (group commits) while installed."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self._orig = sqlite_store._Writer._commit
-
-    def __enter__(self) -> CommitCounter:
-        counter, orig = self, self._orig
-
-        def counting(writer: sqlite_store._Writer, conn: sqlite3.Connection,
-                     appends: list[tuple[object, ...]]) -> None:
-            counter.commits += 1
-            orig(writer, conn, appends)
-
-        sqlite_store._Writer._commit = counting  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sqlite_store._Writer._commit = self._orig  # type: ignore[method-assign]
-
-
 async def main(n: int, reps: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="chainlab-bench-store-"))
     stores = {"W1 sqlite": SQLiteStore(folder / "w1.db"),
@@ -160,7 +137,7 @@ async def main(n: int, reps: int) -> None:
     extra: dict[str, tuple[float, float]] = {}
     for name, store in stores.items():
         before = sum(len(store.load_events(r.run_id)) for r in store.list_runs())
-        with CommitCounter() as counter:
+        with CommitCounter(store) as counter:
             await rows[name]()
         events = sum(len(store.load_events(r.run_id)) for r in store.list_runs()) - before
         extra[name] = (counter.commits / n, events / n)

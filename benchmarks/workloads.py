@@ -110,3 +110,22 @@ def as_chain(wl: Workload, concurrency: int) -> Chain:
     return Chain.from_dict(
         {"name": f"bench-{wl.id}", "steps": steps, "options": {"max_concurrency": concurrency}}
     )
+
+
+class CommitCounter:
+    """Counts a SQL store writer's transactions (group commits) while in the block."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.commits = 0
+
+    def _batches(self) -> int:
+        writer = self.store._writer
+        return 0 if writer is None else int(writer.batches)
+
+    def __enter__(self) -> CommitCounter:
+        self._start = self._batches()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.commits = self._batches() - self._start

@@ -40,6 +40,7 @@ class GroupCommitWriter(threading.Thread):
                  finish: Callable[[], None] | None = None):
         super().__init__(name=name, daemon=True)
         self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.batches = 0  # batches of appends handed to commit (transactions, for benchmarks)
         self._commit = commit
         self._on_start = start
         self._on_finish = finish
@@ -57,6 +58,7 @@ class GroupCommitWriter(threading.Thread):
                         break
                 appends = [item for item in batch if item[0] == "append"]
                 if appends:
+                    self.batches += 1
                     self._commit(appends)  # type: ignore[arg-type]
                 stop = False
                 for item in batch:
