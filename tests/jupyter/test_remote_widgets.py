@@ -100,8 +100,8 @@ async def test_watch_widget_follows_a_remote_run_and_approves_through_the_store(
     driver = Driver(tmp_path, db, "payment:pay-1")
     drivers.append(driver)
     driver.ready()
-    sh.ns["db"] = db
-    run = await sh.ok("%chain watch pay-1 --db {db}".replace("{db}", db))
+    assert "no run 'pay-l'" in await sh.usage_error(f"%chain watch pay-l --db {db}")
+    run = await sh.ok(f"%chain watch pay-1 --db {db}")
     assert isinstance(run, WatchedRun)
     widget = displayed_widget(sh)
     assert isinstance(widget, RunWidget) and widget.run is run
