@@ -5,6 +5,7 @@ and the dark theme. Screenshots go to tests/artifacts/."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +14,19 @@ from typing import Any
 import pytest
 
 from .lab import Lab, browser_page
+from .test_cellmagic_e2e import EXTENSIONS
 from .test_lab import ARTIFACTS, JS_KERNEL_READY, NOTEBOOKS, require_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
 NOTEBOOK = "01-quickstart.ipynb"
 RUN = ".cl-run"
+JS_CHAIN_CELLS_ARE_YAML = """() => {
+  const code = window.jupyterapp.shell.currentWidget.content.widgets
+    .filter(cell => cell.model.type === 'code');
+  const magic = cell => cell.model.sharedModel.getSource().startsWith('%%chain');
+  return code.some(magic) && code.every(
+    cell => cell.model.mimeType === (magic(cell) ? 'text/x-yaml' : 'text/x-ipython')); }"""
 
 
 class Notebook7(Lab):
@@ -31,6 +39,13 @@ class Notebook7(Lab):
                 f"--JupyterNotebookApp.app_settings_dir={settings}",
                 f"--JupyterNotebookApp.workspaces_dir={self.work / 'workspaces'}",
                 "--expose-app-in-browser"]
+
+    def start(self, timeout: float = 60.0) -> Lab:
+        # the wheel's labextension, installed where Jupyter's data directory keeps them
+        # (Notebook 7 lists extra_labextensions_path but does not serve its files)
+        installed = self.work / "data" / "labextensions" / "chainlab-cellmagic"
+        shutil.copytree(EXTENSIONS / "chainlab-cellmagic", installed, dirs_exist_ok=True)
+        return super().start(timeout)
 
     def tree(self) -> str:
         return f"{self.base}/tree?token={self.token}"
@@ -63,6 +78,8 @@ def test_the_run_widget_renders_in_notebook_7(server: Notebook7, page: Any) -> N
     page.goto(server.url(NOTEBOOK))
     page.wait_for_function(JS_KERNEL_READY, timeout=90_000)
     assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+    # the %%chain cells are YAML here too, the other code cells Python
+    page.wait_for_function(JS_CHAIN_CELLS_ARE_YAML, timeout=30_000)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
     widget = page.locator(RUN).first
