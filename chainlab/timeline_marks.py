@@ -11,13 +11,10 @@ every mark also has a word, so colour is never the only cue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chainlab.events import Event
 from chainlab.events.fold import RunState
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 __all__ = ["FAULT_COLOR", "FENCED_COLOR", "epoch_spans", "mark_run"]
 
@@ -38,13 +35,11 @@ def epoch_spans(events: list[Event]) -> list[tuple[int, float, float]]:
     return spans
 
 
-def mark_run(ax: Axes, state: RunState, events: list[Event],
+def mark_run(ax: Any, state: RunState, events: list[Event],
              row: dict[str, int]) -> list[Any]:
-    """Draw the epoch bands, fault and fencing marks into ``ax`` (x: seconds since the
+    """Draw the epoch bands, fault and fencing marks into ``ax`` (a matplotlib Axes, from
+    chainlab.timeline: the one module that imports matplotlib) (x: seconds since the
     first event, y: ``row[step_id]``); return legend handles for what was drawn."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
     if not events:
         return []
     t0 = events[0].ts
@@ -63,8 +58,8 @@ def mark_run(ax: Axes, state: RunState, events: list[Event],
             ax.text(start - t0, 1.0, f" epoch {epoch}", transform=ax.get_xaxis_transform(),
                     ha="left", va="bottom", fontsize=7.5, color=EPOCH_COLOR, zorder=6,
                     clip_on=False)
-        handles.append(Line2D([], [], color=EPOCH_COLOR, linestyle="--",
-                              label="new epoch (driver took over)"))
+        handles.append(_key(ax, color=EPOCH_COLOR, linestyle="--",
+                            label="new epoch (driver took over)"))
     for fault in state.faults:
         x = fault["ts"] - t0
         what = str(fault.get("fault"))
@@ -80,8 +75,8 @@ def mark_run(ax: Axes, state: RunState, events: list[Event],
             ax.text(x, 1.0, f"{label} ", transform=ax.get_xaxis_transform(), ha="right",
                     va="bottom", fontsize=7.5, color=FAULT_COLOR, zorder=7, clip_on=False)
     if state.faults:
-        handles.append(Line2D([], [], marker="v", color=FAULT_COLOR, linestyle="none",
-                              label="fault injected"))
+        handles.append(_key(ax, marker="v", color=FAULT_COLOR, linestyle="none",
+                            label="fault injected"))
     for refusal in state.fenced:
         x = refusal["ts"] - t0
         steps = dict.fromkeys(str(w).partition(" ")[2] for w in refusal.get("refused", []))
@@ -92,6 +87,12 @@ def mark_run(ax: Axes, state: RunState, events: list[Event],
                     ha="right", va="bottom", fontsize=7, color=FENCED_COLOR, zorder=8)
         ax.axvline(x, color=FENCED_COLOR, linestyle="-.", linewidth=1.0, zorder=6)
     if state.fenced:
-        handles.append(Patch(facecolor=FENCED_COLOR, edgecolor="white",
-                             label="write refused (stale epoch, fenced)"))
+        handles.append(_key(ax, marker="X", color=FENCED_COLOR, linestyle="-.",
+                            label="write refused (stale epoch, fenced)"))
     return handles
+
+
+def _key(ax: Any, **look: Any) -> Any:
+    """A legend entry: an empty line drawn with ``look`` (this module leaves importing
+    matplotlib to chainlab.timeline, the one module that does)."""
+    return ax.plot([], [], **look)[0]
