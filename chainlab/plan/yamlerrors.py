@@ -100,7 +100,10 @@ def _detail(err: _Error) -> str:
 
 def _classify(err: _Error) -> _Found:
     for rule in _RULES:
-        found = rule(err)
+        try:
+            found = rule(err)
+        except (IndexError, ValueError, TypeError):  # odd text around odd marks: next rule
+            continue
         if found is not None:
             return found
     return (
@@ -137,7 +140,8 @@ def _tab(err: _Error) -> _Found | None:
 
 
 def _unclosed_quote(err: _Error) -> _Found | None:
-    if "quoted scalar" not in err.context or "end of stream" not in err.problem:
+    if "quoted scalar" not in err.context or not (
+            "end of stream" in err.problem or "document" in err.problem):
         return None
     quote = err.char(err.ctx_at) or '"'
     return (
@@ -175,6 +179,22 @@ def _unhashable(err: _Error) -> _Found | None:
         "an unquoted template (YAML reads '{' as the start of a mapping)",
         f"quote it: {name}: '{template.group()}'",
         (row, template.start()),
+    )
+
+
+def _no_colon(err: _Error) -> _Found | None:
+    """A line in a mapping with no ':' after its key ('steps' for 'steps:')."""
+    if "simple key" not in err.context or "expected ':'" not in err.problem or not err.ctx_at:
+        return None
+    row, col = err.ctx_at
+    words = err.line(row)[col:].split(None, 1)
+    if not words:
+        return None
+    fixed = f"{words[0]}: {words[1]}" if len(words) > 1 else f"{words[0]}:"
+    return (
+        f"no ':' after the key {words[0]!r}",
+        f"write '{fixed.strip()}' (a mapping's line is 'key: value')",
+        (row, col + len(words[0])),
     )
 
 
@@ -407,6 +427,7 @@ _RULES: tuple[Callable[[_Error], _Found | None], ...] = (
     _unclosed_quote,
     _bad_escape,
     _unhashable,
+    _no_colon,
     _glued_colon,
     _colon_in_value,
     _deeper_key,

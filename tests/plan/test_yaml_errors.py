@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chainlab import Chain, PlanError
 from chainlab.plan import yamltext
@@ -42,6 +44,12 @@ CASES: dict[str, Broken] = {
     "unclosed single quote": Broken(
         "name: c\nsteps:\n  - id: 'a\n    tool: x\n", 3, 9,
         "an unclosed quote: the ' here is never closed", "end the value with a matching '"),
+    "unclosed quote before a document line": Broken(
+        'name: c\ndescription: "abc\n---\nsteps: []\n', 2, 14,
+        'an unclosed quote: the " here is never closed', 'end the value with a matching "'),
+    "key without its colon": Broken(
+        "name: c\nsteps:\n  - id: a\n    tool t\n    args: {}\n", 4, 9,
+        "no ':' after the key 'tool'", "write 'tool: t'"),
     "key at the column of the dashes": Broken(
         "name: c\nsteps:\n  - id: a\n    tool: x\n  args: {}\n", 5, 3,
         "a mapping key where a list item was expected: 'args' is at the column of the '- ' "
@@ -122,7 +130,8 @@ def test_a_syntax_error_is_explained_in_our_words(loader: str, case: str) -> Non
 def test_every_case_has_a_distinct_explanation() -> None:
     """No two mistakes in the table share one explanation (a catch-all would)."""
     explanations = {broken.what for broken in CASES.values()}
-    assert len(explanations) == len(CASES) - 1  # the two tab cases share theirs
+    # the two tab cases share theirs, and the unclosed double quotes theirs
+    assert len(explanations) == len(CASES) - 2
 
 
 def test_an_error_that_no_rule_knows_still_has_our_frame() -> None:
@@ -154,3 +163,19 @@ def test_text_that_ends_inside_brackets_names_the_opener(loader: str) -> None:
     assert problem.message.startswith(
         "invalid YAML: the text ends inside the '[' opened at line 2, column 8 (line ")
     assert "; finish the value and close it with ']' [PyYAML: " in problem.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["name: c", "steps:", "  - id: a", "    tool: t", "\t- x", "   args: {", "'", '"',
+     "- ", "key:value", "a: b: c", "{{ x }}", "[", "]", "---", "%X", "@", "  ", "#", ": "]),
+    max_size=8))
+def test_any_broken_text_is_a_bad_syntax_problem_in_our_frame(parts: list[str]) -> None:
+    text = "\n".join(parts)
+    try:
+        Chain.from_yaml(text)
+    except PlanError as exc:
+        for problem in exc.problems:
+            if problem.code == "bad_syntax" and "alias" not in problem.message:
+                assert problem.message.startswith("invalid YAML: ")
+                assert problem.line is None or 1 <= problem.line <= text.count("\n") + 2
