@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import os
 import signal
 from dataclasses import dataclass
@@ -289,13 +288,10 @@ async def _second_driver(run: Run, kernel: Kernel, by: str) -> Run:
     def note(state: Any) -> None:
         claimed_at[0] = state.last_seq
 
-    # the first driver is alive and beating: taking its run over anyway IS the fault
-    force: dict[str, Any] = (
-        {"force": True} if "force" in inspect.signature(second.resume).parameters else {})
     for _ in range(50):  # the first driver may commit between the read and the claim
         await kernel.store.flush(run.run_id, stale)
-        try:
-            new = await second.resume(run.run_id, check=note, **force)
+        try:  # force: the first driver is alive and beating; taking over anyway IS the fault
+            new = await second.resume(run.run_id, check=note, force=True)
             break
         except StaleEpochError as exc:
             if exc.moved_on is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import os
 import signal
@@ -109,13 +108,12 @@ class SubprocessDriver:
     async def take_over(self, runtime: Runtime) -> Run:
         """Continue the dead child's run in ``runtime`` (``runtime.resume``, next epoch). The
         child was reaped, so its last heartbeat is known to be a dead driver's: the takeover
-        does not wait for it to go stale. Raises RunStateError while the child still runs."""
+        does not wait for it to go stale (``force=True``). Raises RunStateError while the child
+        still runs."""
         if self.process.poll() is None:
             raise RunStateError(f"driver {self.pid} of run {self.run_id!r} still runs: "
                                 "driver.wait() (or driver.kill()) first", run_id=self.run_id)
-        force = "force" in inspect.signature(runtime.resume).parameters
-        return await (runtime.resume(self.run_id, force=True) if force
-                      else runtime.resume(self.run_id))
+        return await runtime.resume(self.run_id, force=True)
 
     @property
     def killed(self) -> bool:
