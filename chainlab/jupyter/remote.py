@@ -24,7 +24,7 @@ from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._tasks import call_on, eager, home_loop
 from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
 from chainlab.runtime.inbox import WaitingDecision
-from chainlab.runtime.runtime import Runtime
+from chainlab.runtime.runtime import Run, Runtime
 from chainlab.runtime.watching import WatchedRun
 
 if TYPE_CHECKING:
@@ -39,14 +39,20 @@ __all__ = ["ApprovalsInbox", "watch_widget"]
 def watch_widget(session: NotebookSession, run_id: str, db: str | None,
                  toolbox: Toolbox | None) -> RunWidget:
     """The live widget of ``run_id``, driven by another process, followed through the store
-    (``toolbox``: the tools this kernel would need to take the run over when a decision is
-    taken and nobody drives it). Raises RunNotFoundError."""
+    (``toolbox``: the tools this kernel needs to take the run over when a decision is taken
+    and nobody drives it; the widget then shows the live run, with every control). Raises
+    RunNotFoundError."""
     from chainlab.jupyter.session import _NO_TOOLS
     from chainlab.jupyter.widgets import RunWidget
 
     runtime = session.runtime(toolbox if toolbox is not None else _NO_TOOLS, db)
     run = runtime.watch_run(run_id)
     widget = RunWidget(run, session=session)  # subscribes before the first read
+
+    def taken_over(live: Run) -> None:  # a decision here took the run over: every control
+        widget.attach(session.remember(live, db))
+
+    run.on_taken_over(taken_over)
     run.start()
     return widget
 

@@ -63,6 +63,7 @@ class WatchedRun(Run):
         self.error: BaseException | None = None  # what stopped the following (a store error)
         self.last_decision: str | None = None  # what Runtime.decide answered last
         self._driver: tuple[float, DriverInfo | None] | None = None  # (read at, driver)
+        self._taken_over: list[Callable[[Run], None]] = []
 
     # ------------------------------------------------------------------ who drives it
     def driver(self) -> DriverInfo | None:
@@ -189,6 +190,16 @@ class WatchedRun(Run):
 
     async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
         self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)
+        live = self.runtime.get_run(self.run_id)
+        if live.active:  # nobody drove it: this process took it over and drives it now
+            self.stop()
+            for callback in list(self._taken_over):
+                callback(live)
+
+    def on_taken_over(self, callback: Callable[[Run], None]) -> None:
+        """Call ``callback(live_run)`` when a decision taken here took the run over (no
+        driver was alive): from then on this process drives it, through ``live_run``."""
+        self._taken_over.append(callback)
 
     def _k(self) -> Kernel:
         raise RunNotActiveError(

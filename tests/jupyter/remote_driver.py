@@ -2,13 +2,14 @@
 (heartbeating, answering the decisions other processes send through the store) until every
 run has ended.
 
-    python -m tests.jupyter.remote_driver STORE CHAIN:RUN_ID [CHAIN:RUN_ID ...]
+    python -m tests.jupyter.remote_driver STORE [--leave] CHAIN:RUN_ID [CHAIN:RUN_ID ...]
 
 CHAIN is ``payment`` (a quote, then a payment that waits for approval) or ``mail`` (a send
 whose connection drops: in doubt); each also has a ``hold`` step that runs until the file
 ``hold`` is deleted (so a decision never ends a run at once). Prints ``ready`` once every run
 waits for a person, then one ``RUN_ID STATUS`` line per run at the end. Side effects go to
-``ledger.jsonl`` in the current directory.
+``ledger.jsonl`` in the current directory. With ``--leave`` it stops driving once the runs
+wait (prints ``left``): nobody drives them then.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ CHAINS = {
 
 
 async def main(store_url: str, specs: list[str]) -> int:
+    leave = "--leave" in specs
+    specs = [s for s in specs if s != "--leave"]
     store = open_store(store_url)
     Path("hold").write_text("the runs hold on until this file is deleted")
     try:
@@ -83,6 +86,9 @@ async def main(store_url: str, specs: list[str]) -> int:
             while not all(run.waiting() for run in runs):  # each waits for a person
                 await anyio.sleep(0.02)
             print("ready", flush=True)
+            if leave:  # the runtime closes: the runs stay in the store, driven by nobody
+                print("left", flush=True)
+                return 0
             while any(run.status not in RUN_TERMINAL for run in runs):
                 await anyio.sleep(0.05)  # still driving: heartbeats, decisions applied
             for run in runs:

@@ -186,3 +186,34 @@ async def test_team_inbox_lists_every_waiting_decision_and_decides_them(
         stored.close()
     inbox.refresh_button.click()
     assert inbox.items == [] and "0 decisions wait in 0 runs" in inbox.summary.value
+
+
+@pytest.mark.timeout(180)
+async def test_a_decision_on_a_run_nobody_drives_takes_it_over_in_this_kernel(
+        sh: Harness, drivers: list[Driver], tmp_path: Path) -> None:
+    from tests.jupyter.remote_driver import toolbox
+
+    db = db_for("sqlite", tmp_path)
+    driver = Driver(tmp_path, db, "--leave", "payment:pay-3")
+    drivers.append(driver)
+    driver.ready()
+    assert driver.proc.stdout.readline().strip() == "left"  # type: ignore[union-attr]
+    driver.finish()  # the driver stopped: nobody drives the run
+    sh.ns["tb"] = toolbox()
+    watched = await sh.ok(f"%chain watch pay-3 --db {db} --tools tb")
+    widget = displayed_widget(sh)
+    assert widget.run is watched
+    assert "watching: driven by no live driver" in widget.header.value
+    assert widget.buttons["pause"].disabled
+    widget.inbox.card("pay").approve_button.click()
+    await until(lambda: widget.run.active, "the takeover",
+                detail=lambda: (widget.error.value, widget.run))
+    live = widget.run  # the widget shows the run this kernel drives now
+    assert sh.session.runs["pay-3"] is live and not watched.following
+    await until(lambda: live.steps["pay"].status == "succeeded", "the payment")
+    widget.refresh()
+    assert not widget.buttons["pause"].disabled  # every control works again
+    assert "watching" not in widget.header.value
+    (tmp_path / "hold").unlink()
+    await until(lambda: live.status == "succeeded", "the run to end", detail=lambda: live.state)
+    assert [e["entry"] for e in driver.ledger()] == ["pay"]  # paid once, in this kernel
