@@ -90,13 +90,17 @@ def _decide(run_id: str, step: str, action: str, options: Callable[[], dict[str,
         chosen = options()  # parse the options first: a typo never reaches the run
         store = open_store(db, must_exist=True)
         record = store.get_run(run_id)
-        toolbox, _ = toolbox_for_run(record, tools)
-        if chosen.get("args") is not None:
+        unknown: CliError | None = None
+        try:
+            toolbox, _ = toolbox_for_run(record, tools)
+        except CliError as exc:  # e.g. a notebook's run: its live driver has the tools
+            toolbox, unknown = Toolbox("unknown"), exc
+        if chosen.get("args") is not None and unknown is None:
             check_args(Chain.from_dict(record.chain), toolbox, step, chosen["args"])
         with executor_for(dask) as executor:
             code = decide_run(io, run_id=run_id, step_id=step, action=action, options=chosen,
                               toolbox=toolbox, store=store, db=db, executor=executor,
-                              timeout=timeout)
+                              timeout=timeout, no_toolbox=unknown)
         store.close()
     raise typer.Exit(int(code))
 

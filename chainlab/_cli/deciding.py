@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from chainlab._cli.common import ExitCode
+from chainlab._cli.common import CliError, ExitCode
 from chainlab._cli.driving import Output, interrupted, report, stored_state
 from chainlab._cli.progress import follow
 from chainlab.events.fold import RunState
@@ -27,12 +27,17 @@ __all__ = ["decide_run"]
 
 def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: dict[str, Any],
                toolbox: Toolbox, store: Store, db: str, executor: Executor | None = None,
-               timeout: float = 10.0) -> ExitCode:
+               timeout: float = 10.0, no_toolbox: CliError | None = None) -> ExitCode:
     """Decide ``action`` on ``step_id`` wherever the run is driven, then report the run.
-    Raises what :meth:`Runtime.decide` raises."""
+    ``no_toolbox``: why the run's toolbox is unknown here (raised when the run would have to
+    be taken over: only its live driver can then apply the decision). Raises what
+    :meth:`Runtime.decide` raises."""
 
     async def main() -> tuple[Chain, RunState] | None:
         async with Runtime(toolbox, store, executor=executor) as runtime:
+            if no_toolbox is not None and runtime.liveness.live_driver(
+                    store.driver_of(run_id), store.get_run(run_id)) is None:
+                raise no_toolbox  # nobody else drives it and this process cannot
             await runtime.decide(run_id, step_id, action, timeout=timeout, **options)
             run = runtime.get_run(run_id)
             if not run.active:  # applied by the process that drives the run

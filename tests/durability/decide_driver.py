@@ -2,13 +2,14 @@
 ``pay`` is side-effecting, NOT idempotent and needs confirmation, in the store at a URL.
 
     python -m tests.durability.decide_driver STORE_URL RUN_ID LEDGER
-        [--heartbeat S] [--stale S] [--self-approve-when FILE] [--hold S]
+        [--heartbeat S] [--stale S] [--self-approve-when FILE] [--hold S] [--anonymous]
 
 Prints ``suspended`` once the run waits for the approval and its heartbeat is recorded,
 then the run's final status. ``--self-approve-when FILE``: A approves ``pay`` itself once
 FILE exists (to show that a fenced driver commits nothing). ``--hold S``: ``pay`` sleeps S
-seconds after its effect (a SIGKILL then lands mid-call). Exit 0: succeeded, 3: this driver
-was taken over (StaleEpochError), 1: anything else.
+seconds after its effect (a SIGKILL then lands mid-call). ``--anonymous``: the run does not
+name its toolbox (as a notebook's run: only its driver has the tools). Exit 0: succeeded,
+3: this driver was taken over (StaleEpochError), 1: anything else.
 
 ``TOOLBOX`` is also what the CLI loads (``--tools tests.durability.decide_driver:TOOLBOX``;
 the ledger path then comes from ``CHAINLAB_TEST_LEDGER``).
@@ -94,6 +95,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--stale", type=float, default=10.0)
     parser.add_argument("--self-approve-when", default=None)
     parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--anonymous", action="store_true")
     opts = parser.parse_args(argv)
     os.environ["CHAINLAB_TEST_LEDGER"] = opts.ledger
     HOLD["s"] = opts.hold
@@ -101,8 +103,8 @@ async def main(argv: list[str]) -> int:
     try:
         async with Runtime(TOOLBOX, store, heartbeat_s=opts.heartbeat,
                            stale_after_s=opts.stale) as runtime:
-            run = await runtime.start(chain(), {}, run_id=opts.run_id,
-                                      meta={"tools": "tests.durability.decide_driver:TOOLBOX"})
+            meta = {} if opts.anonymous else {"tools": "tests.durability.decide_driver:TOOLBOX"}
+            run = await runtime.start(chain(), {}, run_id=opts.run_id, meta=meta)
             while run.status != RunStatus.SUSPENDED or \
                     await runtime._blocking(store.driver_of, opts.run_id) is None:
                 await anyio.sleep(0.02)

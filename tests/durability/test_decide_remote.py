@@ -100,7 +100,8 @@ def pay_pids(ledger: Path) -> list[Any]:
 @pytest.mark.parametrize("via", ["cli", "runtime"])
 async def test_an_approval_from_another_process_reaches_the_driver(
         url: str, ledger: Path, via: str) -> None:
-    a = Driver(url, "r1", ledger)
+    # the CLI does not know the run's tools (a notebook's run): its live driver does
+    a = Driver(url, "r1", ledger, *(["--anonymous"] if via == "cli" else []))
     try:
         a.wait_suspended()
         if via == "cli":
@@ -213,3 +214,40 @@ async def take_over(runtime: Runtime, store: Store) -> Any:
             return await runtime.resume("r1")
         except DriverAliveError:
             await anyio.sleep(0.05)
+
+
+async def test_the_cli_takes_a_live_run_over_with_force(url: str, ledger: Path,
+                                                       tmp_path: Path) -> None:
+    go = tmp_path / "approve-now"
+    a = Driver(url, "r1", ledger, "--self-approve-when", str(go))
+    try:
+        a.wait_suspended()
+        taken = cli("resume", "r1", "--db", url, "--force", "--quiet")
+        assert taken.returncode == 3, taken.stderr  # suspended again, in the CLI's epoch
+        go.touch()
+        code, out = a.finish()
+        assert code == 3 and "fenced" in out, out  # A's own approval is refused
+        # nobody drives r1 now (the CLI exited cleanly): approve takes it over and finishes
+        done = cli("approve", "r1", "pay", "--db", url, "--quiet")
+        assert done.returncode == 0, done.stderr
+    finally:
+        a.kill()
+    pids = pay_pids(ledger)
+    assert len(pids) == 1 and pids[0] != a.pid  # once, by the approving CLI process
+
+
+async def test_without_a_live_driver_the_cli_needs_the_runs_tools(
+        tmp_path: Path, ledger: Path) -> None:
+    from tests.durability.decide_driver import chain
+
+    db = tmp_path / "runs.db"
+    store = open_store(str(db))
+    async with Runtime(make_toolbox(), store) as first:  # a notebook's run, then it closed
+        assert (await (await first.start(chain(), {}, run_id="n1")).wait()).suspended
+    store.close()
+    refused = cli("approve", "n1", "pay", "--db", str(db))
+    assert refused.returncode == 2, refused.stderr
+    assert "toolbox is unknown" in refused.stderr and "--tools" in refused.stderr
+    done = cli("approve", "n1", "pay", "--db", str(db), "--tools", TOOLS, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert len(pay_pids(ledger)) == 1
