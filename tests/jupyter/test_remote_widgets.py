@@ -94,14 +94,15 @@ def db_for(kind: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 async def test_watch_widget_follows_a_remote_run_and_approves_through_the_store(
-        sh: Harness, drivers: list[Driver], tmp_path: Path) -> None:
-    db = db_for("sqlite", tmp_path)
+        sh: Harness, drivers: list[Driver], tmp_path: Path, kind: str) -> None:
+    db = db_for(kind, tmp_path)
     driver = Driver(tmp_path, db, "payment:pay-1")
     drivers.append(driver)
     driver.ready()
-    assert "no run 'pay-l'" in await sh.usage_error(f"%chain watch pay-l --db {db}")
-    run = await sh.ok(f"%chain watch pay-1 --db {db}")
+    assert "no run 'pay-l'" in await sh.usage_error(f"%chain watch pay-l --db '{db}'")
+    run = await sh.ok(f"%chain watch pay-1 --db '{db}'")
     assert isinstance(run, WatchedRun)
     widget = displayed_widget(sh)
     assert isinstance(widget, RunWidget) and widget.run is run
