@@ -190,7 +190,7 @@ async def test_a_sigkilled_driver_is_taken_over_with_no_duplicate_effect(
             a.proc.wait()  # the pid is gone: on this host that is known at once
         store = open_store(url)
         try:
-            async with Runtime(make_toolbox(), store, heartbeat_s=0.1, stale_after_s=1.5) as b:
+            async with Runtime(make_toolbox(), store, heartbeat_s=0.1, stale_after_s=4.0) as b:
                 if not reaped:  # a zombie pid still exists: only the heartbeat's age tells
                     with pytest.raises(DriverAliveError, match=f"pid {a.pid}"):
                         await b.resume("r1")
