@@ -5,13 +5,13 @@ imports psycopg), and ``open_store(url_or_path)``, which front ends open them wi
 from typing import Any
 
 from chainlab.events.event import Event
-from chainlab.store.base import RunRecord, Store
+from chainlab.store.base import DecisionRequest, DriverInfo, RunRecord, Store
 from chainlab.store.memory import MemoryStore
 from chainlab.store.open import open_store, store_location
 from chainlab.store.sqlite import SQLiteStore
 
-__all__ = ["Event", "MemoryStore", "PostgresStore", "RunRecord", "SQLiteStore", "Store",
-           "open_store", "store_location"]
+__all__ = ["DecisionRequest", "DriverInfo", "Event", "MemoryStore", "PostgresStore",
+           "RunRecord", "SQLiteStore", "Store", "open_store", "store_location"]
 
 
 def __getattr__(name: str) -> Any:
