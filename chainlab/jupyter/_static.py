@@ -8,11 +8,16 @@ replaced through ``update_display``, so the saved notebook holds the last state.
 
 An update sent from the run's driver task would carry the parent header of the cell that
 STARTED the run; nbclient (``jupyter nbconvert --execute``) keeps only messages of the cell
-it is executing, so the update is sent with the kernel's latest parent instead.
+it is executing, so the update is sent with the kernel's latest parent instead. A run that
+ends between two cells (the cell that started it is done, the next one not started yet)
+would still be parented to a finished cell and dropped: the update is therefore sent once
+more when the next cell starts (``pre_run_cell``), parented to that cell. Replacing an
+output with the same picture twice changes nothing a person sees.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from typing import Any
 
@@ -39,3 +44,20 @@ def publish_update(bundle: dict[str, Any], display_id: str) -> None:
         update_display(bundle, raw=True, display_id=display_id)
 
     contextvars.copy_context().run(send)
+    _again_at_next_cell(shell, bundle, display_id)
+
+
+def _again_at_next_cell(shell: Any, bundle: dict[str, Any], display_id: str) -> None:
+    """Send the same update once more from the next cell (see the module docstring)."""
+    from IPython.display import update_display
+
+    events = getattr(shell, "events", None)
+    if events is None:
+        return
+
+    def again(*_: Any) -> None:
+        with contextlib.suppress(ValueError):
+            events.unregister("pre_run_cell", again)
+        update_display(bundle, raw=True, display_id=display_id)
+
+    events.register("pre_run_cell", again)

@@ -74,3 +74,42 @@ def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
                     ("succeeded", "sum", "total", "succeeded", "1")]
     assert "pending" not in re.sub(r"<style.*?</style>", "", body.split('cl-static-run')[1],
                                    flags=re.S).split("</table>")[0].split("<tbody>")[1]
+
+
+RACE = ['''%load_ext chainlab
+import asyncio, time
+from chainlab import Chain, Toolbox
+from chainlab.jupyter.widgets import RunWidget
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore
+
+tb = Toolbox("race")
+
+@tb.tool
+async def slow() -> int:
+    """Take a moment."""
+    await asyncio.sleep(0.2)
+    return 1
+
+runtime = Runtime(tb, MemoryStore())
+run = await runtime.start(Chain.from_dict({"name": "race", "steps": [{"id": "s", "tool": "slow"}]}))
+RunWidget(run)''',
+        # blocks the loop: the run can only end after this cell, before the next one
+        '''time.sleep(1)''',
+        '''print(run.status)''']
+
+
+def test_a_run_that_ends_between_two_cells_is_shown_ended(tmp_path: Path) -> None:
+    """The update sent when the run ended is parented to a cell that is already done (nbclient
+    drops it); the next cell sends it again, so the saved notebook holds the final state."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in RACE]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[2].outputs[0]["text"] == "succeeded\n"
+    static = nb.cells[0].outputs[0]["data"]["text/html"]
+    assert 'run <span class="cl-run-status">succeeded</span>' in static
