@@ -12,6 +12,8 @@
     %chain watch RUN [--db URL] [--tools VAR]        the live widget of a run driven elsewhere
     %chain approvals [--db URL] [--tools VAR]        every decision waiting in the store
     %chain timeline RUN
+    %chain whatif RUN [--priority critical_path|declaration] [--concurrency N]
+                                                     replay a run's durations in virtual time
     %chain tools [--tools VAR]
     %chain plan "REQUEST" --as NAME [--model M] [--base-url URL] [--planner VAR] [--design]
     %chain design [NAME] [--tools VAR]               draft/edit a chain in the designer widget
