@@ -135,6 +135,7 @@ class Liveness:
         if wait is not None:  # listen BEFORE the first read: no request falls in between
             await runtime._blocking(wait, run.run_id, 0, 0.0)
         after_id = 0
+        unread = False  # the mailbox could not be read last time (say so once, not per poll)
         while True:
             now = time.monotonic()
             if now >= next_beat or (next_beat - start <= self.first_beat_s
@@ -144,9 +145,11 @@ class Liveness:
                 next_beat = time.monotonic() + self.heartbeat_s
             try:
                 pending = await runtime._blocking(store.pending_requests, run.run_id, after_id)
+                unread = False
             except StoreError as exc:
-                log.warning("run %s: cannot read decision requests: %s", run.run_id, exc)
-                pending = []
+                if not unread:
+                    log.warning("run %s: cannot read decision requests: %s", run.run_id, exc)
+                unread, pending = True, []
             for request in pending:
                 after_id = request.request_id
                 if not await self._answer(runtime, run, request):
