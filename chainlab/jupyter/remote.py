@@ -48,9 +48,12 @@ def watch_widget(session: NotebookSession, run_id: str, db: str | None,
     runtime = session.runtime(toolbox if toolbox is not None else _NO_TOOLS, db)
     run = runtime.watch_run(run_id)
     widget = RunWidget(run, session=session)  # subscribes before the first read
+    session.widgets[run_id] = widget  # the run's widget in this kernel (shown for the run)
 
     def taken_over(live: Run) -> None:  # a decision here took the run over: every control
-        widget.attach(session.remember(live, db))
+        session.remember(live, db)  # (which attaches the live run to the session's widget)
+        if widget.run is not live:
+            widget.attach(live)
 
     run.on_taken_over(taken_over)
     run.start()

@@ -106,6 +106,9 @@ async def test_watch_widget_follows_a_remote_run_and_approves_through_the_store(
     assert isinstance(run, WatchedRun)
     widget = displayed_widget(sh)
     assert isinstance(widget, RunWidget) and widget.run is run
+    views = {o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+             for o in sh.pub.outputs if "application/vnd.jupyter.widget-view+json" in o["data"]}
+    assert views == {widget.model_id}  # the returned run shows as the same widget
     # every control that needs the driver is off; the header says who drives the run
     assert all(b.disabled for b in widget.buttons.values())
     await until(lambda: run.driver() is not None, "the driver's first heartbeat")
