@@ -23,7 +23,7 @@ from chainlab.errors import (
 )
 from chainlab.events import EventKind, RunStatus
 from chainlab.runtime import Runtime
-from chainlab.store import MemoryStore, Store, open_store
+from chainlab.store import DecisionRequest, MemoryStore, Store, open_store
 from tests.durability.decide_driver import chain, make_toolbox, read_ledger
 from tests.store.test_watch import store_url
 
@@ -219,3 +219,19 @@ def test_decide_sync_takes_over_a_run_nobody_drives_and_drives_it_on(
     assert store.get_run("s1").status == RunStatus.SUCCEEDED  # driven to its end here
     assert [e["pid"] for e in pays(tmp_path)] == [os.getpid()]
     store.close()
+
+
+async def test_a_request_nobody_waits_for_any_more_is_refused_as_expired() -> None:
+    store = MemoryStore()  # two runtimes of one process share it, as two processes would
+    async with Runtime(make_toolbox(), store, **FAST) as a:
+        run = await driven(a, "e1")
+        stale = store.post_request("e1", DecisionRequest(
+            run_id="e1", step_id="pay", action="approve", by="gone", created_at=1.0,
+            expires_at=2.0))
+        with anyio.fail_after(10):
+            while store.get_request(stale).outcome is None:
+                await anyio.sleep(0.01)
+        answer = store.get_request(stale)
+        assert answer.outcome == "refused" and answer.message is not None
+        assert answer.message.startswith(f"expired: request {stale} reached the driver")
+        assert run.steps["pay"].status == "waiting_confirmation"  # not applied
