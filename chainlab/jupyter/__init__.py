@@ -84,8 +84,15 @@ def _run_display(session: NotebookSession) -> Any:
         from chainlab.jupyter._commands import widget as _widget
 
         # the widget shows itself with a display id and a static fallback (text/html) that
-        # is replaced when the run settles
-        _widget(session, run)._ipython_display_()
+        # is replaced when the run settles; a cell that already showed it (`%chain run NAME`
+        # displays its widget, then IPython displays the Run it returns) shows it once
+        w = _widget(session, run)
+        from IPython import get_ipython
+
+        count = getattr(get_ipython(), "execution_count", None)
+        if count is not None and getattr(w, "shown_in_cell", None) == count:
+            return
+        w._ipython_display_()
 
     return show
 

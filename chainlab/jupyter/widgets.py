@@ -417,9 +417,12 @@ class RunWidget(W.VBox):
 
     def _ipython_display_(self) -> None:
         """Shown with a display id, so the static picture is replaced when the run settles."""
+        from IPython import get_ipython
         from IPython.display import display
 
         self._static_status = self.run.status
+        shell = get_ipython()
+        self.shown_in_cell = getattr(shell, "execution_count", None)
         display(self.static_bundle(), raw=True, display_id=self.display_id)
 
     @property

@@ -43,10 +43,12 @@ class Harness:
         return session_module.get_session(self.ip)
 
     async def cell(self, code: str) -> ExecutionResult:
+        # store_history: each cell gets its own execution count, as in a kernel
         transformed = self.ip.transform_cell(code)
         if self.ip.should_run_async(code, transformed_cell=transformed):
-            return await self.ip.run_cell_async(code, transformed_cell=transformed)
-        return self.ip.run_cell(code)
+            return await self.ip.run_cell_async(code, store_history=True,
+                                                transformed_cell=transformed)
+        return self.ip.run_cell(code, store_history=True)
 
     async def ok(self, code: str) -> Any:
         """Run a cell that must succeed; returns the value of its last expression."""

@@ -118,6 +118,7 @@ async def test_run_returns_the_run_and_shows_its_widget(shop: Harness) -> None:
 async def test_run_displays_as_widget_when_shown(shop: Harness) -> None:
     await shop.ok("run = %chain run trip")
     shop.displayed()
+    await shop.ok("x = 1")  # a later cell (a kernel gives each cell its execution count)
     data, _ = shop.ip.display_formatter.format(shop.ns["run"])  # what Out[] / display() use
     assert data == {}  # the widget displayed itself, with a display id (issue 18)
     out, = shop.pub.outputs
@@ -125,6 +126,14 @@ async def test_run_displays_as_widget_when_shown(shop: Harness) -> None:
     assert out["data"]["text/plain"].startswith("RunWidget(run ")
     assert 'class="cl-static-run"' in out["data"]["text/html"]
     assert out["transient"]["display_id"].startswith("chainlab-run-")
+
+
+async def test_a_bare_run_magic_shows_its_widget_once(shop: Harness) -> None:
+    """`%chain run NAME` unassigned: the magic shows the widget, and IPython's display of the
+    Run it returns does not show it a second time in the same cell."""
+    await shop.ok("%chain run trip")
+    shown = shop.displayed()
+    assert len(shown) == 1 and shown[0].startswith("RunWidget(run ")
 
 
 async def test_run_options(shop: Harness) -> None:

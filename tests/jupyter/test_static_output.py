@@ -21,7 +21,9 @@ def statuses_in(html: str) -> list[str]:
 
 
 async def test_the_widget_output_is_replaced_when_the_run_settles(shop: Harness) -> None:
-    await shop.ok("run = %chain run trip\nrun")  # the magic shows it, and so does `run`
+    await shop.ok("run = %chain run trip\nrun")  # the magic shows it; `run` adds nothing
+    first, = shop.pub.outputs
+    await shop.ok("run")  # shown again in a later cell: the same widget, same display id
     first, again = shop.pub.outputs
     display_id = first["transient"]["display_id"]
     assert again["transient"]["display_id"] == display_id  # one widget, updated everywhere
