@@ -105,7 +105,7 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
             self._shared = self._open()
         else:
             self.path = str(path)
-            self._lock = contextlib.nullcontext()
+            self._lock = _InUse(self)  # no lock: WAL readers run side by side
             self._prepare(Path(path))
         try:
             with self._lock, self._sqlite_errors("open"):
@@ -337,11 +337,14 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
 
     def _close_connections(self) -> None:
         self._closed = True
-        with self._conns_lock:
+        # a connection is closed only when no thread uses it: closing one under a query in
+        # another thread (a runtime's heartbeat, a watcher's poll) crashes the interpreter
+        lock = self._lock
+        with lock if not isinstance(lock, _InUse) else lock.idle(), self._conns_lock:
             conns, self._conns = self._conns, []
-        for conn in conns:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+            for conn in conns:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -351,6 +354,36 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+class _InUse:
+    """A file store's guard around each use of a connection: no mutual exclusion (WAL lets
+    readers and the writer run side by side), but ``close`` waits until no thread is inside,
+    and a use that starts after ``close`` is a StoreError naming the store."""
+
+    def __init__(self, store: SQLiteStore):
+        self._store = store
+        self._users = 0
+        self._cv = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._cv:
+            if self._store._closed:
+                raise StoreError(f"{self._store!r} is closed")
+            self._users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cv:
+            self._users -= 1
+            if not self._users:
+                self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def idle(self, timeout: float = 30.0) -> Iterator[None]:
+        """Wait (up to ``timeout``) until no thread uses a connection."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._users == 0, timeout)
+            yield
 
 
 class _SQLiteWriter:
