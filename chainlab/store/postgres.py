@@ -274,7 +274,7 @@ class _PostgresWriter:
         self.store = store
         self.conn: psycopg.Connection | None = None
         self.thread = GroupCommitWriter("chainlab-postgres-writer", self._commit,
-                                        finish=self._close)
+                                        finish=self._close, failed=store._failed)
 
     def _close(self) -> None:
         if self.conn is not None:

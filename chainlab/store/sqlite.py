@@ -368,7 +368,8 @@ class _InUse:
 
     def __enter__(self) -> None:
         with self._cv:
-            if self._store._closed:
+            # the writer thread commits what was queued before close(), after _closed is set
+            if self._store._closed and threading.current_thread() is not self._store._writer:
                 raise StoreError(f"{self._store!r} is closed")
             self._users += 1
 
@@ -394,7 +395,7 @@ class _SQLiteWriter:
         self.conn: sqlite3.Connection | None = None
         self.broken: Exception | None = None
         self.thread = GroupCommitWriter("chainlab-sqlite-writer", self.commit_batch,
-                                        start=self.open)
+                                        start=self.open, failed=store._failed)
 
     def open(self) -> None:
         store = self.store

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import queue
 import threading
 import time
@@ -27,6 +28,8 @@ from chainlab.store.base import RunRecord
 __all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "record_of",
            "sort_batch", "wait_for"]
 
+log = logging.getLogger(__name__)
+
 # one queued append: ("append", run_id, epoch, events, run_status)
 Append = tuple[str, str, int, tuple[Event, ...], "str | None"]
 
@@ -37,8 +40,10 @@ class GroupCommitWriter(threading.Thread):
 
     def __init__(self, name: str, commit: Callable[[list[Append]], None],
                  start: Callable[[], None] | None = None,
-                 finish: Callable[[], None] | None = None):
+                 finish: Callable[[], None] | None = None,
+                 failed: dict[tuple[str, int], StoreError] | None = None):
         super().__init__(name=name, daemon=True)
+        self._failed = failed  # where a commit that raised (a chainlab bug) is recorded
         self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.batches = 0  # batches of appends handed to commit (transactions, for benchmarks)
         self._commit = commit
@@ -59,7 +64,16 @@ class GroupCommitWriter(threading.Thread):
                 appends = [item for item in batch if item[0] == "append"]
                 if appends:
                     self.batches += 1
-                    self._commit(appends)  # type: ignore[arg-type]
+                    try:
+                        self._commit(appends)  # type: ignore[arg-type]
+                    except Exception as exc:  # never die with waiters queued behind
+                        log.exception("%s: a commit raised; its writers fail from now on",
+                                      self.name)
+                        if self._failed is not None:
+                            for item in appends:
+                                self._failed.setdefault((item[1], item[2]), StoreError(
+                                    f"could not commit run {item[1]!r}'s events: {exc!r} "
+                                    "(a chainlab bug: please report it)"))
                 stop = False
                 for item in batch:
                     if item[0] in ("flush", "stop"):

@@ -313,3 +313,31 @@ def test_closing_while_other_threads_read_never_crashes(tmp_path: Path) -> None:
         for t in threads:
             t.join(10)
         assert len(errors) == 4 and all("is closed" in str(e) for e in errors), errors
+
+
+async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug inside a commit must not kill the writer thread with flushes queued behind it
+    (they would wait forever): the batch's writers fail, later batches still commit."""
+    from chainlab.store import sqlite as sqlite_module
+
+    store = SQLiteStore(tmp_path / "bug.db")
+    store.create_run(record())
+    store.create_run(record("r2"))
+    real = sqlite_module._SQLiteWriter._commit
+    calls = []
+
+    def broken_once(self: object, conn: sqlite3.Connection, appends: list) -> None:
+        calls.append(len(appends))
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        real(self, conn, appends)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_module._SQLiteWriter, "_commit", broken_once)
+    store.append("r1", 1, [ev(1)])
+    with pytest.raises(StoreError, match="a chainlab bug"):
+        await store.flush("r1", 1)
+    store.append("r2", 1, [ev(1, run_id="r2")])
+    await store.flush("r2", 1)
+    assert [e.seq for e in store.load_events("r2")] == [1]
+    store.close()
