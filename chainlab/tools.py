@@ -37,7 +37,7 @@ import string
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -60,9 +60,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What a tool body may know about the call it is serving."""
+class CallContext(NamedTuple):
+    """What a tool body may know about the call it is serving (immutable; a named tuple:
+    one is built per call)."""
 
     run_id: str
     step_id: str

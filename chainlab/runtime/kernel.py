@@ -314,7 +314,7 @@ class Kernel:
             except (LookupError, TypeError) as exc:
                 self._fail_early(node, f"cannot resolve args: {exc}")
                 return
-        if node.needs_confirmation(args) or node.id in self.confirm_first:
+        if node.needs_confirmation(args) or (self.confirm_first and node.id in self.confirm_first):
             self._request_confirmation(node, args)
             self.sched.park(node.id)
             return
