@@ -152,7 +152,11 @@ class Liveness:
                 unread, pending = True, []
             for request in pending:
                 after_id = request.request_id
-                if not await self._answer(runtime, run, request):
+                # shielded: a decision that ends the run ends the drive, which cancels this
+                # task; the answer must still reach the person waiting for it
+                with anyio.CancelScope(shield=True):
+                    answered = await self._answer(runtime, run, request)
+                if not answered:
                     return
             left = max(0.0, next_beat - time.monotonic())
             if wait is not None and next_beat - start > self.first_beat_s:

@@ -89,6 +89,20 @@ def _exists(store: Store, request_id: int) -> bool:
     return True
 
 
+async def test_a_decision_that_ends_the_run_is_still_answered(
+        stores: tuple[Store, Store]) -> None:
+    """Rejecting the step a run waits for ends the run, and so the driver's mailbox task;
+    the answer was cancelled with it and the decider waited in vain (DecisionTimeoutError)."""
+    for round_ in range(3):
+        async with Runtime(make_toolbox(), stores[0], **FAST) as a, \
+                Runtime(make_toolbox(), stores[1], **FAST) as b:
+            run = await driven(a, run_id=f"end{round_}")
+            assert await b.decide(f"end{round_}", "pay", "reject", reason="no",
+                                  timeout=10) == "applied"
+            result = await run.wait()
+            assert result.status == RunStatus.FAILED and run.steps["pay"].status == "rejected"
+
+
 async def test_a_refused_request_reports_the_drivers_message(
         stores: tuple[Store, Store]) -> None:
     async with Runtime(make_toolbox(), stores[0], **FAST) as a, \
