@@ -461,10 +461,12 @@ class Runtime:
         committed, by this process or any other one using the same store (DESIGN §13).
 
         On PostgreSQL it waits for the commit's NOTIFY (``store.wait_for_events``); on other
-        stores it polls the log by seq every ``poll_interval`` seconds (``load_events(run_id,
-        after_seq)``: only new events are read). Ends after an event that ends the run
-        (``run_succeeded``, ``run_failed``, ...) unless ``follow`` (then it watches on, e.g.
-        for a later ``run.rollback()``, until the caller stops iterating).
+        stores it polls the log by seq (``load_events(run_id, after_seq)``: only new events are
+        read) every ``poll_interval`` seconds while events come, backing off to one poll a
+        second while none do (a run that waits days for a person costs one read a second).
+        Ends after an event that ends the run (``run_succeeded``, ``run_failed``, ...) unless
+        ``follow`` (then it watches on, e.g. for a later ``run.rollback()``, until the caller
+        stops iterating).
 
         Raises RunNotFoundError if the store has no such run, StoreError if it cannot be read.
         """
@@ -472,6 +474,7 @@ class Runtime:
         if wait is not None:  # listen BEFORE the first read: no commit falls in between
             await self._blocking(wait, run_id, after_seq, 0.0)
         seen = after_seq
+        idle = poll_interval
         while True:
             events = await self._blocking(self.store.load_events, run_id, seen)
             for ev in events:
@@ -482,12 +485,14 @@ class Runtime:
                 if not follow and ev.kind in RUN_END_KINDS:
                     return
             if events:
+                idle = poll_interval
                 continue  # read on before waiting: more may be committed already
             if wait is not None:
                 await anyio.to_thread.run_sync(wait, run_id, seen, max(poll_interval, 1.0),
                                                abandon_on_cancel=True)
             else:
-                await anyio.sleep(poll_interval)
+                await anyio.sleep(idle)
+                idle = min(idle * 2, max(poll_interval, 1.0))
 
     def estimates(self, chain: Chain) -> Any:
         """Expected duration of each step of ``chain`` (median, p90, samples, source: step

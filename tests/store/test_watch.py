@@ -106,3 +106,34 @@ async def test_watch_from_a_seq_and_follow_on_memory() -> None:
     with pytest.raises(RunNotFoundError):
         async for _ in runtime.watch("nope"):
             pass
+
+
+async def test_an_idle_watch_backs_off_to_one_read_a_second() -> None:
+    """A run that waits for a person commits nothing for hours: the poll slows from
+    poll_interval to one read a second, and speeds up again when events come."""
+    store = MemoryStore()
+    store.create_run(record())
+    store.append("r1", 1, [ev(1, "run_started", step_id=None)])
+    reads: list[int] = []
+    load = store.load_events
+
+    def counting(run_id: str, after_seq: int = 0) -> list[Event]:
+        reads.append(after_seq)
+        return load(run_id, after_seq)
+
+    store.load_events = counting  # type: ignore[method-assign]
+    runtime = Runtime(store=store)
+    got: list[int] = []
+
+    async def writer() -> None:
+        await anyio.sleep(2.0)  # idle: 0.05 + 0.1 + 0.2 + 0.4 + 0.8 + ... about 6 reads
+        idle_reads = len(reads)
+        store.append("r1", 1, [ev(2), ev(3, "run_succeeded", step_id=None)])
+        got.append(idle_reads)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        with anyio.fail_after(10):
+            seqs = [e.seq async for e in runtime.watch("r1", poll_interval=0.05)]
+    assert seqs == [1, 2, 3]
+    assert got[0] <= 10  # at a fixed 0.05 s it would be about 40 reads in those 2 s
