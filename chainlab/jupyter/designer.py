@@ -51,6 +51,7 @@ from chainlab.jupyter._design_draft import (
 )
 from chainlab.jupyter._design_form import StepForm
 from chainlab.jupyter._design_view import DagPreview, Later, Palette
+from chainlab.jupyter._tasks import call_on, home_loop
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.tools import Toolbox
 
@@ -113,6 +114,7 @@ class ChainDesigner(W.VBox):
         self.run_button = W.Button(description="Run", icon="play", button_style="success",
                                    tooltip="start the chain and show its run widget below",
                                    layout=W.Layout(width="auto"))
+        self._loop = home_loop()  # where runs are driven; clicks may arrive on another thread
         self.run_button.on_click(lambda _: self._press_run())
         self.write_button = W.Button(description="Write cell", icon="file-code-o",
                                      tooltip="insert a %%chain cell with this YAML below",
@@ -544,6 +546,10 @@ class ChainDesigner(W.VBox):
         self.context = value
 
     def _press_run(self) -> None:
+        # JupyterLab's comm subshell calls this on its own thread: start the run on the loop
+        # runs are driven on (on that thread, starting a run found no usable loop)
+        if call_on(self._loop, self._press_run):
+            return
         self.message.value = ""
         try:
             self.run()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -591,6 +592,23 @@ async def test_run_shows_the_run_widget_in_place(sh: Harness) -> None:
     result = await run.wait()
     assert result.status == RunStatus.SUCCEEDED
     assert result.outputs["summarize"] == {"text": "sum: 3", "count": 3}
+
+
+async def test_run_clicked_in_a_subshell_thread_starts_on_the_kernels_loop(
+        sh: Harness) -> None:
+    """JupyterLab hands widget clicks to a comm subshell thread: Run must start the chain on
+    the loop runs are driven on, not on that thread's own loop."""
+    from .test_subshell_clicks import click_in_a_subshell
+
+    d = ChainDesigner(make_toolbox(), name="flow", db=":memory:")
+    d.yaml = TWO_STEPS
+    click_in_a_subshell(d.run_button.click)
+    with anyio.fail_after(10):
+        while d.last_run is None and d.last_error is None:
+            await anyio.sleep(0.01)
+    assert d.last_error is None, d.last_error
+    result = await d.last_run.wait()  # type: ignore[union-attr]
+    assert result.status == RunStatus.SUCCEEDED
 
 
 async def test_run_refuses_an_invalid_draft(designer: ChainDesigner) -> None:
