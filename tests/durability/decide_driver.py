@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -35,7 +36,9 @@ HOLD = {"s": 0.0}
 
 
 def ledger_path() -> Path:
-    return Path(os.environ.get("CHAINLAB_TEST_LEDGER", "ledger.jsonl"))
+    # the tests set CHAINLAB_TEST_LEDGER; without it, never a stray file in the checkout
+    return Path(os.environ.get("CHAINLAB_TEST_LEDGER")
+                or Path(tempfile.gettempdir()) / "chainlab-test-ledger.jsonl")
 
 
 def read_ledger(path: Path) -> list[dict[str, object]]:
