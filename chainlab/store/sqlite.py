@@ -251,32 +251,18 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
                 raise StoreError(f"run {record.run_id!r} already exists") from None
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
-        refused = self._refusal(run_id)
-        if refused is not None:
-            raise refused
-        with self._lock, self._sqlite_errors("write to", run_id):
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute("SELECT epoch FROM runs WHERE run_id = ?",
-                                   (run_id,)).fetchone()
-                if row is None:
-                    raise RunNotFoundError(run_id, self._run_ids(conn))
-                if row[0] != expected_epoch:
-                    raise StaleEpochError(run_id, expected_epoch, row[0])
-                if expected_seq is not None:
-                    last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE "
-                                        "run_id = ?", (run_id,)).fetchone()[0]
-                    if last != expected_seq:
-                        raise StaleEpochError(run_id, expected_epoch, row[0],
-                                              moved_on=(expected_seq, last))
-                conn.execute("UPDATE runs SET epoch = ?, updated_at = ? WHERE run_id = ?",
-                             (expected_epoch + 1, time.time(), run_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
+        with self._write(run_id) as conn:  # one IMMEDIATE transaction: check, then claim
+            current = self._epoch(conn, run_id)
+            if current != expected_epoch:
+                raise StaleEpochError(run_id, expected_epoch, current)
+            if expected_seq is not None:
+                last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE "
+                                    "run_id = ?", (run_id,)).fetchone()[0]
+                if last != expected_seq:
+                    raise StaleEpochError(run_id, expected_epoch, current,
+                                          moved_on=(expected_seq, last))
+            conn.execute("UPDATE runs SET epoch = ?, updated_at = ? WHERE run_id = ?",
+                         (expected_epoch + 1, time.time(), run_id))
         return expected_epoch + 1
 
     def get_run(self, run_id: str) -> RunRecord:

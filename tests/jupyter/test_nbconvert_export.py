@@ -47,16 +47,24 @@ result = await run.wait()
 print(result.status, result.outputs["sum"])''']
 
 
-def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
+def execute(cells: list[str], folder: Path) -> nbformat.NotebookNode:
+    """A notebook of ``cells`` executed by nbclient in a real kernel, as a notebook saved from
+    JupyterLab looks (no widget state saved)."""
     from nbclient import NotebookClient
-    from nbconvert import HTMLExporter
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+                   resources={"metadata": {"path": str(folder)}}).execute()
+    return nb
+
+
+def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
+    from nbconvert import HTMLExporter
+
+    nb = execute(CELLS, tmp_path)
     assert nb.cells[1].outputs[0]["text"] == "succeeded 6\n"
     shown = nb.cells[0].outputs
     assert len(shown) == 1  # one output, replaced in place (display id) when the run ended
@@ -102,14 +110,7 @@ RunWidget(run)''',
 def test_a_run_that_ends_between_two_cells_is_shown_ended(tmp_path: Path) -> None:
     """The update sent when the run ended is parented to a cell that is already done (nbclient
     drops it); the next cell sends it again, so the saved notebook holds the final state."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in RACE]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb = execute(RACE, tmp_path)
     assert nb.cells[2].outputs[0]["text"] == "succeeded\n"
     static = nb.cells[0].outputs[0]["data"]["text/html"]
     assert 'run <span class="cl-run-status">succeeded</span>' in static
