@@ -28,6 +28,7 @@ seconds of skew.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -107,30 +108,51 @@ class Liveness:
     # ------------------------------------------------------------------ attending a run
     @contextlib.asynccontextmanager
     async def attend(self, runtime: Runtime, run: Run) -> AsyncIterator[None]:
-        """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs."""
+        """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs.
+
+        The serving task starts only if the run is still driven after the first pause
+        (``min(poll_s, first_beat_s)``): a run that ends sooner (short runs in a loop) costs
+        no task, no cancel scope and no I/O; a timer, cancelled at the end, is all."""
         store = runtime.store
         if getattr(store, "heartbeat", None) is None or run._kernel is None:
             yield  # a store without the liveness protocol: drive without it
             return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._serve, runtime, run)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-                if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
-                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                        await runtime._blocking(store.clear_driver, run.run_id,
-                                                self.driver_id)
+        scope = anyio.CancelScope()
+
+        async def serve() -> None:
+            with scope:
+                try:
+                    await self._serve(runtime, run)
+                except Exception:  # the run goes on; only its liveness stops
+                    log.exception("run %s: heartbeat and mailbox stopped", run.run_id)
+
+        delay = min(self.poll_s, self.first_beat_s)
+        try:
+            timer = asyncio.get_running_loop().call_later(delay, runtime._spawn, serve)
+        except RuntimeError:  # another anyio backend: a task that sleeps first
+            timer = None
+
+            async def serve_later() -> None:
+                await anyio.sleep(delay)
+                await serve()
+
+            runtime._spawn(serve_later)
+        try:
+            yield
+        finally:
+            if timer is not None:
+                timer.cancel()
+            scope.cancel()
+            if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await runtime._blocking(store.clear_driver, run.run_id, self.driver_id)
 
     async def _serve(self, runtime: Runtime, run: Run) -> None:
         kernel = run._kernel
         assert kernel is not None
         store: Any = runtime.store
-        start = time.monotonic()
+        start = time.monotonic() - min(self.poll_s, self.first_beat_s)  # (attend waited)
         next_beat = start + self.first_beat_s
-        # a run that ends within this pause costs no I/O at all (short runs in a loop)
-        await anyio.sleep(min(self.poll_s, self.first_beat_s))
         wait = getattr(store, "wait_for_requests", None)
         if wait is not None:  # listen BEFORE the first read: no request falls in between
             await runtime._blocking(wait, run.run_id, 0, 0.0)
