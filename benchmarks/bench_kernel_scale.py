@@ -8,6 +8,11 @@ chainlab and for the asyncio + graphlib floor; ``x floor`` is chainlab / floor p
 ``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
 above 1; a cost that grows with the run as N=10,000 above 1). Memory: tracemalloc's growth
 while a finished 10,000-step run's handle (state, events in the MemoryStore) is kept, per step.
+
+"record only": what the event contract alone costs per step, with no scheduling, no argument
+resolution and no awaiting: the step's three events (ready, started, succeeded) built, folded
+into a RunState and appended to a MemoryStore, its args and output validated by the tool. It
+is the part of ``x floor`` the kernel cannot schedule away.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scheduler import asyncio_floor
 from workloads import as_chain, chain_workload, node_toolbox
 
+from chainlab.events import Event, EventKind, RunState
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
+from chainlab.store.base import RunRecord
 
 
 async def per_step(n: int, reps: int) -> tuple[float, float]:
@@ -51,6 +58,48 @@ async def per_step(n: int, reps: int) -> tuple[float, float]:
         ours.append(time.perf_counter() - t0)
         assert result.ok
     await runtime.aclose()
+    return statistics.median(ours) / n * 1e6, statistics.median(base) / n * 1e6
+
+
+def record_only(n: int, k: int) -> float:
+    """Seconds to record ``n`` steps' events (see the module docstring), no scheduling."""
+    tool = node_toolbox(0.0).get("node")
+    store = MemoryStore()
+    run_id = f"record-{k}"
+    store.create_run(RunRecord(run_id, "w1", "running", 1, 0.0, 0.0, {}))
+    ids = [f"n{i}" for i in range(n)]
+    state = RunState(run_id, ids)
+    now, new, seq, prev = time.time, tuple.__new__, 0, 0
+    ready, started, succeeded = (EventKind.STEP_READY, EventKind.STEP_STARTED,
+                                 EventKind.STEP_SUCCEEDED)
+    t0 = time.perf_counter()
+    for i, step_id in enumerate(ids):
+        args = {"xs": [prev] if i else []}
+        for kind, payload in ((ready, {}), (started, {"args": args, "tool": "node",
+                                                      "idempotency_key": None, "code": ""})):
+            seq += 1
+            ev = new(Event, (run_id, seq, now(), 1, kind, step_id, 1, payload))
+            state.apply(ev)
+            store.append(run_id, 1, (ev,))
+        prev = tool.check_output(1 + sum(tool.validate_args(args)["xs"]))
+        seq += 1
+        ev = new(Event, (run_id, seq, now(), 1, succeeded, step_id, 1, {"output": prev}))
+        state.apply(ev)
+        store.append(run_id, 1, (ev,))
+    return time.perf_counter() - t0
+
+
+async def record_only_per_step(n: int, reps: int) -> tuple[float, float]:
+    floor = asyncio_floor(chain_workload(n), 8)
+    ours: list[float] = []
+    base: list[float] = []
+    for k in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        await floor()
+        base.append(time.perf_counter() - t0)
+        gc.collect()
+        ours.append(record_only(n, k))
     return statistics.median(ours) / n * 1e6, statistics.median(base) / n * 1e6
 
 
@@ -81,6 +130,9 @@ async def main(reps: int) -> None:
           f"{'x N=1000':>9}")
     for n, (ours, base) in rows.items():
         print(f"{n:>7} {ours:>17.1f} {base:>14.1f} {ours / base:>8.2f} {ours / mid:>9.2f}")
+    rec, base = await record_only_per_step(1_000, reps)
+    print(f"{'record':>7} {rec:>17.1f} {base:>14.1f} {rec / base:>8.2f}"
+          "            (record only, N=1000: see the docstring)")
     print(f"\nmemory per finished step (a 10,000-step run kept, events in the MemoryStore): "
           f"{await memory_per_step(10_000) / 1024:.2f} KiB")
 

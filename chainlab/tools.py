@@ -150,6 +150,7 @@ class Tool:
 
     __slots__ = (
         "_aliases",
+        "_check_out",
         "_field_adapters",
         "compensate",
         "context_param",
@@ -235,6 +236,11 @@ class Tool:
         }
         self._field_adapters: dict[str, TypeAdapter[Any]] = {}
         self.output_adapter = _output_adapter(fn)
+        # the adapter's core validator, called directly on every output (TypeAdapter's own
+        # validate_python is a Python wrapper around it)
+        self._check_out = (
+            self.output_adapter.validator.validate_python if self.output_adapter else None
+        )
         self.parallel_safe = parallel_safe
         self.serial_key = (
             serial_key if serial_key is not None else (None if parallel_safe else self.name)
@@ -321,8 +327,8 @@ class Tool:
     def check_output(self, value: Any) -> Any:
         """The output as JSON data, validated against the return annotation when there is
         one. Raises ValidationError (wrong shape) or NotJSONError (not serialisable)."""
-        if self.output_adapter is not None:
-            value = self.output_adapter.validate_python(value)
+        if self._check_out is not None:
+            value = self._check_out(value)
             if value is None or type(value) in (str, int, bool):
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             # e.g. object() under `-> dict`: left as is, to_json_value names where it sits

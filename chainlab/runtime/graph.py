@@ -54,9 +54,20 @@ class Node:
     children: list[str] = field(default_factory=list)
     # a sub-chain step (no tool of its own); a field, not a property: read once per step
     is_group: bool = field(init=False)
+    # whether the step waits for a person, when that does not depend on its args (None:
+    # the tool's requires_confirmation is a function of them)
+    fixed_confirm: bool | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.is_group = self.tool is None
+        if self.step.confirm is not None:
+            self.fixed_confirm = self.step.confirm
+        elif self.tool is None:
+            self.fixed_confirm = False
+        elif callable(self.tool.requires_confirmation):
+            self.fixed_confirm = None
+        else:
+            self.fixed_confirm = bool(self.tool.requires_confirmation)
 
     def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
         if self.step.confirm is not None:

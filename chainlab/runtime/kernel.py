@@ -67,6 +67,9 @@ _WAITING = (S.WAITING_CONFIRMATION, S.IN_DOUBT)
 _UNSETTLED = (S.PENDING, S.READY, S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION)
 
 
+_new_event = tuple.__new__
+
+
 def satisfied(st: Any) -> bool:
     """Whether a step's state lets its dependants go on (DESIGN §4: terminal success, or
     skipped because its condition was false)."""
@@ -154,9 +157,12 @@ class Kernel:
         if kind.__class__ is not EventKind:
             raise TypeError(f"emit takes an EventKind, got {kind!r}")
         self.seq = seq = self.seq + 1
-        ev = Event(self.run_id, seq, self.clock.now(), self.epoch, kind, step_id, attempt, payload)
+        run_id, epoch = self.run_id, self.epoch
+        # tuple.__new__ is Event._make without its Python frame (three events per step)
+        ev = _new_event(Event, (run_id, seq, self.clock.now(), epoch, kind, step_id, attempt,
+                                payload))
         self.state.apply(ev)
-        self.store.append(ev.run_id, ev.epoch, (ev,), run_status)
+        self.store.append(run_id, epoch, (ev,), run_status)
         if self.subscribers:
             self._notify(ev)
         if kind in RUN_END_KINDS and self.on_end is not None:
@@ -314,7 +320,10 @@ class Kernel:
             except (LookupError, TypeError) as exc:
                 self._fail_early(node, f"cannot resolve args: {exc}")
                 return
-        if node.needs_confirmation(args) or (self.confirm_first and node.id in self.confirm_first):
+        confirm = node.fixed_confirm
+        if confirm is None:
+            confirm = node.needs_confirmation(args)
+        if confirm or (self.confirm_first and node.id in self.confirm_first):
             self._request_confirmation(node, args)
             self.sched.park(node.id)
             return
