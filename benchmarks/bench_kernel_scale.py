@@ -5,7 +5,8 @@ memory (ratios in ONE process; never asserted in tests).
 
 Rows: W1 (a chain of no-op async steps) at N = 100, 1,000 and 10,000 on a MemoryStore, for
 chainlab and for the asyncio + graphlib floor; ``x floor`` is chainlab / floor per step,
-``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
+Each cell is the fastest of ``--reps`` runs, chainlab and the floor interleaved (on a shared
+machine the fastest run is the least disturbed one). ``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
 above 1; a cost that grows with the run as N=10,000 above 1). Memory: tracemalloc's growth
 while a finished 10,000-step run's handle (state, events in the MemoryStore) is kept, per step.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import sys
 import time
 import tracemalloc
@@ -38,27 +38,39 @@ from chainlab.store import MemoryStore
 from chainlab.store.base import RunRecord
 
 
-async def per_step(n: int, reps: int) -> tuple[float, float]:
-    wl = chain_workload(n)
-    chain = as_chain(wl, 8)
-    runtime = Runtime(node_toolbox(0.0), MemoryStore())
-    floor = asyncio_floor(wl, 8)
-    ours: list[float] = []
-    base: list[float] = []
-    await floor()
-    await (await runtime.start(chain)).wait()
+async def per_step(sizes: tuple[int, ...], reps: int) -> dict[int, tuple[float, float]]:
+    """us/step of chainlab and of the floor per size, the fastest of ``reps`` rounds; each
+    round runs every size, floor and chainlab back to back (a machine that speeds up or slows
+    down during the benchmark moves every cell alike). Each chainlab run gets a fresh
+    MemoryStore, warmed by two untimed runs (compiled chain, learned durations), so the events
+    of earlier runs do not grow the heap the garbage collector walks. A cell times a batch of
+    max(1, 2000 // N) runs."""
+    toolbox = node_toolbox(0.0)
+    cases = {n: (as_chain(chain_workload(n), 8), asyncio_floor(chain_workload(n), 8))
+             for n in sizes}
+    ours: dict[int, list[float]] = {n: [] for n in sizes}
+    base: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(reps):
-        gc.collect()
-        t0 = time.perf_counter()
-        await floor()
-        base.append(time.perf_counter() - t0)
-        gc.collect()
-        t0 = time.perf_counter()
-        result = await (await runtime.start(chain)).wait()
-        ours.append(time.perf_counter() - t0)
-        assert result.ok
-    await runtime.aclose()
-    return statistics.median(ours) / n * 1e6, statistics.median(base) / n * 1e6
+        for n, (chain, floor) in cases.items():
+            runtime = Runtime(toolbox, MemoryStore())
+            for _ in range(2):  # a runtime's first runs compile the chain and learn durations
+                await (await runtime.start(chain)).wait()
+            await floor()
+            batch = max(1, 2_000 // n)  # time several short runs together: less jitter
+            gc.collect()
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                await floor()
+            base[n].append((time.perf_counter() - t0) / batch)
+            gc.collect()
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                result = await (await runtime.start(chain)).wait()
+                assert result.ok
+            ours[n].append((time.perf_counter() - t0) / batch)
+            await runtime.aclose()
+            del runtime, result
+    return {n: (min(ours[n]) / n * 1e6, min(base[n]) / n * 1e6) for n in sizes}
 
 
 def record_only(n: int, k: int) -> float:
@@ -100,7 +112,7 @@ async def record_only_per_step(n: int, reps: int) -> tuple[float, float]:
         base.append(time.perf_counter() - t0)
         gc.collect()
         ours.append(record_only(n, k))
-    return statistics.median(ours) / n * 1e6, statistics.median(base) / n * 1e6
+    return min(ours) / n * 1e6, min(base) / n * 1e6
 
 
 async def memory_per_step(n: int) -> float:
@@ -122,10 +134,9 @@ async def memory_per_step(n: int) -> float:
 
 
 async def main(reps: int) -> None:
-    rows = {n: await per_step(n, reps if n < 10_000 else max(2, reps // 2))
-            for n in (100, 1_000, 10_000)}
+    rows = await per_step((100, 1_000, 10_000), reps)
     mid = rows[1_000][0]
-    print(f"W1 chain, MemoryStore, median of {reps} runs (python {sys.version.split()[0]})")
+    print(f"W1 chain, MemoryStore, fastest of {reps} interleaved runs (python {sys.version.split()[0]})")
     print(f"{'N':>7} {'chainlab us/step':>17} {'floor us/step':>14} {'x floor':>8} "
           f"{'x N=1000':>9}")
     for n, (ours, base) in rows.items():
