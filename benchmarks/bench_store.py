@@ -15,6 +15,8 @@ Rows (W1 of ../shared/bench/peers.py: a chain of N no-op steps, concurrency 8):
                        (target <= 1.5x)
   unsafe sqlite        side-effecting and NOT idempotent: each call waits for its write-ahead
                        flush, so every step costs one commit, like the floor
+  store only           the unsafe row's store traffic with no kernel: a step's three events
+                       appended to a SQLiteStore and one await flush per step
 Each cell is the median of --reps runs after one warm-up (rows interleaved per repetition,
 so the disk's mood hits every row alike); gc runs between runs. ``commits/step`` and
 ``events/step`` come from one extra, instrumented run.
@@ -44,8 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workloads import CommitCounter, as_chain, chain_workload, node_toolbox
 
+from chainlab.events import Event, EventKind
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore, SQLiteStore, Store
+from chainlab.store.base import RunRecord
 
 Timed = Callable[[], Awaitable[float]]
 
@@ -90,6 +94,38 @@ def chainlab(store: Store, n: int, side_effects: bool, idempotent: bool = True) 
     return go
 
 
+def store_only(store: SQLiteStore, n: int) -> Timed:
+    """The unsafe row's store traffic without the kernel: per step, the same three events
+    (ready, started, succeeded) appended and one ``await flush`` before the call, as the
+    write-ahead path does (so one commit per step, plus the loop -> writer -> loop hand-off)."""
+    runs = iter(range(1_000_000))
+
+    async def go() -> float:
+        run_id = f"store-only-{next(runs)}"
+        store.create_run(RunRecord(run_id, "w1", "running", 1, 0.0, 0.0, {}))
+        seq = 0
+        t0 = time.perf_counter()
+        for i in range(n):
+            step_id = f"n{i}"
+            args = {"xs": [i] if i else []}
+            started = {"args": args, "tool": "node", "code": "0" * 16,
+                       "idempotency_key": f"{run_id}:{step_id}:{i:064x}"}
+            for kind, payload in ((EventKind.STEP_READY, {}),
+                                  (EventKind.STEP_STARTED, started)):
+                seq += 1
+                store.append(run_id, 1, (Event(run_id, seq, time.time(), 1, kind, step_id, 1,
+                                               payload),))
+            await store.flush(run_id, 1)  # the write-ahead barrier before an unsafe call
+            seq += 1
+            store.append(run_id, 1, (Event(run_id, seq, time.time(), 1,
+                                           EventKind.STEP_SUCCEEDED, step_id, 1,
+                                           {"output": i + 1}),))
+        await store.flush(run_id, 1)
+        return time.perf_counter() - t0
+
+    return go
+
+
 def handoff(n: int) -> Timed:
     """A bare loop -> thread -> loop round trip per step (what any store that keeps sqlite
     off the event loop pays per durable flush, before any I/O)."""
@@ -118,6 +154,7 @@ async def main(n: int, reps: int) -> None:
     stores = {"W1 sqlite": SQLiteStore(folder / "w1.db"),
               "side-effects sqlite": SQLiteStore(folder / "fx.db"),
               "unsafe sqlite": SQLiteStore(folder / "unsafe.db")}
+    only = SQLiteStore(folder / "store-only.db")
     rows: dict[str, Timed] = {
         "raw floor": raw_floor(folder / "floor.db", n),
         "W1 memory": chainlab(MemoryStore(), n, False),
@@ -125,6 +162,7 @@ async def main(n: int, reps: int) -> None:
         "side-effects memory": chainlab(MemoryStore(), n, True),
         "side-effects sqlite": chainlab(stores["side-effects sqlite"], n, True),
         "unsafe sqlite": chainlab(stores["unsafe sqlite"], n, True, idempotent=False),
+        "store only": store_only(only, n),
         "thread hand-off": handoff(n),
     }
     times: dict[str, list[float]] = {name: [] for name in rows}
@@ -161,13 +199,16 @@ async def main(n: int, reps: int) -> None:
     verdict = "meets" if fx <= 1.5 * floor else "misses"
     hand = statistics.median(times["thread hand-off"]) / n * 1e6
     sched = statistics.median(times["side-effects memory"]) / n * 1e6
+    alone = statistics.median(times["store only"]) / n * 1e6
     print(f"\nside-effects sqlite = {fx / floor:.2f} x the raw floor per step (median; "
           f"{verdict} the <= 1.5 x target), with the full event log (idempotent calls: "
           f"starts group-committed).\nunsafe sqlite = {unsafe / floor:.2f} x: it pays the "
           f"floor's commit, plus the scheduler ({sched:.0f} us, the memory row) and one loop ->"
           f" writer -> loop hand-off ({hand:.0f} us, the bare round trip above): floor + those"
-          f" = {(floor + sched + hand) / floor:.2f} x.\nThe ratios fall as fsync gets slower.")
-    for store in stores.values():
+          f" = {(floor + sched + hand) / floor:.2f} x.\nstore only = {alone / floor:.2f} x: the "
+          f"same commits and hand-offs with no kernel; with the scheduler on top: "
+          f"{(alone + sched) / floor:.2f} x.\nThe ratios fall as fsync gets slower.")
+    for store in (*stores.values(), only):
         store.close()
 
 
