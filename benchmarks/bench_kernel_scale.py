@@ -5,15 +5,16 @@ memory (ratios in ONE process; never asserted in tests).
 
 Rows: W1 (a chain of no-op async steps) at N = 100, 1,000 and 10,000 on a MemoryStore, for
 chainlab and for the asyncio + graphlib floor; ``x floor`` is chainlab / floor per step,
-Each cell is the fastest of ``--reps`` runs, chainlab and the floor interleaved (on a shared
-machine the fastest run is the least disturbed one). ``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
-above 1; a cost that grows with the run as N=10,000 above 1). Memory: tracemalloc's growth
-while a finished 10,000-step run's handle (state, events in the MemoryStore) is kept, per step.
+``x N=1000`` the per-step cost against the N=1,000 run (a fixed per-run cost shows as N=100
+above 1; a cost that grows with the run as N=10,000 above 1). Each cell is the fastest of
+``--reps`` rounds, chainlab and the floor interleaved (on a shared machine the fastest run is
+the least disturbed one). Memory: tracemalloc's growth while a finished 10,000-step run's
+handle (state, events in the MemoryStore) is kept, per step.
 
 "record only": what the event contract alone costs per step, with no scheduling, no argument
 resolution and no awaiting: the step's three events (ready, started, succeeded) built, folded
 into a RunState and appended to a MemoryStore, its args and output validated by the tool. It
-is the part of ``x floor`` the kernel cannot schedule away.
+is the part of ``x floor`` no scheduling can take away.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ async def memory_per_step(n: int) -> float:
 async def main(reps: int) -> None:
     rows = await per_step((100, 1_000, 10_000), reps)
     mid = rows[1_000][0]
-    print(f"W1 chain, MemoryStore, fastest of {reps} interleaved runs (python {sys.version.split()[0]})")
+    print(f"W1 chain, MemoryStore, fastest of {reps} interleaved rounds "
+          f"(python {sys.version.split()[0]})")
     print(f"{'N':>7} {'chainlab us/step':>17} {'floor us/step':>14} {'x floor':>8} "
           f"{'x N=1000':>9}")
     for n, (ours, base) in rows.items():

@@ -13,6 +13,9 @@ there. Rows (W1 of workloads.py: a chain of N no-op steps, concurrency 8):
                        (target <= 1.5x)
   unsafe pg            side-effecting, NOT idempotent: each call waits for its write-ahead
                        flush, so every step costs at least one commit, like the floor
+  store only           the unsafe row's store traffic with no kernel: a step's three events
+                       appended and one await flush per step (so unsafe - store only = the
+                       kernel's share)
   langgraph pg sync    (with --langgraph-python) LangGraph's PostgresSaver on the same server,
   langgraph pg async   durability="sync" (a checkpoint committed per step before the next) and
                        "async" (its default), run in that interpreter by langgraph_pg.py
@@ -37,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
-from workloads import CommitCounter, as_chain, chain_workload, node_toolbox
+from workloads import CommitCounter, as_chain, chain_workload, node_toolbox, store_only
 
 from chainlab.runtime import Runtime
 from chainlab.store.postgres import PostgresStore
@@ -118,12 +121,14 @@ def langgraph_rows(python: str | None, dsn: str, n: int, reps: int
 
 async def main(dsn: str, n: int, reps: int, langgraph_python: str | None = None) -> None:
     stores = {name: PostgresStore(schema_dsn(dsn, f"bench_{i}"))
-              for i, name in enumerate(("W1 postgres", "side-effects pg", "unsafe pg"))}
+              for i, name in enumerate(("W1 postgres", "side-effects pg", "unsafe pg",
+                                        "store only"))}
     rows: dict[str, Timed] = {
         "raw floor": raw_floor(schema_dsn(dsn, "bench_floor"), n),
         "W1 postgres": chainlab(stores["W1 postgres"], n, False),
         "side-effects pg": chainlab(stores["side-effects pg"], n, True),
         "unsafe pg": chainlab(stores["unsafe pg"], n, True, idempotent=False),
+        "store only": store_only(stores["store only"], n),
     }
     times: dict[str, list[float]] = {name: [] for name in rows}
     for rep in range(reps + 1):
@@ -161,6 +166,10 @@ async def main(dsn: str, n: int, reps: int, langgraph_python: str | None = None)
     verdict = "meets" if fx <= 1.5 * floor else "misses"
     print(f"\nside-effects pg = {fx / floor:.2f} x the raw floor per step ({verdict} the "
           "<= 1.5 x target). events/s of the W1 row = effect-free throughput.")
+    alone = statistics.median(times["store only"]) / n * 1e6
+    unsafe = statistics.median(times["unsafe pg"]) / n * 1e6
+    print(f"store only = {alone / floor:.2f} x: the unsafe row's commits and hand-offs without "
+          f"the kernel, which adds {unsafe - alone:.0f} us per step on top.")
     print(peers_note)
     if peers:
         lg = peers["langgraph pg sync"] / n * 1e6

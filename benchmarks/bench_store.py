@@ -44,12 +44,10 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workloads import CommitCounter, as_chain, chain_workload, node_toolbox
+from workloads import CommitCounter, as_chain, chain_workload, node_toolbox, store_only
 
-from chainlab.events import Event, EventKind
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore, SQLiteStore, Store
-from chainlab.store.base import RunRecord
 
 Timed = Callable[[], Awaitable[float]]
 
@@ -90,38 +88,6 @@ def chainlab(store: Store, n: int, side_effects: bool, idempotent: bool = True) 
         elapsed = time.perf_counter() - t0
         assert result.ok and result.outputs[wl.order[-1]] == n, result.errors
         return elapsed
-
-    return go
-
-
-def store_only(store: SQLiteStore, n: int) -> Timed:
-    """The unsafe row's store traffic without the kernel: per step, the same three events
-    (ready, started, succeeded) appended and one ``await flush`` before the call, as the
-    write-ahead path does (so one commit per step, plus the loop -> writer -> loop hand-off)."""
-    runs = iter(range(1_000_000))
-
-    async def go() -> float:
-        run_id = f"store-only-{next(runs)}"
-        store.create_run(RunRecord(run_id, "w1", "running", 1, 0.0, 0.0, {}))
-        seq = 0
-        t0 = time.perf_counter()
-        for i in range(n):
-            step_id = f"n{i}"
-            args = {"xs": [i] if i else []}
-            started = {"args": args, "tool": "node", "code": "0" * 16,
-                       "idempotency_key": f"{run_id}:{step_id}:{i:064x}"}
-            for kind, payload in ((EventKind.STEP_READY, {}),
-                                  (EventKind.STEP_STARTED, started)):
-                seq += 1
-                store.append(run_id, 1, (Event(run_id, seq, time.time(), 1, kind, step_id, 1,
-                                               payload),))
-            await store.flush(run_id, 1)  # the write-ahead barrier before an unsafe call
-            seq += 1
-            store.append(run_id, 1, (Event(run_id, seq, time.time(), 1,
-                                           EventKind.STEP_SUCCEEDED, step_id, 1,
-                                           {"output": i + 1}),))
-        await store.flush(run_id, 1)
-        return time.perf_counter() - t0
 
     return go
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from chainlab import Chain, Toolbox
+from chainlab.events import Event, EventKind
+from chainlab.store.base import RunRecord
 
 
 @dataclass
@@ -129,3 +133,36 @@ class CommitCounter:
 
     def __exit__(self, *exc: object) -> None:
         self.commits = self._batches() - self._start
+
+
+def store_only(store: Any, n: int) -> Callable[[], Awaitable[float]]:
+    """The unsafe row's store traffic without the kernel: per step, the same three events
+    (ready, started, succeeded) appended and one ``await flush`` before the call, as the
+    write-ahead path does (so one commit per step, plus the loop -> writer -> loop hand-off)."""
+    runs = iter(range(1_000_000))
+    tag = f"{time.time_ns():x}"  # run ids unique across benchmark invocations
+
+    async def go() -> float:
+        run_id = f"store-only-{tag}-{next(runs)}"
+        store.create_run(RunRecord(run_id, "w1", "running", 1, 0.0, 0.0, {}))
+        seq = 0
+        t0 = time.perf_counter()
+        for i in range(n):
+            step_id = f"n{i}"
+            args = {"xs": [i] if i else []}
+            started = {"args": args, "tool": "node", "code": "0" * 16,
+                       "idempotency_key": f"{run_id}:{step_id}:{i:064x}"}
+            for kind, payload in ((EventKind.STEP_READY, {}),
+                                  (EventKind.STEP_STARTED, started)):
+                seq += 1
+                store.append(run_id, 1, (Event(run_id, seq, time.time(), 1, kind, step_id, 1,
+                                               payload),))
+            await store.flush(run_id, 1)  # the write-ahead barrier before an unsafe call
+            seq += 1
+            store.append(run_id, 1, (Event(run_id, seq, time.time(), 1,
+                                           EventKind.STEP_SUCCEEDED, step_id, 1,
+                                           {"output": i + 1}),))
+        await store.flush(run_id, 1)
+        return time.perf_counter() - t0
+
+    return go
