@@ -41,14 +41,15 @@ def optimum(steps: Steps, slots: int, *, unit: float | None = None,
         num = math.gcd(*(f.numerator * (10**6 // f.denominator) for f in fr)) or 1
         unit = num / 10**6
     dur = {s: round(d / unit) for s, d, _ in steps}
-    for s, d, _ in steps:
-        if abs(dur[s] * unit - d) > 1e-9 * max(1.0, d):
-            raise ValueError(f"duration of {s!r} ({d}) is not a whole number of units {unit}")
+    for s, seconds, _ in steps:
+        if abs(dur[s] * unit - seconds) > 1e-9 * max(1.0, seconds):
+            raise ValueError(
+                f"duration of {s!r} ({seconds}) is not a whole number of units {unit}")
     deps = {s: frozenset(dp) for s, _, dp in steps}
     succ: dict[str, list[str]] = {s: [] for s in ids}
     for s in ids:
-        for d in deps[s]:
-            succ[d].append(s)
+        for dep in deps[s]:
+            succ[dep].append(s)
     order = _topological(ids, deps)
     tail: dict[str, int] = {}
     for s in reversed(order):

@@ -333,7 +333,8 @@ class Tool:
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
             with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError):
-                value = self.output_adapter.dump_python(value, mode="json")
+                value = self.output_adapter.dump_python(  # type: ignore[union-attr]
+                    value, mode="json")  # (set whenever _check_out is)
         return to_json_value(value)
 
     def input_schema(self) -> dict[str, Any]:
