@@ -82,8 +82,10 @@ async def test_buttons_inject_through_run_inject_and_are_recorded(tmp_path: Path
     assert panel.buttons["kill"].disabled  # a notebook's kernel is not a disposable driver
     panel.step.value = "b"
     panel.error_kind.value = "permanent"
-    panel.buttons["raise"].click()
-    await anyio.sleep(0.05)
+    panel.buttons["raise"].click()  # handed over to the run's loop: wait for it there
+    with anyio.fail_after(10):
+        while not faults(run):
+            await anyio.sleep(0.005)
     assert faults(run) == [("b", "raise", "widget")]
     env.gate.set()
     result = await run.wait()
