@@ -109,10 +109,9 @@ async def test_the_gantt_of_a_fenced_run_shows_all_three(tmp_path: Path) -> None
     with pytest.raises(StaleEpochError):
         await run.wait()
     await run2.wait()
-    for _ in range(200):
-        if run2.state.fenced:
-            break
-        await anyio.sleep(0.005)
+    with anyio.fail_after(10):
+        while not run2.state.fenced:
+            await anyio.sleep(0.005)
     await store.flush(run.run_id, 2)
     fig = plot_timeline(store, run.run_id)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]

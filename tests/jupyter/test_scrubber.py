@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import anyio
 import pytest
 
 from chainlab import Chain, Toolbox
@@ -176,12 +177,9 @@ async def test_fork_from_here() -> None:
     assert "args changed (n: 9 -&gt; 3)" in panel.plan.value
     assert "<b>confirm</b>" in panel.plan.value
     panel.fork_button.click()
-    for _ in range(100):
-        if panel.forked is not None:
-            break
-        import anyio
-
-        await anyio.sleep(0.01)
+    with anyio.fail_after(10):
+        while panel.forked is None:
+            await anyio.sleep(0.01)
     fork = panel.forked
     assert fork is not None and fork.record.meta["forked_from"] == run.run_id
     assert (await fork.wait()).waiting == {"c": "waiting_confirmation"}

@@ -164,10 +164,9 @@ async def test_second_driver_fences_the_first_and_records_the_refusal(tmp_path: 
     with pytest.raises(StaleEpochError):
         await run.wait()
     assert (await run2.wait()).ok
-    for _ in range(100):  # the refusal is recorded once the first driver has stopped
-        if run2.state.fenced:
-            break
-        await anyio.sleep(0.01)
+    with anyio.fail_after(10):  # the refusal is recorded once the first driver has stopped
+        while not run2.state.fenced:
+            await anyio.sleep(0.01)
     await store.flush(run.run_id, run2.state.epoch)
     _, events, state = read_run(store, run.run_id)
     assert [f["fault"] for f in state.faults] == ["second_driver"]
@@ -266,10 +265,9 @@ async def test_the_fenced_handle_is_no_longer_this_runtimes_live_run(tmp_path: P
     with pytest.raises(StaleEpochError):
         await run.wait()
     await run2.wait()
-    for _ in range(200):
-        if run2.state.fenced:
-            break
-        await anyio.sleep(0.005)
+    with anyio.fail_after(10):
+        while not run2.state.fenced:
+            await anyio.sleep(0.005)
     assert w.rt.get_run(run.run_id) is not run  # a view of the store, not the fenced handle
     assert w.rt.get_run(run.run_id).state.epoch == 2
     await run2.runtime.aclose()
