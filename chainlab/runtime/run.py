@@ -360,11 +360,19 @@ class Run:
                     last, last_kind = ev.seq, ev.kind
                     yield ev
             ended = k.state.status in RUN_TERMINAL and k.state.last_seq == last
-            if (ended and last_kind in RUN_END_KINDS) or (
-                k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL
-                and not k.driving
-            ):
+            if ended and last_kind in RUN_END_KINDS:
                 return  # the history already ends with the run's end
+            if k.state.status in RUN_TERMINAL and k.settled_status in RUN_TERMINAL \
+                    and not k.driving:
+                # nothing more will come; what came while the history was read (the run
+                # may have ended meanwhile) is in the subscription's buffer
+                while True:
+                    try:
+                        ev = receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        return
+                    if ev.seq > last:
+                        yield ev
             async with receive:
                 async for ev in receive:
                     if ev.seq <= last:

@@ -5,14 +5,16 @@ history read from the store."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import anyio
 import pytest
 
 from chainlab import Chain, RunNotActiveError, Toolbox
+from chainlab.events import Event
 from chainlab.runtime import Runtime
-from chainlab.store import SQLiteStore
+from chainlab.store import MemoryStore, SQLiteStore
 
 from .conftest import STORE_KINDS, make_store
 
@@ -92,3 +94,47 @@ async def test_event_stream_has_every_event_once(tmp_path: Path) -> None:
         await runtime.aclose()
         await anyio.to_thread.run_sync(store.close)
     assert seen == list(range(1, len(seen) + 1)) and seen[-1] == run.state.last_seq
+
+
+async def test_event_stream_begun_as_the_run_ends_misses_nothing() -> None:
+    """events() reads the stored history, then follows live events. A run that ends while
+    the history is being read leaves events past the history: they were buffered by the
+    subscription and must still come (the stream used to return early, without them)."""
+
+    class SlowHistory(MemoryStore):
+        blocking = True  # reads go to a worker thread, where this one waits
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.read, self.go = threading.Event(), threading.Event()
+
+        def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
+            events = super().load_events(run_id, after_seq)
+            self.read.set()
+            self.go.wait(10)  # the run ends now, after this history was read
+            return events
+
+    store = SlowHistory()
+    gates = {"a": anyio.Event(), "b": anyio.Event()}
+    runtime = Runtime(gated_toolbox(gates), store)
+    run = await runtime.start(CHAIN, run_id="r")
+    while run.steps["a"].status != "running":
+        await anyio.sleep(0)
+    seen: list[int] = []
+
+    async def consume() -> None:
+        async for ev in run.events():
+            seen.append(ev.seq)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await anyio.to_thread.run_sync(store.read.wait)
+        gates["a"].set()
+        gates["b"].set()
+        with anyio.fail_after(10):
+            await run.wait()
+            while run._kernel is not None and run._kernel.driving:
+                await anyio.sleep(0.005)
+        store.go.set()
+    assert seen == list(range(1, run.state.last_seq + 1))
+    await runtime.aclose()
