@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from chainlab.errors import ToolError
 from chainlab.plan.schema import ErrorKind, RetryPolicy
-from chainlab.runtime.executors import BodyBaseException, LocalExecutor
+from chainlab.runtime.executors import BodyBaseException
 from chainlab.tools import NotJSONError
 
 if TYPE_CHECKING:
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
 __all__ = ["Failure", "Fate", "Outcome", "call_tool", "classify", "decide", "invalid_input"]
-
-
-_LOCAL_CALL = LocalExecutor.call
 
 
 class Fate(StrEnum):
@@ -111,10 +108,7 @@ async def call_tool(
                 result = await executor.call(tool, kwargs, ctx)
         else:
             deadline = None
-            if tool.is_async and executor.__class__.call is _LOCAL_CALL:
-                result = await tool.fn(**kwargs)  # what LocalExecutor.call does, one frame less
-            else:
-                result = await executor.call(tool, kwargs, ctx)
+            result = await executor.call(tool, kwargs, ctx)
         if deadline is not None and deadline.cancelled_caught:
             background = pending if pending is not None and not pending.finished else None
             return Outcome(

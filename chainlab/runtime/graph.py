@@ -70,9 +70,10 @@ class Node:
             self.fixed_confirm = bool(self.tool.requires_confirmation)
 
     def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
-        if self.step.confirm is not None:
-            return self.step.confirm
-        return self.tool.needs_confirmation(args) if self.tool is not None else False
+        if self.fixed_confirm is not None:
+            return self.fixed_confirm
+        assert self.tool is not None  # (fixed_confirm is None only for a tool's rule)
+        return self.tool.needs_confirmation(args)
 
 
 @dataclass(slots=True)
