@@ -16,10 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from chainlab.errors import StaleEpochError, StoreError
 from chainlab.events.event import Event
 
 __all__ = ["REQUEST_ACTIONS", "REQUEST_OUTCOMES", "DecisionRequest", "DriverInfo", "Event",
-           "RunRecord", "Store", "check_outcome", "check_request"]
+           "RunRecord", "Store", "check_outcome", "check_request", "raise_if_refused"]
 
 #: what a decision request asks for, and how its driver answered it
 REQUEST_ACTIONS = ("approve", "reject", "resolve")
@@ -113,6 +114,18 @@ def check_outcome(outcome: str) -> None:
     """Raise ValueError unless ``outcome`` is ``applied`` or ``refused``."""
     if outcome not in REQUEST_OUTCOMES:
         raise ValueError(f"outcome must be one of {REQUEST_OUTCOMES}, got {outcome!r}")
+
+
+def raise_if_refused(failed: dict[tuple[str, int], StoreError],
+                     stale: dict[tuple[str, int], int | None], run_id: str, epoch: int) -> None:
+    """What a store's ``flush`` raises for a writer whose appends were not all kept: the
+    error that lost them, or StaleEpochError once a newer epoch refused them."""
+    key = (run_id, epoch)
+    error = failed.get(key)
+    if error is not None:
+        raise error
+    if key in stale:
+        raise StaleEpochError(run_id, epoch, stale[key])
 
 
 @runtime_checkable

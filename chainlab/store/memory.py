@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
 from chainlab.events.event import Event
-from chainlab.store.base import RunRecord
+from chainlab.store.base import RunRecord, raise_if_refused
 from chainlab.store.liveness import MemoryLiveness, MemoryMail
 
 __all__ = ["MemoryStore"]
@@ -85,12 +85,7 @@ class MemoryStore(MemoryLiveness):
                 live.status = run_status
 
     async def flush(self, run_id: str, epoch: int) -> None:
-        key = (run_id, epoch)
-        failed = self._failed.get(key)
-        if failed is not None:
-            raise failed
-        if key in self._stale:
-            raise StaleEpochError(run_id, epoch, self._stale[key])
+        raise_if_refused(self._failed, self._stale, run_id, epoch)  # (the rest is durable)
 
     def is_stale(self, run_id: str, epoch: int) -> bool:
         return (run_id, epoch) in self._stale

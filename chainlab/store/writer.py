@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
+from chainlab.errors import RunNotFoundError, StoreError
 from chainlab.events.event import Event
-from chainlab.store.base import RunRecord
+from chainlab.store.base import RunRecord, raise_if_refused
 
 __all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "record_of",
            "sort_batch", "wait_for"]
@@ -136,15 +136,7 @@ class WriterStore:
     async def flush(self, run_id: str, epoch: int) -> None:
         if self._writer is not None and not self._closed:
             await wait_for(self._writer)
-        self._raise_if_refused(run_id, epoch)
-
-    def _raise_if_refused(self, run_id: str, epoch: int) -> None:
-        key = (run_id, epoch)
-        failed = self._failed.get(key)
-        if failed is not None:
-            raise failed
-        if key in self._stale:
-            raise StaleEpochError(run_id, epoch, self._stale[key])
+        raise_if_refused(self._failed, self._stale, run_id, epoch)
 
     def flush_sync(self) -> None:
         """Block until everything appended so far is committed (for scripts and tests; the
