@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import ipywidgets as W
 
 from chainlab.events.status import StepStatus
+from chainlab.jupyter.views import error_html
 
 if TYPE_CHECKING:
     from chainlab.jupyter.widgets import RunWidget
@@ -73,8 +74,7 @@ class _Card(W.VBox):
         self.widget.act(what, make, on_error=self.fail)
 
     def fail(self, exc: BaseException) -> None:
-        self.message.value = (f'<div class="cl-error">{html.escape(type(exc).__name__)}: '
-                              f"{html.escape(str(exc))}</div>")
+        self.message.value = error_html(exc)
 
     def parse_json(self, text: str, what: str) -> Any:
         try:

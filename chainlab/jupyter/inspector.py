@@ -15,6 +15,7 @@ from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter.inbox import pretty, tool_of
+from chainlab.jupyter.views import error_html
 from chainlab.render.display import reason_text
 
 if TYPE_CHECKING:
@@ -350,8 +351,7 @@ class ForkPanel(W.VBox):
         try:
             plan = self._runtime().fork_plan_sync(self.widget.run.run_id, **self.edits())
         except Exception as exc:
-            self.plan.value = (f'<div class="cl-error">⚠ <b>{esc(type(exc).__name__)}</b>: '
-                               f"{esc(str(exc))}</div>")
+            self.plan.value = error_html(exc)
             return
         head = "".join(f"<th>{esc(c)}</th>" for c in ("step", "parent", "decision", "reason"))
         rows = "".join(

@@ -23,6 +23,7 @@ import ipywidgets as W
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._tasks import call_on, eager, home_loop
 from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.views import error_html
 from chainlab.runtime.inbox import WaitingDecision
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.runtime.watching import WatchedRun
@@ -189,10 +190,7 @@ class ApprovalsInbox(W.VBox):
     def show_error(self, exc: BaseException, action: str | None = None) -> None:
         """Show ``exc`` above the list (and keep it in ``last_error``)."""
         self.last_error = exc
-        what = f"could not {action}: " if action else ""
-        self.error.value = (f'<div class="cl-error">⚠ {html.escape(what)}'
-                            f"<b>{html.escape(type(exc).__name__)}</b>: "
-                            f"{html.escape(str(exc))}</div>")
+        self.error.value = error_html(exc, action)
 
     def __repr__(self) -> str:
         return f"ApprovalsInbox({len(self.cards)} waiting)"

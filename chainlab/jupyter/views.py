@@ -23,6 +23,13 @@ __all__ = ["ChainView", "RunsTable", "ToolsTable", "dag_svg"]
 esc = html.escape
 
 
+def error_html(exc: BaseException, action: str | None = None) -> str:
+    """The one way a widget shows an error: ``⚠ could not ACTION: Type: message``."""
+    what = f"could not {action}: " if action else ""
+    return (f'<div class="cl-error">⚠ {html.escape(what)}<b>{html.escape(type(exc).__name__)}'
+            f"</b>: {html.escape(str(exc))}</div>")
+
+
 def dag_svg(chain: Chain, toolbox: Toolbox | None, problems: Sequence[Problem] = ()) -> str:
     """The chain's DAG as SVG markup with faulty steps marked, or a short HTML note saying
     why it cannot be drawn (Graphviz missing)."""

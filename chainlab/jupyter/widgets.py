@@ -30,6 +30,7 @@ from chainlab.jupyter.dag import DagView
 from chainlab.jupyter.inbox import Inbox
 from chainlab.jupyter.inspector import EventLog, StepInspector, TimelineTab
 from chainlab.jupyter.legend import BREAK_MARK
+from chainlab.jupyter.views import error_html
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.runtime import Run
 from chainlab.runtime.watching import WatchedRun
@@ -397,10 +398,7 @@ class RunWidget(W.VBox):
     def show_error(self, exc: BaseException, action: str | None = None) -> None:
         """Show ``exc`` above the DAG (and keep it in ``last_error``)."""
         self.last_error = exc
-        what = f"could not {action}: " if action else ""
-        self.error.value = (f'<div class="cl-error">⚠ {html.escape(what)}'
-                            f"<b>{html.escape(type(exc).__name__)}</b>: "
-                            f"{html.escape(str(exc))}</div>")
+        self.error.value = error_html(exc, action)
 
     # ------------------------------------------------------------------ static fallback
     def static_bundle(self) -> dict[str, Any]:
