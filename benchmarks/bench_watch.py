@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import anyio
 
@@ -35,6 +34,7 @@ from chainlab.errors import RunNotFoundError
 from chainlab.events import Event
 from chainlab.runtime import Runtime
 from chainlab.store import open_store
+from tests.pg import server_url
 
 RUN_ID = "watched"
 
@@ -107,7 +107,7 @@ def measure(url: str, n: int, step_s: float) -> tuple[list[float], str]:
 
 def row(name: str, values: list[float]) -> str:
     ms = [v * 1000 for v in values]
-    p90 = statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0]
+    p90 = statistics.quantiles(ms, n=10, method="inclusive")[-1] if len(ms) > 1 else ms[0]
     return f"{name:<12} {statistics.median(ms):>9.1f} {p90:>9.1f} {max(ms):>9.1f} {len(ms):>6}"
 
 
@@ -119,26 +119,13 @@ def main(args: argparse.Namespace) -> None:
         lags, note = measure(str(Path(tmp) / "runs.db"), args.n, step_s)
         rows.append(row("sqlite", lags))
         notes.append(f"sqlite: {note}")
-    cluster = None
-    url = args.dsn
-    if url is None:
-        from tests.pg import Cluster, Unavailable
-
-        cluster = Cluster(fsync=True)
-        try:
-            cluster.start()
-            url = (f"postgresql://postgres@/chainlab_test?host="
-                   f"{quote(str(cluster.socket_dir))}")
-        except Unavailable as exc:
-            notes.append(f"postgres: skipped ({exc})")
-    try:
-        if url is not None:
+    with server_url(args.dsn) as (url, why_not):
+        if url is None:
+            notes.append(f"postgres: skipped ({why_not})")
+        else:
             lags, note = measure(url, args.n, step_s)
             rows.append(row("postgres", lags))
             notes.append(f"postgres: {note}")
-    finally:
-        if cluster is not None:
-            cluster.stop()
     print(f"watch lag, driver A -> watcher B: a chain of {args.n} steps of {args.step_ms:g} ms "
           "(event emitted by A -> applied in B's state)")
     print(f"{'':<12} {'median ms':>9} {'p90 ms':>9} {'max ms':>9} {'events':>6}")

@@ -12,13 +12,16 @@ connection string), which is far cheaper than a database per test.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import itertools
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 DATABASE = "chainlab_test"
 
@@ -103,6 +106,10 @@ class Cluster:
     def base_dsn(self, dbname: str = DATABASE) -> str:
         return f"host={self.socket_dir} user=postgres dbname={dbname}"
 
+    def url(self, dbname: str = DATABASE) -> str:
+        """The database as a ``postgresql://`` URL (what ``open_store`` and ``--db`` take)."""
+        return f"postgresql://postgres@/{dbname}?host={quote(str(self.socket_dir))}"
+
     def dsn(self, schema: str | None = None) -> str:
         """A connection string to a NEW, empty schema of the test database."""
         import psycopg
@@ -152,3 +159,22 @@ def stop_shared_cluster() -> None:
     if _cluster is not None:
         _cluster.stop()
         _cluster = None
+
+
+@contextlib.contextmanager
+def server_url(url: str | None) -> Iterator[tuple[str | None, str | None]]:
+    """For benchmarks: ``(url, None)`` when given one, else a throwaway fsync-on cluster's
+    URL for the block; ``(None, why)`` when no server can be started."""
+    if url is not None:
+        yield url, None
+        return
+    cluster = Cluster(fsync=True)
+    try:
+        try:
+            cluster.start()
+        except Unavailable as exc:
+            yield None, str(exc)
+            return
+        yield cluster.url(), None
+    finally:
+        cluster.stop()

@@ -57,8 +57,7 @@ SEED = 20250917
 def url_for(cluster: Cluster, schema: str) -> str:
     """A ``postgresql://`` URL to a new, empty schema of the session's server."""
     cluster.dsn(schema)
-    return (f"postgresql://postgres@/chainlab_test?host={quote(str(cluster.socket_dir))}"
-            f"&options={quote(f'-csearch_path={schema}')}")
+    return f"{cluster.url()}&options={quote(f'-csearch_path={schema}')}"
 
 
 def argv(url: str, ledger: Path, run_id: str, mode: str) -> list[str]:

@@ -139,6 +139,18 @@ CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
                "--disable-dev-shm-usage"]
 
 
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """A notebook of these code cells on the python3 kernel, written to ``path``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
 @contextlib.contextmanager
 def browser_page(failure_png: Path, *, width: int = 1280) -> Any:
     """A page in headless Debian Chromium (console errors collected in ``page.errors``); on a

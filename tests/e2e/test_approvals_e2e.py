@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from chainlab.store import open_store
 from tests.jupyter.test_remote_widgets import Driver
 
-from .lab import Lab, browser_page
+from .lab import Lab, browser_page, write_notebook
 from .test_designer_e2e import JS_THEME, shots_dir
 from .test_lab import IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
 
@@ -31,12 +30,7 @@ CELLS = ["%load_ext chainlab", "%chain approvals --db runs.db",
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Driver]]:
     require_chromium()
     work = tmp_path_factory.mktemp("approvals-lab")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path = work / NOTEBOOK
-    nbformat.write(nb, path)
+    path = write_notebook(work / NOTEBOOK, list(CELLS))
     with Lab(work, [path]) as server:
         db = str(server.root / "runs.db")
         open_store(db).close()

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from .lab import Lab, browser_page
+from .lab import Lab, browser_page, write_notebook
 from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
@@ -58,13 +57,7 @@ def shots_dir() -> Path:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     require_chromium()
     work = tmp_path_factory.mktemp("designer-lab")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(TOOLS),
-                nbformat.v4.new_code_cell("%chain design flow --tools tb")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path = work / NOTEBOOK
-    nbformat.write(nb, path)
+    path = write_notebook(work / NOTEBOOK, [TOOLS, "%chain design flow --tools tb"])
     with Lab(work / "lab", [path]) as server:
         yield server
 

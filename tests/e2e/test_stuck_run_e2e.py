@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from .lab import Lab, browser_page
+from .lab import Lab, browser_page, write_notebook
 from .test_designer_e2e import JS_THEME
 from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
 
@@ -68,12 +67,7 @@ run'''
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     require_chromium()
     work = tmp_path_factory.mktemp("stuck-lab")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path = work / NOTEBOOK
-    nbformat.write(nb, path)
+    path = write_notebook(work / NOTEBOOK, [CELL])
     with Lab(work, [path]) as server:
         yield server
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
 import pytest
 
-from .lab import Lab, browser_page
+from .lab import Lab, browser_page, write_notebook
 from .test_designer_e2e import JS_THEME, shots_dir
 from .test_lab import (
     ARTIFACTS,
@@ -68,12 +67,7 @@ READY_FILL = "rgb(227, 241, 251)"  # STATUS_STYLE["ready"].fill, #e3f1fb
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     require_chromium()
     work = tmp_path_factory.mktemp("widget-lab")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(WIDE), nbformat.v4.new_code_cell(TALL)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path = work / NOTEBOOK
-    nbformat.write(nb, path)
+    path = write_notebook(work / NOTEBOOK, [WIDE, TALL])
     with Lab(work, [path]) as server:
         yield server
 
