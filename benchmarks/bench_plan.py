@@ -8,7 +8,7 @@ Shapes (every step calls one tool ``node(xs: list[int]) -> int``):
 Columns, per shape and size N (steps):
   from_yaml   Chain.from_yaml(text) of the chain's own to_yaml() (parse, check, build)
   validate    chain.validate(toolbox) (ids, graph, references, tools, args)
-  compile     chainlab.runtime.graph.compile_chain (scheduler nodes, parsed templates)
+  compile     chainlab.runtime.engine.compile.compile_chain (scheduler nodes, parsed templates)
 Each cell is the median of --reps runs after one warm-up (gc runs between runs); ms and
 ms per step. A last table compares PyYAML's pure-Python loader with the libyaml (C) loader
 that chainlab uses when PyYAML has it, on from_yaml at 10,000 steps (the pure loader is
@@ -80,7 +80,7 @@ def median_ms(fn: Callable[[], Any], reps: int) -> float:
 
 def compiler() -> Callable[[Chain, Toolbox], Any] | None:
     try:
-        from chainlab.runtime.graph import compile_chain
+        from chainlab.runtime.engine.compile import compile_chain
     except ImportError:  # the runtime moved: the table says n/a rather than failing
         return None
     return lambda chain, tb: compile_chain(chain, tb, {}, chain.options)

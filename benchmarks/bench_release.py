@@ -37,7 +37,7 @@ import anyio
 
 from chainlab import Chain, RunOptions, Toolbox, whatif
 from chainlab.runtime import Runtime
-from chainlab.runtime.whatif import simulate
+from chainlab.runtime.history.whatif import simulate
 from chainlab.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

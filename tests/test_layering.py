@@ -173,8 +173,8 @@ LAYERS: dict[str, int] = {
     "store": 3,
     "runtime": 4, "dask": 4,
     "planner": 5, "testing": 5, "examples": 5,
-    "render": 6, "timeline": 6, "timeline_marks": 6,
-    "jupyter": 7, "cli": 7, "_cli": 7,
+    "render": 6, "timeline": 6,
+    "jupyter": 7, "cli": 7,
 }
 #: (importing module, imported module): display hooks that load a view on demand
 HOOKS = frozenset({
@@ -258,7 +258,7 @@ def test_every_package_has_a_layer() -> None:
 
 def test_views_load_neither_the_kernel_nor_sqlite() -> None:
     probe = ("import sys, json, chainlab.render, chainlab.timeline\n"
-             "print(json.dumps(sorted(m for m in ('chainlab.runtime.kernel', 'sqlite3', "
+             "print(json.dumps(sorted(m for m in ('chainlab.runtime.engine.kernel', 'sqlite3', "
              "'chainlab.store.sqlite', 'anyio') if m in sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, cwd=ROOT.parent)

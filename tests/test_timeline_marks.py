@@ -1,4 +1,4 @@
-"""The Gantt chart marks epochs, injected faults and fenced writers (chainlab.timeline_marks):
+"""The Gantt chart marks epochs, injected faults and fenced writers (chainlab.timeline.marks):
 exact marks for a synthetic log, and the marks of a real run with a second driver."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from chainlab.events import Event, EventKind, RunState
 from chainlab.runtime import Runtime
 from chainlab.store import SQLiteStore
 from chainlab.timeline import plot_timeline
-from chainlab.timeline_marks import EPOCH_COLOR, FAULT_COLOR, FENCED_COLOR, epoch_spans, mark_run
+from chainlab.timeline.marks import EPOCH_COLOR, FAULT_COLOR, FENCED_COLOR, epoch_spans, mark_run
 
 K = EventKind
 

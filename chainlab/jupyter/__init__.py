@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chainlab.events.status import RUN_TERMINAL, StepStatus
-from chainlab.jupyter.designer import ChainDesigner
+from chainlab.jupyter.designer.widget import ChainDesigner
+from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession, get_session
-from chainlab.jupyter.widgets import RunWidget
 from chainlab.runtime.runtime import Run
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
 
 def widget(run: Run) -> RunWidget:
     """The live widget of ``run`` (one per run in this kernel, reused when shown again)."""
-    from chainlab.jupyter._commands import widget as _widget
+    from chainlab.jupyter.magics.commands import widget as _widget
 
     return _widget(get_session(), run)  # type: ignore[no-any-return]
 
@@ -81,7 +81,7 @@ async def wait_for_decision(run: Run, step_id: str) -> str:
 
 def _run_display(session: NotebookSession) -> Any:
     def show(run: Run) -> None:
-        from chainlab.jupyter._commands import widget as _widget
+        from chainlab.jupyter.magics.commands import widget as _widget
 
         # the widget shows itself with a display id and a static fallback (text/html) that
         # is replaced when the run settles; a cell that already showed it (`%chain run NAME`

@@ -1,7 +1,7 @@
 """Runs driven elsewhere: ``%chain watch RUN`` and the team inbox ``%chain approvals``.
 
 ``%chain watch`` shows the ordinary :class:`RunWidget` on a
-:class:`chainlab.runtime.watching.WatchedRun`: the events come from the store
+:class:`chainlab.runtime.coordination.watching.WatchedRun`: the events come from the store
 (``runtime.watch``), the approval cards decide through ``Runtime.decide``, and the controls
 that need the driver are disabled, with a line naming who drives the run.
 
@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.jupyter._assets import style_tag
-from chainlab.jupyter._tasks import call_on, eager, home_loop
-from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter._loop import call_on, eager, home_loop
+from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
 from chainlab.jupyter.views import error_html
-from chainlab.runtime.inbox import WaitingDecision
+from chainlab.runtime.coordination.inbox import WaitingDecision
+from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run, Runtime
-from chainlab.runtime.watching import WatchedRun
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.inbox import _Card
+    from chainlab.jupyter.run_widget.inbox import _Card
+    from chainlab.jupyter.run_widget.widget import RunWidget
     from chainlab.jupyter.session import NotebookSession
-    from chainlab.jupyter.widgets import RunWidget
     from chainlab.tools import Toolbox
 
 __all__ = ["ApprovalsInbox", "watch_widget"]
@@ -43,8 +43,8 @@ def watch_widget(session: NotebookSession, run_id: str, db: str | None,
     (``toolbox``: the tools this kernel needs to take the run over when a decision is taken
     and nobody drives it; the widget then shows the live run, with every control). Raises
     RunNotFoundError."""
+    from chainlab.jupyter.run_widget.widget import RunWidget
     from chainlab.jupyter.session import _NO_TOOLS
-    from chainlab.jupyter.widgets import RunWidget
 
     runtime = session.runtime(toolbox if toolbox is not None else _NO_TOOLS, db)
     run = runtime.watch_run(run_id)
@@ -62,8 +62,9 @@ def watch_widget(session: NotebookSession, run_id: str, db: str | None,
 
 
 class _RunHost:
-    """What an inbox card needs of one run (see :class:`chainlab.jupyter.inbox.CardHost`):
-    the run, read at the last refresh, and ``act``."""
+    """What an inbox card needs of one run (see
+    :class:`chainlab.jupyter.run_widget.inbox.CardHost`): the run, read at the last refresh,
+    and ``act``."""
 
     def __init__(self, inbox: ApprovalsInbox, run: WatchedRun):
         self.inbox = inbox

@@ -9,7 +9,7 @@ is one MemoryStore for the whole session and never a file.
 Stores are opened with ``blocking = False``: the magics and the buttons are synchronous code
 running ON the kernel's loop, and SQLite reads take milliseconds, so the runtime calls them
 inline instead of in a worker thread. That is what lets ``run = %chain run NAME`` hand back
-the Run handle without an ``await`` (see :mod:`chainlab.jupyter._tasks`).
+the Run handle without an ``await`` (see :mod:`chainlab.jupyter._loop`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from chainlab.store.sqlite import DEFAULT_PATH
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.widgets import RunWidget
+    from chainlab.jupyter.run_widget.widget import RunWidget
 
 __all__ = ["NotebookSession", "SessionError", "get_session"]
 

@@ -4,8 +4,8 @@ recovery and the event stream (stdlib + pydantic + anyio only)."""
 from chainlab.events import Event, EventKind
 from chainlab.events.fold import AttemptRecord, RunState, StepState
 from chainlab.events.status import AttemptStatus, RunStatus, SkipReason, StepStatus
-from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.executors import Executor, LocalExecutor
+from chainlab.runtime.engine.clock import Clock, SystemClock
+from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.runtime import Run, RunResult, Runtime
 
 __all__ = [

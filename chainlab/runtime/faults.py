@@ -34,8 +34,8 @@ from chainlab.errors import RunStateError, StaleEpochError, ToolError
 from chainlab.events import RUN_TERMINAL, ErrorKind, Event, EventKind
 
 if TYPE_CHECKING:
-    from chainlab.runtime.executors import Executor, Pending
-    from chainlab.runtime.kernel import Kernel
+    from chainlab.runtime.engine.executors import Executor, Pending
+    from chainlab.runtime.engine.kernel import Kernel
     from chainlab.runtime.run import Run
     from chainlab.tools import CallContext, Tool
 

@@ -25,13 +25,13 @@ from chainlab.events import (
     read_run,
 )
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.runtime import decisions
-from chainlab.runtime.kernel import SATISFIED, Kernel
-from chainlab.runtime.saga import rollback_plan
+from chainlab.runtime.engine import decisions
+from chainlab.runtime.engine.kernel import SATISFIED, Kernel
+from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
-    from chainlab.runtime.graph import Graph
+    from chainlab.runtime.engine.compile import Graph
     from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Run", "RunResult"]
@@ -161,7 +161,7 @@ class Run:
         """The run's compiled graph and options (None when this process lacks its tools)."""
         if self._kernel is not None:
             return self._kernel.graph, self._kernel.options
-        from chainlab.runtime.graph import compile_chain
+        from chainlab.runtime.engine.compile import compile_chain
 
         options = RunOptions.model_validate(self.record.options)
         chains = dict(self.runtime.chains)

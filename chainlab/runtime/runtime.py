@@ -33,26 +33,26 @@ from chainlab.events import (
 )
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.clock import Clock, SystemClock
-from chainlab.runtime.estimates import (
+from chainlab.runtime.coordination.liveness import Liveness
+from chainlab.runtime.engine.clock import Clock, SystemClock
+from chainlab.runtime.engine.compile import Graph, compile_chain
+from chainlab.runtime.engine.executors import Executor, LocalExecutor
+from chainlab.runtime.engine.kernel import Kernel
+from chainlab.runtime.history.estimates import (
     History,
     estimate,
     history,
     recorded_order,
     release_order,
 )
-from chainlab.runtime.executors import Executor, LocalExecutor
-from chainlab.runtime.fork import ForkPlan
-from chainlab.runtime.graph import Graph, compile_chain
-from chainlab.runtime.kernel import Kernel
-from chainlab.runtime.liveness import Liveness
+from chainlab.runtime.history.fork import ForkPlan
 from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import RunRecord, Store
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
 
 if TYPE_CHECKING:
-    from chainlab.runtime.inbox import WaitingDecision
-    from chainlab.runtime.watching import WatchedRun
+    from chainlab.runtime.coordination.inbox import WaitingDecision
+    from chainlab.runtime.coordination.watching import WatchedRun
 
 __all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
 
@@ -68,7 +68,8 @@ class Runtime:
     for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`.
     While it drives a run it heartbeats it every ``heartbeat_s`` and reads decisions other
     processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
-    dead after ``stale_after_s`` without a beat (DESIGN §13, ``chainlab.runtime.liveness``).
+    dead after ``stale_after_s`` without a beat (DESIGN §13,
+    ``chainlab.runtime.coordination.liveness``).
     """
 
     def __init__(
@@ -289,7 +290,7 @@ class Runtime:
             kernel.settled_status = was
             await kernel.store.flush(run_id, epoch)
         else:
-            from chainlab.runtime.recovery import recover_now
+            from chainlab.runtime.engine.recovery import recover_now
 
             # rebuilt here, synchronously: control methods work as soon as this returns
             kernel.to_reconcile = recover_now(kernel)
@@ -320,7 +321,7 @@ class Runtime:
 
     def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
         """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
-        from chainlab.runtime.fork import plan_fork
+        from chainlab.runtime.history.fork import plan_fork
 
         record = self.store.get_run(run_id)
         events = self.store.load_events(run_id)
@@ -347,7 +348,7 @@ class Runtime:
         parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again;
         ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
         ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written)."""
-        from chainlab.runtime.fork import start_fork
+        from chainlab.runtime.history.fork import start_fork
 
         plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
                                     chain=chain, rerun=rerun)
@@ -511,15 +512,16 @@ class Runtime:
 
     def waiting_decisions(self) -> list[WaitingDecision]:
         """The team inbox: every waiting confirmation and in-doubt step of every unfinished
-        run in the store, oldest first (:mod:`chainlab.runtime.inbox`). Blocking read."""
-        from chainlab.runtime.inbox import waiting_decisions
+        run in the store, oldest first (:mod:`chainlab.runtime.coordination.inbox`). Blocking
+        read."""
+        from chainlab.runtime.coordination.inbox import waiting_decisions
 
         return waiting_decisions(self.store)
 
     def watch_run(self, run_id: str) -> WatchedRun:
         """A handle of a run driven by another process, followed live through the store
-        (a :class:`chainlab.runtime.watching.WatchedRun`). Raises RunNotFoundError."""
-        from chainlab.runtime.watching import watch_run
+        (a :class:`chainlab.runtime.coordination.watching.WatchedRun`). Raises RunNotFoundError."""
+        from chainlab.runtime.coordination.watching import watch_run
 
         return watch_run(self, run_id)
 
@@ -557,7 +559,7 @@ class Runtime:
         its message), DecisionTimeoutError (the live driver did not answer within
         ``timeout`` seconds), DriverAliveError (a driver appeared while taking over).
         """
-        from chainlab.runtime.deciding import decide, payload_for
+        from chainlab.runtime.coordination.routing import decide, payload_for
 
         payload = payload_for(action, note=note, reason=reason, args=args, output=output,
                               retry=retry, fail=fail)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
 from chainlab.events.event import Event
 from chainlab.store.base import RunRecord, raise_if_refused
-from chainlab.store.liveness import MemoryLiveness, MemoryMail
+from chainlab.store.drivers import MemoryLiveness, MemoryMail
 
 __all__ = ["MemoryStore"]
 

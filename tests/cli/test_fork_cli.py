@@ -66,7 +66,7 @@ def test_fork_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_runs_show_the_lineage_of_a_fork() -> None:
-    from chainlab._cli.views import runs_table
+    from chainlab.cli.views import runs_table
     from chainlab.jupyter.views import RunsTable
     from chainlab.store.base import RunRecord
 

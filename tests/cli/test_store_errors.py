@@ -168,7 +168,7 @@ def test_memory_keeps_the_run_in_the_process(tmp_path: Path) -> None:
 
 def test_a_read_only_store_object_is_what_reading_commands_can_use(tmp_path: Path) -> None:
     run_id = stored_run(tmp_path)
-    from chainlab._cli.loading import open_store
+    from chainlab.cli.loading import open_store
 
     store = open_store(tmp_path / "runs.db", must_exist=True, readonly=True)
     assert isinstance(store, SQLiteStore) and store.readonly

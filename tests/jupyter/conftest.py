@@ -17,7 +17,7 @@ from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 import chainlab
 from chainlab.jupyter import load_ipython_extension
 from chainlab.jupyter import session as session_module
-from chainlab.jupyter._tasks import pending_tasks
+from chainlab.jupyter._loop import pending_tasks
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
 RACE = ['''%load_ext chainlab
 import asyncio, time
 from chainlab import Chain, Toolbox
-from chainlab.jupyter.widgets import RunWidget
+from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
 

@@ -18,10 +18,10 @@ import ipywidgets.widgets.widget as widget_module
 import pytest
 
 from chainlab.errors import RunNotActiveError
-from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
 from chainlab.jupyter.remote import ApprovalsInbox
-from chainlab.jupyter.widgets import RunWidget
-from chainlab.runtime.watching import WatchedRun
+from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.run_widget.widget import RunWidget
+from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.store import open_store
 from tests.store.test_watch import store_url
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from chainlab.jupyter._tasks import call_on
+from chainlab.jupyter._loop import call_on
 from chainlab.runtime import RunStatus
 
 from .test_widgets import Env, W, until

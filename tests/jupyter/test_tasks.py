@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from chainlab.jupyter._tasks import eager, pending_tasks
+from chainlab.jupyter._loop import eager, pending_tasks
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ import pytest
 
 from chainlab import Chain, RunOptions, Toolbox
 from chainlab.jupyter import RunWidget
-from chainlab.jupyter._choices import set_choices
-from chainlab.jupyter.legend import BREAK_MARK, BREAK_NOTE
+from chainlab.jupyter.run_widget.choices import set_choices
+from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE
 from chainlab.render.display import reason_text, run_html
 from chainlab.render.style import STATUS_STYLE
 from chainlab.runtime import Run, RunStatus, Runtime
@@ -223,7 +223,7 @@ async def test_step_clicked_in_a_subshell_thread_runs_the_chosen_step(env: Env) 
 
 
 async def test_the_queue_line_names_the_first_ready_steps_only(env: Env) -> None:
-    from chainlab.jupyter.widgets import QUEUE_SHOWN
+    from chainlab.jupyter.run_widget.widget import QUEUE_SHOWN
 
     fans = [S(f"f{i:02d}") for i in range(QUEUE_SHOWN + 4)]
     run, w = await env.start(fans, paused=True)

@@ -12,7 +12,7 @@ import pytest
 from chainlab import Chain, Toolbox
 from chainlab.errors import DecisionError, RunStateError
 from chainlab.jupyter import RunWidget, wait_for_decision
-from chainlab.jupyter.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
 from chainlab.runtime import Run, RunStatus, Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing import EventRecorder
@@ -345,7 +345,7 @@ async def test_inspector_log_and_timeline_tabs(env: Env) -> None:
 
 
 async def test_event_lines() -> None:
-    from chainlab.jupyter.inspector import event_line
+    from chainlab.jupyter.run_widget.inspector import event_line
     from chainlab.store import Event
 
     ev = Event("r", 12, 0.0, 1, "step_retry_scheduled", "fetch", 2,
@@ -356,7 +356,7 @@ async def test_event_lines() -> None:
 
 
 def test_event_log_fills_gaps_from_the_store() -> None:
-    from chainlab.jupyter.inspector import EventLog
+    from chainlab.jupyter.run_widget.inspector import EventLog
     from chainlab.store import Event
 
     def ev(seq: int) -> Event:

@@ -37,7 +37,7 @@ def test_an_unknown_step(ids: tuple[str, ...], asked: str, message: str) -> None
     err = info.value
     assert str(err) == message  # not repr-quoted like a bare KeyError
     assert (err.step_id, err.chain_name, err.known) == (asked, "c", list(ids))
-    # callers that catch KeyError (chainlab._cli.commands_runs.check_args) still do
+    # callers that catch KeyError (chainlab.cli.commands.runs.check_args) still do
     assert isinstance(err, KeyError) and isinstance(err, ChainlabError)
     # a chain is not a run: this is not the run-state error of the same name
     assert not isinstance(err, UnknownStepError)

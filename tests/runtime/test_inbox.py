@@ -11,7 +11,7 @@ import pytest
 
 from chainlab import Chain, Toolbox
 from chainlab.runtime import Runtime
-from chainlab.runtime.inbox import WaitingDecision
+from chainlab.runtime.coordination.inbox import WaitingDecision
 from chainlab.store import open_store
 from tests.store.test_watch import store_url
 
@@ -110,7 +110,7 @@ async def test_an_empty_store_and_a_run_that_vanished(tmp_path: Path) -> None:
     try:
         runtime = Runtime(Toolbox("none"), store)
         assert runtime.waiting_decisions() == []
-        from chainlab.runtime.inbox import waiting_decisions
+        from chainlab.runtime.coordination.inbox import waiting_decisions
 
         assert waiting_decisions(store, ["no-such-run"]) == []
     finally:

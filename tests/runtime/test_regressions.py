@@ -276,7 +276,7 @@ async def test_approve_with_non_json_args_is_a_decision_error(h: Harness, args: 
 
 
 def test_the_cli_says_a_timed_out_body_still_runs() -> None:
-    from chainlab._cli.views import step_note
+    from chainlab.cli.views import step_note
     from chainlab.events import StepState, StepStatus
     from chainlab.events.fold import BACKGROUND_NOTE
 

@@ -12,9 +12,9 @@ from chainlab import Chain, RunOptions, Toolbox, whatif
 from chainlab.events import EventKind
 from chainlab.plan.schema import RunOptions as Options
 from chainlab.runtime import Runtime
-from chainlab.runtime.estimates import History, estimate, upward_ranks
-from chainlab.runtime.graph import compile_chain
-from chainlab.runtime.whatif import simulate
+from chainlab.runtime.engine.compile import compile_chain
+from chainlab.runtime.history.estimates import History, estimate, upward_ranks
+from chainlab.runtime.history.whatif import simulate
 from chainlab.store import MemoryStore
 from chainlab.timeline import gantt_compare, schedule_of
 

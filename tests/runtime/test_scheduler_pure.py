@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from chainlab.runtime.scheduler import Breakpoint, Phase, Scheduler, SchedulerError
+from chainlab.runtime.engine.scheduler import Breakpoint, Phase, Scheduler, SchedulerError
 
 
 def make(edges: dict[str, list[str]], **kw: object) -> Scheduler:

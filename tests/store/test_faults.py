@@ -20,7 +20,7 @@ from chainlab import Chain, Toolbox
 from chainlab.errors import StoreError, StoreFileError
 from chainlab.runtime import Runtime
 from chainlab.store import SQLiteStore
-from chainlab.store.sqlite_schema import MIGRATIONS
+from chainlab.store.sqlite.schema import MIGRATIONS
 
 from .conftest import ev, record
 

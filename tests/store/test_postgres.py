@@ -71,7 +71,7 @@ def test_a_missing_database_and_a_refused_login(pg_cluster: Cluster) -> None:
 
 def test_migrations_are_recorded_and_a_newer_schema_is_refused(dsn: str) -> None:
     from chainlab.store.postgres import PostgresStore
-    from chainlab.store.postgres_schema import MIGRATIONS
+    from chainlab.store.postgres.schema import MIGRATIONS
 
     with PostgresStore(dsn) as store:
         assert store.schema_version == len(MIGRATIONS)

@@ -15,7 +15,7 @@ from chainlab.errors import StaleEpochError, StoreError
 from chainlab.runtime import Runtime
 from chainlab.store import Event, MemoryStore, SQLiteStore
 from chainlab.store.sqlite import DEFAULT_PATH, MIGRATIONS
-from chainlab.store.sqlite_schema import split_sql as _split_sql
+from chainlab.store.sqlite.schema import split_sql as _split_sql
 
 from .conftest import ev, record
 
@@ -319,7 +319,7 @@ async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug inside a commit must not kill the writer thread with flushes queued behind it
     (they would wait forever): the batch's writers fail, later batches still commit."""
-    from chainlab.store import sqlite as sqlite_module
+    from chainlab.store.sqlite import store as sqlite_module
 
     store = SQLiteStore(tmp_path / "bug.db")
     store.create_run(record())

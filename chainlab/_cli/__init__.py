@@ -1,2 +1,0 @@
-"""The command line's parts (``chainlab.cli`` is the entry point): loading toolboxes and
-chains, driving runs with a progress display, and the tables it prints."""

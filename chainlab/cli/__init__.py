@@ -1,0 +1,218 @@
+"""``chainlab``: run chains headless, and approve, resolve or roll them back later.
+
+    chainlab run chain.yaml --tools mytools:toolbox --context '{"table_id": "t1"}'
+    chainlab approve RUN_ID STEP            # in another process, days later
+    chainlab show RUN_ID; chainlab timeline RUN_ID --csv attempts.csv
+    chainlab demo                           # a self-contained first look
+
+Runs live in a SQLite file (``--db``, default ``.chainlab/chainlab.db``, or CHAINLAB_DB;
+``:memory:`` keeps them in this process only); ``--tools`` may come from CHAINLAB_TOOLS.
+Exit codes: 0 success, 1 run failed (or cancelled, or its rollback failed, or the database
+could not be used: one line names the file and the fix), 2 usage error (nothing changed),
+3 suspended (waits for a person), 4 rolled back, 130 interrupted. The command line is a thin
+front end over the same runtime as the notebook and Python API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from chainlab.cli.commands import fork as commands_fork
+from chainlab.cli.commands import runs as commands_runs
+from chainlab.cli.commands import watch as commands_watch
+from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
+from chainlab.cli.driving import Output, db_flag, start_run
+from chainlab.cli.executors import executor_for
+from chainlab.cli.loading import (
+    DEFAULT_DB,
+    load_chain,
+    load_toolbox,
+    open_store,
+    parse_json_object,
+)
+from chainlab.cli.options import ChainArg, ContextOpt, DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
+from chainlab.plan.schema import RunOptions
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="chainlab", no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, rich_markup_mode=None,
+    help="Design, run and debug chains of tool calls as explicit DAGs. " + EXIT_CODES_HELP,
+)
+
+
+def _need_tools(tools: str | None, command: str) -> str:
+    if not tools:
+        raise CliError(f"`chainlab {command}` needs --tools MODULE:TOOLBOX (the module that "
+                       "defines your tools)",
+                       hint="for example --tools mytools:toolbox, or set CHAINLAB_TOOLS")
+    return tools
+
+
+@app.command()
+def run(
+    chain_file: ChainArg,
+    tools: ToolsOpt = None,
+    context: ContextOpt = None,
+    db: DbOpt = DEFAULT_DB,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-j", min=1, help="At most N steps at once (overrides the chain).")
+    ] = None,
+    dask: DaskOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a chain until it ends or waits for a person (exit 3: then approve/reject it)."""
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err, source=str(chain_file)):
+        spec = _need_tools(tools, "run")
+        toolbox = load_toolbox(spec)
+        chain = load_chain(chain_file)
+        ctx = parse_json_object(context, "--context") or {}
+        chain.validate(toolbox, context=ctx)
+        options = RunOptions(max_concurrency=concurrency) if concurrency else None
+        store = open_store(db, must_exist=False)
+        meta = {"tools": spec, "cwd": os.getcwd(), "source": str(chain_file)}
+        with executor_for(dask) as executor:
+            code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
+                                context=ctx, options=options, meta=meta, executor=executor)
+        store.close()
+    raise typer.Exit(int(code))
+
+
+@app.command()
+def validate(
+    chain_file: ChainArg,
+    tools: ToolsOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Check a chain (against the toolbox, and the context when given) without running it."""
+    io = Output.make()
+    with reporting_errors(io.err, source=str(chain_file)):
+        chain = load_chain(chain_file)
+        toolbox = load_toolbox(tools) if tools else None
+        ctx = parse_json_object(context, "--context")
+        chain.validate(toolbox, context=ctx)
+        deps = chain.dependencies()
+        io.out.print(f"{chain_file}: chain {chain.name!r} is valid ({len(chain.steps)} steps)",
+                     markup=False)
+        for step in chain.steps:
+            after = ", ".join(sorted(deps[step.id]))
+            io.out.print(f"  {step.id}: {step.tool}" + (f"  (after {after})" if after else ""),
+                         markup=False)
+        if toolbox is None:
+            io.err.print("note: without --tools only the structure was checked (ids, graph, "
+                         "templates), not tool names or args", markup=False, style="dim")
+
+
+@app.command()
+def plan(
+    request: Annotated[str, typer.Argument(help="What the chain should do, in words.")],
+    tools: ToolsOpt = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the chain here (YAML) instead of printing it.")] = None,
+    context: ContextOpt = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="The model (else OPENAI_MODEL); needs OPENAI_API_KEY or "
+                        "OPENAI_BASE_URL.")] = None,
+) -> None:
+    """Plan a chain from a request: an LLM when OPENAI_API_KEY/OPENAI_BASE_URL are set, else
+    the deterministic fallback planner. The chain is validated; nothing runs."""
+    io = Output.make()
+    with reporting_errors(io.err):
+        toolbox = load_toolbox(_need_tools(tools, "plan"))
+        ctx = parse_json_object(context, "--context")
+        from chainlab.cli.commands.planning import plan_chain
+
+        chain, note = plan_chain(request, toolbox, ctx, model)
+        io.err.print(note, markup=False, style="dim")
+        text = chain.to_yaml()
+        if output is None:
+            io.out.print(text, markup=False, end="", soft_wrap=True)
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text, encoding="utf-8")
+            io.err.print(f"wrote {output}; run it with: chainlab run {output} --tools {tools}",
+                         markup=False)
+
+
+@app.command()
+def render(
+    target: Annotated[str, typer.Argument(metavar="CHAIN_FILE|RUN_ID",
+                                          help="A chain file (.yaml/.json) or a run id.")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="The file to write: .svg, or .dot/.gv for DOT text.")],
+    tools: ToolsOpt = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Draw a chain file, or a run with its step statuses, as a DAG (SVG or DOT)."""
+    io = Output.make()
+    with reporting_errors(io.err, source=target):
+        from chainlab.cli.commands.drawing import draw
+
+        draw(target, output, tools, db)
+        io.err.print(f"wrote {output}", markup=False)
+
+
+@app.command()
+def demo(
+    db: DbOpt = DEFAULT_DB,
+    approve: Annotated[bool, typer.Option(
+        "--approve", help="Approve the confirmation at once.")] = False,
+    ask: Annotated[bool | None, typer.Option(
+        "--ask/--no-ask", help="Ask whether to approve (default: when stdin is a terminal); "
+                               "else exit 3 and show how to approve later.")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """A first look: run an example chain (parallel steps, a retry, a confirmation)."""
+    from chainlab.examples import TOOLS, demo_context, sales_report_chain
+
+    io = Output.make(quiet=quiet)
+    ask = sys.stdin.isatty() if ask is None else ask
+    with reporting_errors(io.err):
+        toolbox = load_toolbox(TOOLS)
+        chain = sales_report_chain()
+        context = demo_context(Path(db).parent / "outbox")
+        store = open_store(db, must_exist=False)
+        io.err.print(f"chainlab demo: chain {chain.name!r}: {chain.description.strip()}",
+                     markup=False, soft_wrap=True)
+
+        async def decide(run: Any) -> None:
+            if not approve:
+                preview = json.dumps(run.steps["publish"].preview, ensure_ascii=False)
+                io.err.print(f"step 'publish' waits for confirmation: {preview}",
+                             markup=False, soft_wrap=True)
+                question = "Approve it now (no: it waits, and you can approve it later)?"
+                if not await anyio.to_thread.run_sync(
+                        lambda: typer.confirm(question, default=False, err=True)):
+                    return
+            await run.approve("publish", note="approved in `chainlab demo`")
+
+        code, run_id = start_run(
+            io, chain=chain, toolbox=toolbox, store=store, db=db, context=context,
+            options=None, meta={"tools": TOOLS, "demo": True},
+            after_suspend=decide if approve or ask else None)
+        store.close()
+        flag = db_flag(db)
+        io.out.print(f"Look at it: chainlab timeline {run_id}{flag} · chainlab render {run_id} "
+                     f"-o run.svg{flag} · undo it: chainlab rollback {run_id}{flag}",
+                     markup=False, style="dim", soft_wrap=True)
+    raise typer.Exit(int(code))
+
+
+commands_runs.register(app)
+commands_fork.register(app)
+commands_watch.register(app)
+
+
+def main() -> None:
+    """The ``chainlab`` console script."""
+    app()

@@ -1,0 +1,58 @@
+"""``chainlab approve`` / ``reject`` / ``resolve``: a decision through ``Runtime.decide``.
+
+If another live process (a notebook, a service) drives the run, the decision is sent to it
+through the store and it applies the decision; this command prints its answer and the run
+as stored, and exits 0. If nobody drives the run, this process takes it over, applies the
+decision and follows the run to its next resting state, as ``chainlab resume`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from chainlab.cli.common import CliError, ExitCode
+from chainlab.cli.driving import Output, interrupted, report, stored_state
+from chainlab.cli.progress import follow
+from chainlab.events.fold import RunState
+from chainlab.plan.schema import Chain
+from chainlab.runtime.engine.executors import Executor
+from chainlab.runtime.runtime import Runtime
+from chainlab.store.base import Store
+from chainlab.tools import Toolbox
+
+__all__ = ["decide_run"]
+
+
+def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: dict[str, Any],
+               toolbox: Toolbox, store: Store, db: str, executor: Executor | None = None,
+               timeout: float = 10.0, no_toolbox: CliError | None = None) -> ExitCode:
+    """Decide ``action`` on ``step_id`` wherever the run is driven, then report the run.
+    ``no_toolbox``: why the run's toolbox is unknown here (raised when the run would have to
+    be taken over: only its live driver can then apply the decision). Raises what
+    :meth:`Runtime.decide` raises."""
+
+    async def main() -> tuple[Chain, RunState] | None:
+        async with Runtime(toolbox, store, executor=executor) as runtime:
+            if no_toolbox is not None and runtime.liveness.live_driver(
+                    store.driver_of(run_id), store.get_run(run_id)) is None:
+                raise no_toolbox  # nobody else drives it and this process cannot
+            await runtime.decide(run_id, step_id, action, timeout=timeout, **options)
+            run = runtime.get_run(run_id)
+            if not run.active:  # applied by the process that drives the run
+                return None
+            await follow(run, io.err, io.progress)
+            return run.chain, run.state
+
+    with interrupted([run_id], db):
+        taken = anyio.run(main)
+    if taken is not None:
+        return report(io, run_id, *taken, db)
+    driver = store.driver_of(run_id)
+    by = f" by its driver, {driver.describe()}" if driver is not None else ""
+    io.err.print(f"{action} {step_id}: applied{by}, which drives run {run_id} on",
+                 markup=False)
+    chain, state = stored_state(store, run_id)
+    report(io, run_id, chain, state, db)
+    return ExitCode.OK

@@ -1,0 +1,233 @@
+"""Commands on stored runs: ``runs``, ``show``, ``timeline`` (read only), ``approve``,
+``reject``, ``resolve`` (sent to the process that drives the run, else the run is continued
+here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue the run in this process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from chainlab.cli.commands.deciding import decide_run
+from chainlab.cli.common import CliError, reporting_errors
+from chainlab.cli.driving import (
+    Control,
+    Output,
+    continue_run,
+    report,
+    stored_state,
+)
+from chainlab.cli.executors import executor_for
+from chainlab.cli.loading import (
+    DEFAULT_DB,
+    open_store,
+    parse_json,
+    parse_json_object,
+    toolbox_for_run,
+)
+from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
+from chainlab.cli.views import (
+    attempt_rows,
+    record_dict,
+    runs_table,
+    timeline_table,
+    write_csv,
+)
+from chainlab.events.status import RUN_TERMINAL
+from chainlab.plan.schema import Chain
+from chainlab.runtime.engine import decisions
+from chainlab.tools import Toolbox
+
+__all__ = ["register"]
+
+RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID",
+                                         help="The run's id (see `chainlab runs`).")]
+StepArg = Annotated[str, typer.Argument(metavar="STEP", help="The step's id.")]
+NoteOpt = Annotated[str | None, typer.Option("--note", help="A note kept with the decision.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Take the run over even if another live process drives it (that one is "
+                    "fenced: it commits nothing more).")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=0.1, metavar="SECONDS",
+    help="How long to wait for the answer of the process that drives the run.")]
+
+
+def _continue(run_id: str, action: str, control: Control | None, *, tools: str | None,
+              db: str, dask: str | None, quiet: bool, as_json: bool,
+              force: bool = False) -> None:
+    """resume / rollback: take the run over in this process (refused while another live
+    process drives it, unless ``force``), apply ``control``, follow and report."""
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err):
+        store = open_store(db, must_exist=True)
+        record = store.get_run(run_id)
+        chain, state = stored_state(store, run_id)
+        if action == "rollback":
+            decisions.check_rollback(state)
+        if action == "resume" and state.status in RUN_TERMINAL:
+            io.err.print(f"run {run_id} already ended ({state.status}); nothing to resume",
+                         markup=False)
+            raise typer.Exit(int(report(io, run_id, chain, state, db)))
+        toolbox, _ = toolbox_for_run(record, tools)
+        with executor_for(dask) as executor:
+            code = continue_run(io, run_id=run_id, toolbox=toolbox, store=store, db=db,
+                                control=control, was=state.status, executor=executor,
+                                force=force)
+        store.close()
+    raise typer.Exit(int(code))
+
+
+def _decide(run_id: str, step: str, action: str, options: Callable[[], dict[str, Any]], *,
+            tools: str | None, db: str, dask: str | None, quiet: bool, as_json: bool,
+            timeout: float) -> None:
+    """approve / reject / resolve through ``Runtime.decide`` (see
+    chainlab.cli.commands.deciding)."""
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err):
+        chosen = options()  # parse the options first: a typo never reaches the run
+        store = open_store(db, must_exist=True)
+        record = store.get_run(run_id)
+        unknown: CliError | None = None
+        try:
+            toolbox, _ = toolbox_for_run(record, tools)
+        except CliError as exc:  # e.g. a notebook's run: its live driver has the tools
+            toolbox, unknown = Toolbox("unknown"), exc
+        if chosen.get("args") is not None and unknown is None:
+            check_args(Chain.from_dict(record.chain), toolbox, step, chosen["args"])
+        with executor_for(dask) as executor:
+            code = decide_run(io, run_id=run_id, step_id=step, action=action, options=chosen,
+                              toolbox=toolbox, store=store, db=db, executor=executor,
+                              timeout=timeout, no_toolbox=unknown)
+        store.close()
+    raise typer.Exit(int(code))
+
+
+def check_args(chain: Chain, toolbox: Toolbox, step_id: str, args: dict[str, Any]) -> None:
+    """Edited args must fit the step's tool (checked here, by the runtime's own check, so
+    that a mistake does not take the run over). Raises DecisionError."""
+    step = chain.step(step_id) if step_id in chain.step_ids else None
+    tool = toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
+    decisions.check_approve_args(tool, step_id, args)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the run commands to ``app``."""
+
+    @app.command()
+    def runs(db: DbOpt = DEFAULT_DB,
+             limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 20,
+             as_json: JsonOpt = False) -> None:
+        """List the runs in the database, newest first."""
+        io = Output.make(as_json=as_json)
+        with reporting_errors(io.err):
+            records = open_store(db, must_exist=True, readonly=True).list_runs(limit)
+            if as_json:
+                sys.stdout.write(json.dumps([record_dict(r) for r in records]) + "\n")
+            elif not records:
+                io.err.print(f"no runs in {db}", markup=False)
+            else:
+                io.out.print(runs_table(records))
+
+    @app.command()
+    def show(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+        """A run's steps: status, attempts, time, and what waits for a person."""
+        io = Output.make(as_json=as_json)
+        with reporting_errors(io.err):
+            chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
+            code = report(io, run_id, chain, state, db)
+        raise typer.Exit(int(code))
+
+    @app.command()
+    def timeline(run_id: RunIdArg, db: DbOpt = DEFAULT_DB,
+                 csv: Annotated[Path | None, typer.Option(
+                     "--csv", metavar="FILE", help="Also write the attempts as CSV.")] = None,
+                 ) -> None:
+        """Every attempt and compensation of a run, in start order."""
+        io = Output.make()
+        with reporting_errors(io.err):
+            chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
+            rows = attempt_rows(run_id, state)
+            io.out.print(timeline_table(rows, title=f"run {run_id} ({chain.name}): "
+                                                    f"{len(rows)} attempts"))
+            if csv is not None:
+                write_csv(rows, csv)
+                io.err.print(f"wrote {len(rows)} rows to {csv}", markup=False)
+
+    @app.command()
+    def approve(run_id: RunIdArg, step: StepArg,
+                args: Annotated[str | None, typer.Option(
+                    "--args", metavar="JSON|@FILE",
+                    help="Run the step with these args instead (validated again).")] = None,
+                note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                timeout: TimeoutOpt = 10.0) -> None:
+        """Approve a step that waits for confirmation: the process that drives the run
+        applies it, or (nobody drives it) the run goes on in this process."""
+        def options() -> dict[str, Any]:
+            edited = parse_json_object(args, "--args") if args is not None else None
+            return {"args": edited, "note": note}
+
+        _decide(run_id, step, "approve", options, tools=tools, db=db, dask=dask, quiet=quiet,
+                as_json=as_json, timeout=timeout)
+
+    @app.command()
+    def reject(run_id: RunIdArg, step: StepArg,
+               reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log).")],
+               tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB, dask: DaskOpt = None,
+               quiet: QuietOpt = False, as_json: JsonOpt = False,
+               timeout: TimeoutOpt = 10.0) -> None:
+        """Reject a step that waits for confirmation: its dependants are skipped and, under
+        fail_fast, the run rolls back."""
+        _decide(run_id, step, "reject", lambda: {"reason": reason}, tools=tools, db=db,
+                dask=dask, quiet=quiet, as_json=as_json, timeout=timeout)
+
+    @app.command()
+    def resolve(run_id: RunIdArg, step: StepArg,
+                output: Annotated[str | None, typer.Option(
+                    "--output", metavar="JSON|@FILE",
+                    help="The call took effect; this is its output.")] = None,
+                retry: Annotated[bool, typer.Option("--retry", help="Call it again.")] = False,
+                fail: Annotated[bool, typer.Option("--fail", help="Mark it failed.")] = False,
+                note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                timeout: TimeoutOpt = 10.0) -> None:
+        """Decide an in-doubt step (a call whose effect is unknown): exactly one of
+        --output JSON, --retry, --fail."""
+        def options() -> dict[str, Any]:
+            chosen = [name for name, on in (("--output", output is not None),
+                                            ("--retry", retry), ("--fail", fail)) if on]
+            if len(chosen) != 1:
+                raise CliError(
+                    "resolve needs exactly one of --output JSON, --retry, --fail"
+                    + (f" (got {' and '.join(chosen)})" if chosen else ""),
+                    hint=f"e.g. chainlab resolve {run_id} {step} --output '{{\"id\": 1}}'")
+            value = parse_json(output, "--output") if output is not None else None
+            return {"output": value, "retry": retry, "fail": fail, "note": note}
+
+        _decide(run_id, step, "resolve", options, tools=tools, db=db, dask=dask, quiet=quiet,
+                as_json=as_json, timeout=timeout)
+
+    @app.command()
+    def resume(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+               dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+               force: ForceOpt = False) -> None:
+        """Continue a run whose process stopped (crash, Ctrl-C): completed steps are kept,
+        interrupted calls re-run, reconciled or left in doubt."""
+        _continue(run_id, "resume", None, tools=tools, db=db, dask=dask, quiet=quiet,
+                  as_json=as_json, force=force)
+
+    @app.command()
+    def rollback(run_id: RunIdArg, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+                 dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+                 force: ForceOpt = False) -> None:
+        """Compensate a run's completed steps in reverse completion order (stopping it
+        first if it still goes on); run again to retry failed compensations."""
+        async def control(run: Any) -> None:
+            await run.rollback()
+
+        _continue(run_id, "rollback", control, tools=tools, db=db, dask=dask, quiet=quiet,
+                  as_json=as_json, force=force)

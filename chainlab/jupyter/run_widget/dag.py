@@ -1,0 +1,85 @@
+"""The live DAG: the SVG is laid out and sent once; status changes only re-send a small,
+scoped ``<style>`` block (a few KB instead of the whole SVG on every update)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+import ipywidgets as W
+
+from chainlab.errors import ChainlabError
+from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendView
+from chainlab.plan.schema import Chain
+from chainlab.tools import Toolbox
+
+__all__ = ["DagView"]
+
+
+class DagView(W.VBox):
+    """A chain's DAG whose step colours follow :meth:`update` (``chainlab.render.LiveDag``).
+
+    The legend is a :class:`~chainlab.jupyter.run_widget.legend.LegendView` above the
+    drawing (only the statuses present, collapsed to one line), not part of the SVG; the
+    drawing scrolls in its box (``.cl-dagbox``) instead of being clipped.
+
+    Without Graphviz it says why and lists the steps with their statuses instead, so the
+    widget still works.
+    """
+
+    def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
+                 chains: Mapping[str, Chain] | None = None):
+        self.chain = chain
+        self.live: Any = None
+        self.unavailable: str | None = None
+        self.legend: LegendView | None = None
+        self.svg_html = W.HTML(layout=W.Layout(overflow="auto"))
+        self.css_html = W.HTML(layout=W.Layout(height="0px", margin="0"))
+        try:
+            from chainlab.render import LiveDag
+
+            self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None,
+                                legend=False)
+            self.svg_html.value = f'<div class="cl-dagbox">{self.live.svg}</div>'
+            drawing = self.live.drawing
+            self.legend = LegendView(self.live.scope, drawing.kinds, drawing.edge_kinds)
+        except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
+            self.unavailable = str(exc)
+        self._last: tuple[Any, ...] | None = None
+        top = [self.legend] if self.legend is not None else []
+        super().__init__([self.css_html, *top, self.svg_html])
+        self.add_class("cl-dagview")
+
+    @property
+    def scope(self) -> str | None:
+        """The unique CSS class of this view's SVG (None without Graphviz)."""
+        return self.live.scope if self.live is not None else None
+
+    def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
+        """Show these step statuses (and badges such as ``"x2"``); a no-op when unchanged."""
+        key = (tuple(sorted(statuses.items())), tuple(sorted((badges or {}).items())))
+        if key == self._last:
+            return
+        self._last = key
+        if self.legend is not None:
+            ahead = any(BREAK_MARK in b for b in (badges or {}).values())
+            self.legend.update(statuses.values(), [BREAK_NOTE] if ahead else [])
+        if self.live is not None:
+            self.css_html.value = self.live.css(dict(statuses), dict(badges or {}) or None)
+            return
+        rows = "".join(
+            f'<li><code>{html.escape(step_id)}</code> '
+            f'<span class="cl-badge cl-s-{html.escape(status)}">{html.escape(status)}</span>'
+            f"{' ' + html.escape(badges[step_id]) if badges and step_id in badges else ''}</li>"
+            for step_id, status in statuses.items())
+        self.svg_html.value = (
+            f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}</div>'
+            f'<ul class="cl-steplist">{rows}</ul>')
+
+    def static_svg(self, statuses: Mapping[str, str],
+                   badges: Mapping[str, str] | None = None) -> str:
+        """The SVG with the colours baked in (for static exports); "" without Graphviz."""
+        if self.live is None:
+            return ""
+        return str(self.live.patched_svg(dict(statuses), dict(badges or {}) or None))

@@ -1,0 +1,137 @@
+"""Fault injection from the notebook (issue 19): the run widget's "Faults" section and the
+``%chain fault`` magic, both calling the one API, ``run.inject(...)``
+(:mod:`chainlab.runtime.faults`), with ``by="widget"`` / ``by="magic"`` so the event log
+says who injected what.
+
+The section is collapsed and its buttons are off until "enable" is ticked: a demo tool, not
+something a click should do by accident. ``kill`` is only offered in a disposable driver
+process; a notebook kills a subprocess driver instead (``chainlab.testing.driver``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+
+from chainlab.events.status import RUN_TERMINAL
+from chainlab.runtime.faults import RAISABLE, Fault, is_disposable
+
+if TYPE_CHECKING:
+    from chainlab.jupyter.run_widget.widget import RunWidget
+    from chainlab.jupyter.session import NotebookSession
+    from chainlab.runtime.run import Run
+
+__all__ = ["FaultsPanel", "magic_fault", "run_fault"]
+
+_BUTTONS = [  # fault, label, tooltip
+    (Fault.TIMEOUT, "Time out next attempt",
+     "the step's next call runs, then its answer is lost: a timeout (run.inject('timeout'))"),
+    (Fault.RAISE, "Raise once",
+     "the step's tool raises the chosen error kind once, before its body runs"),
+    (Fault.SECOND_DRIVER, "Second driver",
+     "another driver takes the run over (next epoch); this one is fenced: its next write is "
+     "refused"),
+    (Fault.KILL, "Kill driver",
+     "SIGKILL the driving process mid-step: only in a disposable driver process; from a "
+     "notebook use chainlab.testing.driver.SubprocessDriver(..., kill_at=STEP)"),
+]
+
+
+async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str,
+                    session: NotebookSession | None = None, widget: RunWidget | None = None,
+                    **options: Any) -> Any:
+    """``await run.inject(...)``; a second driver's run is then remembered by the session
+    and shown by the widget (it took the run over)."""
+    new = await run.inject(fault, step_id, by=by, **options)
+    if new is not None:
+        if session is not None:
+            session.remember(new, session.run_stores.get(run.run_id))
+        if widget is not None and widget.run is not new:
+            widget.attach(new)
+    return new
+
+
+def magic_fault(session: NotebookSession, run: Run, fault: str, step_id: str | None, *,
+                error_kind: str, effect: bool | None) -> str:
+    """``%chain fault``: inject now; returns the line to print. A mistake (unknown fault,
+    step or error kind; a run not driven here) raises SessionError/ChainlabError, which the
+    magic shows as a UsageError."""
+    from chainlab.jupyter.magics.commands import control
+    from chainlab.jupyter.session import SessionError
+
+    options: dict[str, Any] = {"effect": effect} if effect is not None else {}
+    if str(fault).replace("-", "_") == Fault.RAISE:
+        options["error_kind"] = error_kind
+    try:
+        control(session, run, run_fault(run, fault, step_id, by="magic", session=session,
+                                        widget=session.widgets.get(run.run_id), **options))
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
+    if str(fault).replace("-", "_") == Fault.SECOND_DRIVER:
+        return (f"a second driver takes run {run.run_id} over (next epoch); the first one is "
+                "fenced at its next write")
+    return f"injected {fault} into step {step_id!r} of run {run.run_id} (by magic)"
+
+
+class FaultsPanel(W.Accordion):
+    """The widget's collapsed "Faults" section: pick a step (and an error kind), press."""
+
+    def __init__(self, widget: RunWidget):
+        self.widget = widget
+        self.enabled = W.Checkbox(value=False, description="enable fault injection (demo)",
+                                  indent=False, layout=W.Layout(width="auto"))
+        self.step = W.Dropdown(description="step", options=[], layout=W.Layout(width="16em"))
+        self.error_kind = W.Dropdown(description="error", options=[str(k) for k in RAISABLE],
+                                     value="transient", layout=W.Layout(width="14em"))
+        self.buttons: dict[str, W.Button] = {}
+        for fault, label, tip in _BUTTONS:
+            b = W.Button(description=label, tooltip=tip, disabled=True,
+                         layout=W.Layout(width="auto"))
+            b.on_click(lambda _, f=fault: self.press(f))
+            self.buttons[str(fault)] = b
+        self.note = W.HTML()
+        self.enabled.observe(lambda _: self.refresh(), names="value")
+        body = W.VBox([self.enabled, W.HBox([self.step, self.error_kind]),
+                       W.HBox(list(self.buttons.values())), self.note])
+        super().__init__(children=[body], selected_index=None)
+        self.set_title(0, "Faults")
+        self.add_class("cl-faults")
+        self.observe(lambda _: self.refresh(), names="selected_index")
+
+    def targets(self) -> list[str]:
+        """Steps a fault can hit: tool steps of the live run that have not finished."""
+        run = self.widget.run
+        if not run.active:
+            return []
+        compiled = run.compiled()
+        nodes = compiled[0].nodes if compiled is not None else {}
+        return [step_id for step_id, st in run.steps.items()
+                if not st.done and step_id in nodes and nodes[step_id].tool is not None]
+
+    def refresh(self) -> None:
+        """Steps and buttons for the run's current state (cheap; only while expanded)."""
+        if self.selected_index is None and not self.enabled.value:
+            return
+        targets = self.targets()
+        if list(self.step.options) != targets:
+            self.step.options = targets
+        run = self.widget.run
+        live = self.enabled.value and run.active and run.status not in RUN_TERMINAL
+        for fault, button in self.buttons.items():
+            ok = live and (bool(targets) or fault == Fault.SECOND_DRIVER)
+            if fault == Fault.KILL:
+                ok = ok and is_disposable()
+            button.disabled = not ok
+
+    def press(self, fault: str) -> None:
+        """Inject ``fault`` into the widget's run (``panel.buttons[name].click()``)."""
+        if not self.enabled.value:
+            raise ValueError("fault injection is off: tick 'enable fault injection' first")
+        w = self.widget
+        step = None if fault == Fault.SECOND_DRIVER else self.step.value
+        options = {"error_kind": self.error_kind.value} if fault == Fault.RAISE else {}
+        what = f"inject {fault}" + (f" into {step}" if step else "")
+        self.note.value = f"<span class='cl-muted'>{what} (by widget)</span>"
+        w.act(what, lambda: run_fault(w.run, fault, step, by="widget", session=w.session,
+                                      widget=w, **options))

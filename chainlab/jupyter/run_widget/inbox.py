@@ -1,0 +1,231 @@
+"""The approvals inbox: one card per step that waits for a person.
+
+A step waiting for confirmation gets an :class:`ApprovalCard` (tool, resolved args, preview,
+Approve / Reject with a reason, optional edit of the args); an in-doubt step gets a
+:class:`DoubtCard` (what went wrong, then: it took effect with this output / retry / fail).
+Cards call the run's public API through the widget, like a script would.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+import ipywidgets as W
+
+from chainlab.events.status import StepStatus
+from chainlab.jupyter.views import error_html
+
+if TYPE_CHECKING:
+    from chainlab.jupyter.run_widget.widget import RunWidget
+    from chainlab.runtime.run import Run
+
+__all__ = ["ApprovalCard", "CardHost", "DoubtCard", "Inbox"]
+
+
+class CardHost(Protocol):
+    """What a card needs from the widget it sits in: the run (``steps``, ``chain``, the
+    decision coroutines) and ``act``, which runs a decision and shows its error. The run
+    widget is one; the team inbox (``%chain approvals``) hosts cards of many runs."""
+
+    @property
+    def run(self) -> Run: ...
+
+    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
+            on_error: Callable[[BaseException], None] | None = None) -> None: ...
+
+
+def pretty(value: Any, limit: int = 4000) -> str:
+    """``value`` as indented JSON (or its str), HTML-escaped, cut at ``limit`` characters."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if len(text) > limit:
+        text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
+
+
+def tool_of(widget: CardHost, step_id: str) -> str:
+    top = step_id.split("/")[0]
+    for step in widget.run.chain.steps:
+        if step.id == top:
+            return step.tool if top == step_id else f"(in sub-chain {step.tool})"
+    return "?"
+
+
+class _Card(W.VBox):
+    key: tuple[Any, ...]
+
+    def __init__(self, widget: CardHost, step_id: str, children: list[W.Widget]):
+        self.widget = widget
+        self.step_id = step_id
+        self.message = W.HTML()
+        super().__init__([*children, self.message])
+        self.add_class("cl-card")
+
+    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        self.message.value = ""
+        self.widget.act(what, make, on_error=self.fail)
+
+    def fail(self, exc: BaseException) -> None:
+        self.message.value = error_html(exc)
+
+    def parse_json(self, text: str, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, "
+                             f"column {exc.colno})") from None
+
+
+class ApprovalCard(_Card):
+    """Approve or reject one step that waits for confirmation."""
+
+    def __init__(self, widget: CardHost, step_id: str):
+        st = widget.run.steps[step_id]
+        self.key = ("confirm", step_id, st.args_hash)
+        title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
+                       f"<code>{html.escape(tool_of(widget, step_id))}</code> waits for "
+                       "approval</div>")
+        preview = W.HTML(f'<div class="cl-label">preview</div>{pretty(st.preview)}')
+        args = W.HTML(f'<div class="cl-label">resolved args</div>{pretty(st.args)}')
+        self.edit_toggle = W.Checkbox(description="edit args before approving", indent=False)
+        self.edit = W.Textarea(value=json.dumps(st.args, indent=2, sort_keys=True, default=str),
+                               layout=W.Layout(width="100%", height="8em", display="none"))
+        self.edit_toggle.observe(self._toggle, names="value")
+        self.approve_button = W.Button(description="Approve", button_style="success",
+                                       icon="check", tooltip=f"run {step_id} with these args")
+        self.reason = W.Text(placeholder="reason (required to reject)",
+                             layout=W.Layout(width="18em"))
+        self.reject_button = W.Button(description="Reject", button_style="danger",
+                                      icon="times", tooltip=f"do not run {step_id}")
+        self.approve_button.on_click(lambda _: self.approve())
+        self.reject_button.on_click(lambda _: self.reject())
+        buttons = W.HBox([self.approve_button, self.reason, self.reject_button])
+        super().__init__(widget, step_id, [title, preview, args, self.edit_toggle, self.edit,
+                                           buttons])
+
+    def _toggle(self, change: dict[str, Any]) -> None:
+        self.edit.layout.display = "" if change["new"] else "none"
+
+    def approve(self) -> None:
+        """What the Approve button does (the edited args when "edit" is ticked)."""
+        args = None
+        if self.edit_toggle.value:
+            try:
+                args = self.parse_json(self.edit.value, "the edited args")
+            except ValueError as exc:
+                self.fail(exc)
+                return
+            if not isinstance(args, dict):
+                self.fail(ValueError("the edited args must be a JSON object"))
+                return
+            if args == self.widget.run.steps[self.step_id].args:
+                args = None  # unchanged: approve what was shown
+        run, step_id = self.widget.run, self.step_id
+        self.act("approve", lambda: run.approve(step_id, args, note="approved in the widget"))
+
+    def reject(self) -> None:
+        """What the Reject button does (a reason is required)."""
+        reason = self.reason.value.strip()
+        if not reason:
+            self.fail(ValueError("write a reason before rejecting"))
+            return
+        run, step_id = self.widget.run, self.step_id
+        self.act("reject", lambda: run.reject(step_id, reason))
+
+
+class DoubtCard(_Card):
+    """Decide a step whose unsafe call may or may not have taken effect."""
+
+    def __init__(self, widget: CardHost, step_id: str):
+        st = widget.run.steps[step_id]
+        self.key = ("in_doubt", step_id, st.attempts)
+        title = W.HTML(
+            f'<div class="cl-card-title">⚠ <b>{html.escape(step_id)}</b> '
+            f"<code>{html.escape(tool_of(widget, step_id))}</code> is in doubt after attempt "
+            f"{st.attempts}: {html.escape(st.error_kind or '')} {html.escape(st.error or '')}"
+            "</div><div class='cl-note'>The tool has side effects and is not idempotent, so "
+            "chainlab did not repeat it. Check the outside world (idempotency key "
+            f"<code>{html.escape(st.idempotency_key or '-')}</code>), then decide.</div>")
+        self.output = W.Textarea(value="null", layout=W.Layout(width="100%", height="4em"),
+                                 placeholder="the output it produced (JSON)")
+        self.took_effect_button = W.Button(description="It took effect", button_style="success",
+                                           tooltip="mark succeeded with the output above")
+        self.retry_button = W.Button(description="Retry", button_style="warning",
+                                     tooltip="it did not happen: call the tool again")
+        self.fail_button = W.Button(description="Mark failed", button_style="danger")
+        self.took_effect_button.on_click(lambda _: self.took_effect())
+        self.retry_button.on_click(lambda _: self.decide(retry=True))
+        self.fail_button.on_click(lambda _: self.decide(fail=True))
+        buttons = W.HBox([self.took_effect_button, self.retry_button, self.fail_button])
+        super().__init__(widget, step_id, [title, W.HTML('<div class="cl-label">output</div>'),
+                                           self.output, buttons])
+
+    def took_effect(self) -> None:
+        try:
+            output = self.parse_json(self.output.value, "the output")
+        except ValueError as exc:
+            self.fail(exc)
+            return
+        run, step_id = self.widget.run, self.step_id
+        self.act("resolve", lambda: run.resolve(step_id, output=output,
+                                                note="resolved in the widget"))
+
+    def decide(self, *, retry: bool = False, fail: bool = False) -> None:
+        run, step_id = self.widget.run, self.step_id
+        self.act("resolve", lambda: run.resolve(step_id, retry=retry, fail=fail,
+                                                note="resolved in the widget"))
+
+
+class Inbox(W.VBox):
+    """Cards for every step waiting for a person, kept in step order; a card survives
+    refreshes (so a half-typed reason is not lost) until its step stops waiting."""
+
+    def __init__(self, widget: RunWidget):
+        self.widget = widget
+        self.cards: dict[str, _Card] = {}
+        self.empty = W.HTML('<div class="cl-note">Nothing waits for a decision.</div>')
+        super().__init__([self.empty])
+        self.add_class("cl-inbox")
+
+    def sync(self) -> None:
+        """Add cards for new waiting steps, drop cards of steps that stopped waiting."""
+        steps = self.widget.run.steps
+        waiting = {step_id: st.status for step_id, st in steps.items()
+                   if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
+        changed = False
+        for step_id in list(self.cards):
+            card = self.cards[step_id]
+            if step_id not in waiting or card.key != self._key(step_id):
+                del self.cards[step_id]
+                changed = True
+        for step_id, status in waiting.items():
+            if step_id not in self.cards:
+                cls = ApprovalCard if status == StepStatus.WAITING_CONFIRMATION else DoubtCard
+                self.cards[step_id] = cls(self.widget, step_id)
+                changed = True
+        if changed:
+            self.children = [self.cards[s] for s in steps if s in self.cards] or [self.empty]
+
+    def _key(self, step_id: str) -> tuple[Any, ...]:
+        st = self.widget.run.steps[step_id]
+        if st.status == StepStatus.WAITING_CONFIRMATION:
+            return ("confirm", step_id, st.args_hash)
+        return ("in_doubt", step_id, st.attempts)
+
+    def card(self, step_id: str) -> _Card:
+        """The card of ``step_id`` (brought up to date first). Raises KeyError listing the
+        waiting steps."""
+        self.sync()
+        try:
+            return self.cards[step_id]
+        except KeyError:
+            raise KeyError(f"no card for step {step_id!r}; waiting: "
+                           f"{', '.join(self.cards) or 'nothing'}") from None

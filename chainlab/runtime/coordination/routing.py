@@ -1,0 +1,130 @@
+"""``Runtime.decide``: a person's decision (approve, reject, resolve) on a run, wherever the
+run is driven (DESIGN §13).
+
+* This runtime drives the run: the decision is applied directly, through the Run.
+* Another process drives it and is alive (fresh heartbeat, current epoch): the decision is
+  posted to the run's mailbox in the store, and the driver applies it with the same checks
+  (``chainlab.runtime.coordination.liveness``); its answer comes back through the store (PostgreSQL:
+  NOTIFY; elsewhere: a poll). Refused: DecisionError with the driver's message; no answer
+  within ``timeout``: DecisionTimeoutError naming the driver.
+* Nobody drives it (suspended and left, crashed, or its driver went stale): this runtime
+  takes it over (``resume`` with the check "is the step still waiting?" made on the state
+  it claims) and applies the decision; the run then goes on here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.errors import DecisionError, DecisionTimeoutError, StoreError
+from chainlab.plan.schema import Chain
+from chainlab.runtime.coordination.liveness import apply_request
+from chainlab.runtime.engine import decisions
+from chainlab.store.base import DecisionRequest, DriverInfo
+
+if TYPE_CHECKING:
+    from chainlab.runtime.runtime import Runtime
+
+__all__ = ["decide", "payload_for", "requester"]
+
+
+def requester() -> str:
+    """Who asks, by default: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (a container)
+        user = "?"
+    import socket
+
+    return f"{user}@{socket.gethostname()}"
+
+
+def payload_for(action: str, *, note: str | None = None, reason: str | None = None,
+                args: dict[str, Any] | None = None, output: Any = None, retry: bool = False,
+                fail: bool = False) -> dict[str, Any]:
+    """The request payload of ``action`` (only what that action takes). Raises ValueError for
+    an unknown action or arguments of another action."""
+    action = decisions.Action(action)
+    given = {"note": note, "reason": reason, "args": args, "output": output,
+             "retry": retry or None, "fail": fail or None}
+    takes = {decisions.Action.APPROVE: ("args", "note"),
+             decisions.Action.REJECT: ("reason",),
+             decisions.Action.RESOLVE: ("output", "retry", "fail", "note")}[action]
+    extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
+    if extra:
+        raise ValueError(f"{action} takes {', '.join(takes)}; got {', '.join(extra)} as well: "
+                         "leave those out")
+    return {k: given[k] for k in takes if given[k] is not None}
+
+
+async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
+                 by: str | None, payload: dict[str, Any], timeout: float) -> str:
+    """See :meth:`Runtime.decide`. Returns ``"applied"``."""
+    request = DecisionRequest(run_id=run_id, step_id=step_id, action=str(action),
+                              payload=payload, by=by or requester())
+    live_run = runtime._active.get(run_id)
+    if live_run is not None and live_run._kernel is not None and live_run._kernel.driving:
+        await apply_request(live_run, request)
+        return "applied"
+    store: Any = runtime.store
+    record = await runtime._blocking(store.get_run, run_id)
+    driver_of = getattr(store, "driver_of", None)
+    driver = None if driver_of is None else await runtime._blocking(driver_of, run_id)
+    live = runtime.liveness.live_driver(driver, record)
+    if live is not None:
+        return await _ask(runtime, live, request, timeout)
+    if action == decisions.Action.APPROVE and payload.get("args") is not None:
+        _check_args(runtime, record.chain, step_id, payload["args"])  # before taking over
+    run = await runtime.resume(run_id, check=partial(decisions.check, action=action,
+                                                     step_id=step_id))
+    await apply_request(run, request)
+    return "applied"
+
+
+def _check_args(runtime: Runtime, chain_data: dict[str, Any], step_id: str,
+                args: dict[str, Any]) -> None:
+    chain = Chain.from_dict(chain_data)
+    step = chain.step(step_id) if step_id in chain.step_ids else None
+    toolbox = runtime.toolbox
+    tool = toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
+    decisions.check_approve_args(tool, step_id, args)
+
+
+async def _ask(runtime: Runtime, driver: DriverInfo, request: DecisionRequest,
+               timeout: float) -> str:
+    """Post ``request`` for the live ``driver`` and wait for its answer."""
+    store: Any = runtime.store
+    wait = getattr(store, "wait_for_answer", None)
+    if wait is not None:  # listen BEFORE posting: the answer's NOTIFY cannot be missed
+        await runtime._blocking(wait, 0, 0.0)
+    now = time.time()
+    request_id: int = await runtime._blocking(
+        store.post_request, request.run_id,
+        dataclasses.replace(request, created_at=now, expires_at=now + timeout))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = await runtime._blocking(store.get_request, request_id)
+        except StoreError:
+            got = None
+        if got is not None and got.outcome == "applied":
+            return "applied"
+        if got is not None and got.outcome == "refused":
+            raise DecisionError(got.message or f"the driver refused to {request.action}",
+                                step_id=request.step_id, field=request.action,
+                                run_id=request.run_id)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DecisionTimeoutError(request.run_id, host=driver.host, pid=driver.pid,
+                                       request_id=request_id, timeout_s=timeout)
+        if wait is not None:
+            await anyio.to_thread.run_sync(wait, request_id, min(left, 1.0),
+                                           abandon_on_cancel=True)
+        else:
+            await anyio.sleep(min(runtime.liveness.poll_s / 2, left))

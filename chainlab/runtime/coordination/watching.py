@@ -1,0 +1,212 @@
+"""``WatchedRun``: the handle of a run that ANOTHER process drives, followed through the store.
+
+Its state is the same fold as everywhere (:func:`chainlab.events.fold.read_run` for what is
+stored, then :meth:`RunState.apply` for each event :meth:`Runtime.watch` yields), so a
+front end (``chainlab watch``, ``%chain watch``) shows it with the views it uses for a run
+it drives. Decisions (approve / reject / resolve) go through :meth:`Runtime.decide` (to the
+live driver through the store, or this process takes the run over when none is alive);
+controls that need the driver (pause, step, cancel, rollback, breakpoints) raise
+RunNotActiveError naming who drives the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.errors import RunNotActiveError
+from chainlab.events import RUN_TERMINAL, Event, RunState, RunStatus, read_run
+from chainlab.plan.schema import Chain
+from chainlab.runtime.run import Run, RunResult
+from chainlab.store.base import RunRecord
+
+if TYPE_CHECKING:
+    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.runtime import Runtime
+    from chainlab.store.base import DriverInfo
+
+__all__ = ["WatchedRun", "watch_run"]
+
+_DRIVER_TTL_S = 1.0  # how long a read of the run's driver is shown before it is read again
+
+
+def watch_run(runtime: Runtime, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
+    """A :class:`WatchedRun` of ``run_id`` in ``runtime.store`` (a blocking read of what is
+    stored; call :meth:`WatchedRun.start` or ``await run.wait()`` to follow it live).
+
+    Raises RunNotFoundError for an unknown run, StoreError if the store cannot be read."""
+    record, events, state = read_run(runtime.store, run_id)
+    return WatchedRun(runtime, record, events, state, poll_interval=poll_interval)
+
+
+class WatchedRun(Run):
+    """A run driven elsewhere, followed live (``runtime.watch``) into the same fold.
+
+    ``await run.wait()`` returns when the run ends, or (with ``settle_on_suspend``, the
+    default, as for a driven run) when it waits for a person. ``subscribe(callback)`` gets
+    every event once, in order, as it is committed by the driver."""
+
+    def __init__(self, runtime: Runtime, record: RunRecord, events: list[Event],
+                 state: RunState, *, poll_interval: float = 0.05):
+        super().__init__(runtime, Chain.from_dict(record.chain), None, record)
+        self._static = state
+        self._log = list(events)
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._changed: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._following = False
+        self.poll_interval = poll_interval
+        self.settle_on_suspend = True
+        self.error: BaseException | None = None  # what stopped the following (a store error)
+        self.last_decision: str | None = None  # what Runtime.decide answered last
+        self._driver: tuple[float, DriverInfo | None] | None = None  # (read at, driver)
+        self._taken_over: list[Callable[[Run], None]] = []
+
+    # ------------------------------------------------------------------ who drives it
+    def driver(self) -> DriverInfo | None:
+        """The run's driver as its heartbeats say (host, pid, epoch, last beat), or None
+        when no driver beats for it (or the store keeps no heartbeats)."""
+        now = time.monotonic()
+        if self._driver is not None and now - self._driver[0] < _DRIVER_TTL_S:
+            return self._driver[1]  # a redraw asks often; heartbeats come every few seconds
+        driver_of = getattr(self.runtime.store, "driver_of", None)
+        info = None if driver_of is None else driver_of(self.run_id)
+        self._driver = (now, info)
+        return info  # type: ignore[no-any-return]
+
+    def driven_by(self) -> str:
+        """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        info = self.driver()
+        if info is None:
+            return ("no live driver (a decision taken here takes the run over in this process)"
+                    if self.status not in RUN_TERMINAL else "no driver (the run has ended)")
+        return info.describe()
+
+    @property
+    def following(self) -> bool:
+        """True while new events are being read from the store."""
+        return self._following
+
+    # ------------------------------------------------------------------ following
+    def start(self) -> None:
+        """Follow the run in the background on the running loop (idempotent); nothing to do
+        for a run that has ended."""
+        if self._following or self.status in RUN_TERMINAL:
+            return
+        self._following = True
+        self.runtime._spawn(self._pump)
+
+    def stop(self) -> None:
+        """Stop following (the widget was closed, the command was interrupted)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _pump(self) -> None:
+        try:
+            with anyio.CancelScope() as self._scope:
+                async for ev in self.runtime.watch(self.run_id, after_seq=self.state.last_seq,
+                                                   follow=True,
+                                                   poll_interval=self.poll_interval):
+                    self._apply(ev)
+                    if self.status in RUN_TERMINAL:
+                        break
+        except Exception as exc:  # the store went away: say so to whoever waits
+            self.error = exc
+        finally:
+            self._scope = None
+            self._following = False
+            self._notify()
+
+    def _apply(self, ev: Event) -> None:
+        self.state.apply(ev)
+        self._log.append(ev)
+        for callback in list(self._subscribers):
+            callback(ev)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait(self) -> RunResult:
+        """Follow the run until it ends (or suspends, with ``settle_on_suspend``). Raises
+        the StoreError that stopped the following."""
+        while True:
+            if self.error is not None:
+                raise self.error
+            status = self.status
+            if status in RUN_TERMINAL or (self.settle_on_suspend
+                                          and status == RunStatus.SUSPENDED):
+                return self.result()
+            self.start()
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event read from now on; returns an
+        unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def events(self, *, history: bool = True) -> AsyncIterator[Event]:
+        """The run's events (the stored ones first, with ``history``) until it ends."""
+        async for ev in self.runtime.watch(self.run_id,
+                                           after_seq=0 if history else self.state.last_seq,
+                                           poll_interval=self.poll_interval):
+            yield ev
+
+    def history(self) -> list[Event]:
+        """The events read so far (stored, then followed)."""
+        return list(self._log)
+
+    def event_list(self) -> list[Event]:
+        return list(self._log)
+
+    # ------------------------------------------------------------------ decisions
+    async def approve(self, step_id: str, args: dict[str, Any] | None = None,
+                      note: str | None = None) -> None:
+        """Approve through :meth:`Runtime.decide` (``last_decision`` says how it went).
+        Raises DecisionError with the driver's message when it refuses."""
+        await self._decide(step_id, "approve", args=args, note=note)
+
+    async def reject(self, step_id: str, reason: str = "rejected") -> None:
+        """Reject through :meth:`Runtime.decide`."""
+        await self._decide(step_id, "reject", reason=reason)
+
+    async def resolve(self, step_id: str, *, output: Any = None, retry: bool = False,
+                      fail: bool = False, note: str | None = None) -> None:
+        """Resolve an in-doubt step through :meth:`Runtime.decide`."""
+        await self._decide(step_id, "resolve", output=output, retry=retry, fail=fail, note=note)
+
+    async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
+        self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)
+        live = self.runtime.get_run(self.run_id)
+        if live.active:  # nobody drove it: this process took it over and drives it now
+            self.stop()
+            for callback in list(self._taken_over):
+                callback(live)
+
+    def on_taken_over(self, callback: Callable[[Run], None]) -> None:
+        """Call ``callback(live_run)`` when a decision taken here took the run over (no
+        driver was alive): from then on this process drives it, through ``live_run``."""
+        self._taken_over.append(callback)
+
+    def _k(self) -> Kernel:
+        raise RunNotActiveError(
+            f"run {self.run_id!r} is driven by {self.driven_by()}, not by this process: "
+            "pause, step, continue, cancel, rollback and breakpoints act in the driving "
+            "process; approve / reject / resolve work here (they go through the store)",
+            run_id=self.run_id, status=str(self.status))
+
+    def __repr__(self) -> str:
+        return f"<WatchedRun {self.run_id} {self.chain.name!r} {self.status}>"

@@ -1,0 +1,5 @@
+"""The engine: ONE run in ONE process (DESIGN §4-8). Compile a chain into a graph, schedule
+it (the pure :mod:`.scheduler`), drive it (:mod:`.kernel`), run each attempt
+(:mod:`.attempt`: the one place a tool is called), apply a person's decisions
+(:mod:`.decisions`), recover an interrupted run (:mod:`.recovery`) and compensate
+(:mod:`.saga`). Imports nothing else from ``chainlab.runtime``."""

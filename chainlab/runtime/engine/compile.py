@@ -1,0 +1,188 @@
+"""A validated chain compiled for the scheduler: flat nodes, sub-chains expanded.
+
+Sub-chain steps become *group* nodes: when a group starts, its children (ids namespaced
+``parent/child``) are released on the same scheduler; the group holds no slot and completes
+when its children are done. Args are pre-parsed once so the hot path only walks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chainlab.plan.graph import dependencies
+from chainlab.plan.refs import Expr, Ref, parse_condition, parse_template
+from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
+from chainlab.runtime.engine.scheduler import Topology
+
+if TYPE_CHECKING:
+    from chainlab.tools import Tool, Toolbox
+
+__all__ = ["Graph", "Namespace", "Node", "compile_chain", "compile_value"]
+
+DEFAULT_RETRY = RetryPolicy()
+Renderer = Callable[[Callable[[Ref], Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """How references resolve for a node: its id prefix, its sub-chain group (whose args are
+    the context) and the save_as keys visible to it."""
+
+    prefix: str
+    group: str | None
+    save_as: Mapping[str, str]
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    id: str
+    step: Step
+    tool: Tool | None
+    order: tuple[int, ...]
+    deps: tuple[str, ...]
+    ns: Namespace
+    render_args: Renderer
+    static_args: dict[str, Any] | None
+    when: Expr | None
+    retry: RetryPolicy
+    timeout_s: float | None
+    rollback: Rollback | None
+    group: str | None = None
+    succ: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    # a sub-chain step (no tool of its own); a field, not a property: read once per step
+    is_group: bool = field(init=False)
+    # whether the step waits for a person, when that does not depend on its args (None:
+    # the tool's requires_confirmation is a function of them)
+    fixed_confirm: bool | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_group = self.tool is None
+        if self.step.confirm is not None:
+            self.fixed_confirm = self.step.confirm
+        elif self.tool is None:
+            self.fixed_confirm = False
+        elif callable(self.tool.requires_confirmation):
+            self.fixed_confirm = None
+        else:
+            self.fixed_confirm = bool(self.tool.requires_confirmation)
+
+    def needs_confirmation(self, args: Mapping[str, Any]) -> bool:
+        if self.fixed_confirm is not None:
+            return self.fixed_confirm
+        assert self.tool is not None  # (fixed_confirm is None only for a tool's rule)
+        return self.tool.needs_confirmation(args)
+
+
+@dataclass(slots=True)
+class Graph:
+    nodes: dict[str, Node]
+    top: list[str]  # top-level node ids in declaration order
+    # the scheduler's static view, built once and shared by every run of this graph
+    topology: Topology = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topology = Topology({step_id: (n.deps, n.order) for step_id, n in self.nodes.items()})
+
+
+def compile_value(value: Any) -> tuple[Renderer, bool]:
+    """Pre-parse templates in a JSON value. Returns (render, is_static)."""
+    if isinstance(value, str):
+        if "{{" not in value:
+            return (lambda resolve: value), True
+        tpl = parse_template(value)
+        whole = tpl.whole
+        if whole is not None:
+            return (lambda resolve: resolve(whole)), False
+        return tpl.render, False
+    if isinstance(value, dict):
+        parts = {k: compile_value(v) for k, v in value.items()}
+        if all(static for _, static in parts.values()):
+            return (lambda resolve: value), True
+        return (lambda resolve: {k: r(resolve) for k, (r, _) in parts.items()}), False
+    if isinstance(value, list):
+        items = [compile_value(v) for v in value]
+        if all(static for _, static in items):
+            return (lambda resolve: value), True
+        return (lambda resolve: [r(resolve) for r, _ in items]), False
+    return (lambda resolve: value), True
+
+
+def compile_chain(
+    chain: Chain, toolbox: Toolbox, chains: Mapping[str, Chain], options: RunOptions
+) -> Graph:
+    """Compile a VALIDATED chain (and its sub-chains) into scheduler nodes."""
+    nodes: dict[str, Node] = {}
+    top = _compile_level(chain, toolbox, chains, options, nodes, prefix="", group=None, order=())
+    return Graph(nodes, top)
+
+
+def _compile_level(
+    chain: Chain,
+    toolbox: Toolbox,
+    chains: Mapping[str, Chain],
+    options: RunOptions,
+    nodes: dict[str, Node],
+    *,
+    prefix: str,
+    group: str | None,
+    order: tuple[int, ...],
+) -> list[str]:
+    deps = dependencies(chain)
+    save_as = {s.save_as: prefix + s.id for s in chain.steps if s.save_as}
+    ns = Namespace(prefix, group, save_as)
+    ids = []
+    for i, step in enumerate(chain.steps):
+        step_id = prefix + step.id
+        tool = None if step.is_subchain else toolbox.get(step.tool)
+        render, static = compile_value(step.args)
+        node = Node(
+            id=step_id,
+            step=step,
+            tool=tool,
+            order=(*order, i),
+            deps=tuple(prefix + d for d in sorted(deps[step.id])),
+            ns=ns,
+            render_args=render,
+            static_args=dict(step.args) if static else None,
+            when=parse_condition(step.when) if step.when else None,
+            retry=(
+                step.retry
+                or (tool.retry if tool else None)
+                or options.default_retry
+                or DEFAULT_RETRY
+            ),
+            timeout_s=step.timeout_s
+            or (tool.timeout_s if tool else None)
+            or options.default_timeout_s,
+            rollback=_rollback(step, tool),
+            group=group,
+        )
+        nodes[step_id] = node
+        ids.append(step_id)
+        if step.is_subchain:
+            child = chains[step.subchain_name or ""]
+            node.children = _compile_level(
+                child,
+                toolbox,
+                chains,
+                options,
+                nodes,
+                prefix=step_id + "/",
+                group=step_id,
+                order=node.order,
+            )
+    for step_id in ids:
+        for d in nodes[step_id].deps:
+            nodes[d].succ.append(step_id)
+    return ids
+
+
+def _rollback(step: Step, tool: Tool | None) -> Rollback | None:
+    if step.rollback == "none":
+        return None
+    if isinstance(step.rollback, Rollback):
+        return step.rollback
+    return tool.compensate if tool is not None else None

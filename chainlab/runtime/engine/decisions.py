@@ -1,0 +1,212 @@
+"""A person's decisions: approve, reject, resolve, rollback (DESIGN §6-§8).
+
+Pure functions over a run's folded state: the SAME checks serve the live kernel, the CLI
+(deciding on a stored run before taking it over) and the notebook widget, so their messages
+cannot drift. A decision is returned as a :class:`Decision` (the events to record, then
+what the scheduler does); the kernel records it BEFORE its effects.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from chainlab.errors import DecisionError, RunStateError, UnknownStepError
+from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
+from chainlab.runtime.engine.attempt import invalid_input
+from chainlab.tools import NotJSONError, args_hash, to_json_value
+
+if TYPE_CHECKING:
+    from chainlab.tools import Tool
+
+__all__ = [
+    "Action",
+    "Decision",
+    "approve",
+    "check",
+    "check_approve_args",
+    "check_rollback",
+    "reject",
+    "resolve",
+]
+
+S = StepStatus
+
+
+class Action(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+    RESOLVE = "resolve"
+
+
+_WAITS_FOR = {
+    Action.APPROVE: S.WAITING_CONFIRMATION,
+    Action.REJECT: S.WAITING_CONFIRMATION,
+    Action.RESOLVE: S.IN_DOUBT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Events to record for ``step_id`` (kind, attempt, payload), then what happens:
+    ``ready`` (queue it with ``args``), ``done`` (it ended: release or skip dependants)."""
+
+    step_id: str
+    events: list[tuple[EventKind, int | None, dict[str, Any]]]
+    then: Literal["ready", "done"]
+    args: dict[str, Any] | None = field(default=None)
+
+
+def check(state: RunState, action: Action | str, step_id: str) -> None:
+    """Raise UnknownStepError or RunStateError unless ``step_id`` waits for ``action``."""
+    action = Action(action)
+    st = state.steps.get(step_id)
+    if st is None:
+        raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
+    status = _WAITS_FOR[action]
+    if st.status != status:
+        waiting = [step_id for step_id, s in state.steps.items() if s.status == status]
+        raise RunStateError(
+            f"cannot {action} step {step_id!r} of run {state.run_id!r}: it is {st.status}, "
+            f"not {status} ({status}: {', '.join(waiting) or 'none'})",
+            run_id=state.run_id,
+            status=str(st.status),
+        )
+
+
+def check_rollback(state: RunState) -> None:
+    """Raise RunStateError when a rollback has nothing to do."""
+    if state.status == RunStatus.ROLLED_BACK:
+        raise RunStateError(
+            f"run {state.run_id!r} is already rolled back",
+            run_id=state.run_id,
+            status=str(state.status),
+        )
+
+
+def check_approve_args(tool: Tool | None, step_id: str, args: Any) -> dict[str, Any]:
+    """Edited approval args as JSON data that fits the tool. Raises DecisionError."""
+    if not isinstance(args, dict):
+        raise DecisionError(
+            f"step {step_id!r}: approval args must be a JSON object, got {type(args).__name__}",
+            step_id=step_id,
+            field="args",
+        )
+    data = _json(args, step_id, "args")
+    if tool is not None:
+        try:
+            tool.validate_args(data)
+        except ValidationError as exc:
+            raise DecisionError(
+                f"step {step_id!r}: {invalid_input(exc, tool.name).message}",
+                step_id=step_id,
+                field="args",
+            ) from None
+    return data  # type: ignore[no-any-return]
+
+
+def approve(
+    state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None
+) -> Decision:
+    check(state, Action.APPROVE, step_id)
+    st = state.steps[step_id]
+    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash}
+    run_args = dict(st.args or {})
+    if args is not None:
+        run_args = check_approve_args(tool, step_id, args)
+        payload.update(args=run_args, args_hash=args_hash(run_args))
+    return Decision(step_id, [(EventKind.STEP_APPROVED, None, payload)], "ready", run_args)
+
+
+def reject(state: RunState, step_id: str, reason: str) -> Decision:
+    check(state, Action.REJECT, step_id)
+    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason})], "done")
+
+
+def resolve(
+    state: RunState,
+    tool: Tool | None,
+    step_id: str,
+    *,
+    output: Any,
+    retry: bool,
+    fail: bool,
+    note: str | None,
+) -> Decision:
+    if retry and fail:
+        raise DecisionError(
+            "pass at most one of retry=True, fail=True (or an output)",
+            step_id=step_id,
+            field="resolution",
+        )
+    check(state, Action.RESOLVE, step_id)
+    st = state.steps[step_id]
+    if retry:
+        return Decision(
+            step_id,
+            [(EventKind.STEP_READY, st.attempts, {"resolved": "retry", "note": note})],
+            "ready",
+            dict(st.args or {}),
+        )
+    if fail:
+        error = f"marked failed by a person{': ' + note if note else ''}"
+        return Decision(
+            step_id,
+            [
+                (
+                    EventKind.STEP_FAILED,
+                    st.attempts,
+                    {"error_kind": ErrorKind.EXECUTION_FAILED, "resolved": "fail", "error": error},
+                )
+            ],
+            "done",
+        )
+    try:
+        value = tool.check_output(output) if tool is not None else to_json_value(output)
+    except Exception as exc:
+        raise DecisionError(
+            f"step {step_id!r}: the output does not fit the step: {exc}",
+            step_id=step_id,
+            field="output",
+        ) from None
+    value = _json(value, step_id, "output")
+    return Decision(
+        step_id,
+        [
+            (
+                EventKind.STEP_SUCCEEDED,
+                st.attempts,
+                {"output": value, "resolved": "output", "note": note},
+            )
+        ],
+        "done",
+    )
+
+
+def _json(value: Any, step_id: str, what: str) -> Any:
+    """``value`` as strict JSON data (no NaN/infinity, string keys). Raises DecisionError."""
+    try:
+        data = to_json_value(value)
+        _strict(data)
+    except (NotJSONError, ValueError, TypeError) as exc:
+        raise DecisionError(
+            f"step {step_id!r}: {what} must be JSON data: {exc}", step_id=step_id, field=what
+        ) from None
+    return data
+
+
+def _strict(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a JSON number")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, got {key!r}")
+            _strict(item)
+    elif isinstance(value, list):
+        for item in value:
+            _strict(item)

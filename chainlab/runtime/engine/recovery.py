@@ -1,0 +1,225 @@
+"""Rebuilding a run's scheduler from its folded events after a restart (DESIGN §7).
+
+A completed step is never recomputed. An attempt that started but never ended is
+* re-run when the tool is idempotent or effect-free,
+* else reconciled when the tool has ``reconcile`` (did the call take effect?),
+* else left ``in_doubt`` for a person (``run.resolve``).
+A run that was stopping (fail_fast failure, cancel) stops again instead of releasing more.
+A rollback interrupted by a crash carries on without compensating anything twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
+from chainlab.runtime.engine.compile import Node
+from chainlab.runtime.engine.kernel import satisfied
+from chainlab.runtime.engine.scheduler import Phase
+from chainlab.tools import Reconciliation
+
+if TYPE_CHECKING:
+    from chainlab.runtime.engine.kernel import Kernel
+
+__all__ = ["finish_recovery", "recover_now"]
+
+S = StepStatus
+K = EventKind
+#: a step in one of these finished its call (a compensation may still be under way)
+_ENDED = STEP_TERMINAL | {S.COMPENSATING}
+
+
+def recover_now(k: Kernel) -> list[Node]:
+    """Rebuild the scheduler from the folded state, synchronously (so control methods work
+    as soon as ``runtime.resume`` returns). Returns the interrupted calls that need their
+    tool's ``reconcile`` (async: :func:`finish_recovery`, run by the driver)."""
+    if k.state.status == RunStatus.COMPENSATING:
+        _recover_rollback(k)
+        return []
+    to_reconcile: list[Node] = []
+    _restore_stopping(k)
+    initial = {step_id: st.status for step_id, st in k.steps.items()}
+    k.sched.restore(
+        done=[step_id for step_id, status in initial.items() if status in _ENDED],
+        satisfied=[step_id for step_id, st in k.steps.items() if satisfied(st)],
+    )
+    for step_id, node in k.nodes.items():
+        status = initial[step_id]
+        st = k.steps[step_id]
+        if status in _ENDED or (status == S.PENDING and st.status != S.PENDING):
+            continue  # finished, or settled meanwhile by this loop (a skip, a release)
+        if status == S.PENDING:
+            if node.group is not None and k.steps[node.group].status != S.RUNNING:
+                continue  # started with its sub-chain step
+            _recover_pending(k, node)
+            continue
+        k.sched.unblock(step_id)
+        if status == S.RUNNING and node.is_group:
+            k.args[step_id] = dict(st.args or {})
+            k.sched.park(step_id)  # its children run; it holds no slot
+        elif status == S.RUNNING:
+            reconcile = _recover_attempt(k, node)
+            if k.sched.phase(step_id) == Phase.UNBLOCKED:  # in doubt or to reconcile
+                k.sched.park(step_id)
+            if reconcile:
+                to_reconcile.append(node)
+        elif status == S.READY:
+            args = dict(st.args) if st.approved_hash and st.args is not None else _args(k, node)
+            k.make_ready(node, args)
+        elif status == S.RETRY_WAIT:
+            k.args[step_id] = _args(k, node)
+            k.sched.park(step_id)
+            if not k.stopping:  # a stopping run cancels it instead
+                k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
+        else:  # in_doubt, waiting_confirmation: a person decides
+            k.args[step_id] = dict(st.args or {})
+            k.sched.park(step_id)
+    for step_id, node in k.nodes.items():
+        if node.is_group and k.steps[step_id].status == S.RUNNING:
+            k._child_done(node)
+    return to_reconcile
+
+
+def _recover_pending(k: Kernel, node: Node) -> None:
+    """As the kernel does: dependants of a failed/rejected step are skipped; those of a step
+    cancelled by a stopping run are cancelled with the rest (cancel_remaining)."""
+    ends = (
+        (S.FAILED, S.REJECTED, S.SKIPPED)
+        if k.stopping
+        else (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED)
+    )
+    blocked = [d for d in node.deps if k.steps[d].status in ends and not satisfied(k.steps[d])]
+    if blocked:
+        dep = k.steps[blocked[0]]
+        rejected = dep.status == S.REJECTED or (
+            dep.status == S.SKIPPED and dep.reason == SkipReason.REJECTED
+        )
+        reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
+        k.emit(K.STEP_SKIPPED, node.id, payload={"reason": reason, "because": blocked[0]})
+        k.finished(node)
+    elif all(satisfied(k.steps[d]) for d in node.deps):
+        if k.sched.phase(node.id) == Phase.BLOCKED:
+            k.sched.unblock(node.id)
+        k._unblocked(node)
+
+
+async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
+    """Ask each interrupted call's tool whether it took effect."""
+    for node in nodes:
+        await _reconcile_attempt(k, node)
+
+
+def _restore_stopping(k: Kernel) -> None:
+    """A run that was stopping when the process died stops again, so a crash never changes
+    the outcome: a failed (or rejected) step under ``fail_fast``, or any cancelled step (only
+    a stopping run cancels steps), means nothing new may start and the run must end (and
+    compensate) as it would have. The stop request itself is not an event; its traces are."""
+    failed = [
+        (st.ended_at or 0.0, k.nodes[step_id].order, step_id)
+        for step_id, st in k.steps.items()
+        if st.status in (S.FAILED, S.REJECTED) and step_id in k.nodes
+    ]
+    if failed and k.options.on_failure == "fail_fast":
+        step_id = min(failed)[2]
+        k.start_stopping("failed", f"step {step_id!r} {k.steps[step_id].status}")
+    elif any(st.status == S.CANCELLED for st in k.steps.values()):
+        k.start_stopping("cancelled", "the run was stopping when its process ended")
+
+
+def _args(k: Kernel, node: Node) -> dict[str, Any]:
+    if node.static_args is not None:
+        return node.static_args
+    return node.render_args(k.resolver(node))  # type: ignore[no-any-return]
+
+
+def _recover_attempt(k: Kernel, node: Node) -> bool:
+    """Settle an interrupted call now when possible; True when it needs reconciling."""
+    step_id = node.id
+    st = k.steps[step_id]
+    tool = node.tool
+    assert tool is not None
+    k.args[step_id] = dict(st.args or {})
+    if tool.safe_to_repeat:
+        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
+        k.make_ready(node)
+        return False
+    if tool.reconcile is not None:
+        return True
+    note = (
+        "the process stopped during this call and the tool is neither idempotent nor "
+        "reconcilable; check the outside world, then resolve the step"
+    )
+    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
+    return False
+
+
+async def _reconcile_attempt(k: Kernel, node: Node) -> None:
+    step_id = node.id
+    st = k.steps[step_id]
+    tool = node.tool
+    assert tool is not None and tool.reconcile is not None
+    if st.status != S.RUNNING:
+        return  # a person decided meanwhile
+    answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
+    if isinstance(answer, Reconciliation) and answer.applied:
+        try:
+            output = tool.check_output(answer.output)
+        except Exception as exc:
+            answer = None
+            note = f"reconcile said the call took effect but its output is bad: {exc}"
+        else:
+            k.emit(K.STEP_SUCCEEDED, step_id, st.attempts, {"output": output, "reconciled": True})
+            k.finished(node)
+            return
+    elif isinstance(answer, Reconciliation):
+        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "reconciled_no_effect"})
+        k.make_ready(node)
+        return
+    else:
+        note = "reconcile could not tell whether the call took effect"
+    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
+
+
+async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation | None:
+    try:
+        if inspect.iscoroutinefunction(fn):
+            answer = await fn(args, key)
+        else:
+            answer = await anyio.to_thread.run_sync(fn, args, key)
+    except Exception:
+        return None
+    return answer if isinstance(answer, Reconciliation) else None
+
+
+def _recover_rollback(k: Kernel) -> None:
+    for step_id, st in k.steps.items():
+        if st.status != S.COMPENSATING:
+            continue
+        rec = k.state.open_attempt(step_id, "compensation")
+        if rec is None:
+            continue  # between attempts: the rollback simply tries again
+        rb = k.nodes[step_id].rollback
+        tool = k.toolbox.get(rb.tool) if rb is not None else None
+        again = tool is not None and tool.safe_to_repeat
+        k.emit(
+            K.COMPENSATION_FAILED,
+            step_id,
+            rec.attempt,
+            {
+                "error_kind": ErrorKind.INTERRUPTED,
+                "will_retry": again,
+                "error": "the process stopped during this compensation"
+                + (
+                    "; it is safe to repeat"
+                    if again
+                    else "; its effect is unknown, check and run rollback() again"
+                ),
+            },
+        )
+    k.stopping = "rollback"
+    k.sched.stop()
+    k.stop_reason = "continuing the rollback after a restart"
+    k.retry_failed = False

@@ -1,0 +1,498 @@
+"""SQLite store (the default): WAL, one writer thread with group commit, epoch fencing.
+
+* Every ``append`` goes to a single writer thread that commits whatever has queued up in one
+  transaction (group commit): the event loop never touches sqlite for writes, and a burst of
+  events costs one commit. ``await flush()`` is the durability barrier the runtime takes
+  before side-effecting calls and when a run stops or suspends.
+* Each transaction checks the run's epoch; a write from a stale epoch is refused (nothing of
+  it is committed) and the next ``flush`` of that writer raises StaleEpochError. A write that
+  cannot be committed (a payload that is not JSON, a disk error) stops that writer the same
+  way: its ``flush`` raises StoreError from then on, so a later flush can never report events
+  as durable when some before them were lost. Other runs in the same batch are unaffected
+  by a bad payload.
+* ``MIGRATIONS`` is append-only; ``schema_version`` records how far a file is migrated.
+* ``attempts`` and ``step_runs`` are SQL views over ``events`` (the event log is the source
+  of truth), so ``sqlite3 .chainlab/chainlab.db 'select * from attempts'`` works.
+* A file store gives each thread its own connection (WAL: readers never block the writer).
+  ``":memory:"`` uses ONE connection shared behind a lock (an in-memory database exists only
+  for its connection; shared-cache mode would make readers fail writes with "table locked").
+* Opening a file whose schema is current writes nothing (no write lock: reading commands
+  never wait behind another process's write); ``readonly=True`` opens it ``mode=ro``.
+* Faults of the file are StoreFileError naming the file and the fix, mapped from sqlite3 in
+  one place (:func:`_fault`). The file is remembered by (device, inode): deleted or replaced
+  while in use, the next commit and the next ``flush`` fail instead of writing into a file
+  nobody can find any more (the runtime flushes before every side-effecting call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError, StoreFileError
+from chainlab.events.event import Event, event_kind
+from chainlab.store._writer import (
+    Append,
+    GroupCommitWriter,
+    WriterStore,
+    dumps,
+    record_of,
+    sort_batch,
+)
+from chainlab.store.base import RunRecord
+from chainlab.store.drivers import SQLiteLiveness
+from chainlab.store.sqlite.schema import MIGRATIONS, migrate
+
+__all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
+
+DEFAULT_PATH = Path(".chainlab") / "chainlab.db"
+
+_SYNC_MODES = ("full", "normal", "off")
+# a commit touches only the events table unless the status changes (the hot path writes one
+# page less), so a run's updated_at is the later of the row's and its last event's time
+_RUN_COLUMNS = (
+    "run_id, chain_name, status, epoch, created_at, max(updated_at, coalesce((SELECT e.ts "
+    "FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), updated_at)), "
+    "chain, chains, context, options, meta")
+
+
+class SQLiteStore(SQLiteLiveness, WriterStore):
+    """Runs and events in a SQLite file (``.chainlab/chainlab.db`` by default, ``":memory:"``
+    for a throwaway database).
+
+    ``synchronous`` is SQLite's durability setting: ``"full"`` (default) survives power loss,
+    ``"normal"`` survives a crash of the process (faster commits in WAL mode).
+    Blocking reads (``get_run``, ``list_runs``, ``load_events``, ``query``) may be called
+    from any thread; the runtime calls them from worker threads, never from the event loop.
+
+    ``readonly=True`` opens an existing file without ever writing to it (writes raise
+    StoreError); a file that still needs a schema migration is refused then.
+
+    Raises StoreError when the file has a newer schema than this chainlab understands,
+    StoreFileError when the file cannot be used (missing for ``readonly``, read-only,
+    corrupt, locked, no directory for it); later operations raise StoreFileError too, e.g.
+    when the file was deleted or replaced while in use.
+    """
+
+    blocking = True
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *,
+                 synchronous: str = "full", readonly: bool = False):
+        if synchronous.lower() not in _SYNC_MODES:
+            raise ValueError(f"synchronous must be 'full', 'normal' or 'off', got {synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self.readonly = readonly
+        self._init_writes()
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        self._gone = False  # the file at path is no longer the one opened (sticky)
+        self._corrupt: StoreFileError | None = None  # once seen, nothing more is written
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._local = threading.local()
+        self._shared: sqlite3.Connection | None = None
+        self._lock: contextlib.AbstractContextManager[Any]
+        if str(path) == ":memory:":
+            self.path = ":memory:"
+            self._lock = threading.RLock()
+            self._shared = self._open()
+        else:
+            self.path = str(path)
+            self._lock = _InUse(self)  # no lock: WAL readers run side by side
+            self._prepare(Path(path))
+        try:
+            with self._lock, self._sqlite_errors("open"):
+                conn = self._conn()
+                if self._shared is None and not readonly:
+                    conn.execute("PRAGMA journal_mode = WAL")  # no write when it already is
+                migrate(conn, self.path, readonly=readonly)
+            if self._shared is None:
+                self._identity = _identity(self.path)
+        except BaseException:
+            self._close_connections()
+            raise
+
+    def _prepare(self, path: Path) -> None:
+        if self.readonly:
+            if not path.is_file():
+                raise StoreFileError(self.path, "unavailable",
+                                     f"no chainlab database at {self.path!r}",
+                                     "start a run first, or point the store at the right file")
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreFileError(
+                self.path, "unavailable",
+                f"cannot create the directory {str(path.parent)!r} for {self.path!r} "
+                f"({exc.strerror})", "put the store in a directory you may write") from exc
+
+    # ------------------------------------------------------------------ connections
+    def _open(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        target = self.path
+        if self.readonly:  # mode=ro: this connection cannot write, even by mistake
+            target = Path(self.path).absolute().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(target, uri=self.readonly, isolation_level=None,
+                               check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection (the shared one for ``:memory:``; hold ``_lock``)."""
+        if self._shared is not None:
+            return self._shared
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock, self._sqlite_errors("read"):
+            return self._conn().execute(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def _sqlite_errors(self, doing: str, run_id: str | None = None) -> Iterator[None]:
+        """sqlite3 errors of the caller's thread become StoreError (see :meth:`_translate`)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            lost = self._lost(run_id) if run_id else "it cannot be used any more"
+            raise self._translate(exc, lost) or StoreError(
+                f"cannot {doing} {self.path!r}: {exc}") from exc
+
+    def _translate(self, exc: sqlite3.Error, lost: str) -> StoreFileError | None:
+        """The fault of the file behind ``exc``, or None when it is not the file's."""
+        if not self._file_ok() or self._lost_companion(exc):
+            gone = self._gone_error(lost)
+            gone.__cause__ = exc
+            return gone
+        fault = _fault(exc, self.path)
+        if fault is not None and fault.fault == "corrupt" and self._corrupt is None:
+            self._corrupt = fault  # more writes into a damaged file would spread the damage
+        return fault
+
+    # ------------------------------------------------------------------ the file
+    def _file_ok(self) -> bool:
+        """False once the file at ``path`` is not the one opened (deleted, replaced)."""
+        if self._identity is None or self._gone:
+            return not self._gone
+        try:
+            self._gone = _identity(self.path) != self._identity
+        except OSError:
+            self._gone = True
+        return not self._gone
+
+    def _lost_companion(self, exc: sqlite3.Error) -> bool:
+        """An I/O error while our connections keep the -wal and -shm files open, and one of
+        them is missing: they were deleted (with the file, e.g. ``rm -r`` of the directory,
+        which may reach them first)."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if self._identity is None or self.readonly or not name.startswith(
+                ("SQLITE_IOERR", "SQLITE_CANTOPEN")):
+            return False
+        if all(os.path.exists(self.path + suffix) for suffix in ("-wal", "-shm")):
+            return False
+        self._gone = True
+        return True
+
+    def _gone_error(self, lost: str) -> StoreFileError:
+        return StoreFileError(
+            self.path, "gone", f"the database file {self.path!r} was deleted or replaced "
+            f"while in use; {lost}", "keep the file and its directory in place while runs "
+            "use it, then start the run again (or resume it from the old file if it still "
+            "exists)")
+
+    def _read_only(self) -> StoreError:
+        return StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
+                          "write")
+
+    def _refusal(self, run_id: str, first_unsaved: int | None = None) -> StoreError | None:
+        """Why nothing more of ``run_id`` may be written (the file is gone or damaged)."""
+        if self.readonly:
+            return self._read_only()
+        if not self._file_ok():
+            return self._gone_error(self._lost(run_id, first_unsaved))
+        return self._corrupt
+
+    # ------------------------------------------------------------------ schema
+    @property
+    def schema_version(self) -> int:
+        """How far this database is migrated (``len(MIGRATIONS)`` once opened)."""
+        return int(self._fetch("SELECT max(version) FROM schema_version")[0][0])
+
+    # ------------------------------------------------------------------ runs
+    def create_run(self, record: RunRecord) -> None:
+        refused = self._refusal(record.run_id)
+        if refused is not None:
+            raise refused
+        with self._lock, self._sqlite_errors("write to", record.run_id):
+            try:
+                self._conn().execute(
+                    "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
+                    "updated_at, chain, chains, context, options, meta) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.run_id, record.chain_name, record.status, record.epoch,
+                     record.created_at, record.updated_at, dumps(record.chain),
+                     dumps(record.chains), dumps(record.context), dumps(record.options),
+                     dumps(record.meta)),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"run {record.run_id!r} already exists") from None
+
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+        with self._write(run_id) as conn:  # one IMMEDIATE transaction: check, then claim
+            current = self._epoch(conn, run_id)
+            if current != expected_epoch:
+                raise StaleEpochError(run_id, expected_epoch, current)
+            if expected_seq is not None:
+                last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE "
+                                    "run_id = ?", (run_id,)).fetchone()[0]
+                if last != expected_seq:
+                    raise StaleEpochError(run_id, expected_epoch, current,
+                                          moved_on=(expected_seq, last))
+            conn.execute("UPDATE runs SET epoch = ?, updated_at = ? WHERE run_id = ?",
+                         (expected_epoch + 1, time.time(), run_id))
+        return expected_epoch + 1
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self._lock, self._sqlite_errors("read"):
+            conn = self._conn()
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFoundError(run_id, self._run_ids(conn))
+        return record_of(row)
+
+    def _run_ids(self, conn: sqlite3.Connection) -> list[str]:
+        return [r[0] for r in conn.execute(
+            "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200")]
+
+    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [record_of(r) for r in self._fetch(sql)]
+
+    def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        with self._lock, self._sqlite_errors("read"):
+            conn = self._conn()
+            rows = conn.execute(
+                "SELECT run_id, seq, ts, epoch, kind, step_id, attempt, payload FROM events "
+                "WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, after_seq)).fetchall()
+            if not rows and conn.execute("SELECT 1 FROM runs WHERE run_id = ?",
+                                         (run_id,)).fetchone() is None:
+                raise RunNotFoundError(run_id, self._run_ids(conn))
+        return [Event(r[0], r[1], r[2], r[3], event_kind(r[4]), r[5], r[6], json.loads(r[7]))
+                for r in rows]
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run a read-only SQL query (e.g. on the ``attempts`` view)."""
+        return self._fetch(sql, params)
+
+    # ------------------------------------------------------------------ writes
+    def _new_writer(self) -> GroupCommitWriter:
+        return _SQLiteWriter(self).thread
+
+    def _check_append(self) -> None:
+        super()._check_append()
+        if self.readonly:
+            raise self._read_only()
+
+    async def flush(self, run_id: str, epoch: int) -> None:
+        await super().flush(run_id, epoch)
+        if not self._file_ok():  # what was committed went with the old file
+            key = (run_id, epoch)
+            self._failed.setdefault(key, self._gone_error(self._lost(run_id)))
+            raise self._failed[key]
+
+    def close(self) -> None:
+        """Commit what is queued, stop the writer thread and close every connection."""
+        if self._stop_writer():
+            self._close_connections()
+
+    def _close_connections(self) -> None:
+        self._closed = True
+        # a connection is closed only when no thread uses it: closing one under a query in
+        # another thread (a runtime's heartbeat, a watcher's poll) crashes the interpreter
+        lock = self._lock
+        with lock if not isinstance(lock, _InUse) else lock.idle(), self._conns_lock:
+            conns, self._conns = self._conns, []
+            for conn in conns:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+
+class _InUse:
+    """A file store's guard around each use of a connection: no mutual exclusion (WAL lets
+    readers and the writer run side by side), but ``close`` waits until no thread is inside,
+    and a use that starts after ``close`` is a StoreError naming the store."""
+
+    def __init__(self, store: SQLiteStore):
+        self._store = store
+        self._users = 0
+        self._cv = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._cv:
+            # the writer thread commits what was queued before close(), after _closed is set
+            if self._store._closed and threading.current_thread() is not self._store._writer:
+                raise StoreError(f"{self._store!r} is closed")
+            self._users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cv:
+            self._users -= 1
+            if not self._users:
+                self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def idle(self, timeout: float = 30.0) -> Iterator[None]:
+        """Wait (up to ``timeout``) until no thread uses a connection."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._users == 0, timeout)
+            yield
+
+
+class _SQLiteWriter:
+    """What the writer thread does with SQLite: open its connection, commit each batch."""
+
+    def __init__(self, store: SQLiteStore):
+        self.store = store
+        self.conn: sqlite3.Connection | None = None
+        self.broken: Exception | None = None
+        self.thread = GroupCommitWriter("chainlab-sqlite-writer", self.commit_batch,
+                                        start=self.open, failed=store._failed)
+
+    def open(self) -> None:
+        store = self.store
+        try:
+            if store._shared is not None:
+                self.conn = store._shared
+            else:
+                self.conn = store._open()
+                self.conn.execute(f"PRAGMA synchronous = {store.synchronous}")
+        except Exception as exc:
+            self.broken = exc
+
+    def commit_batch(self, appends: list[Append]) -> None:
+        store = self.store
+        if self.conn is None or self.broken is not None:
+            for item in appends:
+                store._failed.setdefault((item[1], item[2]), self._cannot_open(
+                    self.broken, item[1], item[3]))
+        else:
+            with store._lock:
+                self._commit(self.conn, appends)
+
+    def _cannot_open(self, exc: Exception | None, run_id: str,
+                     events: tuple[Event, ...]) -> StoreError:
+        store = self.store
+        if isinstance(exc, sqlite3.Error):
+            fault = store._translate(exc, store._lost(run_id, events[0].seq if events else None))
+            if fault is not None:
+                return fault
+        return StoreError(f"cannot open {store.path} for writing: {exc}")
+
+    def _commit(self, conn: sqlite3.Connection, appends: list[Append]) -> None:
+        """Commit every acceptable append in one transaction; record refused writers."""
+        store = self.store
+        stale, failed = store._stale, store._failed
+        if not store._file_ok() or store._corrupt is not None:  # gone or damaged: no writes
+            for _, run_id, epoch, events, _ in appends:
+                refused = store._refusal(run_id, events[0].seq if events else None)
+                if refused is not None and (run_id, epoch) not in stale:
+                    failed.setdefault((run_id, epoch), refused)
+            return
+        written: dict[tuple[str, int], int | None] = {}  # -> first seq in this batch
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+
+            epochs: dict[str, int | None] = {}
+
+            def epoch_of(run_id: str) -> int | None:  # read once per run and batch
+                if run_id not in epochs:
+                    row = conn.execute("SELECT epoch FROM runs WHERE run_id = ?",
+                                       (run_id,)).fetchone()
+                    epochs[run_id] = None if row is None else int(row[0])
+                return epochs[run_id]
+
+            rows, runs = sort_batch(appends, epoch_of, stale, failed, written)
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+            for run_id, (status, ts) in runs.items():
+                if status is not None:  # else updated_at is read from the last event
+                    conn.execute("UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                                 (status, ts, run_id))
+            conn.execute("COMMIT")
+        except Exception as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            error = StoreError(f"could not commit {len(appends)} event batch(es) to "
+                               f"{store.path}: {exc}")
+            for key, first in written.items():
+                fault = store._translate(exc, store._lost(key[0], first)) if isinstance(
+                    exc, sqlite3.Error) else None
+                failed.setdefault(key, fault or error)
+            return
+        saved = store._saved
+        for row in rows:  # in seq order: the last one of each run stays
+            saved[row[0]] = row[1]
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
+    """The one place where sqlite3 errors about the FILE become chainlab's, naming the file
+    and the fix (``__cause__`` is ``exc``, also when the writer thread only records it);
+    None for other errors (a bad query, a constraint), which callers word themselves."""
+    fault = _file_fault(exc, path)
+    if fault is not None:
+        fault.__cause__ = exc
+    return fault
+
+
+def _file_fault(exc: sqlite3.Error, path: str) -> StoreFileError | None:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    folder = shlex.quote(str(Path(path).parent))
+    if name.startswith("SQLITE_READONLY"):
+        fix = (f"make its directory writable: chmod u+w {folder}"
+               if name == "SQLITE_READONLY_DIRECTORY" else
+               f"make it writable: chmod u+w {shlex.quote(path)} (and its directory {folder}, "
+               "which holds the -wal and -shm files)")
+        return StoreFileError(path, "readonly", f"cannot write to {path!r} ({text})", fix)
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StoreFileError(path, "corrupt", f"{path!r} is damaged ({text})",
+                              "the file is corrupt: move it away and start a new store, or "
+                              "restore a backup")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreFileError(path, "locked", f"{path!r} is locked ({text}): another process "
+                              "kept a write transaction open", "let it finish (or stop it), "
+                              "then try again")
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_PERM")):
+        return StoreFileError(path, "unavailable", f"cannot use {path!r} ({text})",
+                              "check that the disk has space and that you may read and write "
+                              f"the file and its directory {folder}")
+    return None
