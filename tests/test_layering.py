@@ -182,14 +182,28 @@ HOOKS = frozenset({
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
     ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
+    ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
 })
+#: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
+#: process; history reads recorded runs; Run is the handle; coordination spans processes;
+#: Runtime (and the faults demo, which starts a second Runtime) sit on top
+RUNTIME_SUBLAYERS: dict[str, int] = {
+    "engine": 0, "history": 1, "run": 2, "coordination": 3, "runtime": 4, "faults": 4,
+}
 
 
-def _layer(module: str) -> int | None:
+def _layer(module: str) -> tuple[int, int] | None:
+    """(layer, sub-layer): the sub-layer orders chainlab.runtime's parts; a package's
+    ``__init__`` (``chainlab.runtime`` itself) sits on top of its parts."""
     parts = module.split(".")
     if parts[0] != "chainlab" or len(parts) < 2:
         return None
-    return LAYERS.get(parts[1])
+    layer = LAYERS.get(parts[1])
+    if layer is None:
+        return None
+    if parts[1] == "runtime":
+        return layer, RUNTIME_SUBLAYERS.get(parts[2], 0) if len(parts) > 2 else 9
+    return layer, 0
 
 
 def chainlab_imports(source: str, module: str) -> list[tuple[int, str]]:
@@ -235,7 +249,7 @@ def test_every_import_points_down_the_layers(module: str, path: Path) -> None:
     if mine is None:
         return  # chainlab/__init__.py: the lazy public API sits on top of everything
     wrong = [(line, target) for line, target in chainlab_imports(path.read_text(), module)
-             if (_layer(target) or 0) > mine
+             if (_layer(target) or (0, 0)) > mine
              and not any(module == a and target.startswith(b) for a, b in HOOKS)]
     assert wrong == [], f"{module} (layer {mine}) imports upward: {wrong}"
 
@@ -247,6 +261,18 @@ def test_the_layer_walker_sees_function_level_and_relative_imports() -> None:
            "if TYPE_CHECKING:\n    from chainlab.cli import app\n")
     assert sorted(chainlab_imports(src, "chainlab.events.event")) == [
         (1, "chainlab.runtime"), (3, "chainlab.jupyter"), (4, "chainlab.events")]
+
+
+def test_the_runtime_sublayers_point_down() -> None:
+    assert _layer("chainlab.runtime.engine.kernel") < _layer("chainlab.runtime.history.fork")
+    assert _layer("chainlab.runtime.history.fork") < _layer("chainlab.runtime.run")
+    assert _layer("chainlab.runtime.run") < _layer("chainlab.runtime.coordination.liveness")
+    assert _layer("chainlab.runtime.coordination.routing") < _layer("chainlab.runtime.runtime")
+    assert _layer("chainlab.runtime.runtime") < _layer("chainlab.runtime")
+    assert _layer("chainlab.runtime") < _layer("chainlab.planner")
+    assert set(RUNTIME_SUBLAYERS) == {
+        p.name.removesuffix(".py") for p in (ROOT / "runtime").iterdir()
+        if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
 
 
 def test_every_package_has_a_layer() -> None:

@@ -13,8 +13,10 @@ from typing import Any
 
 from chainlab.events.event import Event, EventKind, event_kind
 from chainlab.events.status import (
+    RUN_TERMINAL,
     STEP_NEXT,
     STEP_TERMINAL,
+    WAITS_FOR_PERSON,
     AttemptStatus,
     ErrorKind,
     RunStatus,
@@ -108,6 +110,9 @@ class RunState:
         self.priority = "declaration"  # the release order the run used (run_started)
         self.estimates: dict[str, float] = {}  # seconds per step it was ranked with
         self.forked_from: dict[str, Any] | None = None  # run_forked: parent run id and seq
+        # run_forked: steps that wait for a person even if their tool does not ask (a fork's
+        # side-effecting steps whose inputs changed), with what the approver should see
+        self.confirm_first: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []  # fault_injected: seq, ts, epoch, step, payload
         self.fenced: list[dict[str, Any]] = []  # write_refused: the stale writers refused
         self._open: dict[tuple[str, str], AttemptRecord] = {}
@@ -126,6 +131,11 @@ class RunState:
         if st is None:
             st = self.steps[step_id] = StepState(step_id)
         return st
+
+    def waiting(self) -> dict[str, str]:
+        """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
+        return {step_id: str(st.status) for step_id, st in self.steps.items()
+                if st.status in WAITS_FOR_PERSON}
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -354,7 +364,7 @@ class RunState:
         reason = ev.payload.get("reason")
         if reason == "recovery" and self.status in (RunStatus.COMPENSATING,):
             return  # a rollback interrupted by a crash carries on as a rollback
-        if reason == "recovery" and self.status is not None and self.status in _RUN_ENDED:
+        if reason == "recovery" and self.status is not None and self.status in RUN_TERMINAL:
             return  # resumed to roll back a finished run; status changes with the rollback
         self._set_run(RunStatus.RUNNING)
         self.paused_at = None
@@ -371,7 +381,9 @@ class RunState:
         self.ended_at = None
 
     def _on_forked(self, ev: Event) -> None:
-        self.forked_from = dict(ev.payload)
+        payload = dict(ev.payload)
+        self.confirm_first = dict(payload.pop("confirm_first", None) or {})
+        self.forked_from = payload
 
     def _on_fault(self, ev: Event) -> None:
         self.faults.append(
@@ -384,16 +396,6 @@ class RunState:
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
 
-
-_RUN_ENDED = frozenset(
-    {
-        RunStatus.SUCCEEDED,
-        RunStatus.FAILED,
-        RunStatus.CANCELLED,
-        RunStatus.ROLLED_BACK,
-        RunStatus.ROLLBACK_FAILED,
-    }
-)
 
 _HANDLERS: dict[str, Any] = {
     EventKind.STEP_READY: RunState._on_ready,

@@ -1,7 +1,10 @@
-"""One status vocabulary for steps and runs, with explicit transition tables.
+"""One status vocabulary for steps and runs, with explicit transition tables, and every set
+derived from them that more than one module needs (what waits for a person, what releases a
+step's dependants, what ends a run), defined once here.
 
-Every state change in the runtime goes through :func:`check_step` / :func:`check_run`, which
-refuse a transition the tables do not list (like graphlib, strict about protocol misuse).
+:func:`check_step` / :func:`check_run` refuse a transition the tables do not list (like
+graphlib, strict about protocol misuse); the fold (:mod:`chainlab.events.fold`) checks the same
+tables inline on its hot paths (``STEP_NEXT`` membership) instead of calling them.
 """
 
 from __future__ import annotations
@@ -11,18 +14,23 @@ from enum import StrEnum
 from chainlab.errors import RunStateError
 
 __all__ = [
+    "RELEASES_DEPENDANTS",
     "REUSABLE_FROM",
     "RUN_TERMINAL",
-    "STEP_DONE_OK",
     "STEP_TERMINAL",
+    "UNSETTLED",
+    "WAITS_FOR_PERSON",
     "AttemptStatus",
+    "DrivePhase",
     "ErrorKind",
     "RunStatus",
     "SkipReason",
     "StepStatus",
+    "StopReason",
     "check_reuse",
     "check_run",
     "check_step",
+    "releases",
 ]
 
 
@@ -62,6 +70,22 @@ class SkipReason(StrEnum):
     CANCELLED = "cancelled"  # the run stopped before the step could run
 
 
+class StopReason(StrEnum):
+    """Why a run's driver stops releasing steps (``Kernel.stopping``)."""
+
+    FAILED = "failed"  # a step failed under fail_fast: compensate, then end failed
+    CANCELLED = "cancelled"  # run.cancel(): cancel what runs, compensate, end cancelled
+    ROLLBACK = "rollback"  # run.rollback(): compensate completed steps
+
+
+class DrivePhase(StrEnum):
+    """How a driver begins (``Kernel.drive``)."""
+
+    START = "start"  # a new run: release the steps without dependencies
+    RECOVER = "recover"  # a stored run taken over: reconcile interrupted calls, then go on
+    ROLLBACK = "rollback"  # a finished run asked to roll back: compensate only
+
+
 class ErrorKind(StrEnum):
     """Why an attempt failed (recorded on every failed attempt)."""
 
@@ -95,8 +119,21 @@ STEP_TERMINAL = frozenset(
         S.COMPENSATION_FAILED,
     }
 )
-# states that release dependants (a skipped-by-condition step counts as done; see DESIGN §2)
-STEP_DONE_OK = frozenset({S.SUCCEEDED})
+#: states that release a step's dependants: terminal success, even if since compensated
+#: (a step skipped because its condition was false releases them too: see :func:`releases`)
+RELEASES_DEPENDANTS = frozenset({S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING,
+                                 S.COMPENSATION_FAILED})
+#: states in which only a person can move a step on (approve/reject, or resolve)
+WAITS_FOR_PERSON = frozenset({S.WAITING_CONFIRMATION, S.IN_DOUBT})
+#: states of a step the run still has to settle before it can end or suspend
+UNSETTLED = frozenset({S.PENDING, S.READY, S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION})
+
+
+def releases(status: StepStatus, reason: str | None) -> bool:
+    """Whether a step in ``status`` (skipped for ``reason``) lets its dependants go on
+    (DESIGN §4: terminal success, or skipped because its condition was false)."""
+    return status in RELEASES_DEPENDANTS or (status == S.SKIPPED and reason == SkipReason.CONDITION)
+
 
 _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     S.PENDING: frozenset({S.READY, S.WAITING_CONFIRMATION, S.SKIPPED, S.CANCELLED, S.FAILED}),

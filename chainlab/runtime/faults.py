@@ -32,6 +32,7 @@ import anyio
 from chainlab._text import did_you_mean
 from chainlab.errors import RunStateError, StaleEpochError, ToolError
 from chainlab.events import RUN_TERMINAL, ErrorKind, Event, EventKind
+from chainlab.runtime.engine.executors import SubmittingExecutor
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.executors import Executor, Pending
@@ -257,14 +258,15 @@ class _SubmittingFaultyExecutor(FaultyExecutor):
 
     def submit(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Pending:
         armed = self._take(ctx)
-        submit = self.inner.submit  # type: ignore[attr-defined]
+        assert isinstance(self.inner, SubmittingExecutor)
+        submit = self.inner.submit
         pending: Pending = submit(tool if armed is None else self._faulty(tool, armed, ctx),
                                   kwargs, ctx)
         return pending
 
 
 def _wrap(inner: Executor, kernel: Kernel) -> FaultyExecutor:
-    cls = _SubmittingFaultyExecutor if hasattr(inner, "submit") else FaultyExecutor
+    cls = _SubmittingFaultyExecutor if isinstance(inner, SubmittingExecutor) else FaultyExecutor
     return cls(inner, kernel)
 
 
@@ -316,15 +318,13 @@ async def _second_driver(run: Run, kernel: Kernel, by: str) -> Run:
         error = kernel.error
         if not isinstance(error, StaleEpochError):
             return
-        if rt._active.get(run.run_id) is run:  # fenced: no longer driven by this runtime
-            del rt._active[run.run_id]
         k2 = new._k()
         refused = [_label(ev) for ev in seen if ev.epoch == stale and ev.seq > claimed_at[0]]
         k2.emit(EventKind.WRITE_REFUSED, payload={
             "stale_epoch": stale, "epoch": k2.epoch, "refused": refused, "error": str(error)})
         await k2.store.flush(new.run_id, k2.epoch)
 
-    second._spawn(record_refusal)
+    second.spawn(record_refusal)
     return new
 
 

@@ -21,12 +21,12 @@ from chainlab.events import (
     RunState,
     RunStatus,
     StepState,
-    StepStatus,
     read_run,
 )
+from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import decisions
-from chainlab.runtime.engine.kernel import SATISFIED, Kernel
+from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
@@ -109,9 +109,7 @@ class Run:
             return self._events
         store = self.runtime.store
         if self._kernel is not None:
-            flush = getattr(store, "flush_sync", None)
-            if flush is not None:
-                flush()  # a live run's log may still sit in the group-commit queue
+            store.flush_sync()  # a live run's log may still sit in the group-commit queue
             return store.load_events(self.run_id)
         events = store.load_events(self.run_id)
         if self.state.status in RUN_TERMINAL and events and events[-1].seq == self.state.last_seq:
@@ -133,7 +131,18 @@ class Run:
 
     @property
     def active(self) -> bool:
+        """True when this process drives the run (its control methods work)."""
         return self._kernel is not None
+
+    @property
+    def driving(self) -> bool:
+        """True while a driver of this process is (or is about to be) moving the run."""
+        return self._kernel is not None and self._kernel.driving
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this handle writes with (the driver's), else the stored one."""
+        return self._kernel.epoch if self._kernel is not None else self.record.epoch
 
     @property
     def status(self) -> RunStatus:
@@ -154,7 +163,7 @@ class Run:
             s.save_as: self.steps[s.id].output
             for s in self.chain.steps
             if s.save_as
-            and self.steps[s.id].status in SATISFIED
+            and self.steps[s.id].status in RELEASES_DEPENDANTS
         }
 
     def compiled(self) -> tuple[Graph, RunOptions] | None:
@@ -187,11 +196,7 @@ class Run:
 
     def waiting(self) -> dict[str, str]:
         """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
-        return {
-            step_id: str(st.status)
-            for step_id, st in self.steps.items()
-            if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)
-        }
+        return self.state.waiting()
 
     @property
     def paused(self) -> bool:
@@ -241,14 +246,14 @@ class Run:
         k = self._k()
         if not k.sched.paused:
             k.pause_now()
-        await k.store.flush(self.run_id, k.epoch)
+        await k.commit()
 
     async def unpause(self) -> None:
         """Leave step-through mode: release ready steps again. (To take over a stored run,
         suspended or crashed, in this process: ``runtime.resume(run_id)``.)"""
         k = self._k()
         k.unpause()
-        await k.store.flush(self.run_id, k.epoch)
+        await k.commit()
 
     async def step(self, step_id: str | None = None) -> str:
         """Release exactly one ready step (the first, or ``step_id``); pauses the run first if
@@ -268,14 +273,14 @@ class Run:
         k = self._k()
         k.require_step(step_id)
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note))
-        await k.store.flush(self.run_id, k.epoch)
+        await k.commit()
 
     async def reject(self, step_id: str, reason: str = "rejected") -> None:
         """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
         back."""
         k = self._k()
         k.apply(decisions.reject(k.state, step_id, reason))
-        await k.store.flush(self.run_id, k.epoch)
+        await k.commit()
 
     async def resolve(
         self,
@@ -292,28 +297,16 @@ class Run:
         tool = k.nodes[step_id].tool if step_id in k.nodes else None
         k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,
                                   fail=fail, note=note))
-        await k.store.flush(self.run_id, k.epoch)
+        await k.commit()
 
     async def rollback(self) -> None:
         """Compensate completed steps in reverse completion order (stopping the run first if
-        it is still going). On a rolled-back-with-failures run, retries what failed."""
+        it is still going). On a rolled-back-with-failures run, retries what failed.
+        Raises RunNotActiveError (not driven here), RunStateError (nothing to roll back)."""
         k = self._k()
         decisions.check_rollback(k.state)
-        if k.driving and k.state.status not in RUN_TERMINAL:
-            k.start_stopping("rollback", "rollback requested")
-            for scope in list(k.calls.values()):
-                scope.cancel()
-            return
-        # registered first, so a wait() that starts now waits for the rollback's end
-        k.stopping = "rollback"
-        k.sched.stop()
-        k.stop_reason = "rollback requested"
-        k.retry_failed = True
-        k.settled_status = None
-        await k.drive_done.wait()  # a finished run's driver may still be winding down
-        k.prepare_drive()
-        self.runtime._active[self.run_id] = self
-        self.runtime._spawn(lambda: self.runtime._drive(self, "rollback"))
+        if await k.begin_rollback():
+            self.runtime._launch(self, DrivePhase.ROLLBACK)
 
     async def inject(self, fault: str, step_id: str | None = None, **options: Any) -> Any:
         """Inject a fault for a demo or a test (timeout, raise, kill, second_driver),
@@ -355,8 +348,8 @@ class Run:
         try:
             last, last_kind = 0, ""
             if history:
-                await k.store.flush(self.run_id, k.epoch)  # history = everything emitted so far
-                for ev in await self.runtime._blocking(self.runtime.store.load_events, self.run_id):
+                await k.commit()  # history = everything emitted so far
+                for ev in await self.runtime.run_io(self.runtime.store.load_events, self.run_id):
                     last, last_kind = ev.seq, ev.kind
                     yield ev
             ended = k.state.status in RUN_TERMINAL and k.state.last_seq == last

@@ -1,4 +1,10 @@
-"""``Runtime``: starts, resumes and lists runs (``Run``, the handle, is in handle.py).
+"""``Runtime``: starts, resumes, forks and lists runs (``Run``, the handle, is in run.py).
+
+Every way a run begins goes through :meth:`Runtime._launch`: a new run, a resumed one, a
+fork and a rollback of a finished run. The coordination code (heartbeats, the mailbox,
+decisions from other processes, watching) sees a runtime only through its
+:class:`~chainlab.runtime.coordination.Host` members: ``store``, ``liveness``, ``run_io``,
+``spawn``, ``driven`` and ``resume``.
 
 One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
 coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
@@ -18,12 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.errors import (
-    PlanError,
-    Problem,
-)
+from chainlab.errors import PlanError, Problem, StaleEpochError
 from chainlab.events import (
-    RUN_END_KINDS,
     RUN_TERMINAL,
     Event,
     EventKind,
@@ -31,6 +33,7 @@ from chainlab.events import (
     RunStatus,
     event_kind,
 )
+from chainlab.events.status import DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.coordination.liveness import Liveness
@@ -38,6 +41,7 @@ from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.compile import Graph, compile_chain
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.engine.kernel import Kernel
+from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import (
     History,
     estimate,
@@ -45,7 +49,7 @@ from chainlab.runtime.history.estimates import (
     recorded_order,
     release_order,
 )
-from chainlab.runtime.history.fork import ForkPlan
+from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import RunRecord, Store
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
@@ -128,7 +132,9 @@ class Runtime:
         self._tg = None
         return result
 
-    def _spawn(self, coro_fn: Callable[[], Any]) -> None:
+    def spawn(self, coro_fn: Callable[[], Any]) -> None:
+        """Run ``coro_fn()`` in the background in this runtime (its task group, or a task on
+        the running asyncio loop); :meth:`aclose` stops it."""
         if self._tg is not None:
             self._tg.start_soon(coro_fn)
             return
@@ -152,10 +158,27 @@ class Runtime:
                 await task
         self._active.clear()
 
-    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if getattr(self.store, "blocking", True):
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn(*args)``, a store read or write: in a worker thread when the store's
+        calls block on I/O (``store.blocking``), else right here."""
+        if self.store.blocking:
             return await anyio.to_thread.run_sync(fn, *args)
         return fn(*args)
+
+    def driven(self, run_id: str) -> Run | None:
+        """The handle of ``run_id`` if this runtime drives it right now, else None."""
+        run = self._active.get(run_id)
+        return run if run is not None and run.driving else None
+
+    def _launch(self, run: Run, phase: DrivePhase) -> None:
+        """Drive ``run`` from ``phase`` in the background: the one way every run begins (a
+        start, a resume, a fork, a rollback). Marked as driven before this returns, so a
+        control call in between never starts a second driver; nothing here awaits."""
+        kernel = run._kernel
+        assert kernel is not None
+        self._active[run.run_id] = run
+        kernel.prepare_drive()
+        self.spawn(lambda: self._drive(run, phase))
 
     # ------------------------------------------------------------------ runs
     async def start(
@@ -201,11 +224,27 @@ class Runtime:
             meta=dict(meta or {}),
         )
         if opts.priority != "declaration" and self._history is None:
-            self._history = await self._blocking(history, self.store)
+            self._history = await self.run_io(history, self.store)
         priority, order = self._release_order(graph, chain.name, opts.priority)
-        await self._blocking(self.store.create_run, record)
-        state = RunState(run_id, graph.nodes)
-        kernel = self._kernel(run_id, graph, state, opts, data, epoch=1, priority=priority)
+        kernel = await self._create(chain, graph, record, opts, priority, order)
+        for kind, payload in planning:
+            if not str(kind).startswith("planning_"):
+                raise ValueError(f"planning events are planning_*, got {kind!r}")
+            kernel.emit(event_kind(kind), payload=dict(payload))
+        if paused:
+            kernel.pause_now(reason="start paused (step-through)")
+        run = Run(self, chain, kernel, record)
+        self._launch(run, DrivePhase.START)
+        return run
+
+    async def _create(self, chain: Chain, graph: Graph, record: RunRecord, opts: RunOptions,
+                      priority: Callable[[str], float] | None, order: dict[str, Any],
+                      lineage: Mapping[str, Any] | None = None) -> Kernel:
+        """Store a new run and open its log with ``run_started`` (a start and a fork)."""
+        await self.run_io(self.store.create_run, record)
+        state = RunState(record.run_id, graph.nodes)
+        kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
+                                  priority=priority)
         if self._history is not None:  # learn the durations when the run ends, before
             learned = self._history  # wait() returns, so the next start knows them
             kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
@@ -214,23 +253,14 @@ class Runtime:
             payload={
                 "chain": chain.name,
                 "steps": len(graph.nodes),
-                "context_keys": sorted(data),
+                "context_keys": sorted(record.context),
                 "options": record.options,
                 **order,
+                **(lineage or {}),
             },
             run_status=RunStatus.RUNNING,
         )
-        for kind, payload in planning:
-            if not str(kind).startswith("planning_"):
-                raise ValueError(f"planning events are planning_*, got {kind!r}")
-            kernel.emit(event_kind(kind), payload=dict(payload))
-        if paused:
-            kernel.pause_now(reason="start paused (step-through)")
-        run = Run(self, chain, kernel, record)
-        self._active[run_id] = run
-        kernel.prepare_drive()
-        self._spawn(lambda: self._drive(run, "start"))
-        return run
+        return kernel
 
     async def resume(
         self, run_id: str, *, check: Callable[[RunState], None] | None = None,
@@ -252,9 +282,9 @@ class Runtime:
         what ``check`` raises.
         """
         active = self._active.get(run_id) or self._finished.get(run_id)
-        if active is not None and active._kernel is not None and active._kernel.driving:
+        if active is not None and active.driving:
             return active
-        record = await self._blocking(self.store.get_run, run_id)
+        record = await self.run_io(self.store.get_run, run_id)
         if not force:
             await self.liveness.refuse_live(self, record)
         chain = Chain.from_dict(record.chain)
@@ -263,7 +293,7 @@ class Runtime:
         opts = RunOptions.model_validate(record.options)
         raise_for_problems(chain, self.toolbox, chains=chains)
         graph = compile_chain(chain, self.toolbox, chains, opts)
-        events = await self._blocking(self.store.load_events, run_id)
+        events = await self.run_io(self.store.load_events, run_id)
         state = RunState.from_events(run_id, events, graph.nodes)
         if check is not None:
             check(state)
@@ -273,8 +303,8 @@ class Runtime:
         # check-and-claim: the claim fails if anything was written since these events, so
         # the state rebuilt here (and checked) is exactly the state this process now owns
         last = events[-1].seq if events else 0
-        epoch = await self._blocking(self.store.claim, run_id, record.epoch, last)
-        kernel = self._kernel(run_id, graph, state, opts, record.context, epoch=epoch,
+        epoch = await self.run_io(self.store.claim, run_id, record.epoch, last)
+        kernel = self._new_kernel(run_id, graph, state, opts, record.context, epoch=epoch,
                               priority=recorded_order(started, graph.nodes))
         was = state.status
         kernel.emit(
@@ -285,17 +315,14 @@ class Runtime:
             else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
         )
         run = Run(self, chain, kernel, record)
-        self._active[run_id] = run
         if was in RUN_TERMINAL:
+            self._active[run_id] = run
             kernel.settled_status = was
-            await kernel.store.flush(run_id, epoch)
+            await kernel.commit()
         else:
-            from chainlab.runtime.engine.recovery import recover_now
-
             # rebuilt here, synchronously: control methods work as soon as this returns
             kernel.to_reconcile = recover_now(kernel)
-            kernel.prepare_drive()
-            self._spawn(lambda: self._drive(run, "recover"))
+            self._launch(run, DrivePhase.RECOVER)
         return run
 
     # ------------------------------------------------------------------ time travel
@@ -315,14 +342,12 @@ class Runtime:
         Raises RunNotFoundError, RunStateError (the run is still running), UnknownStepError,
         PlanError (edited args/context/chain that do not validate), DecisionError (an output
         that does not fit its tool's output schema)."""
-        return await self._blocking(
+        return await self.run_io(
             lambda: self.fork_plan_sync(run_id, args=args, outputs=outputs, context=context,
                                         chain=chain, rerun=rerun))
 
     def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
         """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
-        from chainlab.runtime.history.fork import plan_fork
-
         record = self.store.get_run(run_id)
         events = self.store.load_events(run_id)
         return plan_fork(record, events, self.toolbox, self.chains, **edits)
@@ -347,12 +372,30 @@ class Runtime:
         ``{step_id: output}`` recorded instead of running; ``context`` merged over the
         parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again;
         ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
-        ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written)."""
-        from chainlab.runtime.history.fork import start_fork
+        ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written).
 
+        Returns once the fork's first events (its reused steps and what waits for a person
+        first) are durable: a process that dies right after still leaves a fork that a
+        resume continues exactly."""
         plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
                                     chain=chain, rerun=rerun)
-        return await start_fork(self, plan, meta)
+        seed = fork_seed(plan, self.toolbox, self.chains, run_id=self.id_factory(),
+                         now=self.clock.now(), meta=meta)
+        graph, record = seed.graph, seed.record
+        priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
+                                        self._history)
+        kernel = await self._create(plan.chain, graph, record, plan.options, priority, order,
+                                    seed.lineage)
+        for kind, step_id, payload in seed.events:
+            kernel.emit(kind, step_id, payload=payload)
+        if self.store.blocking:
+            await kernel.commit()
+        else:  # an inline store (memory; a notebook's): durable without a suspension
+            kernel.commit_inline()
+        run = Run(self, plan.chain, kernel, record)
+        kernel.to_reconcile = recover_now(kernel)  # reused steps are done: release the rest
+        self._launch(run, DrivePhase.RECOVER)
+        return run
 
     def _release_order(
         self, graph: Graph, chain_name: str, policy: str
@@ -402,16 +445,20 @@ class Runtime:
             self._compiled[key] = cached
         return cached
 
-    async def _drive(self, run: Run, phase: str) -> None:
+    async def _drive(self, run: Run, phase: DrivePhase) -> None:
         kernel = run._kernel
         assert kernel is not None
         async with self.liveness.attend(self, run):  # heartbeat + mailbox while it drives
             await kernel.drive(phase)
-        if kernel.state.status in RUN_TERMINAL and self._active.get(run.run_id) is run:
+        if self._active.get(run.run_id) is not run:
+            return
+        if isinstance(kernel.error, StaleEpochError):  # fenced: another driver took it over
+            del self._active[run.run_id]  # (get_run now reads the store, not this handle)
+        elif kernel.state.status in RUN_TERMINAL:
             del self._active[run.run_id]
             self._finished[run.run_id] = run
 
-    def _kernel(
+    def _new_kernel(
         self,
         run_id: str,
         graph: Any,
@@ -471,29 +518,11 @@ class Runtime:
 
         Raises RunNotFoundError if the store has no such run, StoreError if it cannot be read.
         """
-        wait = getattr(self.store, "wait_for_events", None)
-        if wait is not None:  # listen BEFORE the first read: no commit falls in between
-            await self._blocking(wait, run_id, after_seq, 0.0)
-        seen = after_seq
-        idle = poll_interval
-        while True:
-            events = await self._blocking(self.store.load_events, run_id, seen)
-            for ev in events:
-                if ev.seq <= seen:  # never twice, whatever the store returns
-                    continue
-                seen = ev.seq
-                yield ev
-                if not follow and ev.kind in RUN_END_KINDS:
-                    return
-            if events:
-                idle = poll_interval
-                continue  # read on before waiting: more may be committed already
-            if wait is not None:
-                await anyio.to_thread.run_sync(wait, run_id, seen, max(poll_interval, 1.0),
-                                               abandon_on_cancel=True)
-            else:
-                await anyio.sleep(idle)
-                idle = min(idle * 2, max(poll_interval, 1.0))
+        from chainlab.runtime.coordination.watching import watch_events
+
+        async for ev in watch_events(self, run_id, after_seq=after_seq, follow=follow,
+                                     poll_interval=poll_interval):
+            yield ev
 
     def estimates(self, chain: Chain) -> Any:
         """Expected duration of each step of ``chain`` (median, p90, samples, source: step

@@ -1,17 +1,28 @@
-"""Storage: the Store protocol, an in-memory store, the SQLite store (the default), the
-PostgreSQL store (``PostgresStore``, imported on first use: ``import chainlab.store`` never
-imports psycopg), and ``open_store(url_or_path)``, which front ends open them with."""
+"""Storage: the store protocols (run log, drivers, mailbox, notifier), an in-memory store,
+the SQLite store (the default), the PostgreSQL store (``PostgresStore``, imported on first
+use: ``import chainlab.store`` never imports psycopg), and ``open_store(url_or_path)``, which
+front ends open them with."""
 
 from typing import Any
 
 from chainlab.events.event import Event
-from chainlab.store.base import DecisionRequest, DriverInfo, RunRecord, Store
+from chainlab.store.base import (
+    DecisionRequest,
+    DriverInfo,
+    Drivers,
+    Mailbox,
+    Notifier,
+    RunLog,
+    RunRecord,
+    Store,
+)
 from chainlab.store.memory import MemoryStore
 from chainlab.store.open import open_store, store_location
 from chainlab.store.sqlite import SQLiteStore
 
-__all__ = ["DecisionRequest", "DriverInfo", "Event", "MemoryStore", "PostgresStore",
-           "RunRecord", "SQLiteStore", "Store", "open_store", "store_location"]
+__all__ = ["DecisionRequest", "DriverInfo", "Drivers", "Event", "Mailbox", "MemoryStore",
+           "Notifier", "PostgresStore", "RunLog", "RunRecord", "SQLiteStore", "Store",
+           "open_store", "store_location"]
 
 
 def __getattr__(name: str) -> Any:

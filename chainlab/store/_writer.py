@@ -138,13 +138,16 @@ class WriterStore:
             await wait_for(self._writer)
         raise_if_refused(self._failed, self._stale, run_id, epoch)
 
-    def flush_sync(self) -> None:
-        """Block until everything appended so far is committed (for scripts and tests; the
-        runtime uses ``await flush(...)``)."""
+    def flush_sync(self, run_id: str | None = None, epoch: int = 0) -> None:
+        """Block until everything appended so far is committed (for inline readers, scripts
+        and tests; the runtime's driver uses ``await flush(...)``). With ``run_id``, raise
+        as :meth:`flush` does for that writer."""
         if self._writer is not None and not self._closed:
             done = threading.Event()
             self._writer.queue.put(("flush", done.set))
             done.wait()
+        if run_id is not None:
+            raise_if_refused(self._failed, self._stale, run_id, epoch)
 
     def is_stale(self, run_id: str, epoch: int) -> bool:
         return (run_id, epoch) in self._stale

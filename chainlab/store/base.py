@@ -1,4 +1,9 @@
-"""The Store protocol and the records it keeps (runs and their events).
+"""The store protocols and the records they keep (runs, events, drivers, decision requests).
+
+What the runtime calls, split by job: :class:`RunLog` (runs and their event log),
+:class:`Drivers` (heartbeats) and :class:`Mailbox` (decisions sent to a run's driver), together
+:class:`Store`; and one optional capability, :class:`Notifier` (wake a waiter on commit
+instead of polling), checked with ``isinstance`` (every protocol is runtime-checkable).
 
 The event log is the source of truth: a run's steps, attempts and compensations are folds of
 its events (``chainlab.events.fold``). A store keeps runs and events, appends events in
@@ -12,6 +17,7 @@ Reads are plain blocking calls (cheap; the runtime calls them from a worker thre
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
@@ -19,8 +25,10 @@ from typing import Any, Protocol, runtime_checkable
 from chainlab.errors import StaleEpochError, StoreError
 from chainlab.events.event import Event
 
-__all__ = ["REQUEST_ACTIONS", "REQUEST_OUTCOMES", "DecisionRequest", "DriverInfo", "Event",
-           "RunRecord", "Store", "check_outcome", "check_request", "raise_if_refused"]
+__all__ = ["REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES", "DecisionRequest",
+           "DriverInfo", "Drivers", "Event", "Mailbox", "Notifier", "RunLog", "RunRecord",
+           "Store", "answered_twice", "check_outcome", "check_request", "payload_text",
+           "raise_if_refused", "request_from_row", "unknown_request"]
 
 #: what a decision request asks for, and how its driver answered it
 REQUEST_ACTIONS = ("approve", "reject", "resolve")
@@ -116,6 +124,39 @@ def check_outcome(outcome: str) -> None:
         raise ValueError(f"outcome must be one of {REQUEST_OUTCOMES}, got {outcome!r}")
 
 
+#: the columns :func:`request_from_row` reads, in order (SQLite and PostgreSQL alike)
+REQUEST_COLUMNS = ("request_id, run_id, step_id, action, payload, requested_by, created_at, "
+                   "expires_at, outcome, message, answered_at")
+
+
+def request_from_row(row: tuple[Any, ...] | Any) -> DecisionRequest:
+    """A stored request (a row of :data:`REQUEST_COLUMNS`)."""
+    return DecisionRequest(request_id=int(row[0]), run_id=row[1], step_id=row[2],
+                           action=row[3], payload=json.loads(row[4]), by=row[5],
+                           created_at=row[6], expires_at=row[7], outcome=row[8],
+                           message=row[9], answered_at=row[10])
+
+
+def payload_text(request: DecisionRequest) -> str:
+    """The request's payload as JSON text. Raises ValueError when it is not JSON data."""
+    try:
+        return json.dumps(request.payload, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the payload of a decision request must be JSON data: {exc}; "
+                         "pass plain dicts, lists, strings, numbers") from None
+
+
+def unknown_request(request_id: int) -> StoreError:
+    return StoreError(f"no decision request {request_id!r} in the store; ask "
+                      "store.pending_requests(run_id) for the run's open ones")
+
+
+def answered_twice(request_id: int, outcome: str) -> StoreError:
+    return StoreError(f"decision request {request_id!r} was already answered ({outcome}); a "
+                      "request is answered once: read it with store.get_request")
+
+
 def raise_if_refused(failed: dict[tuple[str, int], StoreError],
                      stale: dict[tuple[str, int], int | None], run_id: str, epoch: int) -> None:
     """What a store's ``flush`` raises for a writer whose appends were not all kept: the
@@ -129,8 +170,12 @@ def raise_if_refused(failed: dict[tuple[str, int], StoreError],
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Where runs and events live. Implementations: MemoryStore, SQLiteStore."""
+class RunLog(Protocol):
+    """Runs and their event log: what the runtime reads and writes for every run.
+
+    Writes are ``append`` (non-blocking, ordered) plus ``await flush(...)`` (the durable
+    barrier); reads are plain calls, blocking on I/O when ``blocking`` is true (the runtime
+    then calls them from a worker thread)."""
 
     #: True when reads block on I/O (the runtime then calls them from a worker thread)
     blocking: bool
@@ -158,6 +203,12 @@ class Store(Protocol):
         exists, RunNotFoundError if the run does not exist, StoreError if a write could not
         be committed. Once raised, it raises for that ``(run_id, epoch)`` forever."""
 
+    def flush_sync(self, run_id: str | None = None, epoch: int = 0) -> None:
+        """Block the calling thread until every append queued so far (any run) is
+        committed, for an inline reader that must see its run's latest events or a caller
+        that cannot await (a store whose appends are committed at once does nothing). With
+        ``run_id``, raise as :meth:`flush` does for ``(run_id, epoch)``."""
+
     def is_stale(self, run_id: str, epoch: int) -> bool:
         """True once a write of that epoch has been refused as stale (cheap, non-blocking)."""
 
@@ -170,7 +221,14 @@ class Store(Protocol):
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         """Committed events of the run with ``seq > after_seq``, in order."""
 
-    # ------------------------------------------------------------------ drivers (§13)
+    def close(self) -> None:
+        """Flush and release resources."""
+
+
+@runtime_checkable
+class Drivers(Protocol):
+    """Who drives a run (DESIGN §13): heartbeats, fenced by the run's epoch."""
+
     def heartbeat(self, run_id: str, epoch: int, driver: DriverInfo) -> None:
         """Record that ``driver`` (its id, host and pid) drives the run at ``epoch``, beating
         now. Raises StaleEpochError if ``epoch`` is not the run's current one (a newer driver
@@ -182,7 +240,11 @@ class Store(Protocol):
     def clear_driver(self, run_id: str, driver_id: str) -> None:
         """Forget the run's driver if it is ``driver_id`` (a driver that stops cleanly)."""
 
-    # ------------------------------------------------------------------ decision mailbox
+
+@runtime_checkable
+class Mailbox(Protocol):
+    """Decisions sent to a run's driver by other processes, and the driver's answers."""
+
     def post_request(self, run_id: str, request: DecisionRequest) -> int:
         """Store a new decision request for the run's driver; returns its ``request_id``
         (increasing). Raises RunNotFoundError, ValueError for a malformed request."""
@@ -198,5 +260,26 @@ class Store(Protocol):
     def get_request(self, request_id: int) -> DecisionRequest:
         """The request as stored now (with its answer, once given). Raises StoreError."""
 
-    def close(self) -> None:
-        """Flush and release resources."""
+
+@runtime_checkable
+class Store(RunLog, Drivers, Mailbox, Protocol):
+    """Everything the runtime asks of a store: the run log, drivers and the mailbox.
+    Implementations: MemoryStore, SQLiteStore, PostgresStore; a third-party store runs the
+    contract suite in :mod:`chainlab.testing.store_contract`."""
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    """Optional: a store that can wake a waiter when something is committed (PostgreSQL's
+    LISTEN/NOTIFY) instead of being polled. Each call blocks the calling thread for at most
+    ``timeout`` seconds and returns whether it was woken (False: poll anyway); a call with
+    ``timeout=0`` only starts listening, so that nothing committed afterwards is missed."""
+
+    def wait_for_events(self, run_id: str, after_seq: int, timeout: float) -> bool:
+        """Wait for an event of the run with ``seq > after_seq`` to be committed."""
+
+    def wait_for_requests(self, run_id: str, after_id: int, timeout: float) -> bool:
+        """Wait for a decision request of the run with ``request_id > after_id``."""
+
+    def wait_for_answer(self, request_id: int, timeout: float) -> bool:
+        """Wait for the answer to request ``request_id``."""

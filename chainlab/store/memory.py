@@ -2,17 +2,103 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
 from chainlab.events.event import Event
-from chainlab.store.base import RunRecord, raise_if_refused
-from chainlab.store.drivers import MemoryLiveness, MemoryMail
+from chainlab.store.base import (
+    DecisionRequest,
+    DriverInfo,
+    RunRecord,
+    answered_twice,
+    check_outcome,
+    check_request,
+    payload_text,
+    raise_if_refused,
+    unknown_request,
+)
 
 __all__ = ["MemoryStore"]
+
+
+# ---------------------------------------------------------------------- drivers and mailbox
+@dataclass(slots=True)
+class MemoryMail:
+    """MemoryStore's drivers and requests (guarded by the store's lock)."""
+
+    drivers: dict[str, DriverInfo] = field(default_factory=dict)
+    requests: dict[int, DecisionRequest] = field(default_factory=dict)
+
+
+class MemoryLiveness:
+    """Heartbeats and mailbox of :class:`~chainlab.store.memory.MemoryStore`."""
+
+    if TYPE_CHECKING:
+        _lock: threading.Lock
+        _mail: MemoryMail
+        _runs: dict[str, RunRecord]
+
+        def _get_live(self, run_id: str) -> Any: ...
+
+    def heartbeat(self, run_id: str, epoch: int, driver: DriverInfo) -> None:
+        with self._lock:
+            current = self._get_live(run_id).epoch
+            if current != epoch:
+                raise StaleEpochError(run_id, epoch, current)
+            self._mail.drivers[run_id] = replace(driver, epoch=epoch, beat_at=time.time())
+
+    def driver_of(self, run_id: str) -> DriverInfo | None:
+        with self._lock:
+            return self._mail.drivers.get(run_id)
+
+    def clear_driver(self, run_id: str, driver_id: str) -> None:
+        with self._lock:
+            found = self._mail.drivers.get(run_id)
+            if found is not None and found.driver_id == driver_id:
+                del self._mail.drivers[run_id]
+
+    def post_request(self, run_id: str, request: DecisionRequest) -> int:
+        check_request(run_id, request)
+        payload = json.loads(payload_text(request))  # stored as it would be read back
+        with self._lock:
+            self._get_live(run_id)
+            request_id = max(self._mail.requests, default=0) + 1
+            self._mail.requests[request_id] = replace(
+                request, request_id=request_id, payload=payload,
+                created_at=request.created_at or time.time(), outcome=None, message=None,
+                answered_at=None)
+            return request_id
+
+    def pending_requests(self, run_id: str, after_id: int = 0) -> list[DecisionRequest]:
+        with self._lock:
+            return [r for i, r in sorted(self._mail.requests.items())
+                    if i > after_id and r.run_id == run_id and r.outcome is None]
+
+    def answer_request(self, request_id: int, epoch: int, outcome: str, message: str) -> None:
+        check_outcome(outcome)
+        with self._lock:
+            found = self._mail.requests.get(request_id)
+            if found is None:
+                raise unknown_request(request_id)
+            current = self._get_live(found.run_id).epoch
+            if current != epoch:
+                raise StaleEpochError(found.run_id, epoch, current)
+            if found.outcome is not None:
+                raise answered_twice(request_id, found.outcome)
+            self._mail.requests[request_id] = replace(found, outcome=outcome, message=message,
+                                                      answered_at=time.time())
+
+    def get_request(self, request_id: int) -> DecisionRequest:
+        with self._lock:
+            found = self._mail.requests.get(request_id)
+        if found is None:
+            raise unknown_request(request_id)
+        return found
 
 
 @dataclass(slots=True)
@@ -114,6 +200,12 @@ class MemoryStore(MemoryLiveness):
             if after_seq <= 0:
                 return list(log)
             return [e for e in log if e.seq > after_seq]
+
+    def flush_sync(self, run_id: str | None = None, epoch: int = 0) -> None:
+        """Nothing to wait for (every append is committed at once); with ``run_id``, raise
+        as :meth:`flush` does for that writer."""
+        if run_id is not None:
+            raise_if_refused(self._failed, self._stale, run_id, epoch)
 
     def close(self) -> None:
         pass

@@ -109,7 +109,7 @@ async def main(argv: list[str]) -> int:
             meta = {} if opts.anonymous else {"tools": "tests.durability.decide_driver:TOOLBOX"}
             run = await runtime.start(chain(), {}, run_id=opts.run_id, meta=meta)
             while run.status != RunStatus.SUSPENDED or \
-                    await runtime._blocking(store.driver_of, opts.run_id) is None:
+                    await runtime.run_io(store.driver_of, opts.run_id) is None:
                 await anyio.sleep(0.02)
             print("suspended", flush=True)
             try:

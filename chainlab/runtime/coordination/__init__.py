@@ -1,4 +1,40 @@
-"""Many processes, one store (DESIGN §13): driver heartbeats (:mod:`.liveness`), decisions
-sent to a run's driver through the store (:mod:`.routing`), following a run another process
-drives (:mod:`.watching`) and the cross-run inbox of what waits for a person
-(:mod:`.inbox`)."""
+"""Many processes, one store (DESIGN §13): driver heartbeats and the decision mailbox
+(:mod:`.liveness`), decisions sent to a run's driver through the store (:mod:`.routing`),
+following a run another process drives (:mod:`.watching`) and the cross-run inbox of what
+waits for a person (:mod:`.inbox`).
+
+This code sees a runtime only as a :class:`Host`: the few members it needs, which
+:class:`~chainlab.runtime.Runtime` has. It never touches a runtime's private state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from chainlab.events import RunState
+    from chainlab.runtime.coordination.liveness import Liveness
+    from chainlab.runtime.run import Run
+    from chainlab.store.base import Store
+
+__all__ = ["Host"]
+
+
+class Host(Protocol):
+    """What coordination code needs of the runtime it works for."""
+
+    store: Store
+    liveness: Liveness
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call a store method (in a worker thread when the store blocks)."""
+
+    def spawn(self, coro_fn: Callable[[], Any]) -> None:
+        """Run a coroutine function in the background, in the runtime's lifetime."""
+
+    def driven(self, run_id: str) -> Run | None:
+        """The run's handle if this runtime drives it now, else None."""
+
+    async def resume(self, run_id: str, *, check: Callable[[RunState], None] | None = None,
+                     force: bool = False) -> Run:
+        """Take the run over in this process (check-and-claim)."""

@@ -1,6 +1,7 @@
 """Driver liveness and the decision mailbox, runtime side (DESIGN §13).
 
-While a Runtime drives a run (``Runtime._drive``), :meth:`Liveness.attend` keeps one task
+While a runtime (a :class:`~chainlab.runtime.coordination.Host`) drives a run,
+:meth:`Liveness.attend` keeps one task
 beside the kernel that
 
 * heartbeats the run in the store (``store.heartbeat``, every ``heartbeat_s``; the first
@@ -36,17 +37,17 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from chainlab.errors import DriverAliveError, RunStateError, StaleEpochError, StoreError
 from chainlab.events import RUN_TERMINAL, RunStatus
-from chainlab.store.base import DecisionRequest, DriverInfo, RunRecord
+from chainlab.store.base import DecisionRequest, DriverInfo, Notifier, RunRecord
 
 if TYPE_CHECKING:
+    from chainlab.runtime.coordination import Host
     from chainlab.runtime.run import Run
-    from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Liveness", "apply_request"]
 
@@ -91,12 +92,9 @@ class Liveness:
             return None  # on this host its process is gone: no need to wait for staleness
         return driver
 
-    async def refuse_live(self, runtime: Runtime, record: RunRecord) -> None:
+    async def refuse_live(self, host: Host, record: RunRecord) -> None:
         """Raise DriverAliveError when another live process drives ``record``'s run."""
-        driver_of = getattr(runtime.store, "driver_of", None)
-        if driver_of is None:  # a store without heartbeats: nobody is known to drive it
-            return
-        driver = await runtime._blocking(driver_of, record.run_id)
+        driver = await host.run_io(host.store.driver_of, record.run_id)
         now = time.time()
         live = self.live_driver(driver, record, now)
         if live is not None:
@@ -107,15 +105,15 @@ class Liveness:
 
     # ------------------------------------------------------------------ attending a run
     @contextlib.asynccontextmanager
-    async def attend(self, runtime: Runtime, run: Run) -> AsyncIterator[None]:
+    async def attend(self, host: Host, run: Run) -> AsyncIterator[None]:
         """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs.
 
         The serving task starts only if the run is still driven after the first pause
         (``min(poll_s, first_beat_s)``): a run that ends sooner (short runs in a loop) costs
         no task, no cancel scope and no I/O; a timer, cancelled at the end, is all."""
-        store = runtime.store
-        if getattr(store, "heartbeat", None) is None or run._kernel is None:
-            yield  # a store without the liveness protocol: drive without it
+        store = host.store
+        if not run.active:
+            yield  # nothing to attend: the run is not driven here
             return
         scope = anyio.CancelScope()
         serving: list[bool] = []  # [False] once the drive ended; [True] while serve runs
@@ -126,13 +124,13 @@ class Liveness:
             serving.append(True)
             with scope:
                 try:
-                    await self._serve(runtime, run)
+                    await self._serve(host, run)
                 except Exception:  # the run goes on; only its liveness stops
                     log.exception("run %s: heartbeat and mailbox stopped", run.run_id)
 
         delay = min(self.poll_s, self.first_beat_s)
         try:
-            timer = asyncio.get_running_loop().call_later(delay, runtime._spawn, serve)
+            timer = asyncio.get_running_loop().call_later(delay, host.spawn, serve)
         except RuntimeError:  # another anyio backend: a task that sleeps first
             timer = None
 
@@ -140,7 +138,7 @@ class Liveness:
                 await anyio.sleep(delay)
                 await serve()
 
-            runtime._spawn(serve_later)
+            host.spawn(serve_later)
         try:
             yield
         finally:
@@ -152,28 +150,26 @@ class Liveness:
                 serving.append(False)
             if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await runtime._blocking(store.clear_driver, run.run_id, self.driver_id)
+                    await host.run_io(store.clear_driver, run.run_id, self.driver_id)
 
-    async def _serve(self, runtime: Runtime, run: Run) -> None:
-        kernel = run._kernel
-        assert kernel is not None
-        store: Any = runtime.store
+    async def _serve(self, host: Host, run: Run) -> None:
+        store = host.store
         start = time.monotonic() - min(self.poll_s, self.first_beat_s)  # (attend waited)
         next_beat = start + self.first_beat_s
-        wait = getattr(store, "wait_for_requests", None)
+        wait = store.wait_for_requests if isinstance(store, Notifier) else None
         if wait is not None:  # listen BEFORE the first read: no request falls in between
-            await runtime._blocking(wait, run.run_id, 0, 0.0)
+            await host.run_io(wait, run.run_id, 0, 0.0)
         after_id = 0
         unread = False  # the mailbox could not be read last time (say so once, not per poll)
         while True:
             now = time.monotonic()
             if now >= next_beat or (next_beat - start <= self.first_beat_s
-                                    and kernel.state.status == RunStatus.SUSPENDED):
-                if not await self._beat(runtime, run):
+                                    and run.state.status == RunStatus.SUSPENDED):
+                if not await self._beat(host, run):
                     return
                 next_beat = time.monotonic() + self.heartbeat_s
             try:
-                pending = await runtime._blocking(store.pending_requests, run.run_id, after_id)
+                pending = await host.run_io(store.pending_requests, run.run_id, after_id)
                 unread = False
             except StoreError as exc:
                 if not unread:
@@ -184,7 +180,7 @@ class Liveness:
                 # shielded: a decision that ends the run ends the drive, which cancels this
                 # task; the answer must still reach the person waiting for it
                 with anyio.CancelScope(shield=True):
-                    answered = await self._answer(runtime, run, request)
+                    answered = await self._answer(host, run, request)
                 if not answered:
                     return
             left = max(0.0, next_beat - time.monotonic())
@@ -194,23 +190,18 @@ class Liveness:
             else:
                 await anyio.sleep(min(self.poll_s, left))
 
-    async def _beat(self, runtime: Runtime, run: Run) -> bool:
+    async def _beat(self, host: Host, run: Run) -> bool:
         """One heartbeat; False once this driver was taken over (fenced)."""
-        kernel = run._kernel
-        assert kernel is not None
         try:
-            await runtime._blocking(runtime.store.heartbeat, run.run_id, kernel.epoch,
-                                    self.identity())
+            await host.run_io(host.store.heartbeat, run.run_id, run.epoch, self.identity())
         except StaleEpochError:
             return False
         except StoreError as exc:  # e.g. a dropped connection: the next beat tries again
             log.warning("run %s: heartbeat not recorded: %s", run.run_id, exc)
         return True
 
-    async def _answer(self, runtime: Runtime, run: Run, request: DecisionRequest) -> bool:
+    async def _answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
         """Apply one request and answer it; False once this driver was taken over."""
-        kernel = run._kernel
-        assert kernel is not None
         if request.expires_at is not None and time.time() > request.expires_at:
             outcome, message = "refused", (
                 f"expired: request {request.request_id} reached the driver after its "
@@ -224,8 +215,8 @@ class Liveness:
             except (RunStateError, ValueError, TypeError) as exc:
                 outcome, message = "refused", str(exc)
         try:
-            await runtime._blocking(runtime.store.answer_request, request.request_id,
-                                    kernel.epoch, outcome, message)
+            await host.run_io(host.store.answer_request, request.request_id, run.epoch,
+                              outcome, message)
         except StaleEpochError:
             return False
         except StoreError as exc:

@@ -26,9 +26,10 @@ from chainlab.errors import DecisionError, DecisionTimeoutError, StoreError
 from chainlab.plan.schema import Chain
 from chainlab.runtime.coordination.liveness import apply_request
 from chainlab.runtime.engine import decisions
-from chainlab.store.base import DecisionRequest, DriverInfo
+from chainlab.store.base import DecisionRequest, DriverInfo, Notifier
 
 if TYPE_CHECKING:
+    from chainlab.runtime.coordination import Host
     from chainlab.runtime.runtime import Runtime
 
 __all__ = ["decide", "payload_for", "requester"]
@@ -68,14 +69,13 @@ async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
     """See :meth:`Runtime.decide`. Returns ``"applied"``."""
     request = DecisionRequest(run_id=run_id, step_id=step_id, action=str(action),
                               payload=payload, by=by or requester())
-    live_run = runtime._active.get(run_id)
-    if live_run is not None and live_run._kernel is not None and live_run._kernel.driving:
+    live_run = runtime.driven(run_id)
+    if live_run is not None:
         await apply_request(live_run, request)
         return "applied"
-    store: Any = runtime.store
-    record = await runtime._blocking(store.get_run, run_id)
-    driver_of = getattr(store, "driver_of", None)
-    driver = None if driver_of is None else await runtime._blocking(driver_of, run_id)
+    store = runtime.store
+    record = await runtime.run_io(store.get_run, run_id)
+    driver = await runtime.run_io(store.driver_of, run_id)
     live = runtime.liveness.live_driver(driver, record)
     if live is not None:
         return await _ask(runtime, live, request, timeout)
@@ -96,21 +96,21 @@ def _check_args(runtime: Runtime, chain_data: dict[str, Any], step_id: str,
     decisions.check_approve_args(tool, step_id, args)
 
 
-async def _ask(runtime: Runtime, driver: DriverInfo, request: DecisionRequest,
+async def _ask(host: Host, driver: DriverInfo, request: DecisionRequest,
                timeout: float) -> str:
     """Post ``request`` for the live ``driver`` and wait for its answer."""
-    store: Any = runtime.store
-    wait = getattr(store, "wait_for_answer", None)
+    store = host.store
+    wait = store.wait_for_answer if isinstance(store, Notifier) else None
     if wait is not None:  # listen BEFORE posting: the answer's NOTIFY cannot be missed
-        await runtime._blocking(wait, 0, 0.0)
+        await host.run_io(wait, 0, 0.0)
     now = time.time()
-    request_id: int = await runtime._blocking(
+    request_id: int = await host.run_io(
         store.post_request, request.run_id,
         dataclasses.replace(request, created_at=now, expires_at=now + timeout))
     deadline = time.monotonic() + timeout
     while True:
         try:
-            got = await runtime._blocking(store.get_request, request_id)
+            got = await host.run_io(store.get_request, request_id)
         except StoreError:
             got = None
         if got is not None and got.outcome == "applied":
@@ -127,4 +127,4 @@ async def _ask(runtime: Runtime, driver: DriverInfo, request: DecisionRequest,
             await anyio.to_thread.run_sync(wait, request_id, min(left, 1.0),
                                            abandon_on_cancel=True)
         else:
-            await anyio.sleep(min(runtime.liveness.poll_s / 2, left))
+            await anyio.sleep(min(host.liveness.poll_s / 2, left))

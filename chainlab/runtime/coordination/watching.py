@@ -18,19 +18,58 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from chainlab.errors import RunNotActiveError
-from chainlab.events import RUN_TERMINAL, Event, RunState, RunStatus, read_run
+from chainlab.events import RUN_END_KINDS, RUN_TERMINAL, Event, RunState, RunStatus, read_run
 from chainlab.plan.schema import Chain
 from chainlab.runtime.run import Run, RunResult
-from chainlab.store.base import RunRecord
+from chainlab.store.base import Notifier, RunRecord
 
 if TYPE_CHECKING:
+    from chainlab.runtime.coordination import Host
     from chainlab.runtime.engine.kernel import Kernel
     from chainlab.runtime.runtime import Runtime
     from chainlab.store.base import DriverInfo
 
-__all__ = ["WatchedRun", "watch_run"]
+__all__ = ["WatchedRun", "watch_events", "watch_run"]
 
 _DRIVER_TTL_S = 1.0  # how long a read of the run's driver is shown before it is read again
+
+
+async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: bool = False,
+                       poll_interval: float = 0.05) -> AsyncIterator[Event]:
+    """See :meth:`chainlab.runtime.Runtime.watch`: the run's committed events after
+    ``after_seq``, in order, each once, until an event that ends the run (or, with
+    ``follow``, until the caller stops). A run that has already ended with nothing after
+    ``after_seq`` ends the stream at once."""
+    store = host.store
+    notifier = store if isinstance(store, Notifier) else None
+    if notifier is not None:  # listen BEFORE the first read: no commit falls in between
+        await host.run_io(notifier.wait_for_events, run_id, after_seq, 0.0)
+    seen = after_seq
+    idle = poll_interval
+    while True:
+        events = await host.run_io(store.load_events, run_id, seen)
+        for ev in events:
+            if ev.seq <= seen:  # never twice, whatever the store returns
+                continue
+            seen = ev.seq
+            yield ev
+            if not follow and ev.kind in RUN_END_KINDS:
+                return
+        if events:
+            idle = poll_interval
+            continue  # read on before waiting: more may be committed already
+        if not follow:
+            # the status commits with the run's last event: an ended run whose log has
+            # nothing after `seen` will never have more (a stream begun after its end)
+            record = await host.run_io(store.get_run, run_id)
+            if record.status in RUN_TERMINAL:
+                return
+        if notifier is not None:
+            await anyio.to_thread.run_sync(notifier.wait_for_events, run_id, seen,
+                                           max(poll_interval, 1.0), abandon_on_cancel=True)
+        else:
+            await anyio.sleep(idle)
+            idle = min(idle * 2, max(poll_interval, 1.0))
 
 
 def watch_run(runtime: Runtime, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
@@ -72,10 +111,9 @@ class WatchedRun(Run):
         now = time.monotonic()
         if self._driver is not None and now - self._driver[0] < _DRIVER_TTL_S:
             return self._driver[1]  # a redraw asks often; heartbeats come every few seconds
-        driver_of = getattr(self.runtime.store, "driver_of", None)
-        info = None if driver_of is None else driver_of(self.run_id)
+        info = self.runtime.store.driver_of(self.run_id)
         self._driver = (now, info)
-        return info  # type: ignore[no-any-return]
+        return info
 
     def driven_by(self) -> str:
         """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
@@ -97,7 +135,7 @@ class WatchedRun(Run):
         if self._following or self.status in RUN_TERMINAL:
             return
         self._following = True
-        self.runtime._spawn(self._pump)
+        self.runtime.spawn(self._pump)
 
     def stop(self) -> None:
         """Stop following (the widget was closed, the command was interrupted)."""

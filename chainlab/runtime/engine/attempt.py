@@ -1,11 +1,13 @@
-"""One attempt of a tool: the single place a tool is called (DESIGN §5), and what its failure
-means.
+"""One attempt of a tool step, its whole life (DESIGN §5): :func:`run` emits ``step_started``,
+calls the tool, classifies what went wrong, decides the step's fate and records the outcome,
+parking the step or arming its back-off timer (:func:`start_timer`). The kernel's workers
+call :func:`run` and nothing else; a new kind of attempt (a remote job) belongs here.
 
 :func:`call_tool` is the one seam between the runtime and a tool body, for step attempts and
 compensations alike: args validated, the call context passed, the write-ahead flush before a
 side-effecting call, the executor call under its timeout, every exception classified into an
 error kind, the output checked. It returns an :class:`Outcome`; it never touches the
-scheduler. :func:`decide` turns a failure into a :class:`Fate` (retry, fail, in_doubt,
+scheduler. :func:`fate_of` turns a failure into a :class:`Fate` (retry, fail, in_doubt,
 cancelled) by the safety rule:
 
 a tool with side effects that is not idempotent is repeated only after an error raised before
@@ -26,16 +28,23 @@ import anyio
 from pydantic import ValidationError
 
 from chainlab.errors import ToolError
+from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
-from chainlab.runtime.engine.executors import BodyBaseException
-from chainlab.tools import NotJSONError
+from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
+from chainlab.tools import CallContext, NotJSONError, args_hash, idempotency_key
 
 if TYPE_CHECKING:
+    from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.executors import Executor, Pending
+    from chainlab.runtime.engine.kernel import Kernel
     from chainlab.store.base import Store
-    from chainlab.tools import CallContext, Tool
+    from chainlab.tools import Tool
 
-__all__ = ["Failure", "Fate", "Outcome", "call_tool", "classify", "decide", "invalid_input"]
+K = EventKind
+S = StepStatus
+
+__all__ = ["Failure", "Fate", "Outcome", "call_tool", "classify", "fate_of", "invalid_input",
+           "record", "run", "start_deferred_timers", "start_timer"]
 
 
 class Fate(StrEnum):
@@ -98,9 +107,9 @@ async def call_tool(
         await store.flush(ctx.run_id, ctx.epoch)
     pending: Pending | None = None
     try:
-        submit = getattr(executor, "submit", None) if timeout_s is not None else None
-        if submit is not None and not tool.is_async:
-            pending = submit(tool, kwargs, ctx)
+        if timeout_s is not None and not tool.is_async \
+                and isinstance(executor, SubmittingExecutor):
+            pending = executor.submit(tool, kwargs, ctx)
             with anyio.move_on_after(timeout_s) as deadline:
                 result = await pending.result()
         elif timeout_s is not None:
@@ -181,7 +190,7 @@ def bad_output(exc: Exception, tool_name: str, step_id: str) -> Failure:
     return Failure(ErrorKind.EXECUTION_FAILED, f"step {step_id!r}: bad output: {exc}")
 
 
-def decide(failure: Failure, tool: Tool, policy: RetryPolicy, attempt: int) -> Fate:
+def fate_of(failure: Failure, tool: Tool, policy: RetryPolicy, attempt: int) -> Fate:
     """What happens to the step after ``attempt`` failed with ``failure``."""
     kind = failure.kind
     unsafe = tool.side_effects and not tool.idempotent
@@ -202,3 +211,126 @@ def _msg(exc: BaseException) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ============================================================================ a step's attempt
+async def run(k: Kernel, node: Node) -> None:
+    """One attempt of a tool step: step_started, the call, the outcome recorded; a body
+    that outlived its timeout keeps the slot until it returns."""
+    step_id = node.id
+    tool = node.tool
+    assert tool is not None
+    st = k.steps[step_id]
+    attempt = st.attempts + 1
+    args = k.args.get(step_id)
+    if args is None:
+        args = k.args[step_id] = dict(st.args or {})
+    # effect-free tools get a key only when they ask for it (nothing to deduplicate)
+    key = (
+        idempotency_key(k.run_id, step_id, args_hash(args))
+        if tool.side_effects or tool.context_param or tool.reconcile
+        else None
+    )
+    k.emit(
+        K.STEP_STARTED,
+        step_id,
+        attempt,
+        {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
+    )
+    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch)
+    try:
+        outcome = await call_tool(
+            tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s
+        )
+    except anyio.get_cancelled_exc_class():
+        if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
+            record(k, node, attempt,
+                   Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
+        raise
+    if outcome.failure is None and outcome.background is None:  # the common case, inline
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        k.finished(node)
+        return
+    record(k, node, attempt, outcome)
+    if outcome.background is not None:
+        k.background.add(step_id)
+        try:
+            await outcome.background.finished_wait()
+        finally:
+            k.background.discard(step_id)
+        if k.state.status not in RUN_TERMINAL:
+            k.emit(K.STEP_CALL_RETURNED, step_id, attempt)
+
+
+def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
+    """Record an attempt's outcome and act on it: succeeded, retry (back-off timer),
+    in_doubt, cancelled or failed (DESIGN §5)."""
+    step_id = node.id
+    failure = outcome.failure
+    if failure is None:
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        k.finished(node)
+        return
+    assert node.tool is not None
+    fate = fate_of(failure, node.tool, node.retry, attempt)
+    payload: dict[str, Any] = {"error_kind": failure.kind, "error": failure.message}
+    if failure.kind == ErrorKind.TIMEOUT:
+        extra = {"still_running": True} if outcome.background is not None else {}
+        k.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})
+    if fate == Fate.RETRY and not k.stopping:
+        delay = node.retry.delay(attempt)
+        k.emit(
+            K.STEP_RETRY_SCHEDULED,
+            step_id,
+            attempt,
+            {
+                **payload,
+                "delay_s": delay,
+                "due_at": k.clock.now() + delay,
+                "next_attempt": attempt + 1,
+            },
+        )
+        k.sched.park(step_id)
+        start_timer(k, node, delay)
+    elif fate == Fate.IN_DOUBT:
+        reason = str(failure.kind)
+        k.emit(K.STEP_IN_DOUBT, step_id, attempt, {**payload, "reason": reason})
+        k.sched.park(step_id)
+    elif fate in (Fate.CANCELLED, Fate.RETRY):  # RETRY here: the run is stopping
+        k.emit(K.STEP_CANCELLED, step_id, attempt, {**payload, "reason": "cancelled"})
+        if not k.stopping:  # when stopping, cancel_remaining settles the rest
+            k.finished(node)
+    else:
+        k.emit(K.STEP_FAILED, step_id, attempt, payload)
+        k.finished(node)
+
+
+def start_timer(k: Kernel, node: Node, delay: float) -> None:
+    """Ready the step again after ``delay`` seconds (a back-off: the step holds no slot)."""
+    scope = anyio.CancelScope()
+    k.timers[node.id] = scope
+    if k.tg is None:  # recovery runs before the driver: start it with the driver
+        k.deferred_timers.append((node, delay))
+        return
+    k.tg.start_soon(_backoff, k, node, delay, scope)
+
+
+def start_deferred_timers(k: Kernel) -> None:
+    """Start the back-offs recovery armed before the driver had a task group."""
+    assert k.tg is not None
+    for node, delay in k.deferred_timers:
+        k.tg.start_soon(_backoff, k, node, delay, k.timers[node.id])
+    k.deferred_timers.clear()
+
+
+async def _backoff(k: Kernel, node: Node, delay: float, scope: anyio.CancelScope) -> None:
+    try:
+        with scope:
+            await k.clock.sleep(delay)
+            if k.steps[node.id].status == S.RETRY_WAIT and not k.stopping:
+                k.emit(K.STEP_READY, node.id)
+                k.make_ready(node)
+                k.wake_workers(0)
+    finally:
+        k.timers.pop(node.id, None)
+        k.poke()

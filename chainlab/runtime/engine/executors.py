@@ -27,7 +27,7 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending"]
+__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending", "SubmittingExecutor"]
 
 
 class BodyBaseException(Exception):
@@ -47,6 +47,15 @@ class Executor(Protocol):
     body that cannot be stopped, abandon it)."""
 
     async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any: ...
+
+
+@runtime_checkable
+class SubmittingExecutor(Executor, Protocol):
+    """An executor that can also start a sync body and hand back a :class:`Pending`: a body
+    that outlives its timeout then keeps its step's slot and keys until it really returns
+    (without it, a timed-out body is abandoned at once)."""
+
+    def submit(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Pending: ...
 
 
 class Pending:

@@ -2,13 +2,15 @@
 
 One step's life, in this file unless named::
 
-    _unblocked  dependencies done (scheduler.done): condition, args, confirmation or ready
-    _work       a worker takes it from the scheduler (slot, serial key, pool units)
-    _attempt    emits step_started, calls the tool through attempt.call_tool (write-ahead
-                flush, timeout, classification), records the outcome
-    finished    a terminal state: the scheduler releases or skips its dependants
-    emit        every change is an event: folded into the run state, appended to the store,
-                handed to subscribers (widgets, progress, tests)
+    _unblocked    dependencies done (scheduler.done): condition, args, confirmation or ready
+    _work         a worker takes it from the scheduler (slot, serial key, pool units)
+    attempt.run   (:mod:`.attempt`) the attempt's whole life: step_started, the call
+                  (write-ahead flush, timeout, classification), its fate (retry, in_doubt,
+                  failed), the outcome event, parking or the back-off timer
+    finished      a terminal state: the scheduler releases or skips its dependants
+    emit          every change is an event: folded into the run state, appended to the
+                  store, handed to subscribers (widgets, progress, tests)
+    commit        the durability barrier (``store.flush``) for this run and epoch
 
 * A fixed, lazily grown set of worker tasks (at most ``max_concurrency``) pulls from the
   scheduler; a worker that finishes a step picks the next one without a task switch. A step
@@ -40,12 +42,22 @@ from chainlab.events import (
     SkipReason,
     StepStatus,
 )
+from chainlab.events.status import (
+    RELEASES_DEPENDANTS,
+    UNSETTLED,
+    DrivePhase,
+    StopReason,
+    releases,
+)
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import RunOptions
-from chainlab.runtime.engine.attempt import Failure, Fate, Outcome, call_tool, decide
+from chainlab.runtime.engine.attempt import run as run_attempt
+from chainlab.runtime.engine.attempt import start_deferred_timers
 from chainlab.runtime.engine.compile import Graph, Node
+from chainlab.runtime.engine.recovery import finish_recovery
+from chainlab.runtime.engine.saga import finish_stopped
 from chainlab.runtime.engine.scheduler import Breakpoint, Scheduler
-from chainlab.tools import CallContext, args_hash, idempotency_key, to_json_value
+from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.clock import Clock
@@ -54,26 +66,14 @@ if TYPE_CHECKING:
     from chainlab.store.base import Store
     from chainlab.tools import Toolbox
 
-__all__ = ["SATISFIED", "Kernel"]
+__all__ = ["Kernel"]
 
 log = logging.getLogger("chainlab.runtime")
 S = StepStatus
 R = RunStatus
 K = EventKind
 _EMPTY: dict[str, Any] = {}
-#: statuses that release dependants (plus ``skipped`` by a false condition)
-SATISFIED = frozenset({S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED})
-_WAITING = (S.WAITING_CONFIRMATION, S.IN_DOUBT)
-_UNSETTLED = (S.PENDING, S.READY, S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION)
-
-
 _new_event = tuple.__new__
-
-
-def satisfied(st: Any) -> bool:
-    """Whether a step's state lets its dependants go on (DESIGN §4: terminal success, or
-    skipped because its condition was false)."""
-    return st.status in SATISFIED or (st.status == S.SKIPPED and st.reason == SkipReason.CONDITION)
 
 
 class Kernel:
@@ -120,7 +120,7 @@ class Kernel:
         self.timers: dict[str, anyio.CancelScope] = {}
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
         self.background: set[str] = set()  # steps whose timed-out body still runs
-        self.stopping: str | None = None  # "failed" | "cancelled" | "rollback"
+        self.stopping: StopReason | None = None
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
         self.closing = False
@@ -131,14 +131,11 @@ class Kernel:
         self._changed = anyio.Event()
         self._settled = anyio.Event()
         self.settled_status: RunStatus | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
+        self.tg: anyio.abc.TaskGroup | None = None
         self.drive_done = anyio.Event()
         self.drive_done.set()
         self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
-        # steps that wait for a person even if their tool does not ask (a fork's
-        # side-effecting steps whose inputs changed), with what the approver should see
-        self.confirm_first: dict[str, dict[str, Any]] = {}
-        self._deferred_timers: list[tuple[Node, float]] = []
+        self.deferred_timers: list[tuple[Node, float]] = []
 
     @property
     def paused(self) -> bool:
@@ -182,7 +179,7 @@ class Kernel:
         self._changed.set()
 
     # ================================================================== driving
-    async def drive(self, phase: str = "start") -> None:
+    async def drive(self, phase: DrivePhase = DrivePhase.START) -> None:
         """Run until the run is terminal (or, for a suspended run, until closed). Callers
         call :meth:`prepare_drive` first, when they schedule it."""
         if not self.driving:
@@ -190,19 +187,17 @@ class Kernel:
         self.closing = False
         try:
             async with anyio.create_task_group() as tg:
-                self._tg = tg
-                if phase == "start":
+                self.tg = tg
+                if phase == DrivePhase.START:
                     for step_id in self.sched.start(self.graph.top):
                         self._unblocked(self.nodes[step_id])
-                elif phase == "recover":
-                    from chainlab.runtime.engine.recovery import finish_recovery
-
-                    self._start_deferred_timers()
+                elif phase == DrivePhase.RECOVER:
+                    start_deferred_timers(self)
                     await finish_recovery(self, self.to_reconcile)
-                elif phase == "rollback":
-                    self.stopping = "rollback"
+                elif phase == DrivePhase.ROLLBACK:
+                    self.stopping = StopReason.ROLLBACK
                     self.sched.stop()
-                self._wake_workers(0)
+                self.wake_workers(0)
                 while True:
                     if self._quiescent() and await self._settle():
                         break
@@ -219,7 +214,7 @@ class Kernel:
             self._crash(exc)
         finally:
             self.driving = False
-            self._tg = None
+            self.tg = None
             if self.error is not None:
                 log.debug("run %s stopped: %r", self.run_id, self.error)
                 self._signal_settled()
@@ -234,8 +229,8 @@ class Kernel:
             isinstance(best, StoreError) and not isinstance(self.error, StoreError)
         ):
             self.error = best
-        if self._tg is not None:
-            self._tg.cancel_scope.cancel()
+        if self.tg is not None:
+            self.tg.cancel_scope.cancel()
 
     def prepare_drive(self) -> None:
         """Mark the run as driven from the moment a driver is scheduled (not when it first
@@ -251,15 +246,13 @@ class Kernel:
     async def _settle(self) -> bool:
         """Nothing can move by itself: end the run, suspend it, or wait for a person."""
         if self.stopping:
-            from chainlab.runtime.engine.saga import finish_stopped
-
             await finish_stopped(self)
             await self.flush_and_signal()
             return True
         if self.sched.paused:
             await self.flush_and_signal()
             return False
-        unfinished = [step_id for step_id, st in self.steps.items() if st.status in _UNSETTLED]
+        unfinished = [step_id for step_id, st in self.steps.items() if st.status in UNSETTLED]
         waiting = self.waiting()
         if not unfinished and not waiting:
             bad = {
@@ -282,6 +275,16 @@ class Kernel:
             self.emit(K.RUN_SUSPENDED, payload={"waiting": waiting}, run_status=R.SUSPENDED)
         await self.flush_and_signal()
         return False
+
+    async def commit(self) -> None:
+        """Wait until every event emitted so far is durable (DESIGN §7). Raises
+        StaleEpochError when this driver was fenced, StoreError when the store failed."""
+        await self.store.flush(self.run_id, self.epoch)
+
+    def commit_inline(self) -> None:
+        """:meth:`commit` without giving up the loop (the thread waits for the store's
+        writer): for a caller that must not suspend, on a store read inline."""
+        self.store.flush_sync(self.run_id, self.epoch)
 
     async def flush_and_signal(self) -> None:
         await self.store.flush(self.run_id, self.epoch)
@@ -323,7 +326,8 @@ class Kernel:
         confirm = node.fixed_confirm
         if confirm is None:
             confirm = node.needs_confirmation(args)
-        if confirm or (self.confirm_first and node.id in self.confirm_first):
+        confirm_first = self.state.confirm_first
+        if confirm or (confirm_first and node.id in confirm_first):
             self._request_confirmation(node, args)
             self.sched.park(node.id)
             return
@@ -358,7 +362,7 @@ class Kernel:
                 "args_hash": args_hash(args),
                 "preview": preview,
                 "tool": node.step.tool,
-                **self.confirm_first.get(node.id, {}),
+                **self.state.confirm_first.get(node.id, {}),
             },
         )
 
@@ -394,7 +398,7 @@ class Kernel:
         st = self.steps[node.id]
         if node.group is not None:
             self._child_done(self.nodes[node.group])
-        ok = satisfied(st)
+        ok = releases(st.status, st.reason)
         if node.is_group:  # children of a sub-chain step that never started never run
             why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
             self._skip_children(node, why)
@@ -413,7 +417,7 @@ class Kernel:
                 self.emit(K.STEP_SKIPPED, step_id, payload={"reason": reason, "because": node.id})
                 self.finished(self.nodes[step_id])
         if status in (S.FAILED, S.REJECTED) and self.options.on_failure == "fail_fast":
-            self.start_stopping("failed", f"step {node.id!r} {status}")
+            self.start_stopping(StopReason.FAILED, f"step {node.id!r} {status}")
 
     def apply(self, decision: Decision) -> None:
         """Record a person's decision (and ``run_resumed`` when it moves a suspended run
@@ -427,7 +431,7 @@ class Kernel:
             self.make_ready(node, decision.args)
         else:
             self.finished(node)
-        self._wake_workers(0)  # no worker is about to look: wake one for what became ready
+        self.wake_workers(0)  # no worker is about to look: wake one for what became ready
         self.poke()
 
     # ================================================================== sub-chains
@@ -451,7 +455,7 @@ class Kernel:
         if st.status != S.RUNNING:
             return
         kids = [self.steps[c] for c in group.children]
-        if any(k.status in _UNSETTLED or k.status == S.IN_DOUBT for k in kids):
+        if any(k.status in UNSETTLED or k.status == S.IN_DOUBT for k in kids):
             return
         bad = [
             k.step_id
@@ -471,7 +475,8 @@ class Kernel:
             )
         else:
             prefix = group.id + "/"
-            output = {k.step_id[len(prefix) :]: k.output for k in kids if k.status in SATISFIED}
+            output = {k.step_id[len(prefix) :]: k.output for k in kids
+                      if k.status in RELEASES_DEPENDANTS}
             self.emit(K.STEP_SUCCEEDED, group.id, st.attempts, {"output": output})
         self.finished(group)
 
@@ -486,19 +491,19 @@ class Kernel:
                 self.sched.done(step_id, False)
 
     # ================================================================== dispatch
-    def _wake_workers(self, reserve: int) -> None:
+    def wake_workers(self, reserve: int) -> None:
         """Make sure enough workers look at the scheduler (``reserve``: workers already
         about to look, e.g. the caller)."""
         sched = self.sched
         want = sched.n_ready - reserve
-        if want <= 0 or self._tg is None or not sched.is_active():
+        if want <= 0 or self.tg is None or not sched.is_active():
             return
         while want > 0 and self.idle:
             self.idle.pop().set()
             want -= 1
         while want > 0 and self.workers < self.sched.max_concurrency:
             self.workers += 1
-            self._tg.start_soon(self._worker)
+            self.tg.start_soon(self._worker)
             want -= 1
 
     async def _worker(self) -> None:
@@ -537,131 +542,14 @@ class Kernel:
                 if node.is_group:
                     self._start_group(node)
                 else:
-                    await self._attempt(node)
+                    await run_attempt(self, node)
             finally:
                 self.sched.release(got)
             if self.sched.n_ready > 1:  # this worker takes one itself
-                self._wake_workers(1)
-
-    async def _attempt(self, node: Node) -> None:
-        """One attempt of a tool step: step_started, the call, the outcome recorded; a body
-        that outlived its timeout keeps the slot until it returns."""
-        step_id = node.id
-        tool = node.tool
-        assert tool is not None
-        st = self.steps[step_id]
-        attempt = st.attempts + 1
-        args = self.args.get(step_id)
-        if args is None:
-            args = self.args[step_id] = dict(st.args or {})
-        # effect-free tools get a key only when they ask for it (nothing to deduplicate)
-        key = (
-            idempotency_key(self.run_id, step_id, args_hash(args))
-            if tool.side_effects or tool.context_param or tool.reconcile
-            else None
-        )
-        self.emit(
-            K.STEP_STARTED,
-            step_id,
-            attempt,
-            {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
-        )
-        ctx = CallContext(self.run_id, step_id, attempt, key or "", self.epoch)
-        try:
-            outcome = await call_tool(
-                tool, args, ctx, executor=self.executor, store=self.store, timeout_s=node.timeout_s
-            )
-        except anyio.get_cancelled_exc_class():
-            if self.stopping:  # run.cancel()/rollback(): record the attempt, then stop
-                self.record(
-                    node, attempt, Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled"))
-                )
-            raise
-        if outcome.failure is None and outcome.background is None:  # the common case, inline
-            self.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
-            self.finished(node)
-            return
-        self.record(node, attempt, outcome)
-        if outcome.background is not None:
-            self.background.add(step_id)
-            try:
-                await outcome.background.finished_wait()
-            finally:
-                self.background.discard(step_id)
-            if self.state.status not in RUN_TERMINAL:
-                self.emit(K.STEP_CALL_RETURNED, step_id, attempt)
-
-    def record(self, node: Node, attempt: int, outcome: Outcome) -> None:
-        """Record an attempt's outcome and act on it: succeeded, retry (back-off timer),
-        in_doubt, cancelled or failed (DESIGN §5)."""
-        step_id = node.id
-        failure = outcome.failure
-        if failure is None:
-            self.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
-            self.finished(node)
-            return
-        assert node.tool is not None
-        fate = decide(failure, node.tool, node.retry, attempt)
-        payload: dict[str, Any] = {"error_kind": failure.kind, "error": failure.message}
-        if failure.kind == ErrorKind.TIMEOUT:
-            extra = {"still_running": True} if outcome.background is not None else {}
-            self.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})
-        if fate == Fate.RETRY and not self.stopping:
-            delay = node.retry.delay(attempt)
-            self.emit(
-                K.STEP_RETRY_SCHEDULED,
-                step_id,
-                attempt,
-                {
-                    **payload,
-                    "delay_s": delay,
-                    "due_at": self.clock.now() + delay,
-                    "next_attempt": attempt + 1,
-                },
-            )
-            self.sched.park(step_id)
-            self.start_timer(node, delay)
-        elif fate == Fate.IN_DOUBT:
-            reason = str(failure.kind)
-            self.emit(K.STEP_IN_DOUBT, step_id, attempt, {**payload, "reason": reason})
-            self.sched.park(step_id)
-        elif fate in (Fate.CANCELLED, Fate.RETRY):  # RETRY here: the run is stopping
-            self.emit(K.STEP_CANCELLED, step_id, attempt, {**payload, "reason": "cancelled"})
-            if not self.stopping:  # when stopping, cancel_remaining settles the rest
-                self.finished(node)
-        else:
-            self.emit(K.STEP_FAILED, step_id, attempt, payload)
-            self.finished(node)
-
-    # ================================================================== back-off timers
-    def start_timer(self, node: Node, delay: float) -> None:
-        scope = anyio.CancelScope()
-        self.timers[node.id] = scope
-        if self._tg is None:  # recovery runs before the driver: start it with the driver
-            self._deferred_timers.append((node, delay))
-            return
-        self._tg.start_soon(self._backoff, node, delay, scope)
-
-    def _start_deferred_timers(self) -> None:
-        assert self._tg is not None
-        for node, delay in self._deferred_timers:
-            self._tg.start_soon(self._backoff, node, delay, self.timers[node.id])
-        self._deferred_timers.clear()
-
-    async def _backoff(self, node: Node, delay: float, scope: anyio.CancelScope) -> None:
-        try:
-            with scope:
-                await self.clock.sleep(delay)
-                if self.steps[node.id].status == S.RETRY_WAIT and not self.stopping:
-                    self.emit(K.STEP_READY, node.id)
-                    self.make_ready(node)
-                    self._wake_workers(0)
-        finally:
-            self.timers.pop(node.id, None)
-            self.poke()
+                self.wake_workers(1)
 
     # ================================================================== control
-    def start_stopping(self, why: str, reason: str) -> None:
+    def start_stopping(self, why: StopReason, reason: str) -> None:
         """Release nothing new; cancel back-off timers; running steps finish."""
         if self.stopping:
             return
@@ -673,6 +561,25 @@ class Kernel:
         for scope in list(self.timers.values()):
             scope.cancel()
         self.poke()
+
+    async def begin_rollback(self) -> bool:
+        """Ask for a rollback: a run still going stops first (running calls are cancelled)
+        and rolls back as it ends (returns False: the current driver does it); a finished
+        run needs a new drive in the ROLLBACK phase (returns True, once its previous drive
+        has unwound)."""
+        if self.driving and self.state.status not in RUN_TERMINAL:
+            self.start_stopping(StopReason.ROLLBACK, "rollback requested")
+            for scope in list(self.calls.values()):
+                scope.cancel()
+            return False
+        # set first, so a wait() that starts now waits for the rollback's end
+        self.stopping = StopReason.ROLLBACK
+        self.sched.stop()
+        self.stop_reason = "rollback requested"
+        self.retry_failed = True
+        self.settled_status = None
+        await self.drive_done.wait()  # a finished run's driver may still be winding down
+        return True
 
     def pause_now(self, reason: str = "user") -> None:
         self.sched.pause()
@@ -686,7 +593,7 @@ class Kernel:
         self.sched.unpause()
         if self.state.status == R.PAUSED:
             self.emit(K.RUN_RESUMED, payload={"reason": "unpause"}, run_status=R.RUNNING)
-        self._wake_workers(0)
+        self.wake_workers(0)
         self.poke()
 
     def step_once(self, step_id: str | None) -> str:
@@ -708,7 +615,7 @@ class Kernel:
             self.pause_now()
         target = step_id or ready[0]
         self.sched.step(target)
-        self._wake_workers(0)
+        self.wake_workers(0)
         self.poke()
         return target
 
@@ -719,7 +626,7 @@ class Kernel:
                 run_id=self.run_id,
                 status=str(self.state.status),
             )
-        self.start_stopping("cancelled", "cancelled by a person")
+        self.start_stopping(StopReason.CANCELLED, "cancelled by a person")
         for scope in list(self.calls.values()):
             scope.cancel()
 
@@ -734,9 +641,7 @@ class Kernel:
         return self.sched.get_ready()
 
     def waiting(self) -> dict[str, str]:
-        return {
-            step_id: str(st.status) for step_id, st in self.steps.items() if st.status in _WAITING
-        }
+        return self.state.waiting()
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

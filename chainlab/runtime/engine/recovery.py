@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
+from chainlab.events.status import StopReason, releases
+from chainlab.runtime.engine.attempt import start_timer
 from chainlab.runtime.engine.compile import Node
-from chainlab.runtime.engine.kernel import satisfied
 from chainlab.runtime.engine.scheduler import Phase
 from chainlab.tools import Reconciliation
 
@@ -44,7 +45,7 @@ def recover_now(k: Kernel) -> list[Node]:
     initial = {step_id: st.status for step_id, st in k.steps.items()}
     k.sched.restore(
         done=[step_id for step_id, status in initial.items() if status in _ENDED],
-        satisfied=[step_id for step_id, st in k.steps.items() if satisfied(st)],
+        satisfied=[step_id for step_id, st in k.steps.items() if releases(st.status, st.reason)],
     )
     for step_id, node in k.nodes.items():
         status = initial[step_id]
@@ -73,7 +74,7 @@ def recover_now(k: Kernel) -> list[Node]:
             k.args[step_id] = _args(k, node)
             k.sched.park(step_id)
             if not k.stopping:  # a stopping run cancels it instead
-                k.start_timer(node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
+                start_timer(k, node, max(0.0, (st.due_at or 0.0) - k.clock.now()))
         else:  # in_doubt, waiting_confirmation: a person decides
             k.args[step_id] = dict(st.args or {})
             k.sched.park(step_id)
@@ -91,7 +92,8 @@ def _recover_pending(k: Kernel, node: Node) -> None:
         if k.stopping
         else (S.FAILED, S.REJECTED, S.CANCELLED, S.SKIPPED)
     )
-    blocked = [d for d in node.deps if k.steps[d].status in ends and not satisfied(k.steps[d])]
+    blocked = [d for d in node.deps if k.steps[d].status in ends
+               and not releases(k.steps[d].status, k.steps[d].reason)]
     if blocked:
         dep = k.steps[blocked[0]]
         rejected = dep.status == S.REJECTED or (
@@ -100,7 +102,7 @@ def _recover_pending(k: Kernel, node: Node) -> None:
         reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
         k.emit(K.STEP_SKIPPED, node.id, payload={"reason": reason, "because": blocked[0]})
         k.finished(node)
-    elif all(satisfied(k.steps[d]) for d in node.deps):
+    elif all(releases(k.steps[d].status, k.steps[d].reason) for d in node.deps):
         if k.sched.phase(node.id) == Phase.BLOCKED:
             k.sched.unblock(node.id)
         k._unblocked(node)
@@ -124,9 +126,9 @@ def _restore_stopping(k: Kernel) -> None:
     ]
     if failed and k.options.on_failure == "fail_fast":
         step_id = min(failed)[2]
-        k.start_stopping("failed", f"step {step_id!r} {k.steps[step_id].status}")
+        k.start_stopping(StopReason.FAILED, f"step {step_id!r} {k.steps[step_id].status}")
     elif any(st.status == S.CANCELLED for st in k.steps.values()):
-        k.start_stopping("cancelled", "the run was stopping when its process ended")
+        k.start_stopping(StopReason.CANCELLED, "the run was stopping when its process ended")
 
 
 def _args(k: Kernel, node: Node) -> dict[str, Any]:
@@ -219,7 +221,7 @@ def _recover_rollback(k: Kernel) -> None:
                 ),
             },
         )
-    k.stopping = "rollback"
+    k.stopping = StopReason.ROLLBACK
     k.sched.stop()
     k.stop_reason = "continuing the rollback after a restart"
     k.retry_failed = False

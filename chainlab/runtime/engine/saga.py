@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
+from chainlab.events.status import StopReason
 from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
 from chainlab.runtime.engine import attempt as att
@@ -36,12 +37,13 @@ async def finish_stopped(k: Kernel) -> None:
     any more: cancel what never ran, then compensate or end the run."""
     cancel_remaining(k)
     why = k.stopping
-    wants = why == "rollback" or (k.options.compensate_on_failure and bool(_order(k, True)))
+    wants = why == StopReason.ROLLBACK or (k.options.compensate_on_failure
+                                          and bool(_order(k, True)))
     if wants:
         await compensate(k, k.stop_reason, retry_failed=k.retry_failed)
         return
     in_doubt = [step_id for step_id, st in k.steps.items() if st.status == S.IN_DOUBT]
-    if why == "cancelled":
+    if why == StopReason.CANCELLED:
         k.emit(
             K.RUN_CANCELLED,
             payload={"reason": k.stop_reason, "in_doubt": in_doubt},
@@ -248,7 +250,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
         if failure is None:
             k.emit(K.COMPENSATION_SUCCEEDED, step_id, attempt, {"tool": rb.tool})
             return True
-        fate = att.decide(failure, tool, policy, attempt)
+        fate = att.fate_of(failure, tool, policy, attempt)
         retry = fate == att.Fate.RETRY
         delay = policy.delay(attempt) if retry else None
         k.emit(

@@ -15,9 +15,9 @@ confirm    side-effecting and it must run again: it runs only after a person app
            in the fork; the card shows what the parent already did
 =========  ==================================================================================
 
-:func:`start_fork` then writes the new run: ``run_started``, ``run_forked``, one
-``step_reused`` per reused or overridden step, and hands the rest to the scheduler through
-the same path as recovery (a reused step is a done step; its dependants are released).
+:func:`fork_seed` gives the new run as data and the runtime writes it: ``run_started``,
+``run_forked``, one ``step_reused`` per reused or overridden step; it then hands the rest to
+the scheduler through the same path as recovery (a reused step is a done step; its dependants are released).
 The parent is only read: no event, no epoch change.
 """
 
@@ -51,15 +51,13 @@ from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, Node, compile_chain
+from chainlab.store.base import RunRecord
 from chainlab.tools import NotJSONError, to_json_value
 
 if TYPE_CHECKING:
-    from chainlab.runtime.run import Run
-    from chainlab.runtime.runtime import Runtime
-    from chainlab.store.base import RunRecord
     from chainlab.tools import Toolbox
 
-__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "plan_fork", "start_fork"]
+__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "ForkSeed", "fork_seed", "plan_fork"]
 
 S = StepStatus
 K = EventKind
@@ -526,23 +524,31 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# ============================================================================ starting
-async def start_fork(runtime: Runtime, plan: ForkPlan,
-                     meta: Mapping[str, Any] | None = None) -> Run:
-    """Write the fork as a new run and drive it: reused and overridden steps are recorded as
-    ``step_reused`` (their tools are not called), then the scheduler is rebuilt as after a
-    restart, so their dependants are released; ``confirm`` steps wait for a person."""
-    from chainlab.runtime.engine.recovery import recover_now
-    from chainlab.runtime.history.estimates import release_order
-    from chainlab.runtime.run import Run
-    from chainlab.store.base import RunRecord
+# ============================================================================ seeding
+@dataclass(frozen=True, slots=True)
+class ForkSeed:
+    """What a fork writes before it runs, as data (the runtime writes it: this module never
+    starts a run). ``record`` is the new run's; ``lineage`` goes into its ``run_started``;
+    ``events`` (kind, step_id, payload) follow it: ``run_forked`` with the plan's decisions
+    and the confirm-first set (durable: a resume, a takeover or a decision from another
+    process sees it), then one ``step_reused`` per reused or overridden step."""
 
+    record: RunRecord
+    graph: Graph
+    lineage: dict[str, Any]
+    events: list[tuple[EventKind, str | None, dict[str, Any]]]
+
+
+def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, run_id: str,
+              now: float, meta: Mapping[str, Any] | None = None) -> ForkSeed:
+    """The new run a fork plan makes: its record, compiled graph and first events.
+    Reused and overridden steps are recorded as ``step_reused`` (their tools are not
+    called); the runtime then rebuilds the scheduler as after a restart, so their
+    dependants are released; ``confirm`` steps wait for a person."""
     chain = plan.chain
-    chains = dict(runtime.chains)
-    chains.update({n: Chain.from_dict(c) for n, c in plan.chains.items()})
-    graph = compile_chain(chain, runtime.toolbox, chains, plan.options)
-    run_id = runtime.id_factory()
-    now = runtime.clock.now()
+    all_chains = dict(chains)
+    all_chains.update({n: Chain.from_dict(c) for n, c in plan.chains.items()})
+    graph = compile_chain(chain, toolbox, all_chains, plan.options)
     lineage = {"forked_from": plan.parent_run_id, "forked_at_seq": plan.parent_seq}
     record = RunRecord(
         run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=1,
@@ -551,28 +557,7 @@ async def start_fork(runtime: Runtime, plan: ForkPlan,
         options=plan.options.model_dump(mode="json", exclude_defaults=True),
         meta={**dict(meta or {}), **lineage},
     )
-    priority, order = release_order(graph.nodes, chain.name, plan.options.priority,
-                                    runtime._history)
-    await runtime._blocking(runtime.store.create_run, record)
-    state = RunState(run_id, graph.nodes)
-    kernel = runtime._kernel(run_id, graph, state, plan.options, record.context, epoch=1,
-                             priority=priority)
-    kernel.emit(K.RUN_STARTED, payload={
-        "chain": chain.name, "steps": len(graph.nodes), "context_keys": sorted(record.context),
-        "options": record.options, **order, **lineage,
-    }, run_status=RunStatus.RUNNING)
-    kernel.emit(K.RUN_FORKED, payload={**lineage, "decisions": plan.decisions})
-    for row in _reuse_order(plan, graph):
-        kernel.emit(K.STEP_REUSED, row.step_id, payload={
-            "decision": str(row.decision), "output": row.output, "args": row.args,
-            "source_run": run_id if row.decision == ForkDecision.OVERRIDE else row.source_run,
-            "source_attempt": row.source_attempt,
-            "code": row.code, "tool": row.tool,
-            "origin": "override" if row.decision == ForkDecision.OVERRIDE else row.origin,
-            "reason": "output given (override)" if row.decision == ForkDecision.OVERRIDE
-            else f"reused from run {row.source_run}",
-        })
-    kernel.confirm_first = {
+    confirm_first = {
         row.step_id: {"fork": {
             "parent_run": plan.parent_run_id, "parent_status": row.parent_status,
             "parent_args": row.parent_args, "parent_output": row.parent_output,
@@ -580,12 +565,22 @@ async def start_fork(runtime: Runtime, plan: ForkPlan,
         }}
         for row in plan.rows if row.decision == ForkDecision.CONFIRM
     }
-    run = Run(runtime, chain, kernel, record)
-    runtime._active[run_id] = run
-    kernel.to_reconcile = recover_now(kernel)
-    kernel.prepare_drive()
-    runtime._spawn(lambda: runtime._drive(run, "recover"))
-    return run
+    events: list[tuple[EventKind, str | None, dict[str, Any]]] = [
+        (K.RUN_FORKED, None, {**lineage, "decisions": plan.decisions,
+                              "confirm_first": confirm_first}),
+    ]
+    for row in _reuse_order(plan, graph):
+        override = row.decision == ForkDecision.OVERRIDE
+        events.append((K.STEP_REUSED, row.step_id, {
+            "decision": str(row.decision), "output": row.output, "args": row.args,
+            "source_run": run_id if override else row.source_run,
+            "source_attempt": row.source_attempt,
+            "code": row.code, "tool": row.tool,
+            "origin": "override" if override else row.origin,
+            "reason": "output given (override)" if override
+            else f"reused from run {row.source_run}",
+        }))
+    return ForkSeed(record, graph, lineage, events)
 
 
 def _reuse_order(plan: ForkPlan, graph: Graph) -> list[ForkRow]:

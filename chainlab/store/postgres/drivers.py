@@ -1,5 +1,6 @@
 """Driver heartbeats and the decision mailbox of PostgresStore (DESIGN §13), as a mixin of
-the store class (see ``chainlab.store.drivers`` for SQLite's and memory's).
+the store class (SQLite's are in ``chainlab.store.sqlite.drivers``, memory's in
+``chainlab.store.memory``).
 
 Fencing as for events: a heartbeat or an answer reads the run's epoch ``FOR SHARE`` in its
 transaction (a ``claim`` takes the row ``FOR UPDATE``), and is refused with StaleEpochError
@@ -22,14 +23,18 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
-from chainlab.store.base import DecisionRequest, DriverInfo, check_outcome, check_request
-from chainlab.store.drivers import (
+from chainlab.store.base import (
     REQUEST_COLUMNS,
+    DecisionRequest,
+    DriverInfo,
     answered_twice,
+    check_outcome,
+    check_request,
     payload_text,
     request_from_row,
     unknown_request,
 )
+from chainlab.store.postgres.errors import PoolTimeout, _server_error
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -59,8 +64,6 @@ class PostgresLiveness:
     def _write(self, fn: Callable[[psycopg.Connection], Any], lost: str) -> Any:
         """``fn(conn)`` in one transaction on a pooled connection; server errors mapped once
         (by the store's own mapping), chainlab's errors raised as they are."""
-        from chainlab.store.postgres.store import PoolTimeout, _server_error
-
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:

@@ -48,7 +48,7 @@ from chainlab.store._writer import (
     sort_batch,
 )
 from chainlab.store.base import RunRecord
-from chainlab.store.drivers import SQLiteLiveness
+from chainlab.store.sqlite.drivers import SQLiteLiveness
 from chainlab.store.sqlite.schema import MIGRATIONS, migrate
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
