@@ -24,7 +24,8 @@ def import_graph() -> dict[str, set[str]]:
     modules = {name for name, _ in all_modules()}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in all_modules():
-        for _, target in chainlab_imports(path.read_text(encoding="utf-8"), _as_package(name, path)):
+        source = path.read_text(encoding="utf-8")
+        for _, target in chainlab_imports(source, _as_package(name, path)):
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target == name or target not in modules:

@@ -17,7 +17,8 @@ confirm    side-effecting and it must run again: it runs only after a person app
 
 :func:`fork_seed` gives the new run as data and the runtime writes it: ``run_started``,
 ``run_forked``, one ``step_reused`` per reused or overridden step; it then hands the rest to
-the scheduler through the same path as recovery (a reused step is a done step; its dependants are released).
+the scheduler through the same path as recovery (a reused step is a done step; its
+dependants are released).
 The parent is only read: no event, no epoch change.
 """
 
