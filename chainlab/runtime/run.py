@@ -13,6 +13,7 @@ import anyio
 from chainlab.errors import (
     RunNotActiveError,
     RunStateError,
+    StaleEpochError,
 )
 from chainlab.events import (
     RUN_END_KINDS,
@@ -138,6 +139,12 @@ class Run:
     def driving(self) -> bool:
         """True while a driver of this process is (or is about to be) moving the run."""
         return self._kernel is not None and self._kernel.driving
+
+    @property
+    def fenced(self) -> bool:
+        """True once another driver took the run over: this handle writes nothing more."""
+        k = self._kernel
+        return k is not None and isinstance(k.error, StaleEpochError)
 
     @property
     def epoch(self) -> int:

@@ -498,7 +498,7 @@ class Runtime:
         """The handle of a run: live if this runtime drives it, else a read-only view of the
         store (control methods then raise RunNotActiveError)."""
         live = self._active.get(run_id) or self._finished.get(run_id)
-        if live is not None:
+        if live is not None and not live.fenced:  # a fenced handle is nobody's live run
             return live
         record = self.store.get_run(run_id)
         return Run(self, Chain.from_dict(record.chain), None, record)

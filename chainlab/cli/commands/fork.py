@@ -17,8 +17,8 @@ from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
     DEFAULT_DB,
     open_store,
-    parse_json,
     parse_json_object,
+    parse_step_values,
     toolbox_for_run,
 )
 from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
@@ -26,17 +26,6 @@ from chainlab.cli.progress import follow
 from chainlab.runtime.runtime import Runtime
 
 __all__ = ["register"]
-
-def _step_values(pairs: list[str] | None, option: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        step_id, sep, text = pair.partition("=")
-        if not sep or not step_id:
-            raise CliError(f"{option} {pair!r} must be STEP=JSON",
-                           hint=f"for example {option} fetch='{{\"n\": 1}}'")
-        out[step_id] = parse_json(text, f"{option} {step_id}")
-    return out
-
 
 def fork(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run to fork.")],
@@ -67,8 +56,8 @@ def fork(
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
         edits: dict[str, Any] = {
-            "args": _step_values(args, "--args") or None,
-            "outputs": _step_values(output, "--output") or None,
+            "args": parse_step_values(args, "--args") or None,
+            "outputs": parse_step_values(output, "--output") or None,
             "context": parse_json_object(context, "--context"),
             "rerun": ([from_step] if from_step else [])
             + [s.strip() for s in (rerun or "").split(",") if s.strip()] or None,

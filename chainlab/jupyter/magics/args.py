@@ -12,11 +12,12 @@ import shlex
 from typing import Any, NoReturn
 
 from chainlab._text import did_you_mean
+from chainlab.errors import UsageError
 
 __all__ = ["ArgsError", "HelpShown", "Parser", "split"]
 
 
-class ArgsError(Exception):
+class ArgsError(UsageError):
     """The magic's arguments are wrong; the message says how to fix them."""
 
 

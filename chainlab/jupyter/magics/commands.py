@@ -24,6 +24,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
 from chainlab.tools import Toolbox
+from chainlab.workspace import parse_step_values
 
 __all__ = [
     "chain_view", "control", "define_chain", "json_or_var", "make_planner", "plan", "resume",
@@ -289,20 +290,9 @@ def plan(session: NotebookSession, planner: Any, request: str, toolbox: Toolbox,
 
 # ---------------------------------------------------------------------- time travel
 def step_values(pairs: list[str] | None, option: str) -> dict[str, Any]:
-    """``["STEP=JSON", ...]`` as ``{step: value}`` (``--args a='{"n": 1}'``)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        step_id, sep, text = pair.partition("=")
-        if not sep or not step_id:
-            raise ArgsError(f"{option} {pair!r}: write STEP=JSON, e.g. {option} "
-                            "fetch='{\"n\": 1}'")
-        try:
-            out[step_id] = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ArgsError(f"{option} {step_id}: {text!r} is not JSON ({exc.msg} at column "
-                            f"{exc.colno}); a string needs double quotes: "
-                            f"{option} {step_id}='\"text\"'") from None
-    return out
+    """``["STEP=JSON", ...]`` as ``{step: value}`` (``--args a='{"n": 1}'``): the one parser
+    every front end uses (:func:`chainlab.workspace.parse_step_values`)."""
+    return parse_step_values(pairs, option)
 
 
 def fork_edits(session: NotebookSession, *, args: list[str] | None,
