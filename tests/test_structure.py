@@ -24,7 +24,8 @@ def import_graph() -> dict[str, set[str]]:
     modules = {name for name, _ in all_modules()}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in all_modules():
-        for _, target in chainlab_imports(path.read_text(encoding="utf-8"), _as_package(name, path)):
+        source = path.read_text(encoding="utf-8")
+        for _, target in chainlab_imports(source, _as_package(name, path)):
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target == name or target not in modules:
@@ -95,6 +96,20 @@ def test_a_package_init_importing_its_own_module_is_an_edge() -> None:
 def test_no_import_cycle_among_the_imports_that_run() -> None:
     cycles = strongly_connected(import_graph())
     assert cycles == [], "import cycles (break them, or name a display hook):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_notebook_front_end_has_no_import_cycle() -> None:
+    """chainlab.jupyter alone (issue 24, item 6): the panels take a host protocol, the magics
+    sit on top of the widgets, so no jupyter module reaches back into another that imports
+    it, even through a function-level import."""
+    whole = import_graph()
+    inside = {m for m in whole if m == "chainlab.jupyter" or m.startswith("chainlab.jupyter.")}
+    graph = {m: {t for t in targets if t in inside} for m, targets in whole.items()
+             if m in inside}
+    assert len(graph) > 20  # the walker saw the package
+    cycles = strongly_connected(graph)
+    assert cycles == [], "import cycles in chainlab.jupyter:\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
 
 
