@@ -18,7 +18,7 @@ import ipywidgets as W
 import traitlets
 
 from chainlab.errors import ChainlabError, Problem
-from chainlab.jupyter._assets import asset_dir
+from chainlab.jupyter._assets import designer_js
 from chainlab.jupyter.designer.draft import Draft
 from chainlab.plan.schema import Chain
 from chainlab.tools import Tool, Toolbox
@@ -100,7 +100,7 @@ def _canvas_class() -> type[W.DOMWidget]:
     class DagCanvas(anywidget.AnyWidget):  # type: ignore[misc]
         """SVG + scoped style; a click (or Enter) on a node sets ``selected``."""
 
-        _esm = (asset_dir() / "designer.js").read_text(encoding="utf-8")
+        _esm = designer_js()
         svg = traitlets.Unicode("").tag(sync=True)
         css = traitlets.Unicode("").tag(sync=True)
         steps = traitlets.Dict().tag(sync=True)  # SVG element id -> step id

@@ -101,16 +101,14 @@ class RunHost(CardHost, Protocol):
     session, the error line, a redraw, and the run's other handles (resumed, taken over,
     forked). Which panel uses what:
 
-    ===================  ===================================================================
-    ``run``, ``view``    all panels (controls act on ``run``; drawing reads ``view``)
-    ``act``              cards, fork panel, faults, rollback confirmation
-    ``session``          fork panel (runtime of the notebook's toolbox), faults
-    ``show_error``       inspector's fork panel, timeline tab, scrubber
-    ``refresh``          scrubber (redraw at the scrubbed event)
-    ``live``             rollback confirmation (resume, then roll back)
-    ``attach``           faults (a second driver took the run over)
-    ``widget_for``       fork panel (the forked run's own widget)
-    ===================  ===================================================================
+    - ``run`` and ``view``: every panel (controls act on ``run``, drawing reads ``view``);
+    - ``act``: the cards, the fork panel, the faults section, the rollback confirmation;
+    - ``session``: the fork panel (the runtime of the notebook's toolbox), the faults section;
+    - ``show_error``: the fork panel, the timeline tab, the scrubber;
+    - ``refresh``: the scrubber (redraw at the scrubbed event);
+    - ``live``: the rollback confirmation (resume the run here, then roll it back);
+    - ``attach``: the faults section (a second driver took the run over);
+    - ``widget_for``: the fork panel (the forked run's own widget).
     """
 
     @property
