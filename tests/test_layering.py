@@ -291,3 +291,57 @@ def test_views_load_neither_the_kernel_nor_sqlite() -> None:
                           timeout=60, cwd=ROOT.parent)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == []
+
+
+# ---------------------------------------------------------------------------- jupyter
+# Inside the notebook front end (DESIGN §1): the magics sit on top of the run widget and the
+# designer, which never import them (a panel gets what it needs through its host protocol,
+# never from a magic); the run widget never imports the designer; the shared helpers
+# import none of the three.
+JUPYTER_SUBLAYERS: dict[str, tuple[str, ...]] = {
+    "chainlab.jupyter.run_widget": ("chainlab.jupyter.magics", "chainlab.jupyter.designer"),
+    "chainlab.jupyter.designer": ("chainlab.jupyter.magics",),
+    "chainlab.jupyter.views": ("chainlab.jupyter.magics", "chainlab.jupyter.run_widget",
+                               "chainlab.jupyter.designer"),
+    "chainlab.jupyter._assets": ("chainlab.jupyter.magics", "chainlab.jupyter.run_widget",
+                                 "chainlab.jupyter.designer"),
+    "chainlab.jupyter._loop": ("chainlab.jupyter.magics", "chainlab.jupyter.run_widget",
+                               "chainlab.jupyter.designer"),
+}
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def jupyter_reaches(module: str, source: str, *, package: bool = False
+                    ) -> list[tuple[int, str]]:
+    """(line, module) for every import that runs and that ``module``'s place in the
+    notebook front end forbids (:data:`JUPYTER_SUBLAYERS`); ``package``: ``module`` is a
+    package's ``__init__``."""
+    forbidden = [f for pkg, targets in JUPYTER_SUBLAYERS.items() if _inside(module, pkg)
+                 for f in targets]
+    found = chainlab_imports(source, f"{module}.__init__" if package else module)
+    return [(line, target) for line, target in found
+            if any(_inside(target, f) for f in forbidden)]
+
+
+def test_the_jupyter_walker_sees_a_panel_importing_a_magic() -> None:
+    src = ("from chainlab.jupyter.views import pretty\n"
+           "def f():\n    from chainlab.jupyter.magics.commands import start\n"
+           "if TYPE_CHECKING:\n    from chainlab.jupyter.magics import ChainMagics\n")
+    assert jupyter_reaches("chainlab.jupyter.designer.widget", src) == [
+        (3, "chainlab.jupyter.magics.commands")]
+    assert jupyter_reaches("chainlab.jupyter.magics.faults", src) == []
+    assert jupyter_reaches("chainlab.jupyter.run_widget.inspector",
+                           "from chainlab.jupyter.designer.draft import Draft\n") == [
+        (1, "chainlab.jupyter.designer.draft")]
+
+
+@pytest.mark.parametrize("module,path", [(m, p) for m, p in all_modules()
+                                         if m.startswith("chainlab.jupyter.")],
+                         ids=[m for m, _ in all_modules() if m.startswith("chainlab.jupyter.")])
+def test_the_widgets_never_import_the_magics(module: str, path: Path) -> None:
+    found = jupyter_reaches(module, path.read_text(encoding="utf-8"),
+                            package=path.name == "__init__.py")
+    assert found == [], f"{module} imports {found} (line, module): see JUPYTER_SUBLAYERS"

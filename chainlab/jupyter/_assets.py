@@ -1,5 +1,8 @@
-"""Front-end assets of the notebook widgets (CSS), read from the package, never fetched:
-they live in ``chainlab/jupyter/assets/`` and ship inside the wheel like any package file.
+"""Front-end assets of the notebook widgets (the CSS, the designer's ES module), read from
+disk, never fetched. Their sources are ``widgets/`` at the repository's top
+(``widgets/README.md``): the wheel carries them inside the package, at
+``chainlab/_widgets/`` (``pyproject.toml``, ``force-include``); a source checkout, and so an
+editable install, reads ``widgets/`` itself. :func:`asset_dir` finds whichever is there.
 """
 
 from __future__ import annotations
@@ -7,24 +10,35 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["asset_dir", "badge_css", "css", "style_tag"]
+__all__ = ["ASSET_DIRS", "asset_dir", "badge_css", "css", "designer_js", "style_tag"]
 
-_ASSETS = Path(__file__).resolve().parent / "assets"
+_PACKAGE = Path(__file__).resolve().parents[1]  # chainlab/
+#: where the assets are looked for, in order: inside the installed package (a wheel), then
+#: the checkout's widgets/ next to the package (a source tree, an editable install)
+ASSET_DIRS = (_PACKAGE / "_widgets", _PACKAGE.parent / "widgets")
+_FILES = ("chainlab.css", "designer.js")
 
 
 def asset_dir() -> Path:
-    """The directory holding the assets. Raises FileNotFoundError naming it."""
-    if not (_ASSETS / "chainlab.css").is_file():
-        raise FileNotFoundError(
-            f"chainlab's widget assets are missing: no chainlab.css in {_ASSETS}; "
-            "reinstall chainlab")
-    return _ASSETS
+    """The directory holding the assets. Raises FileNotFoundError naming where it looked."""
+    for candidate in ASSET_DIRS:
+        if all((candidate / name).is_file() for name in _FILES):
+            return candidate
+    raise FileNotFoundError(
+        f"chainlab's widget assets are missing: no {' and '.join(_FILES)} in "
+        f"{' or '.join(str(d) for d in ASSET_DIRS)}; reinstall chainlab")
 
 
 @functools.cache
 def css() -> str:
     """The widgets' stylesheet (every rule is scoped under a ``cl-`` class)."""
     return (asset_dir() / "chainlab.css").read_text(encoding="utf-8")
+
+
+@functools.cache
+def designer_js() -> str:
+    """The chain designer's clickable DAG, an anywidget ES module."""
+    return (asset_dir() / "designer.js").read_text(encoding="utf-8")
 
 
 @functools.cache

@@ -62,13 +62,17 @@ def watch_widget(session: NotebookSession, run_id: str, db: str | None,
 
 
 class _RunHost:
-    """What an inbox card needs of one run (see
-    :class:`chainlab.jupyter.run_widget.inbox.CardHost`): the run, read at the last refresh,
-    and ``act``."""
+    """What an inbox card needs of one run (a
+    :class:`chainlab.jupyter.run_widget.host.CardHost`): the run, read at the last refresh,
+    drawn as it is, and ``act``."""
 
     def __init__(self, inbox: ApprovalsInbox, run: WatchedRun):
         self.inbox = inbox
         self.run: WatchedRun = run
+
+    @property
+    def view(self) -> WatchedRun:
+        return self.run
 
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:

@@ -1,14 +1,16 @@
-"""Static displays of the magics: a chain with its problems, the tools, the runs.
+"""Static displays of the magics (a chain with its problems, the tools, the runs) and the
+HTML helpers every widget shares (an error box, a JSON value, a step's tool, a problem list).
 
-Each has a deterministic ``text/plain`` (what nbval checks and what a terminal shows) and an
-HTML form for the notebook. The DAG comes from :mod:`chainlab.render`; without Graphviz the
-view says so and lists the steps instead.
+Each display has a deterministic ``text/plain`` (what nbval checks and what a terminal
+shows) and an HTML form for the notebook. The DAG comes from :mod:`chainlab.render`;
+without Graphviz the view says so and lists the steps instead.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import html
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +20,8 @@ from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox
 
-__all__ = ["ChainView", "RunsTable", "ToolsTable", "dag_svg"]
+__all__ = ["ChainView", "RunsTable", "ToolsTable", "dag_svg", "error_html", "pretty",
+           "problems_html", "tool_of", "where"]
 
 esc = html.escape
 
@@ -28,6 +31,51 @@ def error_html(exc: BaseException, action: str | None = None) -> str:
     what = f"could not {action}: " if action else ""
     return (f'<div class="cl-error">⚠ {html.escape(what)}<b>{html.escape(type(exc).__name__)}'
             f"</b>: {html.escape(str(exc))}</div>")
+
+
+def pretty(value: Any, limit: int = 4000) -> str:
+    """``value`` as indented JSON (or its str), HTML-escaped, cut at ``limit`` characters."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if len(text) > limit:
+        text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
+
+
+def tool_of(chain: Chain, step_id: str) -> str:
+    """The tool ``step_id`` calls (``"(in sub-chain NAME)"`` for a sub-chain's step; ``"?"``
+    for a step the chain does not have)."""
+    top = step_id.split("/")[0]
+    for step in chain.steps:
+        if step.id == top:
+            return step.tool if top == step_id else f"(in sub-chain {step.tool})"
+    return "?"
+
+
+def where(p: Problem) -> str:
+    """Where a problem is, as a prefix of its message: ``"line 3, step 'a', args.n: "``."""
+    bits = []
+    if p.line is not None:
+        bits.append(f"line {p.line}")
+    if p.step_id:
+        bits.append(f"step {p.step_id!r}")
+    if p.field:
+        bits.append(p.field)
+    return f"{', '.join(bits)}: " if bits else ""
+
+
+def problems_html(problems: Sequence[Problem], css_class: str = "cl-problems") -> str:
+    """The problems as a list (code, where, message); "" when there are none."""
+    if not problems:
+        return ""
+    items = "".join(f'<li><code>{esc(p.code)}</code> {esc(where(p))}{esc(p.message)}'
+                    "</li>" for p in problems)
+    return f'<ul class="{css_class}">{items}</ul>'
 
 
 def dag_svg(chain: Chain, toolbox: Toolbox | None, problems: Sequence[Problem] = ()) -> str:
@@ -100,23 +148,10 @@ class ChainView:
             parts.append(f'<div class="cl-desc">{esc(self.chain.description)}</div>')
         parts += [f'<div class="cl-note">{esc(line)}</div>' for line in self._report_lines()]
         if self.problems:
-            items = "".join(f'<li><code>{esc(p.code)}</code> {esc(_where(p))}{esc(p.message)}'
-                            "</li>" for p in self.problems)
-            parts.append(f'<ul class="cl-problems">{items}</ul>')
+            parts.append(problems_html(self.problems))
         parts.append(f'<div class="cl-dag">{dag_svg(self.chain, self.toolbox, self.problems)}'
                      "</div></div>")
         return "".join(parts)
-
-
-def _where(p: Problem) -> str:
-    bits = []
-    if p.line is not None:
-        bits.append(f"line {p.line}")
-    if p.step_id:
-        bits.append(f"step {p.step_id!r}")
-    if p.field:
-        bits.append(p.field)
-    return f"{', '.join(bits)}: " if bits else ""
 
 
 def _flags(meta: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """`%%chain` cells are highlighted as YAML in JupyterLab (issue 18, item 4), by the prebuilt
 labextension the wheel ships (share/jupyter/labextensions/chainlab-cellmagic, built from
-labextension/). JupyterLab loads it from the repository's copy; the test checks each cell's
+widgets/cellmagic/). JupyterLab loads it from the repository's copy; the test checks each cell's
 editor mime type, follows a cell as its first line gains and loses the magic, and takes a
 screenshot of the cells in the light and the dark theme (tests/artifacts/)."""
 
@@ -65,10 +65,10 @@ def page(lab: Lab) -> Iterator[Any]:
 
 def test_the_extension_is_the_one_in_the_repository() -> None:
     meta = json.loads((EXTENSIONS / "chainlab-cellmagic" / "package.json").read_text())
-    source = json.loads((REPO / "labextension" / "package.json").read_text())
+    source = json.loads((REPO / "widgets" / "cellmagic" / "package.json").read_text())
     assert meta["name"] == source["name"] == "chainlab-cellmagic"
     assert (EXTENSIONS / "chainlab-cellmagic" / meta["jupyterlab"]["_build"]["load"]).is_file()
-    # the built plugin holds the source's rule (rebuild with `npm run build` in labextension/)
+    # the built plugin holds the source's rule (rebuild: widgets/README.md)
     built = "".join(p.read_text() for p in (EXTENSIONS / "chainlab-cellmagic" / "static")
                     .glob("*.js"))
     assert "%%chain" in built and "text/x-yaml" in built

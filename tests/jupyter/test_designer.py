@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from chainlab import Chain, Toolbox
 from chainlab.errors import PlanError, Problem
 from chainlab.jupyter import ChainDesigner, RunWidget
-from chainlab.jupyter.designer.widget import DesignerError, Reference
+from chainlab.jupyter.designer import DesignerError, Reference
 from chainlab.runtime import RunStatus
 
 from .conftest import Harness
@@ -640,7 +640,7 @@ async def test_write_cell(designer: ChainDesigner) -> None:
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[ChainDesigner]:
     """The designers the magics open."""
-    from chainlab.jupyter.designer import widget as module
+    from chainlab.jupyter.magics import design as module
 
     found: list[ChainDesigner] = []
     real = module.open_designer

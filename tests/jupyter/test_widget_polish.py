@@ -223,7 +223,7 @@ async def test_step_clicked_in_a_subshell_thread_runs_the_chosen_step(env: Env) 
 
 
 async def test_the_queue_line_names_the_first_ready_steps_only(env: Env) -> None:
-    from chainlab.jupyter.run_widget.widget import QUEUE_SHOWN
+    from chainlab.jupyter.run_widget.controls import QUEUE_SHOWN
 
     fans = [S(f"f{i:02d}") for i in range(QUEUE_SHOWN + 4)]
     run, w = await env.start(fans, paused=True)

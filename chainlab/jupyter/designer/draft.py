@@ -25,14 +25,11 @@ from chainlab.plan.io import dump_yaml
 from chainlab.plan.schema import STEP_ID_PATTERN, Chain, Step
 from chainlab.tools import Toolbox
 
-__all__ = ["STEP_FIELDS", "UNSET", "DesignerError", "Draft", "Reference", "rename_condition",
-           "rename_value", "type_name"]
+__all__ = ["STEP_FIELDS", "UNSET", "DesignerError", "Draft", "Reference", "type_name"]
 
 STEP_FIELDS = tuple(Step.model_fields)  # declaration order: the YAML's key order
 _STEP_ID = re.compile(STEP_ID_PATTERN)
 UNSET = "\x00unset"  # a dropdown choice meaning "leave this field out"
-_BRACES = re.compile(r"\{\{.*?\}\}", re.DOTALL)
-_QUOTED = r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\""
 
 
 class DesignerError(ChainlabError, ValueError):
@@ -47,7 +44,6 @@ class Reference:
     source: str
     label: str
     step_id: str | None = None  # the step it makes the argument depend on
-
 
 
 class Draft:
@@ -120,6 +116,14 @@ class Draft:
         if self.parsed is None or self.problems:
             return None
         return self.seed if self.parsed == self.seed else self.parsed
+
+    @property
+    def verdict(self) -> str:
+        """``"does not load"``, ``"N problem(s)"`` or ``"valid"``."""
+        if self.parsed is None:
+            return "does not load"
+        n = len(self.problems)
+        return f"{n} problem{'s' if n != 1 else ''}" if n else "valid"
 
     @property
     def steps(self) -> list[dict[str, Any]]:
@@ -277,30 +281,3 @@ def type_name(schema: dict[str, Any] | None) -> str:
     if isinstance(kind, str):
         return kind
     return schema.get("title", "") if "$ref" not in schema else "object"
-
-
-# ---------------------------------------------------------------------- renaming refs
-def _rename_in_path(text: str, old: str, new: str) -> str:
-    """``steps.OLD.output`` (or ``steps['OLD']``) -> ``steps.NEW...`` in reference text."""
-    o = re.escape(old)
-    text = re.sub(rf"(?<![\w.\-])steps\.{o}(?=\.output\b|\[)", f"steps.{new}", text)
-    return re.sub(rf"(?<![\w.\-])steps\[\s*(['\"]){o}\1\s*\]", f"steps.{new}", text)
-
-
-def rename_value(value: Any, old: str, new: str) -> Any:
-    """A JSON value whose templates refer to ``new`` wherever they referred to ``old``."""
-    if isinstance(value, str):
-        if "{{" not in value:
-            return value
-        return _BRACES.sub(lambda m: _rename_in_path(m.group(0), old, new), value)
-    if isinstance(value, dict):
-        return {k: rename_value(v, old, new) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rename_value(v, old, new) for v in value]
-    return value
-
-
-def rename_condition(text: str, old: str, new: str) -> str:
-    """A ``when`` condition with its references renamed; quoted strings stay as they are."""
-    parts = re.split(f"({_QUOTED})", text)
-    return "".join(p if i % 2 else _rename_in_path(p, old, new) for i, p in enumerate(parts))

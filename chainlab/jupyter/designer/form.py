@@ -1,254 +1,27 @@
-"""The chain designer's step form: one row per input field of the tool (a literal by JSON
-type, or a reference picked from what is in scope), then depends_on, save_as, when and an
-"advanced" part (retry, timeout, confirm, rollback). Every change goes through the
-designer's Python API."""
+"""The chain designer's step form: one row per input field of the tool (:mod:`.args`: a
+literal by JSON type, or a reference picked from what is in scope), then depends_on,
+save_as, when and an "advanced" part (retry, timeout, confirm, rollback). It draws the
+:class:`~.draft.Draft` it is given, and every change goes through the designer's Python API
+(its :class:`~.host.DesignerHost`), as a script's would."""
 
 from __future__ import annotations
 
 import html
-import inspect
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
-import yaml
 
-from chainlab.errors import Problem
-from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference, type_name
+from chainlab.jupyter.designer.args import ArgRow, Param, from_text, params_of
+from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference
+from chainlab.jupyter.designer.view import first_line, signature
 from chainlab.plan.graph import edges
-from chainlab.plan.refs import TemplateSyntaxError, parse_template
-from chainlab.tools import Tool
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.designer.widget import ChainDesigner
+    from chainlab.jupyter.designer.host import DesignerHost
 
-__all__ = ["StepForm", "badges", "first_line", "signature"]
-
-
-# ============================================================================ tool facts
-def signature(tool: Tool) -> str:
-    """``name(a: int, b: str = 'x') -> list`` as written in the function (context hidden)."""
-    try:
-        try:  # string annotations (``from __future__ import annotations``) evaluated
-            sig = inspect.signature(tool.fn, eval_str=True)
-        except NameError:
-            sig = inspect.signature(tool.fn)
-    except (TypeError, ValueError):
-        schema = tool.input_schema()
-        required = set(schema.get("required", []))
-        names = ", ".join(p if p in required else f"{p}?" for p in schema.get("properties", {}))
-        return f"{tool.name}({names})"
-    params = [p for name, p in sig.parameters.items() if name != tool.context_param]
-    shown = sig.replace(parameters=params)
-    text = str(shown).replace("typing.", "").replace("__main__.", "")
-    return tool.name + re.sub(r"<class '(\w+)'>", r"\1", text)
-
-
-def badges(tool: Tool) -> list[tuple[str, str]]:
-    """(css class, text) of the tool's side-effect contract."""
-    out = []
-    if tool.side_effects:
-        out.append(("cl-tb-effect", "side effects"))
-        if tool.idempotent:
-            out.append(("cl-tb-idem", "idempotent"))
-    else:
-        out.append(("cl-tb-ro", "read-only"))
-    if tool.requires_confirmation:
-        out.append(("cl-tb-confirm", "needs confirmation"
-                    if tool.requires_confirmation is True else "confirmation by args"))
-    return out
-
-
-def first_line(text: str) -> str:
-    return text.strip().split("\n", 1)[0] if text else ""
-
-
-# ============================================================================ form fields
-@dataclass(frozen=True, slots=True)
-class _Param:
-    """One input field of a tool, as the form shows it."""
-
-    name: str
-    kind: str  # string | integer | number | boolean | enum | json
-    required: bool
-    default: Any
-    has_default: bool
-    type_text: str
-    choices: tuple[Any, ...] = ()
-    description: str = ""
-
-
-def _params(tool: Tool | None) -> list[_Param]:
-    if tool is None:
-        return []
-    schema = tool.input_schema()
-    required = set(schema.get("required", []))
-    out = []
-    for name, prop in (schema.get("properties") or {}).items():
-        if "$ref" in prop and "$defs" in schema:
-            prop = {**schema["$defs"].get(prop["$ref"].rsplit("/", 1)[-1], {}), **prop}
-        main = prop
-        options = [s for s in prop.get("anyOf", []) if s.get("type") != "null"]
-        if len(options) == 1:
-            main = {**options[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
-        kind = main.get("type")
-        if "enum" in main:
-            form_kind = "enum"
-        elif kind == "boolean":
-            form_kind = "boolean"
-        elif kind in ("string", "integer", "number"):
-            form_kind = kind
-        else:
-            form_kind = "json"
-        out.append(_Param(name, form_kind, name in required, prop.get("default"),
-                          "default" in prop, type_name(prop) or "any",
-                          tuple(main.get("enum", ())), prop.get("description", "")))
-    return out
-
-
-def _to_text(value: Any, kind: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str) and kind in ("string", "integer", "number", "json"):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _from_text(text: str, kind: str) -> Any:
-    """The arg value typed in a text box: "" means unset; numbers and JSON are parsed; what
-    does not parse stays text (and validation says why it does not fit)."""
-    if text == "":
-        return UNSET
-    if kind == "string":
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        if kind == "json":
-            try:
-                value = yaml.safe_load(text)
-                return json.loads(json.dumps(value))
-            except Exception:
-                return text
-        return text
-
-
-def _whole_ref(value: Any) -> str | None:
-    """The reference source when ``value`` is exactly one ``{{ ref }}``."""
-    if not isinstance(value, str) or "{{" not in value:
-        return None
-    try:
-        ref = parse_template(value).whole
-    except TemplateSyntaxError:
-        return None
-    return ref.source if ref is not None else None
-
-
-class _ArgRow(W.VBox):
-    """One argument: a literal input (by JSON type) or a reference from a dropdown."""
-
-    def __init__(self, form: StepForm, param: _Param):
-        self.form = form
-        self.param = param
-        self.syncing = False
-        req = '<span class="cl-dsg-req" title="required">*</span>' if param.required else ""
-        shown = json.dumps(param.default, ensure_ascii=False)
-        default = (f' <span class="cl-dsg-default">default {html.escape(shown)}</span>'
-                   if param.has_default else "")
-        tip = f' title="{html.escape(param.description)}"' if param.description else ""
-        self.label = W.HTML(f'<span class="cl-dsg-argname"{tip}>{html.escape(param.name)}</span>'
-                            f'{req} <span class="cl-dsg-type">{html.escape(param.type_text)}</span>'
-                            f"{default}")
-        self.literal = self._literal_widget()
-        self.ref = W.Dropdown(options=[("value", "")], value="", layout=W.Layout(width="12.5em"),
-                              tooltip=f"use a value from another step or the context for "
-                                      f"{param.name}")
-        self.ref.add_class("cl-dsg-refpick")
-        self.ref.observe(self._ref_changed, names="value")
-        self.problem = W.HTML()
-        row = W.HBox([self.literal, self.ref], layout=W.Layout(width="100%"))
-        row.add_class("cl-dsg-argrow")
-        super().__init__([self.label, row, self.problem])
-        self.add_class("cl-dsg-arg")
-        self.add_class(f"cl-dsg-arg-{param.name}")
-
-    def _literal_widget(self) -> W.DOMWidget:
-        p = self.param
-        if p.kind in ("enum", "boolean"):
-            values = list(p.choices) if p.kind == "enum" else [True, False]
-            first = "— default —" if p.has_default else "— choose —"
-            options = [(first, UNSET)] + [(json.dumps(v), json.dumps(v)) for v in values]
-            w: W.DOMWidget = W.Dropdown(options=options, value=UNSET,
-                                        layout=W.Layout(flex="1 1 auto", width="auto"))
-        else:
-            placeholder = ("required" if p.required else
-                           f"default {json.dumps(p.default, ensure_ascii=False)}")
-            cls = W.Textarea if p.kind == "json" else W.Text
-            w = cls(placeholder=placeholder, continuous_update=True,
-                    layout=W.Layout(flex="1 1 auto", width="auto"))
-            if p.kind == "json":
-                w.layout.height = "2.4em"
-        w.add_class("cl-dsg-literal")
-        w.observe(self._literal_changed, names="value")
-        return w
-
-    # ------------------------------------------------------------------ draft -> row
-    def sync(self, value: Any, refs: list[Reference], problems: list[Problem]) -> None:
-        self.syncing = True
-        try:
-            source = _whole_ref(value)
-            options: list[tuple[str, str]] = [("value", "")]
-            options += [(r.label, r.source) for r in refs]
-            if source is not None and source not in {r.source for r in refs}:
-                options.append((f"{source} (not in scope)", source))
-            if list(self.ref.options) != options:
-                self.ref.options = options
-            self.ref.value = source or ""
-            self.literal.layout.display = "none" if source else ""
-            self.ref.layout.width = "100%" if source else "12.5em"
-            if not source:
-                self._show_literal(value)
-            text = "".join(f'<div class="cl-dsg-fieldproblem"><code>{html.escape(p.code)}</code> '
-                           f"{html.escape(p.message)}</div>" for p in problems)
-            if self.problem.value != text:
-                self.problem.value = text
-        finally:
-            self.syncing = False
-
-    def _show_literal(self, value: Any) -> None:
-        p = self.param
-        if isinstance(self.literal, W.Dropdown):
-            want = UNSET if value is UNSET else json.dumps(value)
-            if want not in [v for _, v in self.literal.options]:
-                self.literal.options = [*self.literal.options, (f"{want} (not allowed)", want)]
-            self.literal.value = want
-            return
-        current = _from_text(self.literal.value, p.kind)
-        if current != value or (current is UNSET) != (value is UNSET):
-            self.literal.value = "" if value is UNSET else _to_text(value, p.kind)
-
-    # ------------------------------------------------------------------ row -> draft
-    def _literal_changed(self, change: dict[str, Any]) -> None:
-        if self.syncing:
-            return
-        if isinstance(self.literal, W.Dropdown):
-            value = UNSET if change["new"] == UNSET else json.loads(change["new"])
-        else:
-            value = _from_text(change["new"], self.param.kind)
-        self.form.set_arg(self.param.name, value)
-
-    def _ref_changed(self, change: dict[str, Any]) -> None:
-        if self.syncing:
-            return
-        source = change["new"]
-        if source:
-            self.form.set_arg(self.param.name, f"{{{{ {source} }}}}")
-        else:  # back to a literal: what the box holds (nothing, at first)
-            self.literal.layout.display = ""
-            self._literal_changed({"new": self.literal.value})
+__all__ = ["StepForm"]
 
 
 _CONFIRM = [("tool's default", UNSET), ("always ask", "true"), ("never ask", "false")]
@@ -258,11 +31,12 @@ _BACKOFF = [("default (fixed)", UNSET), ("fixed", "fixed"), ("exponential", "exp
 class StepForm(W.VBox):
     """The selected step: id, tool, arguments, depends_on, save_as, when, advanced."""
 
-    def __init__(self, designer: ChainDesigner):
+    def __init__(self, designer: DesignerHost, draft: Draft):
         self.designer = designer
+        self.draft = draft  # what the form shows (read only: edits go through `designer`)
         self.step_id: str | None = None
         self.tool: str | None = None
-        self.rows: dict[str, _ArgRow] = {}
+        self.rows: dict[str, ArgRow] = {}
         self.syncing = False
         self.empty = W.HTML('<div class="cl-note">No step selected: click a tool on the left '
                             "to add one, or a node of the DAG to edit it.</div>")
@@ -334,7 +108,7 @@ class StepForm(W.VBox):
         self.sync()
 
     def sync(self) -> None:
-        draft = self.designer._draft
+        draft = self.draft
         if self.step_id is None or self.step_id not in draft.step_ids:
             self.step_id = None
             self.children = [self.empty]
@@ -370,17 +144,17 @@ class StepForm(W.VBox):
             self.doc.value = doc
 
     def _sync_args(self, step: dict[str, Any]) -> None:
-        draft = self.designer._draft
+        draft = self.draft
         tool = str(step.get("tool", ""))
-        params = _params(draft.toolbox.get(tool) if tool in draft.toolbox else None)
+        params = params_of(draft.toolbox.get(tool) if tool in draft.toolbox else None)
         args = step.get("args") or {}
         known = {p.name for p in params}
-        params += [_Param(k, "json", False, None, False, "not a parameter of this tool")
+        params += [Param(k, "json", False, None, False, "not a parameter of this tool")
                    for k in args if k not in known]
         if tool != self.tool or [p.name for p in params] != list(self.rows) or \
                 any(self.rows[p.name].param != p for p in params):
             self.tool = tool
-            self.rows = {p.name: _ArgRow(self, p) for p in params}
+            self.rows = {p.name: ArgRow(p, self.set_arg) for p in params}
             self.args_box.children = list(self.rows.values()) or [
                 W.HTML('<div class="cl-note">This tool takes no arguments.</div>')]
         refs = draft.references(self.step_id or "")
@@ -390,7 +164,7 @@ class StepForm(W.VBox):
                      [p for p in mine if p.field == f"args.{name}"])
 
     def _sync_fields(self, step: dict[str, Any]) -> None:
-        draft = self.designer._draft
+        draft = self.draft
         others = [i for i in draft.step_ids if i != self.step_id]
         deps = [d for d in step.get("depends_on") or [] if isinstance(d, str)]
         options = others + [d for d in deps if d not in others]
@@ -441,7 +215,7 @@ class StepForm(W.VBox):
             self.rollback.options = options
         self.rollback.value = current
         args = rollback.get("args") if isinstance(rollback, dict) else None
-        shown = _from_text(self.rollback_args.value, "json")
+        shown = from_text(self.rollback_args.value, "json")
         if (shown if shown is not UNSET else None) != (args or None):
             self.rollback_args.value = json.dumps(args) if args else ""
         self.rollback_args.layout.display = "" if isinstance(rollback, dict) else "none"
@@ -452,7 +226,7 @@ class StepForm(W.VBox):
             return
         self.error.value = ""
         try:
-            self.designer._edit_from("form", fn)
+            fn()
         except DesignerError as exc:
             self.error.value = f'<div class="cl-error">{html.escape(str(exc))}</div>'
 
@@ -484,7 +258,7 @@ class StepForm(W.VBox):
         if choice == "none":
             value = "none"
         elif choice not in (UNSET, None):
-            args = _from_text(self.rollback_args.value, "json")
+            args = from_text(self.rollback_args.value, "json")
             value = {"tool": choice, "args": {} if args is UNSET else args}
         self._apply(lambda: self.designer.update_step(self.step_id or "", rollback=value))
 
@@ -493,7 +267,7 @@ class StepForm(W.VBox):
             return
         old, new = self.step_id, change["new"]
         try:
-            self.designer._edit_from("form", lambda: self.designer.rename_step(old, new))
+            self.designer.rename_step(old, new)
         except DesignerError as exc:
             self.error.value = f'<div class="cl-error">{html.escape(str(exc))}</div>'
             self.syncing = True
@@ -506,8 +280,8 @@ class StepForm(W.VBox):
         if self.syncing or self.step_id is None or change["new"] is None:
             return
         tool = change["new"]
-        step = self.designer._draft.step(self.step_id)
-        keep = {p.name for p in _params(self.designer.toolbox.get(tool))} \
+        step = self.draft.step(self.step_id)
+        keep = {p.name for p in params_of(self.designer.toolbox.get(tool))} \
             if tool in self.designer.toolbox else set()
         args = {k: v for k, v in (step.get("args") or {}).items() if k in keep}
         self._apply(lambda: self.designer.update_step(self.step_id or "", tool=tool,
@@ -516,7 +290,7 @@ class StepForm(W.VBox):
     def _remove(self) -> None:
         if self.step_id is not None:
             step_id = self.step_id
-            self.designer._edit_from("form", lambda: self.designer.remove_step(step_id))
+            self.designer.remove_step(step_id)
 
 
 def _step_refs(draft: Draft, step_id: str) -> list[Reference]:

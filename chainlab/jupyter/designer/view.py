@@ -1,12 +1,15 @@
-"""The chain designer's palette (the toolbox's tools, with a filter) and its DAG preview:
-laid out by Graphviz only when the draft's DOT text changes; problems, the selection and
-the captions are a small scoped ``<style>`` (as in :class:`chainlab.render.LiveDag`). The
-clickable canvas is an anywidget whose ES module ships in ``assets/designer.js``."""
+"""The chain designer's palette (the toolbox's tools with their signature and contract, a
+filter) and its DAG preview: laid out by Graphviz only when the draft's DOT text changes;
+problems, the selection and the captions are a small scoped ``<style>`` (as in
+:class:`chainlab.render.LiveDag`). The clickable canvas is an anywidget whose ES module is
+``widgets/designer.js`` (:mod:`chainlab.jupyter._assets` finds it)."""
 
 from __future__ import annotations
 
 import asyncio
 import html
+import inspect
+import re
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,16 +18,15 @@ import ipywidgets as W
 import traitlets
 
 from chainlab.errors import ChainlabError, Problem
-from chainlab.jupyter._assets import asset_dir
+from chainlab.jupyter._assets import designer_js
 from chainlab.jupyter.designer.draft import Draft
-from chainlab.jupyter.designer.form import badges, first_line, signature
 from chainlab.plan.schema import Chain
-from chainlab.tools import Toolbox
+from chainlab.tools import Tool, Toolbox
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.designer.widget import ChainDesigner
+    from chainlab.jupyter.designer.host import DesignerHost
 
-__all__ = ["DagPreview", "Later", "Palette"]
+__all__ = ["DagPreview", "Later", "Palette", "badges", "first_line", "signature"]
 
 
 # ============================================================================ the DAG
@@ -85,7 +87,7 @@ _CANVAS: list[type[W.DOMWidget]] = []
 
 
 def _canvas_class() -> type[W.DOMWidget]:
-    """The clickable DAG (an anywidget whose ES module ships in ``assets/designer.js``),
+    """The clickable DAG (an anywidget whose ES module is ``widgets/designer.js``),
     or :class:`_StaticCanvas` when anywidget is not installed."""
     if _CANVAS:
         return _CANVAS[0]
@@ -98,7 +100,7 @@ def _canvas_class() -> type[W.DOMWidget]:
     class DagCanvas(anywidget.AnyWidget):  # type: ignore[misc]
         """SVG + scoped style; a click (or Enter) on a node sets ``selected``."""
 
-        _esm = (asset_dir() / "designer.js").read_text(encoding="utf-8")
+        _esm = designer_js()
         svg = traitlets.Unicode("").tag(sync=True)
         css = traitlets.Unicode("").tag(sync=True)
         steps = traitlets.Dict().tag(sync=True)  # SVG element id -> step id
@@ -208,11 +210,49 @@ class DagPreview(W.VBox):
 
 
 # ============================================================================ the palette
+def signature(tool: Tool) -> str:
+    """``name(a: int, b: str = 'x') -> list`` as written in the function (context hidden)."""
+    try:
+        try:  # string annotations (``from __future__ import annotations``) evaluated
+            sig = inspect.signature(tool.fn, eval_str=True)
+        except NameError:
+            sig = inspect.signature(tool.fn)
+    except (TypeError, ValueError):
+        schema = tool.input_schema()
+        required = set(schema.get("required", []))
+        names = ", ".join(p if p in required else f"{p}?" for p in schema.get("properties", {}))
+        return f"{tool.name}({names})"
+    params = [p for name, p in sig.parameters.items() if name != tool.context_param]
+    shown = sig.replace(parameters=params)
+    text = str(shown).replace("typing.", "").replace("__main__.", "")
+    return tool.name + re.sub(r"<class '(\w+)'>", r"\1", text)
+
+
+def badges(tool: Tool) -> list[tuple[str, str]]:
+    """(css class, text) of the tool's side-effect contract."""
+    out = []
+    if tool.side_effects:
+        out.append(("cl-tb-effect", "side effects"))
+        if tool.idempotent:
+            out.append(("cl-tb-idem", "idempotent"))
+    else:
+        out.append(("cl-tb-ro", "read-only"))
+    if tool.requires_confirmation:
+        out.append(("cl-tb-confirm", "needs confirmation"
+                    if tool.requires_confirmation is True else "confirmation by args"))
+    return out
+
+
+def first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0] if text else ""
+
+
 class Palette(W.VBox):
     """Every tool of the toolbox: signature, first docstring line, badges; a filter box.
-    Clicking a tool (``palette.buttons[name].click()``) adds a step calling it."""
+    Clicking a tool (``palette.buttons[name].click()``) adds a step calling it (and selects
+    it)."""
 
-    def __init__(self, designer: ChainDesigner):
+    def __init__(self, designer: DesignerHost):
         self.designer = designer
         self.filter = W.Text(placeholder="filter tools", continuous_update=True,
                              layout=W.Layout(width="100%"))
@@ -234,7 +274,7 @@ class Palette(W.VBox):
                               tooltip=f"add a step that calls {tool.name}",
                               layout=W.Layout(width="100%"))
             button.add_class("cl-dsg-add")
-            button.on_click(lambda _, name=tool.name: self.designer._add_from_palette(name))
+            button.on_click(lambda _, name=tool.name: self.add(name))
             chips = "".join(f'<span class="cl-tb {cls}">{html.escape(text)}</span>'
                             for cls, text in badges(tool))
             doc = first_line(tool.description)
@@ -255,6 +295,10 @@ class Palette(W.VBox):
         for name, item in self.items.items():
             shown = all(w in self.texts[name] for w in words)
             item.layout.display = "" if shown else "none"
+
+    def add(self, tool: str) -> None:
+        """What a tool's button does: a new step calling ``tool``, selected."""
+        self.designer.select(self.designer.add_step(tool))
 
     @property
     def shown(self) -> list[str]:

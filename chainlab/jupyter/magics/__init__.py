@@ -230,7 +230,7 @@ class ChainMagics(Magics):
         return run
 
     def fault(self, ns: argparse.Namespace) -> None:
-        from chainlab.jupyter.run_widget.faults import magic_fault
+        from chainlab.jupyter.magics.faults import magic_fault
 
         run = self.session.find_run(ns.run, ns.db)  # never resumed here: only a live run
         print(magic_fault(self.session, run, ns.fault, ns.step, error_kind=ns.error_kind,
@@ -338,14 +338,14 @@ class ChainMagics(Magics):
         chain, view = cmd.plan(session, planner, ns.request, toolbox, context, ns.name)
         self._user_ns[ns.name] = chain
         if ns.design:
-            from chainlab.jupyter.designer.widget import open_designer
+            from chainlab.jupyter.magics.design import open_designer
 
             display(open_designer(session, ns.name, ns.tools, chain=chain)[0])
             return
         display(view)
 
     def design(self, ns: argparse.Namespace) -> None:
-        from chainlab.jupyter.designer.widget import open_designer
+        from chainlab.jupyter.magics.design import open_designer
 
         if ns.name is not None and not ns.name.isidentifier():
             raise ArgsError(f"%chain design {ns.name}: NAME becomes a variable (the chain, "

@@ -17,11 +17,11 @@ from chainlab._text import did_you_mean
 from chainlab.errors import PlanError
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._loop import eager
+from chainlab.jupyter.launch import start, widget
 from chainlab.jupyter.magics.args import ArgsError
 from chainlab.jupyter.session import NotebookSession, SessionError
 from chainlab.jupyter.views import ChainView, RunsTable
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
 from chainlab.tools import Toolbox
 from chainlab.workspace import parse_step_values
@@ -122,41 +122,6 @@ def run_options(chain: Chain, concurrency: int | None, breakpoints: str | None) 
 
 
 # ---------------------------------------------------------------------- runs
-def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
-          context: dict[str, Any] | None, options: RunOptions, *, paused: bool) -> Run:
-    """Start a run on the kernel's loop and return its handle at once. Raises PlanError."""
-    from chainlab.jupyter.run_widget.dag import DagView
-    from chainlab.jupyter.run_widget.widget import RunWidget
-
-    runtime = session.runtime(toolbox, db)
-    planning, meta = _planning_record(session, chain)
-    raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
-                       toolbox, context=context or {}, chains=runtime.chains)
-    # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
-    # moment would show up as a gap before the first step in the timeline
-    dag = DagView(chain, toolbox, runtime.chains)
-    started = eager(runtime.start(chain, context, options, paused=paused, meta=meta,
-                                  planning=planning))
-    if not started.done:  # pragma: no cover - the session's stores never block
-        raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
-    run: Run = started.value  # type: ignore[assignment]
-    session.widgets[run.run_id] = RunWidget(run, session=session, dag=dag)
-    return session.remember(run, db)
-
-
-def _planning_record(session: NotebookSession, chain: Chain
-                     ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
-    """Planning events and run meta for a chain bound by ``%chain plan`` (the same record
-    ``plan_and_start`` writes); nothing for any other chain, an edited copy included."""
-    for planned, report in session.plans.values():
-        if planned is chain:
-            from chainlab.planner.base import planning_events
-
-            meta = {"planning": {"request": report.request, "report": report.to_dict()}}
-            return planning_events(report), meta
-    return [], {}
-
-
 def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
            quiet: bool = False) -> Run:
     """``run`` driven by this kernel (resumed from its store when needed). A run that has
@@ -206,19 +171,6 @@ def _reporter(session: NotebookSession, run_id: str) -> Any:
         print(f"chainlab: run {run_id}: {type(exc).__name__}: {exc}")
 
     return report
-
-
-def widget(session: NotebookSession, run: Run) -> Any:
-    """The (one) live widget of ``run``."""
-    from chainlab.jupyter.run_widget.widget import RunWidget
-
-    existing = session.widgets.get(run.run_id)
-    if existing is not None:
-        if run.active and existing.run is not run:
-            existing.attach(run)
-        return existing
-    w = session.widgets[run.run_id] = RunWidget(run, session=session)
-    return w
 
 
 def runs_table(session: NotebookSession, db: str | None, limit: int) -> RunsTable:

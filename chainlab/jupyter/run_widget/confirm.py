@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.widget import RunWidget
+    from chainlab.jupyter.run_widget.host import RunHost
 
 __all__ = ["RollbackConfirm"]
 
@@ -18,7 +18,7 @@ __all__ = ["RollbackConfirm"]
 class RollbackConfirm(W.VBox):
     """Hidden until :meth:`ask`; **Roll back** runs ``run.rollback()``, **Keep** closes it."""
 
-    def __init__(self, widget: RunWidget):
+    def __init__(self, widget: RunHost):
         self.widget = widget
         self.message = W.HTML()
         self.yes = W.Button(description="Roll back", button_style="danger", icon="undo")
@@ -50,8 +50,16 @@ class RollbackConfirm(W.VBox):
         self.layout.display = ""
 
     def confirm(self) -> None:
+        """What **Roll back** does: resume the run here when nobody drives it, then roll
+        it back (an error shows in the widget)."""
         self.close_box()
-        self.widget.act("rollback", self.widget._rollback)
+        host = self.widget
+
+        async def rollback() -> None:
+            live = await host.live()
+            await live.rollback()
+
+        host.act("rollback", rollback)
 
     def close_box(self) -> None:
         self.layout.display = "none"

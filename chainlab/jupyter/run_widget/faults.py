@@ -1,5 +1,6 @@
-"""Fault injection from the notebook (issue 19): the run widget's "Faults" section and the
-``%chain fault`` magic, both calling the one API, ``run.inject(...)``
+"""Fault injection from the notebook (issue 19): the run widget's "Faults" section and
+:func:`run_fault`, which it shares with the ``%chain fault`` magic
+(:mod:`chainlab.jupyter.magics.faults`): both call the one API, ``run.inject(...)``
 (:mod:`chainlab.runtime.faults`), with ``by="widget"`` / ``by="magic"`` so the event log
 says who injected what.
 
@@ -18,11 +19,11 @@ from chainlab.events.status import RUN_TERMINAL
 from chainlab.runtime.faults import RAISABLE, Fault, is_disposable
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.widget import RunWidget
+    from chainlab.jupyter.run_widget.host import RunHost
     from chainlab.jupyter.session import NotebookSession
     from chainlab.runtime.run import Run
 
-__all__ = ["FaultsPanel", "magic_fault", "run_fault"]
+__all__ = ["FaultsPanel", "run_fault"]
 
 _BUTTONS = [  # fault, label, tooltip
     (Fault.TIMEOUT, "Time out next attempt",
@@ -39,7 +40,7 @@ _BUTTONS = [  # fault, label, tooltip
 
 
 async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str,
-                    session: NotebookSession | None = None, widget: RunWidget | None = None,
+                    session: NotebookSession | None = None, widget: RunHost | None = None,
                     **options: Any) -> Any:
     """``await run.inject(...)``; a second driver's run is then remembered by the session
     and shown by the widget (it took the run over)."""
@@ -52,32 +53,10 @@ async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str
     return new
 
 
-def magic_fault(session: NotebookSession, run: Run, fault: str, step_id: str | None, *,
-                error_kind: str, effect: bool | None) -> str:
-    """``%chain fault``: inject now; returns the line to print. A mistake (unknown fault,
-    step or error kind; a run not driven here) raises SessionError/ChainlabError, which the
-    magic shows as a UsageError."""
-    from chainlab.jupyter.magics.commands import control
-    from chainlab.jupyter.session import SessionError
-
-    options: dict[str, Any] = {"effect": effect} if effect is not None else {}
-    if str(fault).replace("-", "_") == Fault.RAISE:
-        options["error_kind"] = error_kind
-    try:
-        control(session, run, run_fault(run, fault, step_id, by="magic", session=session,
-                                        widget=session.widgets.get(run.run_id), **options))
-    except ValueError as exc:
-        raise SessionError(str(exc)) from None
-    if str(fault).replace("-", "_") == Fault.SECOND_DRIVER:
-        return (f"a second driver takes run {run.run_id} over (next epoch); the first one is "
-                "fenced at its next write")
-    return f"injected {fault} into step {step_id!r} of run {run.run_id} (by magic)"
-
-
 class FaultsPanel(W.Accordion):
     """The widget's collapsed "Faults" section: pick a step (and an error kind), press."""
 
-    def __init__(self, widget: RunWidget):
+    def __init__(self, widget: RunHost):
         self.widget = widget
         self.enabled = W.Checkbox(value=False, description="enable fault injection (demo)",
                                   indent=False, layout=W.Layout(width="auto"))
@@ -100,10 +79,11 @@ class FaultsPanel(W.Accordion):
         self.observe(lambda _: self.refresh(), names="selected_index")
 
     def targets(self) -> list[str]:
-        """Steps a fault can hit: tool steps of the live run that have not finished."""
-        run = self.widget.run
-        if not run.active:
+        """Steps a fault can hit: tool steps of the live run that have not finished (none
+        while the scrubber shows the past)."""
+        if not self.widget.view.active:
             return []
+        run = self.widget.run
         compiled = run.compiled()
         nodes = compiled[0].nodes if compiled is not None else {}
         return [step_id for step_id, st in run.steps.items()
@@ -116,8 +96,8 @@ class FaultsPanel(W.Accordion):
         targets = self.targets()
         if list(self.step.options) != targets:
             self.step.options = targets
-        run = self.widget.run
-        live = self.enabled.value and run.active and run.status not in RUN_TERMINAL
+        view = self.widget.view
+        live = self.enabled.value and view.active and view.status not in RUN_TERMINAL
         for fault, button in self.buttons.items():
             ok = live and (bool(targets) or fault == Fault.SECOND_DRIVER)
             if fault == Fault.KILL:

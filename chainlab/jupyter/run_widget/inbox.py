@@ -3,7 +3,8 @@
 A step waiting for confirmation gets an :class:`ApprovalCard` (tool, resolved args, preview,
 Approve / Reject with a reason, optional edit of the args); an in-doubt step gets a
 :class:`DoubtCard` (what went wrong, then: it took effect with this output / retry / fail).
-Cards call the run's public API through the widget, like a script would.
+Cards call the run's public API through their host (:class:`~.host.CardHost`: the run
+widget, or the team inbox of :mod:`chainlab.jupyter.remote`), like a script would.
 """
 
 from __future__ import annotations
@@ -11,55 +12,22 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
 from chainlab.events.status import StepStatus
-from chainlab.jupyter.views import error_html
+from chainlab.jupyter.views import error_html, pretty, tool_of
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.widget import RunWidget
-    from chainlab.runtime.run import Run
+    from chainlab.jupyter.run_widget.host import CardHost
 
-__all__ = ["ApprovalCard", "CardHost", "DoubtCard", "Inbox"]
-
-
-class CardHost(Protocol):
-    """What a card needs from the widget it sits in: the run (``steps``, ``chain``, the
-    decision coroutines) and ``act``, which runs a decision and shows its error. The run
-    widget is one; the team inbox (``%chain approvals``) hosts cards of many runs."""
-
-    @property
-    def run(self) -> Run: ...
-
-    def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
-            on_error: Callable[[BaseException], None] | None = None) -> None: ...
-
-
-def pretty(value: Any, limit: int = 4000) -> str:
-    """``value`` as indented JSON (or its str), HTML-escaped, cut at ``limit`` characters."""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
-    if len(text) > limit:
-        text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
-    return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
-
-
-def tool_of(widget: CardHost, step_id: str) -> str:
-    top = step_id.split("/")[0]
-    for step in widget.run.chain.steps:
-        if step.id == top:
-            return step.tool if top == step_id else f"(in sub-chain {step.tool})"
-    return "?"
+__all__ = ["ApprovalCard", "DoubtCard", "Inbox"]
 
 
 class _Card(W.VBox):
+    """A card: drawn from ``host.view`` when made, its decisions go to ``host.run``."""
+
     key: tuple[Any, ...]
 
     def __init__(self, widget: CardHost, step_id: str, children: list[W.Widget]):
@@ -88,10 +56,11 @@ class ApprovalCard(_Card):
     """Approve or reject one step that waits for confirmation."""
 
     def __init__(self, widget: CardHost, step_id: str):
-        st = widget.run.steps[step_id]
+        st = widget.view.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
         title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
-                       f"<code>{html.escape(tool_of(widget, step_id))}</code> waits for "
+                       f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> "
+                       "waits for "
                        "approval</div>")
         preview = W.HTML(f'<div class="cl-label">preview</div>{pretty(st.preview)}')
         args = W.HTML(f'<div class="cl-label">resolved args</div>{pretty(st.args)}')
@@ -145,11 +114,12 @@ class DoubtCard(_Card):
     """Decide a step whose unsafe call may or may not have taken effect."""
 
     def __init__(self, widget: CardHost, step_id: str):
-        st = widget.run.steps[step_id]
+        st = widget.view.steps[step_id]
         self.key = ("in_doubt", step_id, st.attempts)
         title = W.HTML(
             f'<div class="cl-card-title">⚠ <b>{html.escape(step_id)}</b> '
-            f"<code>{html.escape(tool_of(widget, step_id))}</code> is in doubt after attempt "
+            f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> is in doubt "
+            "after attempt "
             f"{st.attempts}: {html.escape(st.error_kind or '')} {html.escape(st.error or '')}"
             "</div><div class='cl-note'>The tool has side effects and is not idempotent, so "
             "chainlab did not repeat it. Check the outside world (idempotency key "
@@ -186,18 +156,28 @@ class DoubtCard(_Card):
 
 class Inbox(W.VBox):
     """Cards for every step waiting for a person, kept in step order; a card survives
-    refreshes (so a half-typed reason is not lost) until its step stops waiting."""
+    refreshes (so a half-typed reason is not lost) until its step stops waiting.
 
-    def __init__(self, widget: RunWidget):
+    While the scrubber shows the past (``host.view`` is not ``host.run``), the cards are of
+    that moment and read-only; back live, they are drawn again from the run."""
+
+    def __init__(self, widget: CardHost):
         self.widget = widget
         self.cards: dict[str, _Card] = {}
         self.empty = W.HTML('<div class="cl-note">Nothing waits for a decision.</div>')
+        self._historic = False  # the cards were drawn from a past state
         super().__init__([self.empty])
         self.add_class("cl-inbox")
 
     def sync(self) -> None:
         """Add cards for new waiting steps, drop cards of steps that stopped waiting."""
-        steps = self.widget.run.steps
+        view = self.widget.view
+        historic = view is not self.widget.run
+        if self._historic and not historic:  # back live: cards drawn from history go
+            self.cards.clear()
+            self.children = [self.empty]
+        self._historic = historic
+        steps = view.steps
         waiting = {step_id: st.status for step_id, st in steps.items()
                    if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
         changed = False
@@ -213,9 +193,12 @@ class Inbox(W.VBox):
                 changed = True
         if changed:
             self.children = [self.cards[s] for s in steps if s in self.cards] or [self.empty]
+        if historic:
+            for card in self.cards.values():  # history is read-only
+                _disable(card)
 
     def _key(self, step_id: str) -> tuple[Any, ...]:
-        st = self.widget.run.steps[step_id]
+        st = self.widget.view.steps[step_id]
         if st.status == StepStatus.WAITING_CONFIRMATION:
             return ("confirm", step_id, st.args_hash)
         return ("in_doubt", step_id, st.attempts)
@@ -229,3 +212,11 @@ class Inbox(W.VBox):
         except KeyError:
             raise KeyError(f"no card for step {step_id!r}; waiting: "
                            f"{', '.join(self.cards) or 'nothing'}") from None
+
+
+def _disable(widget: W.Widget) -> None:
+    """Disable every control inside ``widget`` (a card drawn from history)."""
+    if hasattr(widget, "disabled"):
+        widget.disabled = True
+    for child in getattr(widget, "children", ()):
+        _disable(child)

@@ -1,4 +1,5 @@
-"""The step inspector, the event log tail and the timeline tab of the run widget."""
+"""The step inspector (with "Fork from here"), the event log tail and the timeline tab of
+the run widget; the panels take their widget as a :class:`~.host.RunHost`."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ import ipywidgets as W
 from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
-from chainlab.jupyter.run_widget.inbox import pretty, tool_of
-from chainlab.jupyter.views import error_html
+from chainlab.jupyter.views import error_html, pretty, tool_of
 from chainlab.render.display import reason_text
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.widget import RunWidget
+    from chainlab.jupyter.run_widget.host import RunHost
 
 __all__ = ["EventLog", "ForkPanel", "StepInspector", "TimelineTab", "event_line"]
 
@@ -32,7 +32,7 @@ SHOWN_COLUMNS = ("step_id", "tool", "kind", "attempt", "epoch", "status", "error
 class StepInspector(W.VBox):
     """Pick a step: its status, resolved args, output, attempts, error, idempotency key."""
 
-    def __init__(self, widget: RunWidget):
+    def __init__(self, widget: RunHost):
         self.widget = widget
         self.picker = W.Dropdown(description="step", options=[],
                                  style={"description_width": "initial"})
@@ -70,7 +70,7 @@ class StepInspector(W.VBox):
         why = reason_text(st.status, st.reason)
         rows = [("status", st.status + (f" ({why})" if why else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
-                ("tool", tool_of(self.widget, step_id)),
+                ("tool", tool_of(run.chain, step_id)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),
                 ("idempotency key", st.idempotency_key or "-")]
@@ -196,7 +196,7 @@ class TimelineTab(W.VBox):
     it, :attr:`loading` says "drawing timeline..." with a spinner (its widget message leaves
     before the drawing starts, so the browser shows it meanwhile)."""
 
-    def __init__(self, widget: RunWidget):
+    def __init__(self, widget: RunHost):
         self.widget = widget
         self.draw_button = W.Button(description="Redraw", icon="refresh",
                                     tooltip="read the attempts from the store again")
@@ -267,7 +267,7 @@ class ForkPanel(W.VBox):
     change. **Preview** shows the fork plan (nothing runs); **Fork** starts it and shows
     its widget below."""
 
-    def __init__(self, widget: RunWidget, inspector: StepInspector):
+    def __init__(self, widget: RunHost, inspector: StepInspector):
         self.widget = widget
         self.inspector = inspector
         self.open_button = W.Button(description="Fork from here", icon="code-branch",
@@ -292,8 +292,7 @@ class ForkPanel(W.VBox):
         self.add_class("cl-fork")
 
     def refresh(self) -> None:
-        real = self.widget.view
-        real = getattr(real, "real", real)  # while scrubbing: the run itself, not its past
+        real = self.widget.run  # while scrubbing too: the run itself, not its past
         step_id = self.inspector.picker.value
         ended = real.status in RUN_TERMINAL or real.status == RunStatus.SUSPENDED
         top = step_id is not None and "/" not in step_id
@@ -371,13 +370,11 @@ class ForkPanel(W.VBox):
         runtime = self._runtime()
 
         def shown(run: Any) -> None:
-            from chainlab.jupyter.run_widget.widget import RunWidget
-
             self.forked = run
             session = self.widget.session
             if session is not None:
                 session.remember(run, session.run_stores.get(self.widget.run.run_id))
-            view = RunWidget(run, session=session)
+            view = self.widget.widget_for(run)
             if session is not None:
                 session.widgets[run.run_id] = view
             self.out.clear_output()

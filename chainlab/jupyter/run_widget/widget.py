@@ -8,6 +8,11 @@ run's public coroutines (the same controller a script uses) through
 It subscribes to the run's events (a cheap callback that records the event and asks for a
 redraw) and redraws at most about ten times a second, so it keeps working after the cell
 that made it returned, and while a cell awaits ``run.wait()``.
+
+The widget is the host of its panels (:mod:`.host`): each panel gets the widget as a
+:class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view``
+to draw (the run, or the scrubber's past state, :mod:`.scrubber`). The toolbar's rules and
+the header lines are pure functions in :mod:`.controls`.
 """
 
 from __future__ import annotations
@@ -20,50 +25,49 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.events import Event, EventKind
-from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop
 from chainlab.jupyter.run_widget.choices import set_choices
 from chainlab.jupyter.run_widget.confirm import RollbackConfirm
+from chainlab.jupyter.run_widget.controls import (
+    BUTTONS,
+    enabled,
+    header_html,
+    pending_breakpoints,
+    queue_html,
+)
 from chainlab.jupyter.run_widget.dag import DagView
 from chainlab.jupyter.run_widget.faults import FaultsPanel
 from chainlab.jupyter.run_widget.inbox import Inbox
 from chainlab.jupyter.run_widget.inspector import EventLog, StepInspector, TimelineTab
 from chainlab.jupyter.run_widget.legend import BREAK_MARK
+from chainlab.jupyter.run_widget.scrubber import RunAt, Scrubber
 from chainlab.jupyter.views import error_html
+from chainlab.render.display import step_badges
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
 
 if TYPE_CHECKING:
+    from chainlab.jupyter.run_widget.host import RunView
     from chainlab.jupyter.session import NotebookSession
 
-__all__ = ["RunAt", "RunWidget", "Scrubber"]
+__all__ = ["RunWidget"]
 
 REDRAW_RATE = 10.0  # redraws per second, at most
-QUEUE_SHOWN = 8  # ready steps named in the queue line (a 30-step fan-out took three lines)
 _SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED,
                        EventKind.RUN_ROLLED_BACK, EventKind.RUN_ROLLBACK_FAILED,
                        EventKind.RUN_SUSPENDED})
-_ACTIVE = (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.SUSPENDED, RunStatus.COMPENSATING)
-_BUTTONS = [  # name, label, icon, tooltip
-    ("continue", "Continue", "play",
-     "leave step-through mode and run to the end (run.unpause())"),
-    ("pause", "Pause", "pause", "start nothing new; running steps finish (run.pause())"),
-    ("step", "Step", "step-forward", "release exactly one ready step (run.step())"),
-    ("resume", "Resume", "repeat", "drive this stored run from this kernel (runtime.resume)"),
-    ("cancel", "Cancel", "stop", "cancel running calls, then compensate (run.cancel())"),
-    ("rollback", "Rollback", "undo",
-     "compensate completed steps in reverse completion order (run.rollback())"),
-]
 
 
 class RunWidget(W.VBox):
-    """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one)."""
+    """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one);
+    the :class:`~.host.RunHost` of its panels."""
 
     def __init__(self, run: Run, *, session: NotebookSession | None = None,
                  log_lines: int = 14, dag: DagView | None = None):
-        self.run = run
+        self.run = run  # the handle the controls act on; panels draw `view`
         self.session = session
         self.last_error: BaseException | None = None
         self._loop = home_loop()  # where runs are driven; clicks may arrive on another thread
@@ -74,7 +78,7 @@ class RunWidget(W.VBox):
         self.header = W.HTML()
         self.error = W.HTML()
         self.buttons: dict[str, W.Button] = {}
-        for name, label, icon, tip in _BUTTONS:
+        for name, label, icon, tip in BUTTONS:
             b = W.Button(description=label, icon=icon, tooltip=tip,
                          layout=W.Layout(width="auto"))
             b.on_click(lambda _, name=name: self.press(name))
@@ -83,14 +87,14 @@ class RunWidget(W.VBox):
         self.queue = W.HTML()
         toolbar = W.HBox([*self.buttons.values(), self.next_step])
         toolbar.add_class("cl-toolbar")
-        self.scrubber = Scrubber(self)
+        self.event_log = EventLog(log_lines)
+        self.scrubber = Scrubber(self, self.event_log)
         self.rollback_confirm = RollbackConfirm(self)  # asks before Rollback (issue 18)
         # ``dag``: laid out before the run started (so Graphviz does not delay its first step)
         self.dag = dag if dag is not None else DagView(run.chain, run.runtime.toolbox,
                                                        run.runtime.chains)
         self.inbox = Inbox(self)
         self.inspector = StepInspector(self)
-        self.event_log = EventLog(log_lines)
         self.timeline = TimelineTab(self)
         self.tabs = W.Tab(children=[self.inbox, self.inspector, self.event_log, self.timeline])
         self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
@@ -113,13 +117,13 @@ class RunWidget(W.VBox):
         self.event_log.reset(())
         if run.active or isinstance(run, WatchedRun):  # driven here, or followed (§13)
             self._unsubscribe = run.subscribe(self._on_event)
-        self._read_stored_events()
+        self._read_stored_events(run)
         self.refresh()
 
-    def _read_stored_events(self) -> None:
+    def _read_stored_events(self, run: RunView) -> None:
         # events emitted before we subscribed come from the store (once committed)
         try:
-            self.event_log.fill(self.run.event_list())
+            self.event_log.fill(run.event_list())
         except Exception as exc:
             self.show_error(exc, action="read the stored events")
 
@@ -175,16 +179,24 @@ class RunWidget(W.VBox):
             self.timeline.shown()
 
     # ------------------------------------------------------------------ drawing
+    @property
+    def view(self) -> Run | RunAt:
+        """What the panels show: the run, or (while scrubbing) the run at the scrubbed
+        event."""
+        if self.scrubber.seq is None:
+            return self.run
+        return self.scrubber.view()
+
     def statuses(self) -> dict[str, str]:
-        return {step_id: str(st.status) for step_id, st in self.run.steps.items()}
+        """Step id -> status, as the DAG shows them (:attr:`view`)."""
+        return {step_id: str(st.status) for step_id, st in self.view.steps.items()}
 
     def badges(self) -> dict[str, str]:
         """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
-        breakpoints a paused run has not passed yet."""
-        from chainlab.render import run_badges
-
-        out = run_badges(self.run)
-        for step_id in self._pending_breakpoints():  # none once the run ended
+        breakpoints a paused run has not passed yet (of :attr:`view`)."""
+        view = self.view
+        out = step_badges(view.steps)
+        for step_id in pending_breakpoints(view):  # none once the run ended
             out[step_id] = " · ".join(b for b in (BREAK_MARK, out.get(step_id)) if b)
         return out
 
@@ -192,34 +204,23 @@ class RunWidget(W.VBox):
         """Redraw everything from the run's state (cheap; unchanged parts are not re-sent);
         while scrubbing, from its state at the scrubbed event (read-only)."""
         self.scrubber.sync()
-        at = self.scrubber.seq
-        if at is None:
-            self._draw()
+        self._draw()
+        if self.scrubber.seq is None:
             self._sync_static()
-            return
-        real = self.run
-        self.run = self.scrubber.view()  # type: ignore[assignment]  # every view reads .run
-        try:
-            self._draw()
-        finally:
-            self.run = real
-
-    @property
-    def view(self) -> Run | RunAt:
-        """What the views show: the run, or (while scrubbing) the run at the scrubbed event."""
-        if self.scrubber.seq is None or isinstance(self.run, RunAt):
-            return self.run
-        return self.scrubber.view()
 
     def _draw(self) -> None:
-        run = self.run
-        status = run.status
+        view = self.view
+        status = view.status
         self.dag.update(self.statuses(), self.badges())
-        self._set(self.header, self._header_html(status))
-        ready = run.ready_steps()
+        self._set(self.header, header_html(view, status, last_seq=self.scrubber.last))
+        ready = view.ready_steps()
         set_choices(self.next_step, ready)  # release order; the first is preselected
-        self._set(self.queue, self._queue_html(ready))
-        self._enable(status, ready)
+        self._set(self.queue, queue_html(view, ready))
+        can = enabled(view, status, ready)
+        for name, button in self.buttons.items():
+            if button.disabled == can[name]:
+                button.disabled = not can[name]
+        self.next_step.layout.display = "" if can["step"] else "none"
         self.inbox.sync()
         waiting = len(self.inbox.cards)
         titles = (f"Approvals ({waiting})" if waiting else "Approvals", "Inspector", "Events",
@@ -232,12 +233,9 @@ class RunWidget(W.VBox):
         self.inspector.refresh()
         self.faults.refresh()
         if self.event_log.gap:
-            self._read_stored_events()
+            self._read_stored_events(view)
         self.event_log.upto = self.scrubber.seq
         self.event_log.refresh()
-        if self.scrubber.seq is not None:
-            for card in self.inbox.cards.values():  # history is read-only
-                _disable(card)
         self._fork_notes()
 
     def _fork_notes(self) -> None:
@@ -265,76 +263,6 @@ class RunWidget(W.VBox):
         if widget.value != value:
             widget.value = value
 
-    def _header_html(self, status: RunStatus) -> str:
-        run = self.run
-        counts: dict[str, int] = {}
-        for st in run.steps.values():
-            counts[str(st.status)] = counts.get(str(st.status), 0) + 1
-        summary = " · ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
-        where = "" if run.active else (
-            " · <i>stored run, not driven by this kernel</i>" if status not in RUN_TERMINAL
-            else " · <i>from the store</i>")
-        if isinstance(run, WatchedRun):  # its driver is elsewhere: only decisions work here
-            where = f" · <i>watching: driven by {html.escape(run.driven_by())}</i>"
-        if isinstance(run, RunAt):
-            where = (f' · <span class="cl-scrub-mark" style="font-weight:600">◀ history: '
-                     f"after event {run.seq} of {self.scrubber.last} (read-only)</span>")
-        paused = ""
-        at = run.state.paused_at
-        if run.paused and at and at in self._pending_breakpoints():  # not once Step passed it
-            paused = f" at breakpoint <code>{html.escape(at)}</code>"
-        return (f'<div class="cl-head"><b>{html.escape(run.chain.name)}</b> '
-                f'<span class="cl-runid">{html.escape(run.run_id)}</span> '
-                f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
-                f'<span class="cl-summary">{html.escape(summary)}</span>{where}</div>')
-
-    def _queue_html(self, ready: list[str]) -> str:
-        bps = self._pending_breakpoints()
-        parts = []
-        if ready and (self.run.paused or self.run.status == RunStatus.PAUSED):
-            more = len(ready) - QUEUE_SHOWN  # the `next` dropdown lists them all
-            parts.append("ready queue: " + ", ".join(f"<code>{html.escape(s)}</code>"
-                                                     for s in ready[:QUEUE_SHOWN])
-                         + (f" and {more} more" if more > 0 else ""))
-        if bps:
-            parts.append("breakpoints: " + ", ".join(f"<code>{html.escape(b)}</code>"
-                                                     for b in bps))
-        return f'<div class="cl-queue">{" · ".join(parts)}</div>' if parts else ""
-
-    def _pending_breakpoints(self) -> list[str]:
-        """Breakpoints still ahead: their step has not started, and the run goes on."""
-        run = self.run
-        if run.status in RUN_TERMINAL:
-            return []
-        return [b for b in run.record.options.get("breakpoints", [])
-                if b in run.steps and run.steps[b].status in (StepStatus.PENDING,
-                                                              StepStatus.READY)]
-
-    def _enable(self, status: RunStatus, ready: list[str]) -> None:
-        run = self.run
-        live, ended = run.active, status in RUN_TERMINAL
-        can = {
-            "continue": live and run.paused,
-            "pause": live and not run.paused and status in (RunStatus.RUNNING,
-                                                            RunStatus.SUSPENDED),
-            "step": live and bool(ready) and not ended,
-            "resume": not live and status in _ACTIVE,
-            "cancel": live and status in (RunStatus.RUNNING, RunStatus.PAUSED,
-                                          RunStatus.SUSPENDED),
-            "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
-            and self._undoable(),
-        }
-        if isinstance(run, RunAt | WatchedRun):  # history, or a run driven elsewhere
-            can = dict.fromkeys(can, False)
-        for name, button in self.buttons.items():
-            if button.disabled == can[name]:
-                button.disabled = not can[name]
-        self.next_step.layout.display = "" if can["step"] else "none"
-
-    def _undoable(self) -> bool:
-        """True when a rollback has something to undo (the saga's own plan)."""
-        return bool(self.run.undoable())
-
     # ------------------------------------------------------------------ actions
     def press(self, name: str) -> None:
         """What each toolbar button does (``widget.buttons[name].click()`` calls this)."""
@@ -347,7 +275,7 @@ class RunWidget(W.VBox):
             chosen = self.next_step.value
             self.act("step", lambda: run.step(chosen))
         elif name == "resume":
-            self.act("resume", self._resume)
+            self.act("resume", self.live)
         elif name == "cancel":
             self.act("cancel", run.cancel)
         elif name == "rollback":
@@ -355,7 +283,9 @@ class RunWidget(W.VBox):
         else:
             raise ValueError(f"no button {name!r}; buttons: {', '.join(self.buttons)}")
 
-    async def _live(self) -> Run:
+    async def live(self) -> Run:
+        """The run driven by this kernel: itself, or resumed from its store (then shown
+        here). Raises what ``runtime.resume`` raises (DriverAliveError, ...)."""
         run = self.run
         if run.active:
             return run
@@ -367,12 +297,9 @@ class RunWidget(W.VBox):
             self.attach(live)
         return live
 
-    async def _resume(self) -> None:
-        await self._live()
-
-    async def _rollback(self) -> None:
-        live = await self._live()
-        await live.rollback()
+    def widget_for(self, run: Run) -> RunWidget:
+        """A new widget for another run in the same session (a fork's)."""
+        return RunWidget(run, session=self.session)
 
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:
@@ -441,165 +368,3 @@ class RunWidget(W.VBox):
 
     def __repr__(self) -> str:
         return f"RunWidget(run {self.run.run_id}, chain {self.run.chain.name!r})"
-
-
-class RunAt:
-    """A read-only view of a run as it was right after its event ``seq`` (what the scrubber
-    shows): the attributes the widget's views read, from ``run.state_at(seq)``."""
-
-    active = False
-    paused = False
-
-    def __init__(self, run: Run, seq: int):
-        self.real = run
-        self.seq = seq
-        self.state = run.state_at(seq)
-        self.run_id, self.chain, self.record = run.run_id, run.chain, run.record
-        self.runtime = run.runtime
-
-    @property
-    def steps(self) -> dict[str, Any]:
-        return self.state.steps
-
-    @property
-    def status(self) -> RunStatus:
-        return self.state.status or RunStatus.RUNNING
-
-    @property
-    def outputs(self) -> dict[str, Any]:
-        return self.state.outputs
-
-    def ready_steps(self) -> list[str]:
-        return []
-
-    def undoable(self) -> list[str]:
-        return []
-
-    def waiting(self) -> dict[str, str]:
-        return {step_id: str(st.status) for step_id, st in self.steps.items()
-                if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
-
-    def event_list(self) -> list[Event]:
-        return [ev for ev in self.real.history() if ev.seq <= self.seq]
-
-
-class Scrubber(W.HBox):
-    """Time travel over a run's events: a slider (arrow keys move it when focused),
-    previous/next buttons and **Live**. While scrubbed, the DAG (same style patch as live
-    status, no re-layout), the inspector, the approvals and the event log show the state
-    right after the chosen event, and every control is read-only."""
-
-    def __init__(self, widget: RunWidget):
-        self.widget = widget
-        self.seq: int | None = None  # None: live
-        self.last = 0
-        self.slider = W.IntSlider(value=0, min=0, max=0, description="history",
-                                  continuous_update=True, readout=True,
-                                  layout=W.Layout(width="24em"),
-                                  style={"description_width": "initial"})
-        self.prev_button = W.Button(icon="step-backward", tooltip="previous event",
-                                    layout=W.Layout(width="3em"))
-        self.next_button = W.Button(icon="step-forward", tooltip="next event",
-                                    layout=W.Layout(width="3em"))
-        self.live_button = W.Button(description="Live", icon="circle",
-                                    tooltip="back to the run's current state",
-                                    layout=W.Layout(width="auto"))
-        self.label = W.HTML()
-        self.prev_button.on_click(lambda _: self.step(-1))
-        self.next_button.on_click(lambda _: self.step(+1))
-        self.live_button.on_click(lambda _: self.live())
-        self._syncing = False
-        self._view: RunAt | None = None
-        self.slider.observe(self._moved, names="value")
-        super().__init__([self.slider, self.prev_button, self.next_button, self.live_button,
-                          self.label])
-        self.add_class("cl-scrubber")
-
-    # -------------------------------------------------------------- public API
-    def scrub_to(self, seq: int) -> None:
-        """Show the run right after event ``seq`` (0: before anything happened). Raises
-        RunStateError for an event the run does not have."""
-        self.widget.run.state_at(seq)  # raises for a seq out of range
-        self.seq = seq
-        self._show(seq)
-        self.widget.refresh()
-
-    def step(self, delta: int) -> None:
-        """One event back (-1) or forward (+1); forward past the last event goes live."""
-        self.sync()
-        current = self.last if self.seq is None else self.seq
-        target = current + delta
-        if target > self.last or (target == self.last and delta > 0 and self.seq is None):
-            self.live()
-        else:
-            self.scrub_to(max(0, target))
-
-    def live(self) -> None:
-        """Back to the run's current state: controls work again."""
-        if self.seq is not None:
-            self.seq = None
-            self._view = None
-            inbox = self.widget.inbox
-            inbox.cards.clear()  # cards drawn from history are rebuilt live
-            inbox.children = [inbox.empty]
-        self.sync()
-        self.widget.refresh()
-
-    def view(self) -> RunAt:
-        """The run at the scrubbed event (a log prefix never changes: folded once)."""
-        assert self.seq is not None
-        if self._view is None or self._view.seq != self.seq or self._view.real is not \
-                self.widget.run:
-            self._view = RunAt(self.widget.run, self.seq)
-        return self._view
-
-    # -------------------------------------------------------------- drawing
-    def sync(self) -> None:
-        """Follow the run's log: the slider's end is its latest event."""
-        self.last = self.widget.run.last_seq
-        self._show(self.last if self.seq is None else self.seq)
-
-    def _show(self, value: int) -> None:
-        self._syncing = True
-        try:
-            if self.slider.max != self.last:
-                self.slider.max = self.last
-            if self.slider.value != value:
-                self.slider.value = value
-        finally:
-            self._syncing = False
-        live = self.seq is None
-        self.live_button.disabled = live
-        self.live_button.button_style = "" if live else "info"
-        self.prev_button.disabled = value <= 0
-        self.next_button.disabled = live
-        text = self._event_text(value) if not live else "live"
-        if self.label.value != text:
-            self.label.value = text
-
-    def _event_text(self, seq: int) -> str:
-        if seq == 0:
-            return '<span class="cl-scrub-event">before the first event</span>'
-        for ev in self.widget.event_log.events:
-            if ev.seq == seq:
-                return f'<span class="cl-scrub-event"><code>{html.escape(str(ev))}</code></span>'
-        return f'<span class="cl-scrub-event">event {seq}</span>'
-
-    def _moved(self, change: dict[str, Any]) -> None:
-        if self._syncing:
-            return
-        value = int(change["new"])
-        if self.seq is None and value == self.last:
-            return
-        try:
-            self.scrub_to(value)
-        except Exception as exc:
-            self.widget.show_error(exc, action="scrub")
-
-
-def _disable(widget: W.Widget) -> None:
-    """Disable every control inside ``widget`` (a card drawn from history)."""
-    if hasattr(widget, "disabled"):
-        widget.disabled = True
-    for child in getattr(widget, "children", ()):
-        _disable(child)

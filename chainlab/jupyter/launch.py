@@ -1,0 +1,66 @@
+"""Starting a run from the notebook and giving it its one widget: what ``%chain run`` and
+the designer's **Run** share (neither imports the other).
+
+:func:`start` validates the chain, lays its DAG out, starts the run on the kernel's loop
+(:func:`chainlab.jupyter._loop.eager`) and hands the Run back at once, remembered by the
+session with its :class:`~chainlab.jupyter.run_widget.RunWidget`; :func:`widget` is the one
+widget of a run in this kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chainlab.jupyter._loop import eager
+from chainlab.jupyter.run_widget.dag import DagView
+from chainlab.jupyter.run_widget.widget import RunWidget
+from chainlab.jupyter.session import NotebookSession
+from chainlab.plan.schema import Chain, RunOptions
+from chainlab.plan.validate import raise_for_problems
+from chainlab.runtime.runtime import Run
+from chainlab.tools import Toolbox
+
+__all__ = ["start", "widget"]
+
+
+def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
+          context: dict[str, Any] | None, options: RunOptions, *, paused: bool) -> Run:
+    """Start a run on the kernel's loop and return its handle at once. Raises PlanError."""
+    runtime = session.runtime(toolbox, db)
+    planning, meta = _planning_record(session, chain)
+    raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
+                       toolbox, context=context or {}, chains=runtime.chains)
+    # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
+    # moment would show up as a gap before the first step in the timeline
+    dag = DagView(chain, toolbox, runtime.chains)
+    started = eager(runtime.start(chain, context, options, paused=paused, meta=meta,
+                                  planning=planning))
+    if not started.done:  # pragma: no cover - the session's stores never block
+        raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
+    run: Run = started.value  # type: ignore[assignment]
+    session.widgets[run.run_id] = RunWidget(run, session=session, dag=dag)
+    return session.remember(run, db)
+
+
+def _planning_record(session: NotebookSession, chain: Chain
+                     ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """Planning events and run meta for a chain bound by ``%chain plan`` (the same record
+    ``plan_and_start`` writes); nothing for any other chain, an edited copy included."""
+    for planned, report in session.plans.values():
+        if planned is chain:
+            from chainlab.planner.base import planning_events
+
+            meta = {"planning": {"request": report.request, "report": report.to_dict()}}
+            return planning_events(report), meta
+    return [], {}
+
+
+def widget(session: NotebookSession, run: Run) -> RunWidget:
+    """The (one) live widget of ``run``."""
+    existing = session.widgets.get(run.run_id)
+    if existing is not None:
+        if run.active and existing.run is not run:
+            existing.attach(run)
+        return existing
+    w = session.widgets[run.run_id] = RunWidget(run, session=session)
+    return w

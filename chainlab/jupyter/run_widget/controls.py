@@ -1,0 +1,102 @@
+"""The run widget's toolbar and the two lines around it, as pure functions of what is drawn
+(a :class:`~.host.RunView`): which buttons work in a run's state, the header line (name,
+id, status, where the run is driven) and the ready-queue line (what Step would release,
+the breakpoints still ahead). No widgets here; :class:`~.widget.RunWidget` draws them."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.jupyter.run_widget.scrubber import RunAt
+from chainlab.runtime.coordination.watching import WatchedRun
+
+if TYPE_CHECKING:
+    from chainlab.jupyter.run_widget.host import RunView
+
+__all__ = ["BUTTONS", "QUEUE_SHOWN", "enabled", "header_html", "pending_breakpoints",
+           "queue_html"]
+
+QUEUE_SHOWN = 8  # ready steps named in the queue line (a 30-step fan-out took three lines)
+BUTTONS = [  # name, label, icon, tooltip
+    ("continue", "Continue", "play",
+     "leave step-through mode and run to the end (run.unpause())"),
+    ("pause", "Pause", "pause", "start nothing new; running steps finish (run.pause())"),
+    ("step", "Step", "step-forward", "release exactly one ready step (run.step())"),
+    ("resume", "Resume", "repeat", "drive this stored run from this kernel (runtime.resume)"),
+    ("cancel", "Cancel", "stop", "cancel running calls, then compensate (run.cancel())"),
+    ("rollback", "Rollback", "undo",
+     "compensate completed steps in reverse completion order (run.rollback())"),
+]
+_ACTIVE = (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.SUSPENDED, RunStatus.COMPENSATING)
+
+
+def enabled(view: RunView, status: RunStatus, ready: list[str]) -> dict[str, bool]:
+    """Button name -> whether it works now. Nothing works on a past state (scrubbing) or on
+    a run driven elsewhere (watching: only its decisions do)."""
+    live, ended = view.active, status in RUN_TERMINAL
+    can = {
+        "continue": live and view.paused,
+        "pause": live and not view.paused and status in (RunStatus.RUNNING,
+                                                         RunStatus.SUSPENDED),
+        "step": live and bool(ready) and not ended,
+        "resume": not live and status in _ACTIVE,
+        "cancel": live and status in (RunStatus.RUNNING, RunStatus.PAUSED,
+                                      RunStatus.SUSPENDED),
+        "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
+        and bool(view.undoable()),  # the saga's own plan has something to undo
+    }
+    if isinstance(view, RunAt | WatchedRun):  # history, or a run driven elsewhere
+        can = dict.fromkeys(can, False)
+    return can
+
+
+def pending_breakpoints(view: RunView) -> list[str]:
+    """Breakpoints still ahead: their step has not started, and the run goes on."""
+    if view.status in RUN_TERMINAL:
+        return []
+    return [b for b in view.record.options.get("breakpoints", [])
+            if b in view.steps and view.steps[b].status in (StepStatus.PENDING,
+                                                            StepStatus.READY)]
+
+
+def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
+    """The line above the toolbar: chain, run id, status, step counts, and where the run is
+    (stored, watched, or the scrubbed event out of ``last_seq``)."""
+    counts: dict[str, int] = {}
+    for st in view.steps.values():
+        counts[str(st.status)] = counts.get(str(st.status), 0) + 1
+    summary = " · ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
+    where = "" if view.active else (
+        " · <i>stored run, not driven by this kernel</i>" if status not in RUN_TERMINAL
+        else " · <i>from the store</i>")
+    if isinstance(view, WatchedRun):  # its driver is elsewhere: only decisions work here
+        where = f" · <i>watching: driven by {html.escape(view.driven_by())}</i>"
+    if isinstance(view, RunAt):
+        where = (f' · <span class="cl-scrub-mark" style="font-weight:600">◀ history: '
+                 f"after event {view.seq} of {last_seq} (read-only)</span>")
+    paused = ""
+    at = view.state.paused_at
+    if view.paused and at and at in pending_breakpoints(view):  # not once Step passed it
+        paused = f" at breakpoint <code>{html.escape(at)}</code>"
+    return (f'<div class="cl-head"><b>{html.escape(view.chain.name)}</b> '
+            f'<span class="cl-runid">{html.escape(view.run_id)}</span> '
+            f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
+            f'<span class="cl-summary">{html.escape(summary)}</span>{where}</div>')
+
+
+def queue_html(view: RunView, ready: list[str]) -> str:
+    """The ready queue (while paused: what Step would release, in release order) and the
+    breakpoints still ahead; "" when there is neither."""
+    bps = pending_breakpoints(view)
+    parts = []
+    if ready and (view.paused or view.status == RunStatus.PAUSED):
+        more = len(ready) - QUEUE_SHOWN  # the `next` dropdown lists them all
+        parts.append("ready queue: " + ", ".join(f"<code>{html.escape(s)}</code>"
+                                                 for s in ready[:QUEUE_SHOWN])
+                     + (f" and {more} more" if more > 0 else ""))
+    if bps:
+        parts.append("breakpoints: " + ", ".join(f"<code>{html.escape(b)}</code>"
+                                                 for b in bps))
+    return f'<div class="cl-queue">{" · ".join(parts)}</div>' if parts else ""

@@ -1,0 +1,182 @@
+"""Time travel in the run widget: the :class:`Scrubber` (a slider over the run's events)
+and :class:`RunAt`, the read-only run as it was right after one of them.
+
+While the scrubber is moved back, the widget's :attr:`~.host.CardHost.view` is a
+:class:`RunAt`: every panel draws from it (the DAG with the same style patch as live status,
+the inspector, the approvals, the event log), and every control is read-only. The run
+itself (:attr:`~.host.CardHost.run`) is never replaced.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+
+from chainlab.events.status import RunStatus, StepStatus
+
+if TYPE_CHECKING:
+    from chainlab.events import Event
+    from chainlab.events.fold import StepState
+    from chainlab.jupyter.run_widget.host import RunHost
+    from chainlab.jupyter.run_widget.inspector import EventLog
+    from chainlab.runtime.runtime import Run
+
+__all__ = ["RunAt", "Scrubber"]
+
+
+class RunAt:
+    """A read-only view of a run as it was right after its event ``seq`` (what the scrubber
+    shows): what the widget's panels read (:class:`~.host.RunView`), from
+    ``run.state_at(seq)``."""
+
+    active = False
+    paused = False
+
+    def __init__(self, run: Run, seq: int):
+        self.real = run
+        self.seq = seq
+        self.state = run.state_at(seq)
+        self.run_id, self.chain, self.record = run.run_id, run.chain, run.record
+        self.runtime = run.runtime
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        return self.state.steps
+
+    @property
+    def status(self) -> RunStatus:
+        return self.state.status or RunStatus.RUNNING
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return self.state.outputs
+
+    def ready_steps(self) -> list[str]:
+        return []
+
+    def undoable(self) -> list[str]:
+        return []
+
+    def waiting(self) -> dict[str, str]:
+        return {step_id: str(st.status) for step_id, st in self.steps.items()
+                if st.status in (StepStatus.WAITING_CONFIRMATION, StepStatus.IN_DOUBT)}
+
+    def event_list(self) -> list[Event]:
+        return [ev for ev in self.real.history() if ev.seq <= self.seq]
+
+
+class Scrubber(W.HBox):
+    """Time travel over a run's events: a slider (arrow keys move it when focused),
+    previous/next buttons and **Live**. While scrubbed, the DAG (same style patch as live
+    status, no re-layout), the inspector, the approvals and the event log show the state
+    right after the chosen event, and every control is read-only.
+
+    ``host``: the widget (its run, a redraw, the error line); ``event_log``: the log whose
+    events name the scrubbed position."""
+
+    def __init__(self, host: RunHost, event_log: EventLog):
+        self.host = host
+        self.event_log = event_log
+        self.seq: int | None = None  # None: live
+        self.last = 0
+        self.slider = W.IntSlider(value=0, min=0, max=0, description="history",
+                                  continuous_update=True, readout=True,
+                                  layout=W.Layout(width="24em"),
+                                  style={"description_width": "initial"})
+        self.prev_button = W.Button(icon="step-backward", tooltip="previous event",
+                                    layout=W.Layout(width="3em"))
+        self.next_button = W.Button(icon="step-forward", tooltip="next event",
+                                    layout=W.Layout(width="3em"))
+        self.live_button = W.Button(description="Live", icon="circle",
+                                    tooltip="back to the run's current state",
+                                    layout=W.Layout(width="auto"))
+        self.label = W.HTML()
+        self.prev_button.on_click(lambda _: self.step(-1))
+        self.next_button.on_click(lambda _: self.step(+1))
+        self.live_button.on_click(lambda _: self.live())
+        self._syncing = False
+        self._view: RunAt | None = None
+        self.slider.observe(self._moved, names="value")
+        super().__init__([self.slider, self.prev_button, self.next_button, self.live_button,
+                          self.label])
+        self.add_class("cl-scrubber")
+
+    # -------------------------------------------------------------- public API
+    def scrub_to(self, seq: int) -> None:
+        """Show the run right after event ``seq`` (0: before anything happened). Raises
+        RunStateError for an event the run does not have."""
+        self.host.run.state_at(seq)  # raises for a seq out of range
+        self.seq = seq
+        self._show(seq)
+        self.host.refresh()
+
+    def step(self, delta: int) -> None:
+        """One event back (-1) or forward (+1); forward past the last event goes live."""
+        self.sync()
+        current = self.last if self.seq is None else self.seq
+        target = current + delta
+        if target > self.last or (target == self.last and delta > 0 and self.seq is None):
+            self.live()
+        else:
+            self.scrub_to(max(0, target))
+
+    def live(self) -> None:
+        """Back to the run's current state: controls work again."""
+        if self.seq is not None:
+            self.seq = None
+            self._view = None
+        self.sync()
+        self.host.refresh()
+
+    def view(self) -> RunAt:
+        """The run at the scrubbed event (a log prefix never changes: folded once)."""
+        assert self.seq is not None
+        run = self.host.run
+        if self._view is None or self._view.seq != self.seq or self._view.real is not run:
+            self._view = RunAt(run, self.seq)
+        return self._view
+
+    # -------------------------------------------------------------- drawing
+    def sync(self) -> None:
+        """Follow the run's log: the slider's end is its latest event."""
+        self.last = self.host.run.last_seq
+        self._show(self.last if self.seq is None else self.seq)
+
+    def _show(self, value: int) -> None:
+        self._syncing = True
+        try:
+            if self.slider.max != self.last:
+                self.slider.max = self.last
+            if self.slider.value != value:
+                self.slider.value = value
+        finally:
+            self._syncing = False
+        live = self.seq is None
+        self.live_button.disabled = live
+        self.live_button.button_style = "" if live else "info"
+        self.prev_button.disabled = value <= 0
+        self.next_button.disabled = live
+        text = self._event_text(value) if not live else "live"
+        if self.label.value != text:
+            self.label.value = text
+
+    def _event_text(self, seq: int) -> str:
+        if seq == 0:
+            return '<span class="cl-scrub-event">before the first event</span>'
+        for ev in self.event_log.events:
+            if ev.seq == seq:
+                return f'<span class="cl-scrub-event"><code>{html.escape(str(ev))}</code></span>'
+        return f'<span class="cl-scrub-event">event {seq}</span>'
+
+    def _moved(self, change: dict[str, Any]) -> None:
+        if self._syncing:
+            return
+        value = int(change["new"])
+        if self.seq is None and value == self.last:
+            return
+        try:
+            self.scrub_to(value)
+        except Exception as exc:
+            self.host.show_error(exc, action="scrub")
