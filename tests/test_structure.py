@@ -24,7 +24,8 @@ def import_graph() -> dict[str, set[str]]:
     modules = {name for name, _ in all_modules()}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in all_modules():
-        for _, target in chainlab_imports(path.read_text(encoding="utf-8"), _as_package(name, path)):
+        source = path.read_text(encoding="utf-8")
+        for _, target in chainlab_imports(source, _as_package(name, path)):
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target == name or target not in modules:
@@ -185,7 +186,7 @@ def test_no_capability_is_probed_with_getattr() -> None:
 
 
 def test_args_hash_and_idempotency_key_are_pinned() -> None:
-    from chainlab.tools import args_hash, idempotency_key
+    from chainlab._json import args_hash, idempotency_key
 
     args = {"table": "t1", "rows": ["a", "é", 3, 1.5, None, True], "nested": {"b": 1, "a": 2}}
     assert args_hash(args) == "489c86287be82a22"
@@ -198,7 +199,7 @@ def test_args_hash_and_idempotency_key_are_pinned() -> None:
 
 _FINGERPRINT_SRC = '''
 import json
-from chainlab.tools import code_fingerprint
+from chainlab._json import code_fingerprint
 
 def charge(amount: int, currency: str) -> dict:
     total = amount * 100
