@@ -153,7 +153,11 @@ def test_public_all_is_sorted_and_resolves() -> None:
 @pytest.mark.parametrize(
     "module", ["chainlab.errors", "chainlab._json", "chainlab.tools", "chainlab.plan",
                "chainlab.plan.schema", "chainlab.plan.refs", "chainlab.plan.graph",
-               "chainlab.plan.io", "chainlab.plan.validate", "chainlab.plan.jsonschema"],
+               "chainlab.plan.io", "chainlab.plan.validate", "chainlab.plan.jsonschema",
+               "chainlab.plan.parts", "chainlab.plan.syntax", "chainlab.plan.conditions",
+               "chainlab.plan.toolbox_fit", "chainlab.plan.yamlerrors",
+               "chainlab.plan.yamllayout", "chainlab.tools.contract", "chainlab.tools.context",
+               "chainlab.tools.signature", "chainlab.tools.toolbox"],
 )
 def test_core_module_all_is_sorted_and_resolves(module: str) -> None:
     mod = importlib.import_module(module)

@@ -23,7 +23,8 @@ from chainlab.render.display import (
     run_statuses,
     run_svg,
 )
-from chainlab.render.dot import chain_dot, element_id
+from chainlab.render.dot import chain_dot
+from chainlab.render.ids import element_id
 from chainlab.render.live import LiveDag
 from chainlab.render.markup import node_styles
 from chainlab.render.style import STATUS_STYLE, StatusStyle, status_line

@@ -16,7 +16,7 @@ from pydantic_core import PydanticSerializationError
 from chainlab._json import code_fingerprint, to_json_value
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.errors import ToolDefinitionError
-from chainlab.plan.schema import RetryPolicy, Rollback
+from chainlab.plan.parts import RetryPolicy, Rollback
 from chainlab.tools.context import Reconciliation
 from chainlab.tools.signature import input_model, output_adapter
 
