@@ -281,7 +281,8 @@ class RunState:
             st.args = p["args"]
         st.args_hash = p.get("args_hash", st.args_hash)
         st.approved_hash = st.args_hash
-        st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts}
+        st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts,
+                       "by": p.get("by")}
 
     def _on_rejected(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")

@@ -273,20 +273,23 @@ class Run:
         self._k().cancel()
 
     async def approve(
-        self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None
+        self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None,
+        *, by: str | None = None,
     ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
-        validated again). Raises RunStateError if the step is not waiting."""
+        validated again); ``by``: who approves (kept in the event). Raises RunStateError if
+        the step is not waiting."""
         k = self._k()
         k.require_step(step_id)
-        k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note))
+        k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note, by))
         await k.commit()
 
-    async def reject(self, step_id: str, reason: str = "rejected") -> None:
+    async def reject(self, step_id: str, reason: str = "rejected", *,
+                     by: str | None = None) -> None:
         """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
-        back."""
+        back. ``by``: who rejects (kept in the event)."""
         k = self._k()
-        k.apply(decisions.reject(k.state, step_id, reason))
+        k.apply(decisions.reject(k.state, step_id, reason, by))
         await k.commit()
 
     async def resolve(
@@ -297,13 +300,14 @@ class Run:
         retry: bool = False,
         fail: bool = False,
         note: str | None = None,
+        by: str | None = None,
     ) -> None:
         """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
-        ``fail`` it."""
+        ``fail`` it. ``by``: who decides (kept in the event)."""
         k = self._k()
         tool = k.nodes[step_id].tool if step_id in k.nodes else None
         k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,
-                                  fail=fail, note=note))
+                                  fail=fail, note=note, by=by))
         await k.commit()
 
     async def rollback(self) -> None:

@@ -241,13 +241,13 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     Raises what they raise (RunStateError, DecisionError, UnknownStepError)."""
     p = request.payload
     if request.action == "approve":
-        await run.approve(request.step_id, p.get("args"), p.get("note"))
+        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by)
     elif request.action == "reject":
-        await run.reject(request.step_id, p.get("reason") or "rejected")
+        await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":
         await run.resolve(request.step_id, output=p.get("output"),
                           retry=bool(p.get("retry")), fail=bool(p.get("fail")),
-                          note=p.get("note"))
+                          note=p.get("note"), by=request.by)
     else:
         raise ValueError(f"unknown decision {request.action!r}; expected approve, reject or "
                          "resolve")

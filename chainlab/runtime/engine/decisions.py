@@ -110,11 +110,12 @@ def check_approve_args(tool: Tool | None, step_id: str, args: Any) -> dict[str, 
 
 
 def approve(
-    state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None
+    state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
+    by: str | None = None,
 ) -> Decision:
     check(state, Action.APPROVE, step_id)
     st = state.steps[step_id]
-    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash}
+    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, **_who(by)}
     run_args = dict(st.args or {})
     if args is not None:
         run_args = check_approve_args(tool, step_id, args)
@@ -122,9 +123,16 @@ def approve(
     return Decision(step_id, [(EventKind.STEP_APPROVED, None, payload)], "ready", run_args)
 
 
-def reject(state: RunState, step_id: str, reason: str) -> Decision:
+def reject(state: RunState, step_id: str, reason: str, by: str | None = None) -> Decision:
     check(state, Action.REJECT, step_id)
-    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason})], "done")
+    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason, **_who(by)})],
+                    "done")
+
+
+def _who(by: str | None) -> dict[str, str]:
+    """``{"by": by}`` for a decision's event when it is known who took it (a decision sent
+    through ``Runtime.decide`` always says; a button in this process may not)."""
+    return {} if by is None else {"by": by}
 
 
 def resolve(
@@ -136,6 +144,7 @@ def resolve(
     retry: bool,
     fail: bool,
     note: str | None,
+    by: str | None = None,
 ) -> Decision:
     if retry and fail:
         raise DecisionError(
@@ -148,7 +157,8 @@ def resolve(
     if retry:
         return Decision(
             step_id,
-            [(EventKind.STEP_READY, st.attempts, {"resolved": "retry", "note": note})],
+            [(EventKind.STEP_READY, st.attempts,
+              {"resolved": "retry", "note": note, **_who(by)})],
             "ready",
             dict(st.args or {}),
         )
@@ -160,7 +170,8 @@ def resolve(
                 (
                     EventKind.STEP_FAILED,
                     st.attempts,
-                    {"error_kind": ErrorKind.EXECUTION_FAILED, "resolved": "fail", "error": error},
+                    {"error_kind": ErrorKind.EXECUTION_FAILED, "resolved": "fail", "error": error,
+                     **_who(by)},
                 )
             ],
             "done",
@@ -180,7 +191,7 @@ def resolve(
             (
                 EventKind.STEP_SUCCEEDED,
                 st.attempts,
-                {"output": value, "resolved": "output", "note": note},
+                {"output": value, "resolved": "output", "note": note, **_who(by)},
             )
         ],
         "done",
