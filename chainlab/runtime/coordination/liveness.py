@@ -36,8 +36,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -130,7 +130,7 @@ class Liveness:
 
         delay = min(self.poll_s, self.first_beat_s)
         try:
-            timer = asyncio.get_running_loop().call_later(delay, host.spawn, serve)
+            timer = asyncio.get_running_loop().call_later(delay, _spawn_from_timer, host, serve)
         except RuntimeError:  # another anyio backend: a task that sleeps first
             timer = None
 
@@ -223,6 +223,22 @@ class Liveness:
             log.warning("run %s: request %s not answered: %s", run.run_id,
                         request.request_id, exc)
         return True
+
+
+_from_timers: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
+
+
+def _spawn_from_timer(host: Host, fn: Callable[[], Any]) -> None:
+    """``host.spawn(fn)`` from a loop timer's callback. A callback runs outside any task,
+    where anyio cannot tell which event loop it is on (sniffio finds none: no task, no
+    ``anyio.run`` context, as under uvicorn), so the spawn happens in a small task."""
+
+    async def spawn() -> None:
+        host.spawn(fn)
+
+    task = asyncio.get_running_loop().create_task(spawn())
+    _from_timers.add(task)
+    task.add_done_callback(_from_timers.discard)
 
 
 def _pid_alive(pid: int) -> bool:
