@@ -60,9 +60,15 @@ async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: b
             continue  # read on before waiting: more may be committed already
         if not follow:
             # the status commits with the run's last event: an ended run whose log has
-            # nothing after `seen` will never have more (a stream begun after its end)
+            # nothing after `seen` will never have more (a stream begun after its end).
+            # Its last events may have been committed between the read above and this
+            # one: read once more before ending
             record = await host.run_io(store.get_run, run_id)
             if record.status in RUN_TERMINAL:
+                for ev in await host.run_io(store.load_events, run_id, seen):
+                    if ev.seq > seen:
+                        seen = ev.seq
+                        yield ev
                 return
         if notifier is not None:
             await anyio.to_thread.run_sync(notifier.wait_for_events, run_id, seen,
