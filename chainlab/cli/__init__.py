@@ -26,6 +26,7 @@ import typer
 
 from chainlab.cli.commands import fork as commands_fork
 from chainlab.cli.commands import runs as commands_runs
+from chainlab.cli.commands import serve as commands_serve
 from chainlab.cli.commands import watch as commands_watch
 from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
 from chainlab.cli.driving import Output, db_flag, start_run
@@ -211,6 +212,7 @@ def demo(
 commands_runs.register(app)
 commands_fork.register(app)
 commands_watch.register(app)
+commands_serve.register(app)
 
 
 def main() -> None:

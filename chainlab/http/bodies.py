@@ -1,0 +1,258 @@
+"""What a request may send: the bodies (strict pydantic models: an unknown field is an
+error, not ignored), the body size limit, and query parameters. Every mistake is an
+:class:`~chainlab.http.errors.ApiError` that names the field and the rule (400, 413, 415).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+
+from chainlab.http.errors import ApiError
+
+__all__ = [
+    "RUN_ID_PATTERN",
+    "Approve",
+    "Body",
+    "Empty",
+    "Fork",
+    "Reject",
+    "Resolve",
+    "Resume",
+    "StartRun",
+    "query_bool",
+    "query_int",
+    "read_body",
+    "read_model",
+]
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+JSON_TYPES = ("application/json",)
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
+              "text/plain")
+
+By = Annotated[str | None, Field(default=None, max_length=200, description=(
+    "Who decides, kept with the decision's event (default: `http:` and the client's "
+    "address). With one shared token the server cannot check it: it records what the "
+    "token holder says."))]
+Comment = Annotated[str | None, Field(default=None, max_length=4000,
+                                      description="A note kept with the decision.")]
+
+
+class Body(BaseModel):
+    """A request body: strict (unknown fields are refused), documented field by field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Empty(Body):
+    """A body with no fields (``{}`` or nothing)."""
+
+
+class StartRun(Body):
+    """``POST /runs`` and ``POST /runs/wait``."""
+
+    chain: str | dict[str, Any] = Field(description=(
+        "The name of a served chain (GET /chains), or an inline chain definition (the "
+        "chain's JSON: name, steps, options), validated like any plan and limited to the "
+        "served toolbox's tools."))
+    context: dict[str, Any] = Field(default_factory=dict,
+                                    description="The run's context (JSON object).")
+    options: dict[str, Any] | None = Field(default=None, description=(
+        "Run options merged over the chain's (max_concurrency, on_failure, mode, ...)."))
+    run_id: Annotated[str | None, Field(default=None, pattern=RUN_ID_PATTERN, description=(
+        "A client-chosen run id: a retried request with the same id returns the same run "
+        "(as the Idempotency-Key header does)."))]
+
+
+class Approve(Body):
+    """``POST /runs/{run_id}/steps/{step_id}/approve``."""
+
+    args: dict[str, Any] | None = Field(default=None, description=(
+        "Run the step with these args instead (validated against the tool's input schema: "
+        "422 when they do not fit)."))
+    comment: Comment
+    by: By
+
+
+class Reject(Body):
+    """``POST /runs/{run_id}/steps/{step_id}/reject``."""
+
+    reason: str = Field(min_length=1, max_length=4000, description="Why (kept in the log).")
+    by: By
+
+
+class Resolve(Body):
+    """``POST /runs/{run_id}/steps/{step_id}/resolve``: exactly one of ``output`` (the call
+    took effect and returned this), ``retry: true`` or ``fail: true``."""
+
+    output: Any = Field(default=None, description="The call took effect; this is its output.")
+    retry: bool = Field(default=False, description="Call the tool again.")
+    fail: bool = Field(default=False, description="Mark the step failed.")
+    comment: Comment
+    by: By
+
+    def chosen(self) -> list[str]:
+        return [name for name, on in (("output", "output" in self.model_fields_set),
+                                      ("retry", self.retry), ("fail", self.fail)) if on]
+
+
+class Resume(Body):
+    """``POST /runs/{run_id}/resume`` and ``/rollback``."""
+
+    force: bool = Field(default=False, description=(
+        "Take the run over even if another live process drives it (that one is fenced: "
+        "it commits nothing more)."))
+
+
+class Fork(Body):
+    """``POST /runs/{run_id}/fork``: a NEW run from a suspended or finished one."""
+
+    args: dict[str, dict[str, Any]] | None = Field(default=None, description=(
+        "{step_id: {arg: value}} merged over those steps' args."))
+    outputs: dict[str, Any] | None = Field(default=None, description=(
+        "{step_id: output} recorded instead of running those steps."))
+    context: dict[str, Any] | None = Field(default=None,
+                                           description="Merged over the parent's context.")
+    rerun: list[str] | None = Field(default=None, description="Steps to run again.")
+    plan_only: bool = Field(default=False, description=(
+        "Only say what the fork would do, step by step (reuse, override, rerun, confirm); "
+        "nothing is written."))
+
+
+M = TypeVar("M", bound=Body)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, at most ``limit`` bytes (413 beyond: checked on Content-Length
+    first, then on what actually arrives)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the request body is over {limit} bytes",
+                    fix="send less (a chain by name instead of inline, say), or start the "
+                        "server with a larger --max-body")
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def parse_json_body(raw: bytes, *, what: str = "the request body") -> Any:
+    """JSON text as data. Raises ApiError 400 with the line and column."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "bad_request", f"{what} is not UTF-8 text",
+                       fix="send JSON encoded as UTF-8") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, "bad_request",
+                       f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
+                       f"{exc.colno})",
+                       fix="send a JSON object, e.g. curl --json '{\"chain\": \"NAME\"}'"
+                       ) from None
+    except ValueError as exc:  # an integer too long to convert
+        raise ApiError(400, "bad_request", f"{what} is not usable JSON: {exc}") from None
+
+
+async def read_model(request: Request, model: type[M], limit: int) -> M:
+    """The body as ``model``: JSON (``Content-Type: application/json``, or none); an empty
+    body is ``{}``. Raises ApiError: 413, 415, 400 (malformed JSON, not an object, a field
+    that does not fit: each one listed in ``problems``)."""
+    raw = await read_body(request, limit)
+    kind = media_type(request)
+    if kind and kind not in JSON_TYPES and not kind.endswith("+json"):
+        raise ApiError(415, "unsupported_media_type",
+                       f"this endpoint takes JSON, not {kind!r}",
+                       fix="send Content-Type: application/json (curl --json '{...}')")
+    data = parse_json_body(raw) if raw.strip() else {}
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request",
+                       f"the request body must be a JSON object, got {type(data).__name__}",
+                       fix="send {\"field\": value, ...}")
+    return validate_model(model, data)
+
+
+def validate_model(model: type[M], data: Mapping[str, Any]) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [field_problem(err) for err in exc.errors()]
+        first = problems[0]
+        raise ApiError(400, "bad_request",
+                       f"{first['field'] or 'the body'}: {first['message']}"
+                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                       fix=f"fields of this body: {', '.join(model.model_fields)}",
+                       problems=problems) from None
+
+
+def field_problem(err: Any) -> dict[str, Any]:
+    loc = ".".join(str(part) for part in err.get("loc", ()))
+    kind = err.get("type", "")
+    message = "unknown field" if kind == "extra_forbidden" else err.get("msg", "invalid")
+    return {"code": "invalid_field", "message": message, "step_id": None,
+            "field": loc or None, "line": None, "column": None}
+
+
+def query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
+              maximum: int | None = None) -> int | None:
+    """An integer query parameter. Raises ApiError 400 naming it and the range."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, "bad_request", f"?{name}={text!r} is not an integer",
+                       fix=f"for example ?{name}={default if default is not None else 0}"
+                       ) from None
+    if value < minimum or (maximum is not None and value > maximum):
+        top = f" and {maximum}" if maximum is not None else ""
+        raise ApiError(400, "bad_request",
+                       f"?{name}={value} is out of range: between {minimum}{top}")
+    return value
+
+
+def query_float(request: Request, name: str, default: float, *, maximum: float) -> float:
+    """A number of seconds (0..maximum). Raises ApiError 400."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ApiError(400, "bad_request", f"?{name}={text!r} is not a number",
+                       fix=f"for example ?{name}={default:g}") from None
+    if not 0 <= value <= maximum:  # (NaN fails too)
+        raise ApiError(400, "bad_request", f"?{name}={text} is out of range: 0 to {maximum:g}")
+    return value
+
+
+def query_bool(request: Request, name: str) -> bool | None:
+    """``true``/``false`` (also 1/0, yes/no), None when absent. Raises ApiError 400."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return None
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ApiError(400, "bad_request", f"?{name}={text!r} must be true or false")

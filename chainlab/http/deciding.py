@@ -1,0 +1,184 @@
+"""Approve, reject and resolve over HTTP: :meth:`Runtime.decide`, the path of the widget's
+buttons and of ``chainlab approve``, wherever the run is driven (this server: applied here;
+another live process: sent through the store; nobody: taken over here).
+
+What HTTP adds:
+
+* the args or output a person sends are checked against the served tool first (422, and a
+  refused decision never takes a run over);
+* decisions on one run are taken one at a time in this server, so two clients that approve
+  one step at once get one 200 and one 409, whoever drives the run;
+* a 409 says what the step is now and, when the log knows, who decided it, when, and how
+  (``decided``: ``{action, by, at, seq, note | reason | resolved}``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.errors import (
+    DecisionError,
+    DecisionTimeoutError,
+    RunStateError,
+    StaleEpochError,
+    UnknownStepError,
+)
+from chainlab.events import Event, EventKind, StepStatus
+from chainlab.http.bodies import Approve, Body, Reject, Resolve
+from chainlab.http.errors import ApiError, api_error
+from chainlab.plan.schema import Chain
+from chainlab.runtime.engine import decisions
+
+if TYPE_CHECKING:
+    from chainlab.http.service import Service
+    from chainlab.tools import Tool
+
+__all__ = ["Decider", "who_decided"]
+
+#: the step status each decision needs
+_NEEDS = {"approve": StepStatus.WAITING_CONFIRMATION, "reject": StepStatus.WAITING_CONFIRMATION,
+          "resolve": StepStatus.IN_DOUBT}
+_VERB = {"approve": "approved", "reject": "rejected", "resolve": "resolved"}
+
+
+class Decider:
+    """Decisions of one server, serialised per run."""
+
+    def __init__(self, service: Service):
+        self.service = service
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, run_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(run_id, (None, 0))
+        if lock is None:
+            lock = anyio.Lock()
+        self._locks[run_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[run_id]
+            if users <= 1:
+                del self._locks[run_id]
+            else:
+                self._locks[run_id] = (lock, users - 1)
+
+    async def decide(self, run_id: str, step_id: str, action: str, body: Body, *,
+                     by: str) -> dict[str, Any]:
+        """Apply ``action`` on ``step_id``. Returns ``{outcome: "applied", run_id, step_id,
+        action, by}``. Raises ApiError (400, 404, 409 with ``decided``, 422, 504)."""
+        fields = _fields(action, body)
+        service = self.service
+        async with self._turn(run_id):
+            record, _, state = await service.read(run_id)
+            if step_id not in state.steps:
+                raise UnknownStepError(step_id, state.steps, run_id=run_id)
+            _precheck(service.runtime.toolbox, record.chain, step_id, action, fields)
+            try:
+                await service.runtime.decide(run_id, step_id, action, by=by,
+                                             timeout=service.config.decision_timeout_s,
+                                             **fields)
+            except DecisionTimeoutError:
+                raise
+            except DecisionError as exc:
+                if exc.field in ("args", "output", "resolution"):
+                    raise
+                raise await self._refused(run_id, step_id, action, exc) from None
+            except (RunStateError, StaleEpochError) as exc:
+                raise await self._refused(run_id, step_id, action, exc) from None
+        return {"outcome": "applied", "run_id": run_id, "step_id": step_id, "action": action,
+                "by": by}
+
+    async def _refused(self, run_id: str, step_id: str, action: str,
+                       exc: Exception) -> ApiError:
+        """409 ``not_waiting`` when the step does not wait for ``action`` (any more), with
+        who decided it; else the error's own mapping (a driver that appeared, say)."""
+        _, events, state = await self.service.read(run_id)
+        status = state.steps[step_id].status
+        if status == _NEEDS[action]:  # it still waits: the error says why not now
+            return api_error(exc) or ApiError(409, "conflict", str(exc))
+        decided = who_decided(events, step_id)
+        what = "no longer waits" if decided else "does not wait"
+        message = (f"step {step_id!r} of run {run_id!r} {what} for {action}: it is "
+                   f"{status}")
+        if decided:
+            who = f" by {decided['by']}" if decided.get("by") else ""
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(decided["at"]))
+            message += (f"; {_VERB[decided['action']]}{who} at {when} "
+                        f"(event {decided['seq']})")
+        waiting = [s for s, st in state.steps.items() if st.status == _NEEDS[action]]
+        return ApiError(409, "not_waiting", message,
+                        fix="GET /runs/{run_id}/confirmations lists what waits"
+                        if not waiting else f"steps that wait for {action}: "
+                        f"{', '.join(waiting)}",
+                        extra={"run_id": run_id, "step_id": step_id, "status": str(status),
+                               "decided": decided})
+
+
+def who_decided(events: list[Event], step_id: str) -> dict[str, Any] | None:
+    """The last person's decision on ``step_id`` since it last began to wait, from the log:
+    ``{action, by, at, seq}`` and its ``note``, ``reason`` or ``resolved``; None when the
+    log has none (the step never waited, or waits again)."""
+    for ev in reversed(events):
+        if ev.step_id != step_id:
+            continue
+        p = ev.payload
+        if ev.kind == EventKind.STEP_APPROVED:
+            return {"action": "approve", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
+                    "note": p.get("note"), "edited": p.get("args") is not None}
+        if ev.kind == EventKind.STEP_REJECTED:
+            return {"action": "reject", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
+                    "reason": p.get("reason")}
+        if p.get("resolved"):
+            return {"action": "resolve", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
+                    "resolved": p.get("resolved"), "note": p.get("note")}
+        if ev.kind in (EventKind.STEP_WAITING_CONFIRMATION, EventKind.STEP_IN_DOUBT):
+            return None
+    return None
+
+
+def _fields(action: str, body: Body) -> dict[str, Any]:
+    """The keyword arguments of :meth:`Runtime.decide` for ``body``."""
+    if isinstance(body, Approve):
+        return {"args": body.args, "note": body.comment}
+    if isinstance(body, Reject):
+        return {"reason": body.reason}
+    assert isinstance(body, Resolve), action
+    chosen = body.chosen()
+    if len(chosen) != 1:
+        raise ApiError(400, "bad_request",
+                       "resolve takes exactly one of output, retry: true, fail: true"
+                       + (f" (got {' and '.join(chosen)})" if chosen else ""),
+                       fix='e.g. {"output": {"id": 1}} when the call took effect')
+    if body.retry:
+        return {"retry": True, "note": body.comment}
+    if body.fail:
+        return {"fail": True, "note": body.comment}
+    return {"output": body.output, "note": body.comment}
+
+
+def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: str,
+              fields: dict[str, Any]) -> None:
+    """Edited args / a resolved output must fit the step's tool (the runtime's own checks,
+    here first, so that a mistake never takes a run over). Raises DecisionError."""
+    tool = _tool_of(toolbox, chain_data, step_id)
+    if action == "approve" and fields.get("args") is not None:
+        decisions.check_approve_args(tool, step_id, fields["args"])
+    if action == "resolve" and "output" in fields and tool is not None:
+        try:
+            tool.check_output(fields["output"])
+        except Exception as exc:
+            raise DecisionError(f"step {step_id!r}: the output does not fit the step: {exc}",
+                                step_id=step_id, field="output") from None
+
+
+def _tool_of(toolbox: Any, chain_data: dict[str, Any], step_id: str) -> Tool | None:
+    chain = Chain.from_dict(chain_data)
+    step = chain.step(step_id) if step_id in chain.step_ids else None
+    return toolbox.get(step.tool) if step is not None and step.tool in toolbox else None

@@ -1,0 +1,64 @@
+"""A person's decisions on a run's steps: what waits (``GET /runs/{run_id}/confirmations``)
+and ``POST /runs/{run_id}/steps/{step_id}/approve | reject | resolve``."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from chainlab.http.api import Param, by_of, decider, endpoint, json, service
+from chainlab.http.bodies import Approve, Body, Reject, Resolve, read_model
+
+__all__: list[str] = []
+
+_DECISION_ERRORS = (400, 404, 409, 413, 415, 422, 504)
+
+
+@endpoint("GET", "/runs/{run_id}/confirmations", "What waits for a person in this run",
+          tag="decisions", returns="WaitingList", errors=(404,),
+          params=(Param("kind", "confirm (approve or reject) or in_doubt (resolve).",
+                        {"type": "string", "enum": ["confirm", "in_doubt"]}),))
+async def confirmations(request: Request) -> Response:
+    """Every step of the run that waits for a decision: its tool, the resolved args the
+    approval is bound to, the preview the approver sees (or, in doubt, the error), since
+    when, and the URLs that decide it. Read it any time: nothing is lost with a stream."""
+    items = await service(request).confirmations(request.path_params["run_id"])
+    kind = request.query_params.get("kind")
+    if kind:
+        items = [d for d in items if d["kind"] == kind]
+    return json({"waiting": items})
+
+
+async def _decide(request: Request, action: str, model: type[Body]) -> Response:
+    body = await read_model(request, model, service(request).config.max_body_bytes)
+    outcome = await decider(request).decide(
+        request.path_params["run_id"], request.path_params["step_id"], action, body,
+        by=by_of(request, getattr(body, "by", None)))
+    return json(outcome)
+
+
+@endpoint("POST", "/runs/{run_id}/steps/{step_id}/approve", "Approve a waiting step",
+          tag="decisions", body=Approve, returns="Decision", errors=_DECISION_ERRORS)
+async def approve(request: Request) -> Response:
+    """Approve a step that waits for confirmation; the SAME run goes on (in this server,
+    in the process that drives it, or taken over here when nobody does). With ``args`` the
+    step runs with those instead (422 when they do not fit the tool). 409 when the step no
+    longer waits: the body's ``decided`` says who decided it, when and how."""
+    return await _decide(request, "approve", Approve)
+
+
+@endpoint("POST", "/runs/{run_id}/steps/{step_id}/reject", "Reject a waiting step",
+          tag="decisions", body=Reject, returns="Decision", errors=_DECISION_ERRORS)
+async def reject(request: Request) -> Response:
+    """Reject a step that waits for confirmation: its dependants are skipped and, under
+    ``fail_fast``, the run rolls back. 409 as for approve."""
+    return await _decide(request, "reject", Reject)
+
+
+@endpoint("POST", "/runs/{run_id}/steps/{step_id}/resolve", "Resolve an in-doubt step",
+          tag="decisions", body=Resolve, returns="Decision", errors=_DECISION_ERRORS)
+async def resolve(request: Request) -> Response:
+    """Decide a step whose call's effect is unknown (``in_doubt``): it took effect with
+    ``output`` (checked against the tool's output schema), or ``retry`` it, or ``fail``
+    it: exactly one."""
+    return await _decide(request, "resolve", Resolve)
