@@ -59,3 +59,22 @@ def hold(path: str) -> str:
     while Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     return "released"
+
+
+@toolbox.tool(side_effects=True)
+def charge(amount: int) -> dict[str, Any]:
+    """Not idempotent, and the connection drops mid-call: the step goes in doubt."""
+    raise ConnectionResetError(f"connection reset while charging {amount}")
+
+
+@toolbox.tool(side_effects=True, idempotent=True,
+              compensate=("unbook", {"booking": "{{ output.booking }}"}))
+def book(room: str, ctx: CallContext) -> dict[str, Any]:
+    effect("book", ctx, room=room)
+    return {"booking": f"b-{room}"}
+
+
+@toolbox.tool(side_effects=True, idempotent=True)
+def unbook(booking: str, ctx: CallContext) -> dict[str, Any]:
+    effect("unbook", ctx, booking=booking)
+    return {"cancelled": booking}
