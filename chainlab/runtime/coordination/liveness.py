@@ -151,6 +151,13 @@ class Liveness:
             if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await host.run_io(store.clear_driver, run.run_id, self.driver_id)
+            elif not run.fenced:
+                # the run ended: a decision still in the mailbox (the loser of a race, one
+                # sent as the run ended) is answered now, never left to time out
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    for request in await host.run_io(store.pending_requests, run.run_id, 0):
+                        if not await self._answer(host, run, request):
+                            break
 
     async def _serve(self, host: Host, run: Run) -> None:
         store = host.store
@@ -241,13 +248,13 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     Raises what they raise (RunStateError, DecisionError, UnknownStepError)."""
     p = request.payload
     if request.action == "approve":
-        await run.approve(request.step_id, p.get("args"), p.get("note"))
+        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by)
     elif request.action == "reject":
-        await run.reject(request.step_id, p.get("reason") or "rejected")
+        await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":
         await run.resolve(request.step_id, output=p.get("output"),
                           retry=bool(p.get("retry")), fail=bool(p.get("fail")),
-                          note=p.get("note"))
+                          note=p.get("note"), by=request.by)
     else:
         raise ValueError(f"unknown decision {request.action!r}; expected approve, reject or "
                          "resolve")

@@ -15,7 +15,6 @@ run is driven (DESIGN §13).
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -34,16 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["decide", "payload_for", "requester"]
 
-
-def requester() -> str:
-    """Who asks, by default: ``user@host``."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no user name for this uid (a container)
-        user = "?"
-    import socket
-
-    return f"{user}@{socket.gethostname()}"
+requester = decisions.requester
 
 
 def payload_for(action: str, *, note: str | None = None, reason: str | None = None,

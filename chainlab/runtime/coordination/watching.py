@@ -40,6 +40,10 @@ async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: b
     ``after_seq``, in order, each once, until an event that ends the run (or, with
     ``follow``, until the caller stops). A run that has already ended with nothing after
     ``after_seq`` ends the stream at once."""
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) \
+            or not 0 <= after_seq < 2**63:
+        raise ValueError(f"after_seq must be a sequence number 0 <= after_seq < 2**63, got "
+                         f"{after_seq!r}: pass the seq of the last event seen (0 for all)")
     store = host.store
     notifier = store if isinstance(store, Notifier) else None
     if notifier is not None:  # listen BEFORE the first read: no commit falls in between
@@ -212,19 +216,22 @@ class WatchedRun(Run):
 
     # ------------------------------------------------------------------ decisions
     async def approve(self, step_id: str, args: dict[str, Any] | None = None,
-                      note: str | None = None) -> None:
+                      note: str | None = None, *, by: str | None = None) -> None:
         """Approve through :meth:`Runtime.decide` (``last_decision`` says how it went).
         Raises DecisionError with the driver's message when it refuses."""
-        await self._decide(step_id, "approve", args=args, note=note)
+        await self._decide(step_id, "approve", args=args, note=note, by=by)
 
-    async def reject(self, step_id: str, reason: str = "rejected") -> None:
+    async def reject(self, step_id: str, reason: str = "rejected", *,
+                     by: str | None = None) -> None:
         """Reject through :meth:`Runtime.decide`."""
-        await self._decide(step_id, "reject", reason=reason)
+        await self._decide(step_id, "reject", reason=reason, by=by)
 
     async def resolve(self, step_id: str, *, output: Any = None, retry: bool = False,
-                      fail: bool = False, note: str | None = None) -> None:
+                      fail: bool = False, note: str | None = None,
+                      by: str | None = None) -> None:
         """Resolve an in-doubt step through :meth:`Runtime.decide`."""
-        await self._decide(step_id, "resolve", output=output, retry=retry, fail=fail, note=note)
+        await self._decide(step_id, "resolve", output=output, retry=retry, fail=fail, note=note,
+                           by=by)
 
     async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
         self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)

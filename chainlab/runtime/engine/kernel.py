@@ -328,7 +328,7 @@ class Kernel:
             confirm = node.needs_confirmation(args)
         confirm_first = self.state.confirm_first
         if confirm or (confirm_first and node.id in confirm_first):
-            self._request_confirmation(node, args)
+            self.request_confirmation(node, args)
             self.sched.park(node.id)
             return
         self.emit(K.STEP_READY, node.id)
@@ -348,7 +348,9 @@ class Kernel:
             units = tool.resources
         self.sched.ready(node.id, key, units)
 
-    def _request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
+    def request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
+        """Ask a person: the resolved args (and their hash, which an approval is bound to)
+        and the preview are recorded with ``step_waiting_confirmation``."""
         try:
             preview = node.tool.make_preview(args) if node.tool else args
             preview = to_json_value(preview)
