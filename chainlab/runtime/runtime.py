@@ -151,7 +151,9 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
-        """Stop driving every run of this runtime (their state stays in the store)."""
+        """Stop driving every run of this runtime (their state stays in the store). A
+        decision being answered is answered first (its requester waits for that answer)."""
+        await self.liveness.answers_sent()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

@@ -72,6 +72,17 @@ class Liveness:
         self.first_beat_s = min(heartbeat_s, 0.25)
         self.driver_id = secrets.token_hex(8)
         self.host = socket.gethostname()
+        self._answering = 0  # decisions being applied and answered right now
+        self._answered: anyio.Event | None = None
+
+    async def answers_sent(self, timeout: float = 10.0) -> None:
+        """Wait (at most ``timeout`` s) until no decision is being applied and answered: a
+        runtime that closes must not leave a requester waiting for an answer it took."""
+        with anyio.move_on_after(timeout):
+            while self._answering:
+                if self._answered is None:
+                    self._answered = anyio.Event()
+                await self._answered.wait()
 
     def identity(self) -> DriverInfo:
         """This runtime as a driver (the pid read now: a forked child is another driver)."""
@@ -209,6 +220,16 @@ class Liveness:
 
     async def _answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
         """Apply one request and answer it; False once this driver was taken over."""
+        self._answering += 1
+        try:
+            return await self._apply_and_answer(host, run, request)
+        finally:
+            self._answering -= 1
+            if not self._answering and self._answered is not None:
+                self._answered.set()
+                self._answered = None
+
+    async def _apply_and_answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
         if request.expires_at is not None and time.time() > request.expires_at:
             outcome, message = "refused", (
                 f"expired: request {request.request_id} reached the driver after its "

@@ -268,11 +268,11 @@ async def run(k: Kernel, node: Node) -> None:
         return
     record(k, node, attempt, outcome)
     if outcome.background is not None:
-        k.background.add(step_id)
+        k.background.append(step_id)
         try:
             await outcome.background.finished_wait()
         finally:
-            k.background.discard(step_id)
+            k.background.remove(step_id)
         if k.state.status not in RUN_TERMINAL:
             k.emit(K.STEP_CALL_RETURNED, step_id, attempt)
 

@@ -119,7 +119,8 @@ class Kernel:
         self.idle: list[anyio.Event] = []
         self.timers: dict[str, anyio.CancelScope] = {}
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
-        self.background: set[str] = set()  # steps whose timed-out body still runs
+        # one entry per timed-out body still running (a step retried twice has two)
+        self.background: list[str] = []
         self.stopping: StopReason | None = None
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
