@@ -216,23 +216,29 @@ def first_json_object(text: str) -> str | None:
     return None
 
 
-_TRACEBACK_LINE = re.compile(r'^\s*(Traceback \(most recent call last\)|File "|\^+$|~+$)')
 # an absolute path (POSIX or Windows) that does not belong to a URL
 _PATH = re.compile(r"(?<![\w:/.\\-])(?:[A-Za-z]:\\|/)(?:[\w.\-]+[/\\])+[\w.\-]*")
 _ERROR_PREFIX = re.compile(r"^Error code: \d+ - ")
 
 
 def one_line(text: object, limit: int = 300) -> str:
-    """An error text fit to show a person: one line, no traceback, no file path of the
-    machine that produced it, at most ``limit`` characters."""
-    raw = _ERROR_PREFIX.sub("", str(text).strip())
-    lines = [line.strip() for line in raw.splitlines()]
-    kept = [line for line in lines if line and not _TRACEBACK_LINE.match(line)]
-    if len(kept) < len([line for line in lines if line]):
-        # a traceback: its last line says what went wrong, the lines above only where
-        kept = [kept[-1]] if kept else []
-    joined = " ".join(" ".join(kept).split())
-    joined = _PATH.sub("<path>", joined)
+    """An error text fit to show a person: one line, at most ``limit`` characters, without
+    traceback frames (``Traceback ...``, ``File "..."`` and the code lines under it, as
+    Python and FastAPI print them) and with file paths of the machine that produced it
+    replaced by ``<path>``."""
+    kept: list[str] = []
+    frame_indent: int | None = None  # inside a frame: skip what is indented deeper
+    for line in _ERROR_PREFIX.sub("", str(text).strip()).splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if frame_indent is not None and stripped and indent > frame_indent:
+            continue
+        frame_indent = None
+        if stripped.startswith('File "'):
+            frame_indent = indent
+        elif stripped and not stripped.startswith("Traceback (most recent call last)"):
+            kept.append(stripped)
+    joined = _PATH.sub("<path>", " ".join(" ".join(kept).split()))
     if len(joined) > limit:
         joined = joined[:limit - 3].rstrip() + "..."
     return joined or "(no message)"

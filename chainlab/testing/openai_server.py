@@ -31,8 +31,8 @@ script item (``server.refused`` counts them):
 =======================  =================================================================
 ``"openai"`` (default)   every ``response_format`` type and tool calling
 ``"llama-cpp-python"``   ``response_format`` ``text`` / ``json_object`` (with a schema) and
-                         tools; ``json_schema`` gets HTTP 500 with the server's traceback
-                         text, as llama-cpp-python's server answers
+                         tools; ``json_schema`` gets HTTP 500 with FastAPI's validation
+                         text (a server file path included), as llama-cpp-python 0.3 answers
 ``"no-response-format"`` neither ``response_format`` (HTTP 400 naming it) nor ``tools``
                          (HTTP 422, a FastAPI validation body): plain chat only
 =======================  =================================================================
@@ -155,17 +155,17 @@ class ServerKind:
         return None
 
 
-# llama-cpp-python's server runs the request through pydantic inside its route handler
-# and answers a ValueError with 500 and the text below (the traceback included).
+# llama-cpp-python's server (0.3) answers a request its pydantic model rejects with 500 and
+# FastAPI's text of the validation error: the error, then where (a file of the server's
+# machine and the route), as below for a response_format of type json_schema
 _LLAMA_CPP_PYTHON_500 = (
-    "Traceback (most recent call last):\n"
-    '  File "/opt/llm/venv/lib/python3.11/site-packages/llama_cpp/server/errors.py", '
-    "line 173, in custom_route_handler\n"
-    "    response = await original_route_handler(request)\n"
-    "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
-    "ValueError: response_format type must be one of \"text\" or \"json_object\", "
-    "but got: {what} (see /opt/llm/venv/lib/python3.11/site-packages/llama_cpp/"
-    "llama_chat_format.py)")
+    "1 validation error:\n"
+    "  {{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input "
+    "should be 'text' or 'json_object'\", 'input': '{what}', 'ctx': {{'expected': \"'text' or "
+    "'json_object'\"}}}}\n\n"
+    '  File "/opt/llm/venv/lib/python3.11/site-packages/llama_cpp/server/app.py", line 376, '
+    "in create_chat_completion\n"
+    "    POST /v1/chat/completions")
 
 
 def _llama_cpp_python_refusal(what: str) -> tuple[int, dict[str, Any]]:

@@ -102,6 +102,11 @@ def test_one_line_keeps_the_message_and_drops_the_traceback_and_paths() -> None:
                  "line 173, in handler\n    response = await route(request)\n"
                  "               ^^^^^^^^^^^^^^\nValueError: bad format in /srv/app/x.py")
     assert one_line(traceback) == "ValueError: bad format in <path>"
+    fastapi = ("1 validation error:\n  {'loc': ('body', 'response_format')}\n\n"
+               '  File "/srv/app/server/app.py", line 376, in create\n'
+               "    POST /v1/chat/completions\nmore after the frame")
+    assert one_line(fastapi) == "1 validation error: {'loc': ('body', 'response_format')} " \
+        "more after the frame"
     assert one_line("Error code: 500 - model\n  not   loaded") == "model not loaded"
     assert one_line("see C:\\Users\\me\\llm\\server.py now") == "see <path> now"
     url = "cannot reach http://127.0.0.1:8080/v1/chat/completions (refused)"
