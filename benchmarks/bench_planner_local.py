@@ -34,6 +34,8 @@ import asyncio
 import contextlib
 import importlib.util
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -52,7 +54,7 @@ from chainlab import Toolbox
 from chainlab.planner import PlanReport
 from chainlab.planner.openai import OpenAIPlanner
 
-MODEL_ALIAS = "gemma-3-270m-it-q4_k_m"
+MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 CONTEXT = {"customer_id": "c-42", "email": "ana@example.com"}
 REQUESTS = [
     "fetch the orders of the customer and summarize them",
@@ -137,8 +139,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(gguf: Path, n_ctx: int, threads: int, workdir: Path) -> Iterator[str]:
-    """Start llama-cpp-python's server on a loopback port; yield its base URL; stop it."""
+def llama_server(gguf: Path, n_ctx: int, threads: int,
+                 workdir: Path) -> Iterator[tuple[str, str]]:
+    """Start llama-cpp-python's server on a loopback port; yield its base URL and the chat
+    format it chose (from its log); stop it."""
     port = free_port()
     log_path = workdir / "llama_server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
@@ -149,7 +153,7 @@ def llama_server(gguf: Path, n_ctx: int, threads: int, workdir: Path) -> Iterato
         try:
             base_url = f"http://127.0.0.1:{port}/v1"
             wait_until_up(base_url, proc, log_path, timeout_s=180)
-            yield base_url
+            yield base_url, chat_format(log_path.read_text(errors="replace"))
         finally:
             proc.terminate()
             try:
@@ -175,6 +179,16 @@ def wait_until_up(base_url: str, proc: subprocess.Popen[bytes], log_path: Path,
                      + log_path.read_text(errors="replace")[-3000:])
 
 
+def chat_format(log: str) -> str:
+    """How the server turns messages into a prompt. This GGUF has no chat template, so
+    llama-cpp-python falls back to a generic format (one that keeps the system message;
+    its ``gemma`` format would drop it, and with it the tool list)."""
+    found = re.search(r"Using (?:fallback )?chat (?:format|template)[^:]*: (\S+)", log)
+    if found:
+        return f"chat format {found.group(1)}"
+    return "chat template from the GGUF" if "chat_template" in log else "chat format unknown"
+
+
 # --------------------------------------------------------------------------- planning
 
 
@@ -184,6 +198,7 @@ class Row:
     request: str
     report: PlanReport
     seconds: float
+    tools: list[str]
 
     @property
     def found(self) -> int:
@@ -211,14 +226,15 @@ async def plan_all(base_url: str, model: str, args: argparse.Namespace) -> list[
     rows = []
     for number, request in enumerate(REQUESTS[:args.requests], 1):
         t0 = time.perf_counter()
-        _, report = await planner.plan_with_report(request, tb, CONTEXT)
-        rows.append(Row(number, request, report, time.perf_counter() - t0))
+        chain, report = await planner.plan_with_report(request, tb, CONTEXT)
+        rows.append(Row(number, request, report, time.perf_counter() - t0,
+                        [s.tool for s in chain.steps]))
         print_row(rows[-1], flush=True)
     return rows
 
 
 HEADER = f"{'#':>2}  {'mode':<11} {'rounds':>6} {'found':>5} {'repaired':>8}  " \
-    f"{'result':<26} {'s':>6}  request"
+    f"{'result':<26} {'s':>6}  request -> the chain's tools"
 
 
 def print_row(row: Row, flush: bool = False) -> None:
@@ -226,6 +242,7 @@ def print_row(row: Row, flush: bool = False) -> None:
     print(f"{row.number:>2}  {mode:<11} {len(row.report.rounds):>6} {row.found:>5} "
           f"{row.repaired:>8}  {row.outcome:<26} {row.seconds:>6.1f}  {row.request[:60]}",
           flush=flush)
+    print(f"{'':>4}-> {', '.join(row.tools)}", flush=flush)
 
 
 def print_totals(rows: list[Row]) -> None:
@@ -265,6 +282,8 @@ def main() -> None:
     parser.add_argument("--base-url", help="plan against this running server instead")
     parser.add_argument("--model", default=MODEL_ALIAS, help="the model name to send")
     args = parser.parse_args()
+    # a SIGTERM (``kill PID``) unwinds like Ctrl-C, so the server started here is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     if args.base_url:
         rows = run(args.base_url, args.model, args, server="(given)")
@@ -277,9 +296,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="chainlab-bench-llm-") as tmp:
             workdir = Path(tmp)
             gguf = args.gguf or assemble_gguf(workdir)
-            with llama_server(gguf, args.n_ctx, args.threads, workdir) as base_url:
+            with llama_server(gguf, args.n_ctx, args.threads, workdir) as (base_url, fmt):
                 rows = run(base_url, MODEL_ALIAS, args, server=f"llama-cpp-python "
-                           f"{llama_cpp_version()}, {gguf.name}, n_ctx {args.n_ctx}, "
+                           f"{llama_cpp_version()} ({fmt}), {gguf.name}, n_ctx {args.n_ctx}, "
                            f"{args.threads} threads")
     print_negotiation(rows)
     print_totals(rows)
