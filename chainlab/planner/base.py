@@ -114,8 +114,8 @@ class PlanReport:
 
     ``output_mode`` is the structured-output mode the server took (None when no request
     got an answer); ``negotiation`` lists the modes the server refused on the way there,
-    as ``{"mode", "status", "error"}`` (empty when the first mode tried worked, e.g. one
-    remembered from an earlier plan). Error texts are one line, without tracebacks.
+    as ``{"mode", "status", "error", "duration_s"}`` (empty when the first mode tried worked,
+    e.g. one remembered from an earlier plan). Error texts are one line, without tracebacks.
     """
 
     planner: str
