@@ -25,6 +25,12 @@ Without them it says what is missing and exits 0 (``./run.sh bench`` runs every 
 server that is already running instead (nothing is started). A 270M model is a hard test
 for a planner: the point is that the planner meets a real model and a real server, and the
 numbers say how it copes, not how good the model is. Timings are for one machine.
+
+The client timeout (``--timeout``, 900 s) is long on purpose: llama-cpp-python finishes a
+generation after its client gave up, so one timed-out request keeps the server busy and the
+next one queues behind it (a first run with 300 s and ``max_tokens`` 1024 lost its last two
+requests that way); ``--max-tokens`` (512, enough for a plan of several steps) bounds each
+answer instead. A mode shown as ``json_object?`` was tried but got no answer.
 """
 
 from __future__ import annotations
@@ -238,7 +244,8 @@ HEADER = f"{'#':>2}  {'mode':<11} {'rounds':>6} {'found':>5} {'repaired':>8}  " 
 
 
 def print_row(row: Row, flush: bool = False) -> None:
-    mode = row.report.output_mode or "-"
+    rounds = row.report.rounds
+    mode = row.report.output_mode or (f"{rounds[-1].mode}?" if rounds else "-")  # no answer
     print(f"{row.number:>2}  {mode:<11} {len(row.report.rounds):>6} {row.found:>5} "
           f"{row.repaired:>8}  {row.outcome:<26} {row.seconds:>6.1f}  {row.request[:60]}",
           flush=flush)
@@ -273,9 +280,9 @@ def print_negotiation(rows: list[Row]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=len(REQUESTS))
-    parser.add_argument("--max-tokens", type=int, default=1024)
+    parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--repair-rounds", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--gguf", type=Path, help="a GGUF file instead of the packaged one")
