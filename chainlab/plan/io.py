@@ -11,15 +11,18 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import ValidationError
 
+import chainlab.plan.yamltext as yamltext
 from chainlab._text import did_you_mean, int_digits_limit, int_too_long, safe_repr
 from chainlab.errors import PlanError, Problem
-from chainlab.plan import yamltext
-from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
+from chainlab.plan.parts import RetryPolicy, Rollback, RunOptions, Step
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
 
 __all__ = ["dump_yaml", "load_data", "load_text"]
 
@@ -27,9 +30,10 @@ _MAX_TEXT = 5_000_000  # a plan larger than this is a mistake, not a plan
 _MAX_VALUES = 2_000_000  # values in plan data counted as a tree (10x a 50,000-step plan)
 
 
-def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
-    """Parse plan text. Raises PlanError (``bad_syntax`` with line and column, or
-    ``invalid_field`` problems located by line)."""
+def load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[Chain]) -> Chain:
+    """Parse plan text into a ``chain_type`` (the :class:`~chainlab.plan.schema.Chain` class,
+    handed in by its own classmethods: this module never imports it). Raises PlanError
+    (``bad_syntax`` with line and column, or ``invalid_field`` problems located by line)."""
     if not isinstance(text, str):
         raise PlanError(
             Problem("bad_syntax", f"expected plan text (str), got {type(text).__name__}")
@@ -39,7 +43,7 @@ def load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
             Problem("bad_syntax", f"plan text is {len(text)} characters; the limit is {_MAX_TEXT}")
         )
     with _gc_paused():
-        return _load_text(text, fmt)
+        return _load_text(text, fmt, chain_type)
 
 
 @contextlib.contextmanager
@@ -60,7 +64,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
+def _load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[Chain]) -> Chain:
     node: yaml.Node | None = None
     try:
         if fmt == "json":
@@ -87,7 +91,7 @@ def _load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
         # OverflowError (a YAML "\U99999999" escape)
         raise PlanError(Problem("bad_syntax", f"invalid {fmt.upper()}: {exc}")) from None
     lines = yamltext.Lines(text, node)
-    chain = load_data(data, locate=lines.locate)
+    chain = load_data(data, chain_type, locate=lines.locate)
     chain._source = text
     return chain
 
@@ -95,8 +99,7 @@ def _load_text(text: str, fmt: Literal["yaml", "json"]) -> Chain:
 # --------------------------------------------------------------------------- dict -> Chain
 
 _TAG = re.compile(r"^([a-z_-]+\[.*\]|[A-Z]\w*|str|int|float|bool|none|list|dict)$")
-_FIELDS = {
-    "chain": set(Chain.model_fields),
+_FIELDS = {  # + "chain": the fields of the chain type being loaded
     "step": set(Step.model_fields),
     "options": set(RunOptions.model_fields),
     "rollback": set(Rollback.model_fields),
@@ -104,18 +107,19 @@ _FIELDS = {
 }
 
 
-def load_data(data: Any, *, locate: Any = None) -> Chain:
-    """Validate plain data into a Chain; every field problem is reported at once."""
+def load_data(data: Any, chain_type: type[Chain], *, locate: Any = None) -> Chain:
+    """Validate plain data into a ``chain_type``; every field problem is reported at once."""
     try:
-        return _load_data(data, locate=locate)
+        return _load_data(data, chain_type, locate=locate)
     except RecursionError:  # a dict containing itself, deep nesting
         raise PlanError(
             Problem("invalid_field", "plan data is nested too deeply (or contains itself)")
         ) from None
 
 
-def _load_data(data: Any, *, locate: Any = None) -> Chain:
+def _load_data(data: Any, chain_type: type[Chain], *, locate: Any = None) -> Chain:
     problems: list[Problem] = []
+    fields = {**_FIELDS, "chain": set(chain_type.model_fields)}
     locate = locate or (lambda path: None)
     if not isinstance(data, dict):
         got = "nothing" if data is None else f"{type(data).__name__} {safe_repr(data)}"
@@ -141,9 +145,9 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
     raw_steps = data.get("steps", [])
     top = {k: v for k, v in data.items() if k != "steps"}
     try:
-        Chain.model_validate({**top, "steps": []})
+        chain_type.model_validate({**top, "steps": []})
     except ValidationError as exc:
-        problems += _problems(exc, data, (), None, locate, skip)
+        problems += _problems(exc, data, (), None, locate, fields, skip)
     if not isinstance(raw_steps, list):
         problems.append(
             Problem(
@@ -162,15 +166,16 @@ def _load_data(data: Any, *, locate: Any = None) -> Chain:
             step_id = (
                 raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
             )
-            problems += _problems(exc, raw, ("steps", i), step_id, locate, skip)
+            problems += _problems(exc, raw, ("steps", i), step_id, locate, fields, skip)
     if problems:
         raise PlanError(_dedupe(problems), chain_name=_name(data))
     if "steps" in data:  # validated above: pydantic takes Step instances as they are
         data = {**data, "steps": steps}
     try:
-        return Chain.model_validate(data)
+        return chain_type.model_validate(data)
     except ValidationError as exc:  # pragma: no cover - per-part checks above cover all fields
-        raise PlanError(_problems(exc, data, (), None, locate), chain_name=_name(data)) from None
+        raise PlanError(_problems(exc, data, (), None, locate, fields),
+                        chain_name=_name(data)) from None
 
 
 def _name(data: dict[str, Any]) -> str | None:
@@ -234,6 +239,7 @@ def _problems(
     prefix: tuple[Any, ...],
     step_id: str | None,
     locate: Any,
+    fields: dict[str, set[str]],
     skip: set[tuple[Any, ...]] = frozenset(),  # type: ignore[assignment]
 ) -> list[Problem]:
     out = []
@@ -261,7 +267,7 @@ def _problems(
                 f"got {safe_repr(value_at)}"
             )
         else:
-            msg = _message(err, loc, raw, prefix)
+            msg = _message(err, loc, prefix, fields)
         out.append(
             Problem(
                 "invalid_field",
@@ -287,12 +293,13 @@ def _tags(loc: tuple[Any, ...]) -> list[str]:
     return [seg for seg in loc if isinstance(seg, str) and _TAG.match(seg)]
 
 
-def _message(err: Any, loc: tuple[Any, ...], raw: Any, prefix: tuple[Any, ...]) -> str:
+def _message(err: Any, loc: tuple[Any, ...], prefix: tuple[Any, ...],
+             fields: dict[str, set[str]]) -> str:
     kind = err["type"]
     name = loc[-1] if loc else None
     if kind == "extra_forbidden":
         model = _model_name(loc[:-1], prefix)
-        return f"unknown field {safe_repr(name)}{did_you_mean(name, _FIELDS.get(model, ()))}"
+        return f"unknown field {safe_repr(name)}{did_you_mean(name, fields.get(model, ()))}"
     if kind == "missing":
         return f"missing required field {safe_repr(name)}"
     if kind == "string_pattern_mismatch":

@@ -5,19 +5,19 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from chainlab.plan.schema import Chain
-
 if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
 __all__ = ["chain_json_schema"]
 
 
-def chain_json_schema(toolbox: Toolbox | None = None) -> dict[str, Any]:
-    """The Chain JSON Schema. With a toolbox, each step must be one of the toolbox's tools
+def chain_json_schema(chain_type: type[Chain], toolbox: Toolbox | None = None) -> dict[str, Any]:
+    """The JSON Schema of ``chain_type`` (the :class:`~chainlab.plan.schema.Chain` class, handed
+    in by ``Chain.json_schema``). With a toolbox, each step must be one of the toolbox's tools
     (``tool`` is a constant) with ``args`` following that tool's input schema; sub-chains
     registered in the toolbox appear as ``chain:NAME``."""
-    schema = Chain.model_json_schema()
+    schema = chain_type.model_json_schema()
     if toolbox is None:
         return schema
     defs: dict[str, Any] = schema.setdefault("$defs", {})

@@ -1,4 +1,6 @@
-"""Plan validation: collect EVERY problem, then raise one PlanError.
+"""Plan validation: collect EVERY problem, then raise one PlanError. The structure (ids,
+references, the graph, options, sub-chains) is checked here, the fit to a toolbox (tools,
+args, pools) in :mod:`chainlab.plan.toolbox_fit`.
 
 Problem codes (stable strings, documented in README):
 duplicate_step, unknown_dependency, self_dependency, cycle, unknown_tool, unknown_reference,
@@ -13,15 +15,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from chainlab._text import did_you_mean, safe_repr
+from chainlab._text import did_you_mean
 from chainlab.errors import CycleError, PlanError, Problem, by_line
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
+from chainlab.plan.parts import Rollback
 from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
-from chainlab.plan.schema import Chain, Rollback, Step
+from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
+from chainlab.plan.yamltext import Lines
 
 if TYPE_CHECKING:
+    from chainlab.plan.parts import Step
+    from chainlab.plan.schema import Chain
     from chainlab.tools import Tool, Toolbox
 
 __all__ = ["PROBLEM_CODES", "find_problems", "raise_for_problems"]
@@ -96,8 +100,6 @@ def _with_lines(
     source = chain._source
     if not source or "\n" not in source.strip() or not problems:
         return problems  # a one-line text (compact JSON from a model): lines tell nothing
-    from chainlab.plan.yamltext import Lines
-
     lines = Lines(source)  # composed once, for all the problems
     index = {s.id: i for i, s in reversed(list(enumerate(chain.steps)))}
     out = []
@@ -284,66 +286,17 @@ class _Checker:
             f"save_as key{hint}"
         )
 
+    def add_all(self, step: Step, findings: list[Finding]) -> None:
+        for code, message, field in findings:
+            self.add(code, message, step, field)
+
     def check_tool(self, step: Step) -> Tool | None:
-        if step.is_subchain:
-            name = step.subchain_name or ""
-            if self.toolbox is not None and name not in self.chains:
-                self.add(
-                    "unknown_tool",
-                    f"unknown sub-chain {name!r}"
-                    f"{did_you_mean(name, self.chains)}; register it with "
-                    "toolbox.add_chain(chain)",
-                    step,
-                    "tool",
-                )
-            return None
-        if self.toolbox is None:
-            return None
-        if step.tool not in self.toolbox:
-            self.add(
-                "unknown_tool",
-                f"unknown tool {step.tool!r}{did_you_mean(step.tool, self.toolbox.names())}",
-                step,
-                "tool",
-            )
-            return None
-        return self.toolbox.get(step.tool)
+        tool, findings = step_tool(step, self.toolbox, self.chains)
+        self.add_all(step, findings)
+        return tool
 
     def check_args(self, step: Step, tool: Tool, args: Mapping[str, Any], field: str) -> None:
-        fields = tool.params
-        allows_extra = tool.input_model.model_config.get("extra") == "allow"
-        for key, value in args.items():
-            if key not in fields:
-                if not allows_extra:
-                    self.add(
-                        "invalid_args",
-                        f"tool {tool.name!r} has no parameter {key!r}{did_you_mean(key, fields)}",
-                        step,
-                        f"{field}.{key}",
-                    )
-                continue
-            if _has_template(value):
-                continue
-            adapter = tool.field_adapter(key)
-            try:
-                if adapter is not None:
-                    adapter.validate_python(value)
-            except ValidationError as exc:
-                msg = "; ".join(e["msg"] for e in exc.errors(include_url=False)[:3])
-                self.add(
-                    "invalid_args",
-                    f"{key}={safe_repr(value)} does not fit tool {tool.name!r}: {msg}",
-                    step,
-                    f"{field}.{key}",
-                )
-        for name, info in fields.items():
-            if info.is_required() and name not in args:
-                self.add(
-                    "invalid_args",
-                    f"missing required arg {name!r} for tool {tool.name!r}",
-                    step,
-                    f"{field}.{name}",
-                )
+        self.add_all(step, arg_findings(tool, args, field))
 
     def check_rollback(self, step: Step, tool: Tool | None) -> None:
         rb = step.rollback
@@ -361,15 +314,10 @@ class _Checker:
                 self.check_ref(step, f"rollback.args.{key}", ref, allow_io=True)
         if self.toolbox is None:
             return
-        if rb.tool not in self.toolbox:
-            self.add(
-                "unknown_tool",
-                f"unknown rollback tool {rb.tool!r}{did_you_mean(rb.tool, self.toolbox.names())}",
-                step,
-                "rollback.tool",
-            )
-            return
-        self.check_args(step, self.toolbox.get(rb.tool), rb.args, "rollback.args")
+        rb_tool, findings = rollback_tool(rb, self.toolbox)
+        self.add_all(step, findings)
+        if rb_tool is not None:
+            self.check_args(step, rb_tool, rb.args, "rollback.args")
 
     def _in_subchain(self, path: str) -> bool:
         """``parent/child`` names a step of a sub-chain (as run steps are namespaced)."""
@@ -399,20 +347,8 @@ class _Checker:
                 )
         if self.toolbox is None:
             return
-        pools = self.chain.options.pools
-        for step in self.chain.steps:
-            if step.tool not in self.toolbox:
-                continue
-            for pool, units in self.toolbox.get(step.tool).resources.items():
-                if pool in pools and units > pools[pool]:
-                    self.add(
-                        "invalid_field",
-                        f"tool {step.tool!r} needs {safe_repr(units)} units of pool "
-                        f"{pool!r} whose capacity is {safe_repr(pools[pool])}; it could never "
-                        "run",
-                        step,
-                        "options.pools",
-                    )
+        for step, finding in pool_findings(self.chain, self.toolbox):
+            self.add_all(step, [finding])
 
     # ------------------------------------------------------------------ sub-chains
     def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:
@@ -459,12 +395,3 @@ def _duplicate_message(step_id: str, lines: tuple[int, int] | None = None) -> st
     where = f" (lines {lines[0]} and {lines[1]})" if lines else ""
     return f"step id {step_id!r} is used more than once{where}; give each step its own id"
 
-
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "{{" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False

@@ -1,4 +1,4 @@
-"""Views of chains and runs as Graphviz DAGs.
+"""Views of chains and runs: Graphviz DAGs, and the JSON view of a run.
 
 * :func:`chain_dot` / :func:`run_dot`: pure DOT text (no Graphviz needed).
 * :func:`to_svg`: DOT -> SVG with the system ``dot``, else the WebAssembly build
@@ -8,6 +8,8 @@
 * :class:`LiveDag`: lay out once, then recolour by CSS (live) or by patching (static);
   :class:`Throttle`: coalesce bursts of events into at most N redraws per second.
 * :data:`STATUS_STYLE`: the one palette (status -> fill, stroke, text colour, badge).
+* :func:`run_dict` / :func:`record_dict`: THE JSON view of a run (the CLI's ``--json``, an
+  HTTP API), :mod:`chainlab.render.json`.
 
 This package imports no pandas and no IPython; only :mod:`chainlab.render.svg` runs Graphviz.
 """
@@ -23,7 +25,9 @@ from chainlab.render.display import (
     run_statuses,
     run_svg,
 )
-from chainlab.render.dot import chain_dot, element_id
+from chainlab.render.dot import chain_dot
+from chainlab.render.ids import element_id
+from chainlab.render.json import record_dict, run_dict
 from chainlab.render.live import LiveDag
 from chainlab.render.markup import node_styles
 from chainlab.render.style import STATUS_STYLE, StatusStyle, status_line
@@ -43,7 +47,9 @@ __all__ = [
     "chain_svg",
     "element_id",
     "node_styles",
+    "record_dict",
     "run_badges",
+    "run_dict",
     "run_dot",
     "run_mimebundle",
     "run_statuses",

@@ -12,11 +12,12 @@ What the drawing encodes (the legend, :mod:`chainlab.render.legend`, repeats it)
 * ``depends_on`` edges solid, data edges (derived from references) dashed and labelled with
   the reference;
 * plan problems: a dashed vermillion border and a ``⚠ code`` line on the faulty step; a
-  step id used by several steps draws one node per step (:func:`occurrence`), each marked.
+  step id used by several steps draws one node per step, each marked.
 
-Ids are stable: the Graphviz node of a step is named by its id (``parent/child`` inside
-sub-chains) and its SVG element id is :func:`element_id` (scope + escaped step id), so the
-same input always gives the same text, and a view can address a step's SVG element.
+Ids are stable (:mod:`chainlab.render.ids`): the Graphviz node of a step is named by its id
+(``parent/child`` inside sub-chains) and its SVG element id is the view's scope + the escaped
+step id, so the same input always gives the same text, and a view can address a step's SVG
+element. A step's kind and markers come from :func:`chainlab.render.style.step_kind`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from chainlab.plan.graph import Edge, edges
+from chainlab.render.ids import element_id, occurrence
+
+# the step names of a drawing, importable from here as before chainlab.render.ids existed
+from chainlab.render.ids import escape_id as escape_id
+from chainlab.render.ids import step_of as step_of
 from chainlab.render.style import (
     CLUSTER_FILL,
     CLUSTER_STROKE,
@@ -41,51 +47,17 @@ from chainlab.render.style import (
     StatusStyle,
     status_line,
     status_style,
+    step_kind,
 )
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, Step
-    from chainlab.tools import Tool, Toolbox
+    from chainlab.tools import Toolbox
 
-__all__ = ["Drawing", "chain_dot", "draw_chain", "element_id", "escape_id", "occurrence",
-           "quote", "step_kind", "step_of"]
+__all__ = ["Drawing", "chain_dot", "draw_chain", "quote", "quote_multiline"]
 
-Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
 _SCOPE_TOKEN = "\x00scope\x00"
 _MAX_TEXT = 34
-
-
-def escape_id(step_id: str) -> str:
-    """A step id as a CSS/XML-safe identifier fragment, injective and readable:
-    letters, digits and ``-`` stay, ``_`` becomes ``__``, anything else ``_<hex>_``
-    (``parent/child`` -> ``parent_2f_child``)."""
-    out = []
-    for c in step_id:
-        if c.isascii() and (c.isalnum() or c == "-"):
-            out.append(c)
-        elif c == "_":
-            out.append("__")
-        else:
-            out.append(f"_{ord(c):x}_")
-    return "".join(out)
-
-
-def occurrence(step_id: str, n: int) -> str:
-    """The drawn name of the ``n``-th step (from 2) with ``step_id`` when a plan repeats an
-    id: ``step_id#n`` ('#' is never part of a valid step id; the first keeps its id). Every
-    repeat gets its own node, marked as a problem, instead of Graphviz merging them."""
-    return f"{step_id}#{n}"
-
-
-def step_of(name: str) -> str:
-    """The step id of a drawn name (:func:`occurrence` undone)."""
-    head, sep, tail = name.rpartition("#")
-    return head if sep and tail.isdigit() else name
-
-
-def element_id(scope: str, step_id: str) -> str:
-    """The SVG element id of a step's node (or sub-chain cluster) in the view ``scope``."""
-    return f"{scope}-n-{escape_id(step_id)}"
 
 
 def quote(text: str) -> str:
@@ -102,29 +74,6 @@ def _lines(*lines: str) -> str:
 
 def _clip(text: str, limit: int = _MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
-    """The step's kind (which decides its shape) and its markers (``"☐⚡"``)."""
-    if step.is_subchain:
-        return "subchain", KIND_MARK["subchain"]
-    tool: Tool | None = toolbox.get(step.tool) if toolbox is not None and \
-        step.tool in toolbox else None
-    confirm: bool | str = False
-    if step.confirm is not None:
-        confirm = step.confirm
-    elif tool is not None and tool.requires_confirmation:
-        confirm = True if tool.requires_confirmation is True else "maybe"
-    effect: Kind = "plain"
-    if tool is not None and tool.side_effects:
-        effect = "idempotent" if tool.idempotent else "effect"
-    marks = ""
-    if confirm:
-        marks += KIND_MARK["confirm"] + ("?" if confirm == "maybe" else "")
-    marks += KIND_MARK[effect]
-    if step.when:
-        marks += "◇"
-    return ("confirm" if confirm else effect), marks
 
 
 @dataclass(slots=True)

@@ -1,5 +1,7 @@
 """The one palette of chainlab: how every step status (and step kind) looks, everywhere.
 
+:func:`step_kind` says which kind a step is (its shape and markers in the DAG).
+
 The DAG (:mod:`chainlab.render`), the live widget and the timeline plot
 (:mod:`chainlab.timeline`) all take their colours from :data:`STATUS_STYLE`, so a status
 looks the same in every view.
@@ -21,9 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from chainlab.events.status import StepStatus
+
+if TYPE_CHECKING:
+    from chainlab.plan.parts import Step
+    from chainlab.tools import Tool, Toolbox
 
 __all__ = [
     "CLUSTER_FILL",
@@ -38,10 +44,12 @@ __all__ = [
     "PROBLEM",
     "STATUS_STYLE",
     "TIMES",
+    "Kind",
     "StatusStyle",
     "dasharray",
     "status_line",
     "status_style",
+    "step_kind",
 ]
 
 LineStyle = Literal["solid", "dashed", "dotted"]
@@ -147,3 +155,30 @@ def status_line(status: str, badge: str | None = None) -> str:
     """The text line a node shows for its status: caption, then `` · badge`` if any."""
     caption = status_style(status).caption
     return f"{caption} · {badge}" if badge else caption
+
+
+#: a step's kind, which decides its shape in the DAG
+Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
+
+
+def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
+    """The step's kind (which decides its shape) and its markers (``"☐⚡"``)."""
+    if step.is_subchain:
+        return "subchain", KIND_MARK["subchain"]
+    tool: Tool | None = toolbox.get(step.tool) if toolbox is not None and \
+        step.tool in toolbox else None
+    confirm: bool | str = False
+    if step.confirm is not None:
+        confirm = step.confirm
+    elif tool is not None and tool.requires_confirmation:
+        confirm = True if tool.requires_confirmation is True else "maybe"
+    effect: Kind = "plain"
+    if tool is not None and tool.side_effects:
+        effect = "idempotent" if tool.idempotent else "effect"
+    marks = ""
+    if confirm:
+        marks += KIND_MARK["confirm"] + ("?" if confirm == "maybe" else "")
+    marks += KIND_MARK[effect]
+    if step.when:
+        marks += "◇"
+    return ("confirm" if confirm else effect), marks

@@ -49,7 +49,8 @@ def test_run_succeeds_with_json_result(tmp_path: Path) -> None:
     data = r.json
     assert data["status"] == "succeeded"
     assert data["outputs"] == {"one": 3, "two": 13}
-    assert data["steps"]["two"]["attempts"] == 1
+    assert [a["status"] for a in data["steps"]["two"]["attempts"]] == ["succeeded"]
+    assert data["lineage"] is None and data["chain"] == "adds"  # the run's JSON view
     assert (tmp_path / ".chainlab" / "chainlab.db").is_file()
 
 
@@ -112,8 +113,8 @@ def test_approve_with_args_that_do_not_fit_is_a_usage_error(tmp_path: Path) -> N
                  cwd=tmp_path)
     assert r.code == 2
     assert "amount" in r.err and "args do not fit tool" in r.err
-    assert chainlab("show", run_id, "--json", cwd=tmp_path).json["waiting"] == {
-        "send": "waiting_confirmation"}
+    [waiting] = chainlab("show", run_id, "--json", cwd=tmp_path).json["waiting"]
+    assert (waiting["step_id"], waiting["kind"]) == ("send", "confirm")
     assert chainlab("runs", "--json", cwd=tmp_path).json[0]["epoch"] == 1  # not taken over
 
 
@@ -172,7 +173,7 @@ def test_resolve_an_in_doubt_step(tmp_path: Path, how: list[str], code: int,
         assert steps["pay"]["output"] == {"paid": True}
         assert steps["after"]["status"] == "succeeded"
     if status == "in_doubt":
-        assert steps["pay"]["attempts"] == 2
+        assert len(steps["pay"]["attempts"]) == 2
 
 
 def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]

@@ -95,7 +95,7 @@ def test_usage_error(ws: tuple[Path, str], case: str) -> None:
         assert text in r.err, (case, r.err)
     # nothing changed: the run still waits, at its first epoch
     shown = chainlab("show", run_id, "--json", cwd=cwd).json
-    assert shown["waiting"] == {"send": "waiting_confirmation"}
+    assert [(w["step_id"], w["kind"]) for w in shown["waiting"]] == [("send", "confirm")]
     [record] = chainlab("runs", "--json", cwd=cwd).json
     assert record["epoch"] == 1
 

@@ -10,8 +10,8 @@ import pytest
 from chainlab import Chain, PlanError, Toolbox
 from chainlab._text import safe_repr
 from chainlab.plan import parse_condition, parse_template
+from chainlab.plan.parts import RunOptions, Step
 from chainlab.plan.refs import TemplateSyntaxError, evaluate
-from chainlab.plan.schema import RunOptions, Step
 
 BIG = 10**5000  # str(BIG) raises ValueError: it has more than 4300 digits
 TOO_LONG = "an integer with more than 4300 digits cannot be written as JSON or YAML text"

@@ -10,15 +10,10 @@ from typing import Any
 import pytest
 
 import chainlab.plan
+from chainlab.plan.conditions import BoolOp, Cmp, ListExpr, Lit, Not, RefExpr
 from chainlab.plan.refs import (
-    BoolOp,
-    Cmp,
-    ListExpr,
-    Lit,
-    Not,
     Ref,
     RefError,
-    RefExpr,
     TemplateSyntaxError,
     evaluate,
     is_template,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from chainlab import Chain, CycleError, PlanError, Toolbox
-from chainlab.plan.schema import RESERVED_KEYS
+from chainlab.plan.parts import RESERVED_KEYS
 
 SETTINGS = settings(
     deadline=None,

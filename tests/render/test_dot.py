@@ -10,8 +10,9 @@ import pytest
 from chainlab import Chain, Problem
 from chainlab.events.status import StepStatus
 from chainlab.render import STATUS_STYLE, chain_dot, element_id, run_dot
-from chainlab.render.dot import draw_chain, escape_id, step_kind
-from chainlab.render.style import LONGEST_CAPTION, TIMES, status_line
+from chainlab.render.dot import draw_chain
+from chainlab.render.ids import escape_id
+from chainlab.render.style import LONGEST_CAPTION, TIMES, status_line, step_kind
 
 from .conftest import ALL_STEP_IDS, check_golden, demo_chain, demo_toolbox
 from .scenarios import Lab, chain_of, retry_chain, run_saga

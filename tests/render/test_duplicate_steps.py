@@ -9,7 +9,8 @@ import pytest
 
 from chainlab import Chain
 from chainlab.render import chain_svg
-from chainlab.render.dot import draw_chain, element_id, occurrence, step_of
+from chainlab.render.dot import draw_chain
+from chainlab.render.ids import element_id, occurrence, step_of
 
 TEXT = """\
 name: dup

@@ -48,11 +48,11 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     with interrupted([run_id], db):
         taken = anyio.run(main)
     if taken is not None:
-        return report(io, run_id, *taken, db)
+        return report(io, run_id, *taken, db, store)
     driver = store.driver_of(run_id)
     by = f" by its driver, {driver.describe()}" if driver is not None else ""
     io.err.print(f"{action} {step_id}: applied{by}, which drives run {run_id} on",
                  markup=False)
     chain, state = stored_state(store, run_id)
-    report(io, run_id, chain, state, db)
+    report(io, run_id, chain, state, db, store)
     return ExitCode.OK

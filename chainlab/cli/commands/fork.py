@@ -92,7 +92,7 @@ def fork(
         started: list[str] = []
         with executor_for(dask) as executor, interrupted(started, db):
             new_id, chain, state = anyio.run(main)
-        code = report(io, new_id, chain, state, db)
+        code = report(io, new_id, chain, state, db, store)
         store.close()
     raise typer.Exit(int(code))
 

@@ -30,15 +30,10 @@ from chainlab.cli.loading import (
     toolbox_for_run,
 )
 from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
-from chainlab.cli.views import (
-    attempt_rows,
-    record_dict,
-    runs_table,
-    timeline_table,
-    write_csv,
-)
+from chainlab.cli.views import attempt_rows, runs_table, timeline_table, write_csv
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
+from chainlab.render.json import record_dict
 from chainlab.runtime.engine import decisions
 from chainlab.tools import Toolbox
 
@@ -71,7 +66,7 @@ def _continue(run_id: str, action: str, control: Control | None, *, tools: str |
         if action == "resume" and state.status in RUN_TERMINAL:
             io.err.print(f"run {run_id} already ended ({state.status}); nothing to resume",
                          markup=False)
-            raise typer.Exit(int(report(io, run_id, chain, state, db)))
+            raise typer.Exit(int(report(io, run_id, chain, state, db, store)))
         toolbox, _ = toolbox_for_run(record, tools)
         with executor_for(dask) as executor:
             code = continue_run(io, run_id=run_id, toolbox=toolbox, store=store, db=db,
@@ -137,8 +132,9 @@ def register(app: typer.Typer) -> None:
         """A run's steps: status, attempts, time, and what waits for a person."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
-            chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
-            code = report(io, run_id, chain, state, db)
+            store = open_store(db, must_exist=True, readonly=True)
+            chain, state = stored_state(store, run_id)
+            code = report(io, run_id, chain, state, db, store)
         raise typer.Exit(int(code))
 
     @app.command()

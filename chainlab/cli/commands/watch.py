@@ -112,10 +112,10 @@ def register(app: typer.Typer) -> None:
             store = open_store(db, must_exist=True, readonly=True)
             try:
                 chain, state = watch_run(io, store, run_id, until_suspended=until_suspended)
+                code = exit_code_for(state.status) if as_json else report(
+                    io, run_id, chain, state, db, store)
             finally:
                 store.close()
-            code = exit_code_for(state.status) if as_json else report(io, run_id, chain,
-                                                                       state, db)
         raise typer.Exit(int(code))
 
     @app.command()

@@ -1,0 +1,170 @@
+"""THE JSON view of a run: what ``chainlab show --json`` (and every command's ``--json``)
+prints and what an HTTP API hands out. Pure functions over a stored
+:class:`~chainlab.store.base.RunRecord` and the fold of its events
+(:class:`~chainlab.events.fold.RunState`): no I/O, no rich, no pandas, and the result is
+always plain JSON data (a value that is not, say a preview a tool made of an object, is
+shown by its repr).
+
+:func:`run_dict`, one run::
+
+    {"run_id": "run-1", "chain": "saga", "status": "suspended", "epoch": 1,
+     "created_at": 1800000000.0, "updated_at": 1800000003.5,
+     "lineage": {"forked_from": "run-0", "at_seq": 12} | None,
+     "last_seq": 9,
+     "steps": {"pay": {"status": "waiting_confirmation", "attempts": [...], "output": None,
+                       "reason": None, "error_kind": None, "error": None, "reused": None},
+               ...},
+     "outputs": {"charge": {"id": "ch-10"}},
+     "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
+                  "preview": {...}, "error": None, "since": 1800000000.5}]}
+
+* ``steps``: every step the run knows, in declaration order (sub-chain steps as
+  ``parent/child``); ``attempts`` lists its tool calls and compensations in start order
+  (:func:`attempt_dict`); ``reused``: what a fork copied the step from, else None.
+* ``waiting``: what waits for a person (nothing once the run ended): ``kind`` ``confirm``
+  (approve or reject; ``preview`` is what the approver sees, the args when the tool has no
+  preview) or ``in_doubt`` (resolve: it took effect, retry, or fail; ``preview`` and
+  ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
+  :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
+* ``outputs``: the outputs of the steps that succeeded, in the order they did.
+
+:func:`record_dict` is a run as listed (``chainlab runs --json``): the record's fields, the
+number of top-level steps, the run's meta and its lineage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from chainlab._json import NotJSONError, to_json_value
+from chainlab._text import safe_repr
+from chainlab.events.status import RUN_TERMINAL, StepStatus
+
+if TYPE_CHECKING:
+    from chainlab.events.fold import AttemptRecord, RunState, StepState
+    from chainlab.store.base import RunRecord
+
+__all__ = ["attempt_dict", "lineage_dict", "record_dict", "run_dict", "step_dict",
+           "waiting_dicts"]
+
+#: the step statuses that wait for a person, and the kind of decision each one needs
+_WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_doubt"}
+
+
+def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
+    """One run as JSON data (shape: the module docstring). ``status`` is the fold's (the
+    event log is the truth), the record's while no event was folded."""
+    by_step: dict[str, list[AttemptRecord]] = {}
+    for rec in state.attempts:
+        by_step.setdefault(rec.step_id, []).append(rec)
+    return {
+        "run_id": record.run_id,
+        "chain": record.chain_name,
+        "status": str(state.status or record.status),
+        "epoch": record.epoch,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "lineage": lineage_dict(record),
+        "last_seq": state.last_seq,
+        "steps": {step_id: step_dict(st, by_step.get(step_id, ()))
+                  for step_id, st in state.steps.items()},
+        "outputs": _plain(state.outputs),
+        "waiting": waiting_dicts(record, state),
+    }
+
+
+def record_dict(record: RunRecord) -> dict[str, Any]:
+    """A run as listed: id, chain, status, epoch, times, top-level step count, meta, lineage."""
+    return {"run_id": record.run_id, "chain": record.chain_name, "status": str(record.status),
+            "epoch": record.epoch, "created_at": record.created_at,
+            "updated_at": record.updated_at, "steps": len(record.chain.get("steps", [])),
+            "meta": _plain(record.meta), "lineage": lineage_dict(record)}
+
+
+def lineage_dict(record: RunRecord) -> dict[str, Any] | None:
+    """``{"forked_from": parent run id, "at_seq": the parent's event it forked at}`` for a
+    fork, None for a run started from a chain."""
+    parent = record.meta.get("forked_from")
+    if parent is None:
+        return None
+    return {"forked_from": parent, "at_seq": record.meta.get("forked_at_seq")}
+
+
+def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str, Any]:
+    """One step: status, its ``attempts`` (tool calls and compensations, in start order),
+    output, reason, error (kind and message), and what a fork reused it from."""
+    return {
+        "status": str(st.status),
+        "attempts": [attempt_dict(a) for a in attempts],
+        "output": _plain(st.output),
+        "reason": _text(st.reason),
+        "error_kind": _text(st.error_kind),
+        "error": _text(st.error),
+        "reused": _plain(st.reused),
+    }
+
+
+def attempt_dict(rec: AttemptRecord) -> dict[str, Any]:
+    """One call or compensation: number (per step and kind), kind, status, start and end
+    (None while it runs), error kind and message, and the back-off scheduled after it."""
+    return {
+        "attempt": rec.attempt,
+        "kind": rec.kind,
+        "status": str(rec.status),
+        "started_at": rec.started_at,
+        "ended_at": rec.ended_at,
+        "error_kind": _text(rec.error_kind),
+        "error": _text(rec.error),
+        "retry_delay_s": rec.retry_delay_s,
+    }
+
+
+def waiting_dicts(record: RunRecord, state: RunState) -> list[dict[str, Any]]:
+    """What waits for a person, in step order (empty once the run ended)."""
+    if state.status in RUN_TERMINAL:
+        return []
+    tools = {s["id"]: s.get("tool") for s in record.chain.get("steps", [])}
+    calls: dict[str, AttemptRecord] = {}
+    for rec in state.attempts:
+        if rec.kind == "call":
+            calls[rec.step_id] = rec  # the last call of each step
+            if rec.tool:
+                tools.setdefault(rec.step_id, rec.tool)
+    out = []
+    for step_id, st in state.steps.items():
+        kind = _WAITS.get(st.status)
+        if kind is None:
+            continue
+        if kind == "confirm":
+            error = None
+            preview = st.preview if st.preview is not None else st.args
+            since = st.waiting_since
+        else:
+            error = f"{st.error_kind}: {st.error}" if st.error_kind else st.error
+            preview = error
+            last = calls.get(step_id)  # its call ended when the step went in doubt
+            since = last.ended_at if last is not None else st.waiting_since
+        out.append({"step_id": step_id, "tool": tools.get(step_id), "kind": kind,
+                    "args": _plain(st.args), "preview": _plain(preview), "error": error,
+                    "since": since})
+    return out
+
+
+def _text(value: Any) -> str | None:
+    """A reason, error kind or message as a plain str (the fold may hold a StrEnum)."""
+    return None if value is None else str(value)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data; a part that is not JSON (an object in a preview, a NaN) as
+    its repr, the rest as it is."""
+    try:
+        return to_json_value(value)
+    except NotJSONError:
+        pass
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else safe_repr(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return safe_repr(value)

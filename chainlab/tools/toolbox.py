@@ -1,0 +1,101 @@
+"""A :class:`Toolbox` is a named set of tools (and of chains usable as sub-chains);
+:data:`default_toolbox` is the one ``@chainlab.tool`` registers in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from chainlab.errors import ToolDefinitionError, UnknownToolError
+from chainlab.tools.contract import Tool
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
+
+__all__ = ["Toolbox", "default_toolbox", "tool"]
+
+
+class Toolbox:
+    """A named set of tools (and chains usable as sub-chains)."""
+
+    def __init__(self, name: str = "toolbox"):
+        self.name = name
+        self._tools: dict[str, Tool] = {}
+        self.chains: dict[str, Chain] = {}
+
+    def tool(self, fn: Callable[..., Any] | None = None, /, **meta: Any) -> Any:
+        """Register a function as a tool: ``@toolbox.tool`` or ``@toolbox.tool(side_effects=True)``.
+
+        Returns the :class:`Tool` (still callable like the function).
+        Raises ToolDefinitionError for a duplicate name or bad metadata.
+        """
+        if fn is not None:
+            return self.add(Tool(fn, **meta))
+
+        def decorate(f: Callable[..., Any]) -> Tool:
+            return self.add(Tool(f, **meta))
+
+        return decorate
+
+    def add(self, tool: Tool) -> Tool:
+        """Register a tool. Re-defining a function interactively (same qualified name in
+        ``__main__``: a notebook cell run again) replaces it; any other function with a taken
+        name is an error."""
+        old = self._tools.get(tool.name)
+        if old is not None and _same_definition(old.fn, tool.fn):
+            self._tools[tool.name] = tool
+            return tool
+        if tool.name in self._tools:
+            raise ToolDefinitionError(
+                f"toolbox {self.name!r} already has a tool named {tool.name!r}; "
+                "pass name=... to register this one under another name"
+            )
+        self._tools[tool.name] = tool
+        return tool
+
+    def add_chain(self, chain: Chain) -> Chain:
+        """Make ``chain`` callable as a sub-chain step (``tool: chain:NAME``)."""
+        self.chains[chain.name] = chain
+        return chain
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``.
+
+        Raises :class:`~chainlab.errors.UnknownToolError` (a ``KeyError`` too) with a
+        did-you-mean and, when there are few, the names the toolbox has.
+        """
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise UnknownToolError(name, self._tools, toolbox=self.name) from None
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [t.describe() for t in self._tools.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"<Toolbox {self.name!r}: {', '.join(self._tools) or 'empty'}>"
+
+
+def _same_definition(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    return (getattr(a, "__module__", None) == getattr(b, "__module__", None) == "__main__"
+            and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None))
+
+
+default_toolbox = Toolbox("default")
+
+
+def tool(fn: Callable[..., Any] | None = None, /, **meta: Any) -> Any:
+    """Register a tool in :data:`default_toolbox` (``@chainlab.tool`` or with metadata)."""
+    return default_toolbox.tool(fn, **meta)
