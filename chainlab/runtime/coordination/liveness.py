@@ -166,9 +166,13 @@ class Liveness:
                 # the run ended: a decision still in the mailbox (the loser of a race, one
                 # sent as the run ended) is answered now, never left to time out
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await self.answers_sent()  # the serving task's answer in flight first
                     for request in await host.run_io(store.pending_requests, run.run_id, 0):
                         if not await self._answer(host, run, request):
                             break
+                    # then say this driver is gone: a request posted from now on is refused
+                    # by its requester, who sees the run ended and nobody left to answer
+                    await host.run_io(store.clear_driver, run.run_id, self.driver_id)
 
     async def _serve(self, host: Host, run: Run) -> None:
         store = host.store
