@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chainlab._text import safe_repr
+from chainlab._text import int_digits_limit, int_too_long, safe_repr
 
 __all__ = ["NotJSONError", "args_hash", "code_fingerprint", "idempotency_key", "to_json_value"]
 
@@ -46,11 +46,16 @@ def idempotency_key(run_id: str, step_id: str, args_digest: str, kind: str = "ca
 class NotJSONError(TypeError):
     """A value is not JSON data; ``.path`` says where."""
 
-    def __init__(self, path: str, value: Any):
+    def __init__(self, path: str, value: Any, why: str = "not JSON data"):
         self.path = path
         super().__init__(
-            f"{path or 'the value'} is {type(value).__name__} {safe_repr(value)}, not JSON data"
+            f"{path or 'the value'} is {type(value).__name__} {safe_repr(value)}, {why}"
         )
+
+
+def _too_long(path: str, value: int) -> NotJSONError:
+    return NotJSONError(path, value, f"an integer with more than {int_digits_limit()} digits, "
+                                     "which cannot be stored as JSON; pass it as a string")
 
 
 def to_json_value(value: Any, path: str = "") -> Any:
@@ -58,7 +63,11 @@ def to_json_value(value: Any, path: str = "") -> Any:
 
     Raises :class:`NotJSONError` naming where the offending value sits.
     """
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int):
+        if int_too_long(value):
+            raise _too_long(path, value)
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -79,19 +88,74 @@ def to_json_value(value: Any, path: str = "") -> Any:
 
 
 def code_fingerprint(fn: Callable[..., Any]) -> str:
-    """A short hash of a function's code (bytecode, constants and names, nested functions
-    included): the same source gives the same fingerprint in any process; an edited body
-    gives another. Callables without code (builtins) hash their qualified name."""
+    """A short hash of what decides a function's behaviour: its code (bytecode, constants
+    and names, nested functions included), its default argument values and the values its
+    closure holds, where those are plain data (defaults: numbers, strings, tuples, lists,
+    dicts; closure values: numbers, strings and tuples of them, since a closed-over list or
+    dict is usually state, such as a log; a closed-over function counts by its own
+    fingerprint). The same source and values give the same
+    fingerprint in any process; an edited body, a changed default or closure value gives
+    another. It cannot see globals, module state, files or services the code reads, nor
+    closure values that are not plain data. Callables without code (builtins) hash their
+    qualified name. A function with neither defaults nor a closure hashes exactly as
+    before defaults and closures were covered (stored runs keep matching)."""
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
     if code is None:
-        code = getattr(vars(type(fn)).get("__call__"), "__code__", None)  # a callable object
+        call = vars(type(fn)).get("__call__")
+        code = getattr(call, "__code__", None)  # a callable object
+        target = call if code is not None else target
     digest = hashlib.sha256()
     if code is None:
         digest.update(repr(getattr(fn, "__qualname__", type(fn).__qualname__)).encode())
     else:
         _hash_code(code, digest)
+        _hash_values(target, digest)
     return digest.hexdigest()[:16]
+
+
+def _hash_values(fn: Any, digest: Any) -> None:
+    defaults = getattr(fn, "__defaults__", None)
+    kwdefaults = getattr(fn, "__kwdefaults__", None)
+    closure = getattr(fn, "__closure__", None)
+    if defaults:
+        digest.update(b"\x1fdefaults" + _plain(defaults).encode())
+    if kwdefaults:
+        digest.update(b"\x1fkwdefaults" + _plain(kwdefaults).encode())
+    if closure:
+        names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+        for name, cell in zip(names, closure, strict=False):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (not assigned yet)
+                continue
+            digest.update(f"\x1fclosure {name}=".encode()
+                          + _plain(value, mutable=False).encode())
+
+
+def _plain(value: Any, depth: int = 0, *, mutable: bool = True) -> str:
+    """A stable text for plain data; for anything else only its type (what the fingerprint
+    cannot see inside). With ``mutable=False`` (closure values) lists and dicts count by
+    type only: a closure over a list that a tool appends to (a log) is state, not code."""
+    if value is None or isinstance(value, bool | str | float):
+        return repr(value)
+    if isinstance(value, int):
+        return "<int too long>" if int_too_long(value) else repr(value)
+    if depth > 8:
+        return "..."
+    if isinstance(value, tuple) or (mutable and isinstance(value, list)):
+        return "[" + ",".join(_plain(v, depth + 1, mutable=mutable) for v in value) + "]"
+    if not mutable and isinstance(value, list | dict):
+        return f"<{type(value).__qualname__}>"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_plain(v, depth + 1) for v in value) + "]"
+    if isinstance(value, dict):
+        items = sorted((repr(k), _plain(v, depth + 1, mutable=mutable))
+                       for k, v in value.items())
+        return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+    if callable(value) and hasattr(value, "__code__"):
+        return "fn:" + code_fingerprint(value)
+    return f"<{type(value).__qualname__}>"
 
 
 def _hash_code(code: Any, digest: Any) -> None:

@@ -112,7 +112,6 @@ def test_plan_render_timeline_tools_and_json_are_in_no_import_cycle() -> None:
         " <-> ".join(c) for c in cycles)
 
 
-@pytest.mark.xfail(strict=True, reason='fixed in the next commits of issue 24')
 def test_no_import_cycle_among_the_imports_that_run() -> None:
     cycles = strongly_connected(import_graph())
     assert cycles == [], "import cycles (break them, or name a display hook):\n" + "\n".join(

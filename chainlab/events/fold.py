@@ -84,6 +84,8 @@ class StepState:
     # a fork copied its output (step_reused): decision, source_run, source_attempt, code,
     # tool, origin ("call": a tool made it; "override": a person gave it)
     reused: dict[str, Any] | None = None
+    # the last person's decision on it: action (approved, rejected, resolved: ...), by, ts
+    decided: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -189,6 +191,8 @@ class RunState:
         st.status = S.READY
         st.ready_at = ev.ts
         st.due_at = None
+        if ev.payload.get("resolved"):
+            _decided(st, ev, "resolved (retry)")
 
     def _on_started(self, ev: Event) -> None:
         st = self.steps.get(ev.step_id) or self.step(ev.step_id or "")  # type: ignore[arg-type]
@@ -219,7 +223,11 @@ class RunState:
         st.status = S.SUCCEEDED
         st.output = ev.payload.get("output")
         st.error = st.error_kind = None
-        st.reason = "resolved by a person" if ev.payload.get("resolved") else None
+        if ev.payload.get("resolved"):
+            st.reason = "resolved by a person"
+            _decided(st, ev, "resolved (it took effect)")
+        else:
+            st.reason = None
         st.ended_at = ev.ts
         self.completion.append(st.step_id)
 
@@ -243,6 +251,8 @@ class RunState:
         self._close(ev, "call", AttemptStatus.FAILED)
         self._set(st, S.FAILED, ev.ts)
         st.reason = "resolved by a person" if ev.payload.get("resolved") else None
+        if st.reason:
+            _decided(st, ev, "resolved (failed)")
         st.error_kind = ev.payload.get("error_kind")
         st.error = ev.payload.get("error")
         st.ended_at = ev.ts
@@ -283,12 +293,14 @@ class RunState:
         st.approved_hash = st.args_hash
         st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts,
                        "by": p.get("by")}
+        _decided(st, ev, "approved")
 
     def _on_rejected(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
         self._set(st, S.REJECTED, ev.ts)
         st.reason = ev.payload.get("reason")
         st.ended_at = ev.ts
+        _decided(st, ev, "rejected")
 
     def _on_skipped(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
@@ -396,6 +408,10 @@ class RunState:
 
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
+
+
+def _decided(st: StepState, ev: Event, action: str) -> None:
+    st.decided = {"action": action, "by": ev.payload.get("by"), "ts": ev.ts}
 
 
 _HANDLERS: dict[str, Any] = {

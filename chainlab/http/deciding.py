@@ -8,8 +8,8 @@ What HTTP adds:
   refused decision never takes a run over);
 * decisions on one run are taken one at a time in this server, so two clients that approve
   one step at once get one 200 and one 409, whoever drives the run;
-* a 409 says what the step is now and, when the log knows, who decided it, when, and how
-  (``decided``: ``{action, by, at, seq, note | reason | resolved}``).
+* a 409 says what the step is now and, when the log knows, who decided it, how and when
+  (``decided``: ``{action, by, at}``, the fold's ``StepState.decided``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from chainlab.errors import (
     StaleEpochError,
     UnknownStepError,
 )
-from chainlab.events import Event, EventKind, StepStatus
+from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, Body, Reject, Resolve
 from chainlab.http.errors import ApiError, api_error
 from chainlab.plan.schema import Chain
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from chainlab.http.service import Service
     from chainlab.tools import Tool
 
-__all__ = ["Decider", "who_decided"]
+__all__ = ["Decider"]
 
 #: the step status each decision needs
 _NEEDS = {"approve": StepStatus.WAITING_CONFIRMATION, "reject": StepStatus.WAITING_CONFIRMATION,
@@ -99,19 +99,17 @@ class Decider:
                        exc: Exception) -> ApiError:
         """409 ``not_waiting`` when the step does not wait for ``action`` (any more), with
         who decided it; else the error's own mapping (a driver that appeared, say)."""
-        _, events, state = await self.service.read(run_id)
+        _, _, state = await self.service.read(run_id)
         status = state.steps[step_id].status
         if status == _NEEDS[action]:  # it still waits: the error says why not now
             return api_error(exc) or ApiError(409, "conflict", str(exc))
-        decided = who_decided(events, step_id)
+        decided = _decided(state.steps[step_id].decided)
         what = "no longer waits" if decided else "does not wait"
         message = (f"step {step_id!r} of run {run_id!r} {what} for {action}: it is "
                    f"{status}")
         if decided:
-            who = f" by {decided['by']}" if decided.get("by") else ""
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(decided["at"]))
-            message += (f"; {_VERB[decided['action']]}{who} at {when} "
-                        f"(event {decided['seq']})")
+            message += f"; {decided['action']} by {decided['by'] or 'someone'} at {when}"
         waiting = [s for s, st in state.steps.items() if st.status == _NEEDS[action]]
         return ApiError(409, "not_waiting", message,
                         fix="GET /runs/{run_id}/confirmations lists what waits"
@@ -121,26 +119,12 @@ class Decider:
                                "decided": decided})
 
 
-def who_decided(events: list[Event], step_id: str) -> dict[str, Any] | None:
-    """The last person's decision on ``step_id`` since it last began to wait, from the log:
-    ``{action, by, at, seq}`` and its ``note``, ``reason`` or ``resolved``; None when the
-    log has none (the step never waited, or waits again)."""
-    for ev in reversed(events):
-        if ev.step_id != step_id:
-            continue
-        p = ev.payload
-        if ev.kind == EventKind.STEP_APPROVED:
-            return {"action": "approve", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
-                    "note": p.get("note"), "edited": p.get("args") is not None}
-        if ev.kind == EventKind.STEP_REJECTED:
-            return {"action": "reject", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
-                    "reason": p.get("reason")}
-        if p.get("resolved"):
-            return {"action": "resolve", "by": p.get("by"), "at": ev.ts, "seq": ev.seq,
-                    "resolved": p.get("resolved"), "note": p.get("note")}
-        if ev.kind in (EventKind.STEP_WAITING_CONFIRMATION, EventKind.STEP_IN_DOUBT):
-            return None
-    return None
+def _decided(decided: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fold's record of the last person's decision on a step (``StepState.decided``)
+    as the 409 shows it: ``{action, by, at}``."""
+    if decided is None:
+        return None
+    return {"action": decided["action"], "by": decided.get("by"), "at": decided["ts"]}
 
 
 def _fields(action: str, body: Body) -> dict[str, Any]:

@@ -78,7 +78,8 @@ class PlanRound:
     """One request to the model: what came back and what was wrong with it.
 
     ``problems`` is empty when the plan of this round was accepted; ``error`` is set when the
-    request itself failed (then ``status`` holds the HTTP status, if any).
+    request itself failed (then ``status`` holds the HTTP status, if any). ``mode`` is the
+    structured-output mode the request used (:class:`~chainlab.planner.output.OutputMode`).
     """
 
     number: int
@@ -87,6 +88,7 @@ class PlanRound:
     error: str | None = None
     status: int | None = None
     usage: dict[str, int] | None = None
+    mode: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,7 +98,7 @@ class PlanRound:
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "duration_s": round(self.duration_s, 6),
                 "problems": [dict(p) for p in self.problems], "error": self.error,
-                "status": self.status, "usage": self.usage}
+                "status": self.status, "usage": self.usage, "mode": self.mode}
 
 
 @dataclass(slots=True)
@@ -107,7 +109,13 @@ class PlanReport:
     why). ``fallback_reason`` says why the model's answer was not used (see
     :data:`FallbackReason`). ``adjustments`` lists what the planner changed in the plan to
     make it safe (forced confirmations, dropped fields). ``explanation`` is the planner's
-    note that also ends the chain's ``description``.
+    note; when the model answered it also ends the chain's ``description`` (the reasons for
+    a fallback and server errors stay here, never in the chain).
+
+    ``output_mode`` is the structured-output mode the server took (None when no request
+    got an answer); ``negotiation`` lists the modes the server refused on the way there,
+    as ``{"mode", "status", "error", "duration_s"}`` (empty when the first mode tried worked,
+    e.g. one remembered from an earlier plan). Error texts are one line, without tracebacks.
     """
 
     planner: str
@@ -124,6 +132,8 @@ class PlanReport:
     chain_name: str | None = None
     steps: list[str] = field(default_factory=list)
     error: str | None = None
+    output_mode: str | None = None
+    negotiation: list[dict[str, Any]] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     duration_s: float = 0.0
 
@@ -151,7 +161,8 @@ class PlanReport:
             "fallback_reason": self.fallback_reason, "fallback_error": self.fallback_error,
             "template": self.template, "adjustments": list(self.adjustments),
             "explanation": self.explanation, "chain_name": self.chain_name,
-            "steps": list(self.steps), "error": self.error, "started_at": self.started_at,
+            "steps": list(self.steps), "error": self.error, "output_mode": self.output_mode,
+            "negotiation": [dict(n) for n in self.negotiation], "started_at": self.started_at,
             "duration_s": round(self.duration_s, 6),
         }
 
@@ -176,7 +187,8 @@ def planning_events(report: PlanReport) -> list[tuple[str, dict[str, Any]]]:
         events.append(("planning_failed", {
             "planner": report.planner, "stage": "model", "reason": report.fallback_reason,
             "error": report.fallback_error or report.fallback_reason, "rounds": rounds,
-            "problems": problems, "fallback": report.answered_by == "fallback"}))
+            "problems": problems, "fallback": report.answered_by == "fallback",
+            "output_mode": report.output_mode}))
     if report.answered_by is None:
         events.append(("planning_failed", {
             "planner": report.planner, "stage": "planning",
@@ -187,6 +199,8 @@ def planning_events(report: PlanReport) -> list[tuple[str, dict[str, Any]]]:
         "planner": report.planner, "answered_by": report.answered_by,
         "fallback": report.fallback, "fallback_reason": report.fallback_reason,
         "template": report.template, "rounds": rounds, "problems": problems,
+        "output_mode": report.output_mode,
+        "negotiation": [dict(n) for n in report.negotiation],
         "adjustments": list(report.adjustments), "chain": report.chain_name,
         "steps": list(report.steps), "duration_s": round(report.duration_s, 6)}))
     return events

@@ -1,13 +1,18 @@
 """``OpenAIPlanner``: plans with any OpenAI-compatible chat endpoint (the only module that
 imports ``openai``).
 
-The loop: send the tool descriptions and ask for structured output (``response_format``
-``json_schema`` against the toolbox's plan schema, cut down to what the policy lets a model
-set); parse and sanitize the answer (:mod:`chainlab.planner.policy`); validate; on problems,
-send the problem list back for repair (``repair_rounds``, default 2). When the model is not
-configured, the request fails (HTTP error, timeout, connection) or the plan is still invalid
-after the last repair, the deterministic fallback planner answers. Every round is recorded in
-the report (``planner.last_report``).
+The loop: send the tool descriptions and ask for structured output against the toolbox's
+plan schema, cut down to what the policy lets a model set; parse and sanitize the answer
+(:mod:`chainlab.planner.policy`); validate; on problems, send the problem list back for
+repair (``repair_rounds``, default 2). When the model is not configured, the request fails
+(HTTP error, timeout, connection) or the plan is still invalid after the last repair, the
+deterministic fallback planner answers. Every round is recorded in the report
+(``planner.last_report``).
+
+How the schema is sent is negotiated (:mod:`chainlab.planner.output`): ``json_schema``, then
+``json_object`` with the schema, then a forced tool call, then plain text with the schema in
+the prompt. A server that refuses a mode by name gets the next one in the same round; the
+mode that worked is remembered per base URL and model for the process.
 
 Configuration defaults come from the environment: ``OPENAI_MODEL``, ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``. With a ``base_url`` and no key, a placeholder key is sent (local servers
@@ -33,12 +38,25 @@ from chainlab.planner.base import (
     problem_dict,
 )
 from chainlab.planner.fallback import FallbackPlanner
+from chainlab.planner.output import (
+    OutputMode,
+    answer_text,
+    modes_from,
+    one_line,
+    plan_text,
+    refuses,
+    remember_mode,
+    remembered_mode,
+    request_params,
+    with_schema_prompt,
+)
 from chainlab.planner.policy import (
     PlanPolicy,
     model_schema,
     require_confirmation,
     sanitize_model_plan,
 )
+from chainlab.planner.prompts import chat_messages, repair_message
 
 try:
     import openai
@@ -53,33 +71,6 @@ __all__ = ["OpenAIPlanner"]
 _PLACEHOLDER_KEY = "not-needed"
 _SCHEMA_NAME = "chainlab_chain"
 
-SYSTEM_PROMPT = """\
-You are the planner of chainlab. Turn the person's goal into a chain of tool calls: ONE JSON
-object {{"name", "description", "steps"}} that follows the JSON schema you were given.
-Rules:
-1. Use only the tools listed below, by their exact names{subchains_rule}.
-2. Each step has a unique "id" (letters, digits, "_" or "-"), a "tool", and "args": literal
-   JSON values for the tool's parameters.
-3. Pass data between steps with references inside string args: "{{{{ steps.ID.output }}}}",
-   "{{{{ steps.ID.output.field }}}}", "{{{{ context.KEY }}}}", or "{{{{ KEY }}}}" for a step's
-   "save_as" key. A string that is exactly one reference keeps the referenced value's type.
-   Dependencies follow from references; use "depends_on" only to order steps that share no
-   data.
-4. Args are data, never code. Do not invent tools, parameters or context keys.
-5. Steps that change the world need a person's approval; chainlab asks for it.
-6. Put a short explanation of the plan in "description"; give the chain a short "name"
-   (letters, digits, ".", "_", "-").
-7. Step fields you may set: {step_fields}. Run options you may set: {options}.
-Tools:
-{tools}{subchains}"""
-
-REPAIR_PROMPT = """\
-The plan you returned cannot be used. Problems found:
-{problems}
-Return the complete corrected plan as one JSON object following the schema. Keep what was
-right and fix these problems; use only the listed tools."""
-
-
 class OpenAIPlanner:
     """An LLM planner for any OpenAI-compatible endpoint, with validation, repair rounds and
     a deterministic fallback.
@@ -87,7 +78,12 @@ class OpenAIPlanner:
     ``model`` / ``base_url`` / ``api_key`` default to ``OPENAI_MODEL`` / ``OPENAI_BASE_URL``
     / ``OPENAI_API_KEY``. ``repair_rounds``: how often problems are sent back (the model is
     asked at most ``1 + repair_rounds`` times). ``timeout`` / ``max_retries`` go to the
-    client. ``client``: an ``openai.AsyncOpenAI`` to use instead (not closed here).
+    client; ``max_tokens`` caps each answer (None: the server's default). ``client``: an
+    ``openai.AsyncOpenAI`` to use instead (not closed here). ``output_modes``: the
+    structured-output modes to try, in order (default: ``json_schema``, ``json_object``,
+    ``tools``, ``text``; see :mod:`chainlab.planner.output`). ``strict_schema``: send
+    ``strict: true`` in ``json_schema`` mode (off by default: the plan schema has optional
+    fields and free-form objects, which OpenAI's strict subset rejects).
     ``fallback``: the planner that answers when the model does not (default: a
     :class:`FallbackPlanner` with the same policy). ``policy`` / ``confirm_side_effects`` /
     ``unconfirmed_tools``: see :class:`~chainlab.planner.PlanPolicy`.
@@ -102,9 +98,14 @@ class OpenAIPlanner:
         fallback: Planner | None = None, policy: PlanPolicy | None = None,
         confirm_side_effects: bool | None = None, unconfirmed_tools: Iterable[str] | None = None,
         client: openai.AsyncOpenAI | None = None, strict_schema: bool = False,
+        output_modes: Iterable[str] | None = None, max_tokens: int | None = None,
     ):
         if repair_rounds < 0:
             raise ValueError(f"repair_rounds must be >= 0, got {repair_rounds!r}")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens!r}")
+        self.output_modes = modes_from(output_modes)
+        self.max_tokens = max_tokens
         self.model = model or os.environ.get("OPENAI_MODEL") or None
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -126,10 +127,15 @@ class OpenAIPlanner:
 
     # ------------------------------------------------------------------ configuration
     @property
+    def endpoint(self) -> str:
+        """The base URL requests go to (the key under which the output mode is remembered)."""
+        return str(self.client.base_url) if self.client is not None else \
+            (self.base_url or "https://api.openai.com/v1")
+
+    @property
     def base_url_host(self) -> str:
         """The endpoint's host (and port), never its credentials or path."""
-        url = str(self.client.base_url) if self.client is not None else \
-            (self.base_url or "https://api.openai.com/v1")
+        url = self.endpoint
         parts = urlsplit(url)
         host = parts.hostname or url
         return f"{host}:{parts.port}" if parts.port else host
@@ -156,38 +162,20 @@ class OpenAIPlanner:
     def messages(self, request: str, toolbox: Toolbox,
                  context: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         """The first request's chat messages (system: rules and tools; user: the goal)."""
-        policy = self.policy
-        fields = ["id", "tool", "description", "depends_on", "args", "save_as", "when",
-                  "confirm (true only)", *sorted(policy.model_step_fields)]
-        if policy.rollback_tools:
-            fields.append(f"rollback (tool one of {sorted(policy.rollback_tools)})")
-        chains = [{"name": f"chain:{name}", "description": c.description}
-                  for name, c in toolbox.chains.items()]
-        system = SYSTEM_PROMPT.format(
-            subchains_rule=' and the sub-chains as "chain:NAME"' if chains else "",
-            step_fields=", ".join(fields), options=", ".join(sorted(policy.model_options))
-            or "none", tools=json.dumps(toolbox.describe(), separators=(",", ":"),
-                                        default=str),
-            subchains=("\nSub-chains (their args become the sub-chain's context):\n"
-                       + json.dumps(chains, separators=(",", ":"))) if chains else "")
-        if context:
-            keys = ", ".join(f"{k} ({_json_type(v)})" for k, v in context.items())
-            ctx = f"Context keys available as {{{{ context.KEY }}}}: {keys}"
-        else:
-            ctx = "No context keys are available."
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": f"Goal: {request}\n{ctx}"}]
+        return chat_messages(request, toolbox, context, self.policy)
 
     @staticmethod
     def repair_message(problems: list[Problem]) -> str:
         """The user message that sends a round's problems back."""
-        return REPAIR_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))
+        return repair_message(problems)
 
-    def response_format(self, toolbox: Toolbox) -> dict[str, Any]:
-        return {"type": "json_schema", "json_schema": {
-            "name": _SCHEMA_NAME, "strict": self.strict_schema,
-            "description": "a chainlab chain (plan) of tool calls",
-            "schema": model_schema(toolbox, self.policy)}}
+    def modes_to_try(self) -> tuple[OutputMode, ...]:
+        """The output modes the next plan tries, in order: from the one remembered for this
+        endpoint and model (when it is among ``output_modes``), else all of them."""
+        known = remembered_mode(self.endpoint, self.model) if self.model else None
+        if known is not None and known in self.output_modes:
+            return self.output_modes[self.output_modes.index(known):]
+        return self.output_modes
 
     # ------------------------------------------------------------------ planning
     async def plan(
@@ -227,58 +215,95 @@ class OpenAIPlanner:
             report.fallback_reason, report.fallback_error = "not_configured", why
             return None
         client, owned = self._make_client()
+        modes = list(self.modes_to_try())
+        schema = model_schema(toolbox, self.policy)
         messages = self.messages(request, toolbox, context)
-        params: dict[str, Any] = {"model": self.model,
-                                  "response_format": self.response_format(toolbox)}
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
         try:
             for number in range(1, self.repair_rounds + 2):
                 rnd = PlanRound(number, 0.0)
                 report.rounds.append(rnd)
-                t0 = time.perf_counter()
-                try:
-                    completion = await client.chat.completions.create(
-                        messages=messages, **params)  # type: ignore[arg-type]
-                except openai.OpenAIError as exc:
-                    rnd.duration_s = time.perf_counter() - t0
-                    self._record_error(report, rnd, exc)
-                    return None
-                rnd.duration_s = time.perf_counter() - t0
-                rnd.usage = _usage(completion)
-                text, refusal = _content(completion)
-                if refusal:
-                    rnd.error = f"the model refused: {refusal}"
-                    report.fallback_reason, report.fallback_error = "refused", rnd.error
+                text = await self._ask_once(client, messages, modes, schema, rnd, report)
+                if text is None:
                     return None
                 chain, problems, notes = self.check(text, toolbox, context)
                 rnd.problems = [problem_dict(p) for p in problems]
                 if chain is not None:
                     report.adjustments += notes
                     return chain
-                messages = [*messages, {"role": "assistant", "content": text or ""},
+                messages = [*messages, {"role": "assistant", "content": text},
                             {"role": "user", "content": self.repair_message(problems)}]
         finally:
             if owned:
                 await client.close()
         last = report.rounds[-1].problems
         report.fallback_reason = "invalid_plan"
-        report.fallback_error = (
+        report.fallback_error = one_line(
             f"the plan still had {len(last)} problem(s) after {self.repair_rounds} repair "
-            f"round(s): " + "; ".join(f"[{p['code']}] {p['message']}" for p in last[:3]))
+            f"round(s): " + "; ".join(f"[{p['code']}] {p['message']}" for p in last[:3]),
+            limit=600)
         return None
+
+    async def _ask_once(self, client: openai.AsyncOpenAI, messages: list[dict[str, Any]],
+                        modes: list[OutputMode], schema: dict[str, Any], rnd: PlanRound,
+                        report: PlanReport) -> str | None:
+        """One round's request: the answer's text, or None when the request failed (the
+        failure is in the report). A refused mode is dropped from ``modes`` (the rest of
+        the planning goes on without it) and the next one is asked at once."""
+        while True:
+            mode = modes[0]
+            params: dict[str, Any] = {"model": self.model, **request_params(
+                mode, schema, name=_SCHEMA_NAME, strict=self.strict_schema)}
+            if self.temperature is not None:
+                params["temperature"] = self.temperature
+            if self.max_tokens is not None:
+                params["max_tokens"] = self.max_tokens
+            rnd.mode = mode.value
+            t0 = time.perf_counter()
+            try:
+                completion = await client.chat.completions.create(
+                    messages=with_schema_prompt(messages, mode, schema),  # type: ignore[arg-type]
+                    **params)
+            except openai.APIStatusError as exc:
+                took = time.perf_counter() - t0
+                text = _error_text(exc)
+                if len(modes) > 1 and refuses(mode, exc.status_code, text):
+                    report.negotiation.append({
+                        "mode": mode.value, "status": exc.status_code,
+                        "error": one_line(text), "duration_s": round(took, 6)})
+                    modes.pop(0)
+                    continue
+                rnd.duration_s = took
+                self._record_error(report, rnd, exc)
+                return None
+            except openai.OpenAIError as exc:
+                rnd.duration_s = time.perf_counter() - t0
+                self._record_error(report, rnd, exc)
+                return None
+            rnd.duration_s = time.perf_counter() - t0
+            report.output_mode = mode.value
+            if self.model:
+                remember_mode(self.endpoint, self.model, mode)
+            rnd.usage = _usage(completion)
+            choices = getattr(completion, "choices", None) or []
+            message = choices[0].message if choices else None
+            refusal = getattr(message, "refusal", None)
+            if refusal:
+                rnd.error = f"the model refused: {one_line(refusal)}"
+                report.fallback_reason, report.fallback_error = "refused", rnd.error
+                return None
+            return answer_text(mode, message) or ""
 
     @staticmethod
     def _record_error(report: PlanReport, rnd: PlanRound, exc: Exception) -> None:
         if isinstance(exc, openai.APITimeoutError):
-            reason, text = "timeout", f"no answer within the client timeout ({exc})"
+            reason, text = "timeout", f"no answer within the client timeout ({one_line(exc)})"
         elif isinstance(exc, openai.APIStatusError):
             rnd.status = exc.status_code
-            reason, text = "http_error", f"HTTP {exc.status_code}: {exc.message}"
+            reason, text = "http_error", f"HTTP {exc.status_code}: {one_line(_error_text(exc))}"
         elif isinstance(exc, openai.APIConnectionError):
-            reason, text = "connection_error", f"cannot reach the endpoint: {exc}"
+            reason, text = "connection_error", f"cannot reach the endpoint: {one_line(exc)}"
         else:
-            reason, text = "client_error", f"{type(exc).__name__}: {exc}"
+            reason, text = "client_error", f"{type(exc).__name__}: {one_line(exc)}"
         rnd.error = text
         report.fallback_reason, report.fallback_error = reason, text
 
@@ -288,7 +313,7 @@ class OpenAIPlanner:
 
         Returns ``(chain, [], adjustments)`` when usable, else ``(None, problems, notes)``.
         """
-        body = _strip_fence(text or "")
+        body = plan_text(text or "")
         if not body.strip():
             return None, [Problem("bad_syntax", "the answer was empty; answer with the plan "
                                   "as one JSON object")], []
@@ -335,17 +360,26 @@ class OpenAIPlanner:
         report.answered_by = "fallback"
         report.template = sub.template
         report.adjustments += sub.adjustments
+        # why the model's plan was not used, and the server's words, go into the report
+        # only: the chain is what a person keeps, so it carries the fallback's own
+        # description of what it does and nothing about this attempt's failure
         note = f"The model gave no usable plan ({why}); the deterministic fallback answered."
         report.explanation = f"{note}\n{sub.explanation}".rstrip()
-        return chain.model_copy(update={"description": f"{note}\n{chain.description}".rstrip()})
+        return chain
 
 
-def _content(completion: Any) -> tuple[str | None, str | None]:
-    choices = getattr(completion, "choices", None) or []
-    if not choices:
-        return None, None
-    message = choices[0].message
-    return message.content, getattr(message, "refusal", None)
+def _error_text(exc: openai.APIStatusError) -> str:
+    """What the server said: the error body's ``message`` (OpenAI's shape), else the whole
+    body as text (FastAPI's ``detail`` lists name the rejected field), else the client's."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message.strip():
+            return message
+        return json.dumps(body, default=str)
+    if isinstance(body, str) and body.strip():
+        return body
+    return exc.message
 
 
 def _usage(completion: Any) -> dict[str, int] | None:
@@ -354,30 +388,3 @@ def _usage(completion: Any) -> dict[str, int] | None:
         return None
     return {k: int(getattr(usage, k, 0) or 0)
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-
-
-def _strip_fence(text: str) -> str:
-    """The JSON inside a Markdown code fence, if the model added one (some local models do
-    even under structured output); otherwise the text unchanged."""
-    stripped = text.strip()
-    if stripped.startswith("```") and stripped.endswith("```") and len(stripped) > 6:
-        inner = stripped[3:-3]
-        first_newline = inner.find("\n")
-        if first_newline != -1 and inner[:first_newline].strip().isalpha():
-            inner = inner[first_newline + 1:]  # drop a language tag such as ``json``
-        return inner.strip()
-    return text
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null" if value is None else type(value).__name__

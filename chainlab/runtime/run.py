@@ -277,19 +277,22 @@ class Run:
         *, by: str | None = None,
     ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
-        validated again); ``by``: who approves (kept in the event). Raises RunStateError if
-        the step is not waiting."""
+        validated again). ``by`` says who approves (default ``user@host``), recorded with the
+        approval. Raises RunStateError if the step is not waiting (saying who decided it),
+        DecisionError for args that do not fit, StaleEpochError when another driver took the
+        run over (then nothing was approved and the step's call does not start here)."""
         k = self._k()
         k.require_step(step_id)
-        k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note, by))
+        k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
+                                  by or decisions.requester()))
         await k.commit()
 
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:
         """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
-        back. ``by``: who rejects (kept in the event)."""
+        back. ``by`` says who rejects. Raises RunStateError if the step is not waiting."""
         k = self._k()
-        k.apply(decisions.reject(k.state, step_id, reason, by))
+        k.apply(decisions.reject(k.state, step_id, reason, by or decisions.requester()))
         await k.commit()
 
     async def resolve(
@@ -303,11 +306,12 @@ class Run:
         by: str | None = None,
     ) -> None:
         """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
-        ``fail`` it. ``by``: who decides (kept in the event)."""
+        ``fail`` it. ``by`` says who decides. Raises RunStateError if it is not in doubt,
+        DecisionError for an output that does not fit."""
         k = self._k()
         tool = k.nodes[step_id].tool if step_id in k.nodes else None
         k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,
-                                  fail=fail, note=note, by=by))
+                                  fail=fail, note=note, by=by or decisions.requester()))
         await k.commit()
 
     async def rollback(self) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.errors import PlanError, Problem, StaleEpochError
+from chainlab.errors import PlanError, Problem, RunNotFoundError, StaleEpochError
 from chainlab.events import (
     RUN_TERMINAL,
     Event,
@@ -32,6 +32,7 @@ from chainlab.events import (
     RunState,
     RunStatus,
     event_kind,
+    read_run,
 )
 from chainlab.events.status import DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
@@ -51,7 +52,7 @@ from chainlab.runtime.history.estimates import (
 )
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.run import Run, RunResult
-from chainlab.store.base import RunRecord, Store
+from chainlab.store.base import RunRecord, Store, check_run_id
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
 
 if TYPE_CHECKING:
@@ -150,7 +151,9 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
 
     async def aclose(self) -> None:
-        """Stop driving every run of this runtime (their state stays in the store)."""
+        """Stop driving every run of this runtime (their state stays in the store). A
+        decision being answered is answered first (its requester waits for that answer)."""
+        await self.liveness.answers_sent()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -205,6 +208,11 @@ class Runtime:
             raise PlanError(
                 Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
             ) from None
+        if run_id is not None:
+            try:
+                check_run_id(run_id)
+            except ValueError as exc:
+                raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
         chain_json = chain.model_dump_json(exclude_defaults=True)
         graph, chain_data = self._prepare(chain, chain_json, opts, data)
@@ -240,8 +248,9 @@ class Runtime:
     async def _create(self, chain: Chain, graph: Graph, record: RunRecord, opts: RunOptions,
                       priority: Callable[[str], float] | None, order: dict[str, Any],
                       lineage: Mapping[str, Any] | None = None) -> Kernel:
-        """Store a new run and open its log with ``run_started`` (a start and a fork)."""
-        await self.run_io(self.store.create_run, record)
+        """Store a new run, with this runtime as its driver from the first moment, and open
+        its log with ``run_started`` (a start and a fork)."""
+        await self.run_io(self.store.create_run, record, self.liveness.identity())
         state = RunState(record.run_id, graph.nodes)
         kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
                                   priority=priority)
@@ -293,17 +302,32 @@ class Runtime:
         opts = RunOptions.model_validate(record.options)
         raise_for_problems(chain, self.toolbox, chains=chains)
         graph = compile_chain(chain, self.toolbox, chains, opts)
-        events = await self.run_io(self.store.load_events, run_id)
-        state = RunState.from_events(run_id, events, graph.nodes)
-        if check is not None:
-            check(state)
+        me = self.liveness.identity()
+        if force:
+            # a takeover: claim FIRST (the old driver, busy or not, is fenced from here on),
+            # then read the log, which nobody can extend any more
+            # (another process that claimed since `record` was read wins: StaleEpochError)
+            epoch = await self.run_io(self.store.claim, run_id, record.epoch, None, me)
+            events = await self.run_io(self.store.load_events, run_id)
+            state = RunState.from_events(run_id, events, graph.nodes)
+            if check is not None:
+                try:
+                    check(state)
+                except BaseException:
+                    await self.run_io(self.store.clear_driver, run_id, me.driver_id)
+                    raise
+        else:
+            events = await self.run_io(self.store.load_events, run_id)
+            state = RunState.from_events(run_id, events, graph.nodes)
+            if check is not None:
+                check(state)
+            # check-and-claim: the claim fails if anything was written since these events,
+            # so the state rebuilt here (and checked) is exactly the state this process owns
+            last = events[-1].seq if events else 0
+            epoch = await self.run_io(self.store.claim, run_id, record.epoch, last, me)
         started: dict[str, Any] = next(
             (e.payload for e in events if e.kind == EventKind.RUN_STARTED), {}
         )
-        # check-and-claim: the claim fails if anything was written since these events, so
-        # the state rebuilt here (and checked) is exactly the state this process now owns
-        last = events[-1].seq if events else 0
-        epoch = await self.run_io(self.store.claim, run_id, record.epoch, last)
         kernel = self._new_kernel(run_id, graph, state, opts, record.context, epoch=epoch,
                               priority=recorded_order(started, graph.nodes))
         was = state.status
@@ -350,7 +374,15 @@ class Runtime:
         """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
         record = self.store.get_run(run_id)
         events = self.store.load_events(run_id)
-        return plan_fork(record, events, self.toolbox, self.chains, **edits)
+        return plan_fork(record, events, self.toolbox, self.chains, origin=self._state_of,
+                         **edits)
+
+    def _state_of(self, run_id: str) -> RunState | None:
+        """A stored run's current state (None when the store has no such run)."""
+        try:
+            return read_run(self.store, run_id)[2]
+        except RunNotFoundError:
+            return None
 
     async def fork(
         self,

@@ -25,9 +25,11 @@ from typing import Any, Protocol, runtime_checkable
 from chainlab.errors import StaleEpochError, StoreError
 from chainlab.events.event import Event
 
-__all__ = ["REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES", "DecisionRequest",
+__all__ = ["MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES",
+           "DecisionRequest",
            "DriverInfo", "Drivers", "Event", "Mailbox", "Notifier", "RunLog", "RunRecord",
-           "Store", "answered_twice", "check_outcome", "check_request", "payload_text",
+           "Store", "answered_twice", "check_outcome", "check_request", "check_run_id",
+           "payload_text",
            "raise_if_refused", "request_from_row", "unknown_request"]
 
 #: what a decision request asks for, and how its driver answered it
@@ -109,6 +111,26 @@ class DecisionRequest:
         return self.outcome is not None
 
 
+#: the longest run id a store takes (ids go into NOTIFY payloads, file names, URLs)
+MAX_RUN_ID = 200
+
+
+def check_run_id(run_id: object) -> str:
+    """Raise ValueError unless ``run_id`` is a usable run id: 1 to 200 characters, none of
+    them whitespace or a control character. The same rule on every store and in the
+    runtime, checked when a run is created."""
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"a run id must be a non-empty string, got {run_id!r}")
+    if len(run_id) > MAX_RUN_ID:
+        raise ValueError(f"run id {run_id[:40]!r}... is {len(run_id)} characters long; a run "
+                         f"id has at most {MAX_RUN_ID}")
+    bad = next((c for c in run_id if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"run id {run_id[:60]!r} contains {bad!r}; a run id has no "
+                         "whitespace or control characters (letters, digits, - _ . : are safe)")
+    return run_id
+
+
 def check_request(run_id: str, request: DecisionRequest) -> None:
     """Raise ValueError unless ``request`` is a new request for ``run_id`` (stores call it)."""
     if request.run_id != run_id:
@@ -180,13 +202,17 @@ class RunLog(Protocol):
     #: True when reads block on I/O (the runtime then calls them from a worker thread)
     blocking: bool
 
-    def create_run(self, record: RunRecord) -> None:
-        """Insert a new run (epoch as given). Raises StoreError if the id exists."""
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+        """Insert a new run (epoch as given), and ``driver`` as its driver in the same
+        transaction (a run is never without a known driver, even before its first beat).
+        Raises StoreError if the id exists, ValueError for a bad id (:func:`check_run_id`)."""
 
-    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
+              driver: DriverInfo | None = None) -> int:
         """Compare-and-swap the run's epoch from ``expected_epoch`` to the next one and return
         it. With ``expected_seq``, the run's last committed event must also still be that one
         (check-and-claim in one step: the state a caller decided on is the state it owns).
+        ``driver`` is recorded as the run's driver at the new epoch in the same transaction.
         Raises StaleEpochError if the epoch (or the log) moved, RunNotFoundError if unknown."""
 
     def append(self, run_id: str, epoch: int, events: Iterable[Event],

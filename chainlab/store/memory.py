@@ -18,6 +18,7 @@ from chainlab.store.base import (
     answered_twice,
     check_outcome,
     check_request,
+    check_run_id,
     payload_text,
     raise_if_refused,
     unknown_request,
@@ -129,15 +130,20 @@ class MemoryStore(MemoryLiveness):
         self._lock = threading.Lock()
         self._mail = MemoryMail()  # driver heartbeats and decision requests
 
-    def create_run(self, record: RunRecord) -> None:
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+        check_run_id(record.run_id)
         with self._lock:
             if record.run_id in self._runs:
                 raise StoreError(f"run {record.run_id!r} already exists")
             self._runs[record.run_id] = record
             self._live[record.run_id] = _Live(record.status, record.epoch, record.updated_at)
             self._events[record.run_id] = []
+            if driver is not None:
+                self._mail.drivers[record.run_id] = replace(driver, epoch=record.epoch,
+                                                            beat_at=time.time())
 
-    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
+              driver: DriverInfo | None = None) -> int:
         with self._lock:
             live = self._get_live(run_id)
             if live.epoch != expected_epoch:
@@ -148,6 +154,9 @@ class MemoryStore(MemoryLiveness):
                 raise StaleEpochError(run_id, expected_epoch, live.epoch,
                                       moved_on=(expected_seq, last))
             live.epoch = expected_epoch + 1
+            if driver is not None:
+                self._mail.drivers[run_id] = replace(driver, epoch=live.epoch,
+                                                     beat_at=time.time())
             live.updated_at = time.time()
             return live.epoch
 

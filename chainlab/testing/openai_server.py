@@ -22,8 +22,28 @@ Every request is recorded (``server.requests``: path, headers, parsed JSON body)
 can assert the repair prompt and the ``response_format``. ``GET .../models`` lists
 ``model``.
 
+``like`` makes the server take only what a kind of real server takes (:data:`SERVER_KINDS`);
+a request asking for more is refused the way that server refuses it, without consuming a
+script item (``server.refused`` counts them):
+
+=======================  =================================================================
+``like``                 takes
+=======================  =================================================================
+``"openai"`` (default)   every ``response_format`` type and tool calling
+``"llama-cpp-python"``   ``response_format`` ``text`` / ``json_object`` (with a schema) and
+                         tools; ``json_schema`` gets HTTP 500 with FastAPI's validation
+                         text (a server file path included), as llama-cpp-python 0.3 answers
+``"no-response-format"`` neither ``response_format`` (HTTP 400 naming it) nor ``tools``
+                         (HTTP 422, a FastAPI validation body): plain chat only
+=======================  =================================================================
+
+A request that forces a function (``tool_choice``) on a server that takes tools is answered
+with a call of that function whose arguments are the reply's content.
+
     with FakeOpenAI(script=[plan_dict, "not json", 500]) as server:
         planner = OpenAIPlanner(model="fake", base_url=server.base_url, api_key="test")
+    with FakeOpenAI(script=[plan_dict], like="llama-cpp-python") as server:
+        ...  # the planner's json_schema request is refused, json_object gets the plan
 """
 
 from __future__ import annotations
@@ -39,7 +59,8 @@ from typing import Any
 
 from chainlab.plan.schema import Chain
 
-__all__ = ["Delay", "FakeOpenAI", "RecordedRequest", "Reply", "Responder"]
+__all__ = ["SERVER_KINDS", "Delay", "FakeOpenAI", "RecordedRequest", "Reply", "Responder",
+           "ServerKind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +108,20 @@ class RecordedRequest:
     def model(self) -> str | None:
         return self.body.get("model") if isinstance(self.body, dict) else None
 
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The ``tools`` sent (None when the request has none)."""
+        return self.body.get("tools") if isinstance(self.body, dict) else None
+
+    @property
+    def forced_function(self) -> str | None:
+        """The function name ``tool_choice`` forces, if any."""
+        choice = self.body.get("tool_choice") if isinstance(self.body, dict) else None
+        if isinstance(choice, dict):
+            name = (choice.get("function") or {}).get("name")
+            return name if isinstance(name, str) else None
+        return None
+
     def text(self) -> str:
         """All message contents joined (handy for ``assert "..." in request.text()``)."""
         return "\n".join(str(m.get("content", "")) for m in self.messages)
@@ -94,6 +129,66 @@ class RecordedRequest:
 
 #: A dynamic script item: called with the request, returns a script item.
 Responder = Callable[[RecordedRequest], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKind:
+    """What a kind of OpenAI-compatible server takes (``response_formats``: the
+    ``response_format`` types; ``tools``: tool calling) and how it refuses the rest:
+    ``refusal(what)`` gives the status and JSON body for ``what`` (``"json_schema"``,
+    ``"response_format"``, ``"tools"``)."""
+
+    name: str
+    response_formats: frozenset[str]
+    tools: bool
+    refusal: Callable[[str], tuple[int, dict[str, Any]]]
+
+    def refuses(self, request: RecordedRequest) -> tuple[int, dict[str, Any]] | None:
+        """The refusal for ``request``, or None when this kind of server takes it."""
+        fmt = request.response_format
+        if fmt is not None:
+            kind = fmt.get("type") if isinstance(fmt, dict) else None
+            if kind not in self.response_formats:
+                return self.refusal(str(kind) if self.response_formats else "response_format")
+        if (request.tools or request.forced_function) and not self.tools:
+            return self.refusal("tools")
+        return None
+
+
+# llama-cpp-python's server (0.3) answers a request its pydantic model rejects with 500 and
+# FastAPI's text of the validation error: the error, then where (a file of the server's
+# machine and the route), as below for a response_format of type json_schema
+_LLAMA_CPP_PYTHON_500 = (
+    "1 validation error:\n"
+    "  {{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input "
+    "should be 'text' or 'json_object'\", 'input': '{what}', 'ctx': {{'expected': \"'text' or "
+    "'json_object'\"}}}}\n\n"
+    '  File "/opt/llm/venv/lib/python3.11/site-packages/llama_cpp/server/app.py", line 376, '
+    "in create_chat_completion\n"
+    "    POST /v1/chat/completions")
+
+
+def _llama_cpp_python_refusal(what: str) -> tuple[int, dict[str, Any]]:
+    return 500, {"error": {"message": _LLAMA_CPP_PYTHON_500.format(what=what),
+                           "type": "internal_server_error", "param": None, "code": None}}
+
+
+def _plain_chat_refusal(what: str) -> tuple[int, dict[str, Any]]:
+    if what == "tools":  # FastAPI's validation answer for a field the model forbids
+        return 422, {"detail": [{"type": "extra_forbidden", "loc": ["body", "tools"],
+                                 "msg": "Extra inputs are not permitted"}]}
+    return 400, error_body(400, "Unrecognized request argument supplied: response_format")
+
+
+#: The kinds of server ``FakeOpenAI(like=...)`` plays.
+SERVER_KINDS: dict[str, ServerKind] = {
+    "openai": ServerKind("openai", frozenset({"text", "json_object", "json_schema"}), True,
+                         lambda what: (400, error_body(400, f"unsupported: {what}"))),
+    "llama-cpp-python": ServerKind("llama-cpp-python", frozenset({"text", "json_object"}),
+                                   True, _llama_cpp_python_refusal),
+    "no-response-format": ServerKind("no-response-format", frozenset(), False,
+                                     _plain_chat_refusal),
+}
 
 
 def as_reply(item: Any) -> Reply:
@@ -124,10 +219,19 @@ class FakeOpenAI:
     """A scripted OpenAI-compatible server on ``127.0.0.1`` (a free port), in a thread.
 
     Use as a context manager, or ``start()`` / ``close()``. ``base_url`` ends in ``/v1``.
+    ``like``: the kind of server to play (a key of :data:`SERVER_KINDS` or a
+    :class:`ServerKind`). Raises ValueError for an unknown kind.
     """
 
     def __init__(self, script: Iterable[Any] = (), *, model: str = "fake-model",
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", like: str | ServerKind = "openai"):
+        if isinstance(like, str):
+            if like not in SERVER_KINDS:
+                raise ValueError(f"unknown server kind {like!r}; choose from "
+                                 f"{sorted(SERVER_KINDS)} or pass a ServerKind")
+            like = SERVER_KINDS[like]
+        self.like = like
+        self.refused = 0
         self.script: list[Any] = list(script)
         self.model = model
         self.host = host
@@ -201,6 +305,11 @@ class FakeOpenAI:
     def _take(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self.requests.append(request)
+            refusal = self.like.refuses(request)
+            if refusal is not None:  # refused before the script is looked at
+                self.refused += 1
+                status, body = refusal
+                return Reply(status=status, body=body)
             if self._next >= len(self.script):
                 self.unexpected += 1
                 return Reply(status=500, error="fake server: the script is used up "
@@ -216,12 +325,20 @@ class FakeOpenAI:
         if reply.body is not None:
             return reply.body
         content = reply.content if reply.refusal is None else None
+        message: dict[str, Any] = {"role": "assistant", "content": content,
+                                   "refusal": reply.refusal}
+        finish = "stop"
+        function = request.forced_function
+        if function is not None and content is not None:  # answer with the forced call
+            message = {"role": "assistant", "content": None, "refusal": None,
+                       "tool_calls": [{"id": f"call_fake_{next(self._ids)}", "type": "function",
+                                       "function": {"name": function, "arguments": content}}]}
+            finish = "tool_calls"
         return {
             "id": f"chatcmpl-fake-{next(self._ids)}", "object": "chat.completion",
             "created": int(time.time()), "model": request.model or self.model,
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": content,
-                                     "refusal": reply.refusal}}],
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                         "message": message}],
             "usage": {"prompt_tokens": len(request.text()) // 4,
                       "completion_tokens": len(content or "") // 4,
                       "total_tokens": (len(request.text()) + len(content or "")) // 4},

@@ -62,11 +62,25 @@ def whatif(run: Any, *, priority: str = "critical_path",
     under another release ``priority`` (``declaration`` | ``critical_path``) and/or
     ``max_concurrency``: no tool runs, nothing is written. Returns the simulated schedule.
 
-    Raises RunStateError when this process cannot compile the run (its tools are missing).
+    Raises ValueError for a ``max_concurrency`` below 1 or an unknown ``priority``,
+    RunStateError when the run is still going (its durations are not all known) or this
+    process cannot compile the run (its tools are missing).
     """
     from chainlab.errors import RunStateError
+    from chainlab.events import RunStatus
     from chainlab.runtime.history.whatif import simulate
 
+    if max_concurrency is not None and (isinstance(max_concurrency, bool)
+                                        or not isinstance(max_concurrency, int)
+                                        or max_concurrency < 1):
+        raise ValueError(f"max_concurrency must be a whole number of slots, 1 or more, got "
+                         f"{max_concurrency!r}; leave it out to use the run's own")
+    if priority not in ("critical_path", "declaration"):
+        raise ValueError(f"priority must be 'critical_path' or 'declaration', got {priority!r}")
+    if run.status in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.COMPENSATING):
+        raise RunStateError(f"run {run.run_id!r} is still running ({run.status}): a what-if "
+                            "replays recorded durations; wait for it (`await run.wait()`) "
+                            "first", run_id=run.run_id, status=str(run.status))
     compiled = run.compiled()
     if compiled is None:
         raise RunStateError(f"what-if of run {run.run_id!r} needs its tools: open it with a "

@@ -14,7 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
 
 from chainlab._json import code_fingerprint, to_json_value
-from chainlab._text import did_you_mean, safe_repr
+from chainlab._text import did_you_mean, int_too_long, safe_repr
 from chainlab.errors import ToolDefinitionError
 from chainlab.plan.parts import RetryPolicy, Rollback
 from chainlab.tools.context import Reconciliation
@@ -207,7 +207,8 @@ class Tool:
         one. Raises ValidationError (wrong shape) or NotJSONError (not serialisable)."""
         if self._check_out is not None:
             value = self._check_out(value)
-            if value is None or type(value) in (str, int, bool):
+            if value is None or type(value) in (str, bool) or (
+                    type(value) is int and not int_too_long(value)):
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
             with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError):

@@ -47,7 +47,7 @@ def check_one_winner(api: Client, workdir: Path, run_id: str,
     winner = next(body for code, body in results if code == 200)
     loser = next(body for code, body in results if code == 409)
     assert loser["error"] == "not_waiting", loser
-    assert loser["decided"]["action"] == "approve"
+    assert loser["decided"]["action"] == "approved"
     assert loser["decided"]["by"] == winner["by"]  # the 409 says who decided
     done = api.wait(run_id, timeout=60)
     assert done["status"] == "succeeded", done

@@ -11,10 +11,9 @@ import pytest
 
 import chainlab.errors as errors
 from chainlab import MemoryStore, Runtime
-from chainlab.events import Event, EventKind
+from chainlab.events import EventKind
 from chainlab.http import ApiError
 from chainlab.http.chains import context_schema
-from chainlab.http.deciding import who_decided
 from chainlab.http.errors import api_error
 from chainlab.plan.schema import Chain
 from tests.http.served_tools import toolbox
@@ -112,23 +111,6 @@ def test_the_context_schema_takes_each_key_from_where_it_is_used() -> None:
     assert "type" not in schema["properties"]["who"]  # interpolated into text: anything
     assert "type" not in schema["properties"]["cost"]  # a path into it: an object
     assert schema["properties"]["go"]["description"] == "used by p.when"
-
-
-def ev(seq: int, kind: EventKind, step: str | None = "s", **payload: object) -> Event:
-    return Event("r", seq, float(seq), 1, kind, step, None, dict(payload))
-
-
-def test_who_decided_reads_the_last_decision_since_the_step_began_to_wait() -> None:
-    log = [ev(1, EventKind.STEP_WAITING_CONFIRMATION),
-           ev(2, EventKind.STEP_APPROVED, by="alice", note="ok"),
-           ev(3, EventKind.STEP_STARTED), ev(4, EventKind.STEP_SUCCEEDED, output=1)]
-    assert who_decided(log, "s") == {"action": "approve", "by": "alice", "at": 2.0, "seq": 2,
-                                     "note": "ok", "edited": False}
-    assert who_decided(log[:1], "s") is None  # it waits: nobody decided yet
-    assert who_decided(log, "other") is None
-    resolved = [ev(1, EventKind.STEP_IN_DOUBT),
-                ev(2, EventKind.STEP_SUCCEEDED, resolved="output", by="ops", note=None)]
-    assert who_decided(resolved, "s")["resolved"] == "output"  # type: ignore[index]
 
 
 @pytest.mark.anyio

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from chainlab import Chain, Toolbox
 from chainlab.planner.openai import OpenAIPlanner
+from chainlab.planner.output import forget_modes
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing import ManualClock
@@ -30,6 +31,15 @@ def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The host's OPENAI_* variables must never reach a test (or a real endpoint)."""
     for name in ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mode_memory() -> Iterator[None]:
+    """Each test negotiates from scratch: a port the OS hands out again must not inherit
+    the output mode another test's server took."""
+    forget_modes()
+    yield
+    forget_modes()
 
 
 class Task(BaseModel):

@@ -14,7 +14,14 @@ import openai
 import pytest
 
 from chainlab import Chain
-from chainlab.testing.openai_server import Delay, FakeOpenAI, RecordedRequest, Reply, as_reply
+from chainlab.testing.openai_server import (
+    Delay,
+    FakeOpenAI,
+    RecordedRequest,
+    Reply,
+    as_reply,
+    error_body,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +122,57 @@ def test_add_extends_the_script() -> None:
     with FakeOpenAI() as server:
         server.add("one", "two")
         assert [_content(_post(server, {})[1]) for _ in range(2)] == ["one", "two"]
+
+
+async def test_server_kinds_refuse_without_consuming_the_script() -> None:
+    schema_fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": {}}}
+    with FakeOpenAI(script=["{}", "{}"], like="llama-cpp-python") as server:
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url, max_retries=0,
+                                    timeout=2)
+        with pytest.raises(openai.InternalServerError) as refused:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}],
+                response_format=schema_fmt)  # type: ignore[arg-type]
+        message = refused.value.body["message"]
+        assert message.startswith("1 validation error:\n  {'type': 'literal_error', 'loc': "
+                                  "('body', 'response_format', 'type')")
+        assert '\n  File "/opt/llm/venv/lib/python3.11/site-packages/llama_cpp/server/app.py' \
+            in message
+        taken = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}],
+            response_format={"type": "json_object", "schema": {}})  # type: ignore[arg-type]
+        assert taken.choices[0].message.content == "{}"
+        await client.close()
+        assert (server.refused, server.remaining, len(server.completions)) == (1, 1, 2)
+
+
+def test_a_plain_chat_server_refuses_formats_and_tools() -> None:
+    with FakeOpenAI(script=["hello"], like="no-response-format") as server:
+        text_fmt = {"messages": [], "response_format": {"type": "text"}}
+        assert _post(server, text_fmt) == (400, error_body(
+            400, "Unrecognized request argument supplied: response_format"))
+        status, body = _post(server, {"messages": [], "tools": [{"type": "function"}]})
+        assert status == 422 and body["detail"][0]["loc"] == ["body", "tools"]
+        assert _content(_post(server, {"messages": []})[1]) == "hello"
+        assert server.refused == 2 and server.remaining == 0
+
+
+async def test_a_forced_function_is_answered_with_a_call() -> None:
+    with FakeOpenAI(script=['{"name": "x"}']) as server:
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url, max_retries=0,
+                                    timeout=2)
+        answer = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}],
+            tools=[{"type": "function", "function": {"name": "submit", "parameters": {}}}],
+            tool_choice={"type": "function", "function": {"name": "submit"}})
+        await client.close()
+    [call] = answer.choices[0].message.tool_calls or []
+    assert call.function.name == "submit"  # type: ignore[union-attr]
+    assert call.function.arguments == '{"name": "x"}'  # type: ignore[union-attr]
+    assert answer.choices[0].finish_reason == "tool_calls"
+    assert answer.choices[0].message.content is None
+
+
+def test_unknown_server_kind_is_named() -> None:
+    with pytest.raises(ValueError, match=r"unknown server kind 'vllm'; choose from \["):
+        FakeOpenAI(like="vllm")

@@ -105,8 +105,10 @@ async def test_unknown_tool_every_round_falls_back(project: Project, fake: Fake)
     assert (report.answered_by, report.fallback_reason) == ("fallback", "invalid_plan")
     assert [[(p["code"], p["step_id"], p["field"]) for p in r] for r in
             report.problems_per_round] == [[("unknown_tool", "store", "tool")]] * 3
-    assert chain.description.startswith("The model gave no usable plan (invalid_plan: the "
-                                        "plan still had 1 problem(s) after 2 repair round(s)")
+    assert report.explanation.startswith("The model gave no usable plan (invalid_plan: the "
+                                         "plan still had 1 problem(s) after 2 repair round(s)")
+    assert chain.description.startswith("Fallback plan composed from the toolbox metadata")
+    assert "invalid_plan" not in chain.description and "unknown_tool" not in chain.description
 
 
 async def test_repair_rounds_are_bounded(project: Project, fake: Fake) -> None:
@@ -212,7 +214,9 @@ async def test_endpoint_failures_fall_back(
     assert report.rounds[0].error == report.fallback_error
     assert report.adjustments == [
         "step 'add_rows': confirm set to true (it calls 'add_rows', which changes the world)"]
-    assert chain.description.startswith(f"The model gave no usable plan ({reason}: ")
+    assert report.explanation.startswith(f"The model gave no usable plan ({reason}: ")
+    assert chain.description.startswith("Fallback plan composed from the toolbox metadata")
+    assert reason not in chain.description and "model" not in chain.description
 
 
 async def test_failure_in_a_repair_round_falls_back(project: Project, fake: Fake) -> None:

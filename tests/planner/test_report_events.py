@@ -36,13 +36,18 @@ def _report(**kw: object) -> PlanReport:
 
 def test_events_when_the_model_answered() -> None:
     report = _report(rounds=[PlanRound(1, 0.5, [{"code": "cycle"}]), PlanRound(2, 0.25)],
-                     answered_by="model", chain_name="c", steps=["a"], duration_s=0.75)
+                     answered_by="model", chain_name="c", steps=["a"], duration_s=0.75,
+                     output_mode="json_object", negotiation=[
+                         {"mode": "json_schema", "status": 500, "error": "no json_schema"}])
     assert planning_events(report) == [
         ("planning_started", {"planner": "openai", "model": "m", "base_url_host": "h:1",
                               "request": "goal", "started_at": 1.0}),
         ("planning_completed", {"planner": "openai", "answered_by": "model", "fallback": False,
                                 "fallback_reason": None, "template": None, "rounds": 2,
-                                "problems": [[{"code": "cycle"}], []], "adjustments": [],
+                                "problems": [[{"code": "cycle"}], []],
+                                "output_mode": "json_object", "negotiation": [
+                                    {"mode": "json_schema", "status": 500,
+                                     "error": "no json_schema"}], "adjustments": [],
                                 "chain": "c", "steps": ["a"], "duration_s": 0.75}),
     ]
     json.dumps(report.to_dict())  # meta must be JSON
@@ -56,7 +61,7 @@ def test_events_when_the_fallback_answered_and_when_nothing_did() -> None:
     assert kinds == ["planning_started", "planning_failed", "planning_completed"]
     assert planning_events(report)[1][1] == {
         "planner": "openai", "stage": "model", "reason": "http_error", "error": "HTTP 500: x",
-        "rounds": 1, "problems": [[]], "fallback": True}
+        "rounds": 1, "problems": [[]], "fallback": True, "output_mode": None}
     nothing = _report(fallback_reason="timeout", fallback_error="slow", error="no tools")
     events = planning_events(nothing)
     assert [k for k, _ in events] == ["planning_started", "planning_failed", "planning_failed"]

@@ -33,11 +33,14 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     be taken over: only its live driver can then apply the decision). Raises what
     :meth:`Runtime.decide` raises."""
 
+    asked: list[Any] = []  # the driver the decision went to (its row goes when the run ends)
+
     async def main() -> tuple[Chain, RunState] | None:
         async with Runtime(toolbox, store, executor=executor) as runtime:
-            if no_toolbox is not None and runtime.liveness.live_driver(
-                    store.driver_of(run_id), store.get_run(run_id)) is None:
+            live = runtime.liveness.live_driver(store.driver_of(run_id), store.get_run(run_id))
+            if no_toolbox is not None and live is None:
                 raise no_toolbox  # nobody else drives it and this process cannot
+            asked.append(live)
             await runtime.decide(run_id, step_id, action, timeout=timeout, **options)
             run = runtime.get_run(run_id)
             if not run.active:  # applied by the process that drives the run
@@ -49,7 +52,7 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
         taken = anyio.run(main)
     if taken is not None:
         return report(io, run_id, *taken, db, store)
-    driver = store.driver_of(run_id)
+    driver = store.driver_of(run_id) or (asked[0] if asked else None)
     by = f" by its driver, {driver.describe()}" if driver is not None else ""
     io.err.print(f"{action} {step_id}: applied{by}, which drives run {run_id} on",
                  markup=False)

@@ -72,6 +72,17 @@ class Liveness:
         self.first_beat_s = min(heartbeat_s, 0.25)
         self.driver_id = secrets.token_hex(8)
         self.host = socket.gethostname()
+        self._answering = 0  # decisions being applied and answered right now
+        self._answered: anyio.Event | None = None
+
+    async def answers_sent(self, timeout: float = 10.0) -> None:
+        """Wait (at most ``timeout`` s) until no decision is being applied and answered: a
+        runtime that closes must not leave a requester waiting for an answer it took."""
+        with anyio.move_on_after(timeout):
+            while self._answering:
+                if self._answered is None:
+                    self._answered = anyio.Event()
+                await self._answered.wait()
 
     def identity(self) -> DriverInfo:
         """This runtime as a driver (the pid read now: a forked child is another driver)."""
@@ -151,6 +162,17 @@ class Liveness:
             if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await host.run_io(store.clear_driver, run.run_id, self.driver_id)
+            elif not run.fenced:
+                # the run ended: a decision still in the mailbox (the loser of a race, one
+                # sent as the run ended) is answered now, never left to time out
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await self.answers_sent()  # the serving task's answer in flight first
+                    for request in await host.run_io(store.pending_requests, run.run_id, 0):
+                        if not await self._answer(host, run, request):
+                            break
+                    # then say this driver is gone: a request posted from now on is refused
+                    # by its requester, who sees the run ended and nobody left to answer
+                    await host.run_io(store.clear_driver, run.run_id, self.driver_id)
 
     async def _serve(self, host: Host, run: Run) -> None:
         store = host.store
@@ -202,6 +224,16 @@ class Liveness:
 
     async def _answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
         """Apply one request and answer it; False once this driver was taken over."""
+        self._answering += 1
+        try:
+            return await self._apply_and_answer(host, run, request)
+        finally:
+            self._answering -= 1
+            if not self._answering and self._answered is not None:
+                self._answered.set()
+                self._answered = None
+
+    async def _apply_and_answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
         if request.expires_at is not None and time.time() > request.expires_at:
             outcome, message = "refused", (
                 f"expired: request {request.request_id} reached the driver after its "

@@ -15,14 +15,14 @@ run is driven (DESIGN §13).
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.errors import DecisionError, DecisionTimeoutError, StoreError
+from chainlab.errors import DecisionError, DecisionTimeoutError, RunStateError, StoreError
+from chainlab.events import RUN_TERMINAL, read_run
 from chainlab.plan.schema import Chain
 from chainlab.runtime.coordination.liveness import apply_request
 from chainlab.runtime.engine import decisions
@@ -34,16 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["decide", "payload_for", "requester"]
 
-
-def requester() -> str:
-    """Who asks, by default: ``user@host``."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no user name for this uid (a container)
-        user = "?"
-    import socket
-
-    return f"{user}@{socket.gethostname()}"
+requester = decisions.requester
 
 
 def payload_for(action: str, *, note: str | None = None, reason: str | None = None,
@@ -87,6 +78,31 @@ async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
     return "applied"
 
 
+async def _ended_without_answer(host: Host, request: DecisionRequest, request_id: int,
+                                asked: DriverInfo) -> DecisionError | None:
+    """The refusal to give when the run ended and its driver answered what it had and left
+    (a request that reached it too late: the loser of a race, one sent as the run ended)."""
+    record = await host.run_io(host.store.get_run, request.run_id)
+    if record.status not in RUN_TERMINAL:
+        return None
+    driver = await host.run_io(host.store.driver_of, request.run_id)
+    if driver is not None and driver.driver_id == asked.driver_id:
+        return None  # it is still there: it answers everything it read before it leaves
+    again = await host.run_io(host.store.get_request, request_id)
+    if again.outcome is not None:
+        return None  # answered meanwhile: the loop reads it
+    state = read_run(host.store, request.run_id)[2]
+    try:
+        decisions.check(state, request.action, request.step_id)
+    except RunStateError as exc:
+        return DecisionError(f"{exc} (the run ended before its driver read this request)",
+                             step_id=request.step_id, field=request.action,
+                             run_id=request.run_id)
+    return DecisionError(f"run {request.run_id!r} ended ({record.status}) before its driver "
+                         "answered; decide again if it still needs it",
+                         step_id=request.step_id, field=request.action, run_id=request.run_id)
+
+
 def _check_args(runtime: Runtime, chain_data: dict[str, Any], step_id: str,
                 args: dict[str, Any]) -> None:
     chain = Chain.from_dict(chain_data)
@@ -119,6 +135,9 @@ async def _ask(host: Host, driver: DriverInfo, request: DecisionRequest,
             raise DecisionError(got.message or f"the driver refused to {request.action}",
                                 step_id=request.step_id, field=request.action,
                                 run_id=request.run_id)
+        ended = await _ended_without_answer(host, request, request_id, driver)
+        if ended is not None:
+            raise ended
         left = deadline - time.monotonic()
         if left <= 0:
             raise DecisionTimeoutError(request.run_id, host=driver.host, pid=driver.pid,

@@ -40,6 +40,10 @@ async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: b
     ``after_seq``, in order, each once, until an event that ends the run (or, with
     ``follow``, until the caller stops). A run that has already ended with nothing after
     ``after_seq`` ends the stream at once."""
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) \
+            or not 0 <= after_seq < 2**63:
+        raise ValueError(f"after_seq must be a sequence number 0 <= after_seq < 2**63, got "
+                         f"{after_seq!r}: pass the seq of the last event seen (0 for all)")
     store = host.store
     notifier = store if isinstance(store, Notifier) else None
     if notifier is not None:  # listen BEFORE the first read: no commit falls in between

@@ -225,6 +225,20 @@ async def run(k: Kernel, node: Node) -> None:
     args = k.args.get(step_id)
     if args is None:
         args = k.args[step_id] = dict(st.args or {})
+    # THE rule every path goes through (a start, a resume, a takeover, a fork, a decision
+    # from another process): a step that needs a person runs only with an approval recorded
+    # in THIS run for exactly these args; and its start is durable before the call, so a
+    # driver that was taken over (fenced) learns it there and starts nothing
+    confirm = node.fixed_confirm
+    if confirm is None:
+        confirm = node.needs_confirmation(args)
+    confirm_first = k.state.confirm_first
+    if confirm or (confirm_first and step_id in confirm_first):
+        if st.approved_hash != args_hash(args):
+            k.request_confirmation(node, args)  # (not approved for these args: ask again)
+            k.sched.park(step_id)
+            return
+        confirm = True
     # effect-free tools get a key only when they ask for it (nothing to deduplicate)
     key = (
         idempotency_key(k.run_id, step_id, args_hash(args))
@@ -240,7 +254,8 @@ async def run(k: Kernel, node: Node) -> None:
     ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch)
     try:
         outcome = await call_tool(
-            tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s
+            tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
+            write_ahead=tool.side_effects and (confirm or not tool.idempotent),
         )
     except anyio.get_cancelled_exc_class():
         if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
@@ -253,11 +268,11 @@ async def run(k: Kernel, node: Node) -> None:
         return
     record(k, node, attempt, outcome)
     if outcome.background is not None:
-        k.background.add(step_id)
+        k.background.append(step_id)
         try:
             await outcome.background.finished_wait()
         finally:
-            k.background.discard(step_id)
+            k.background.remove(step_id)
         if k.state.status not in RUN_TERMINAL:
             k.emit(K.STEP_CALL_RETURNED, step_id, attempt)
 

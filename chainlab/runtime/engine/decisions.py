@@ -31,6 +31,7 @@ __all__ = [
     "check_approve_args",
     "check_rollback",
     "reject",
+    "requester",
     "resolve",
 ]
 
@@ -70,9 +71,12 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
     status = _WAITS_FOR[action]
     if st.status != status:
         waiting = [step_id for step_id, s in state.steps.items() if s.status == status]
+        who = ""
+        if st.decided is not None:
+            who = f"; {st.decided['action']} by {st.decided.get('by') or 'someone'}"
         raise RunStateError(
-            f"cannot {action} step {step_id!r} of run {state.run_id!r}: it is {st.status}, "
-            f"not {status} ({status}: {', '.join(waiting) or 'none'})",
+            f"cannot {action} step {step_id!r} of run {state.run_id!r}: it is {st.status}"
+            f"{who}, not {status} ({status}: {', '.join(waiting) or 'none'})",
             run_id=state.run_id,
             status=str(st.status),
         )
@@ -109,13 +113,25 @@ def check_approve_args(tool: Tool | None, step_id: str, args: Any) -> dict[str, 
     return data  # type: ignore[no-any-return]
 
 
+def requester() -> str:
+    """Who decides, by default: ``user@host``."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (a container)
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
 def approve(
     state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
     by: str | None = None,
 ) -> Decision:
     check(state, Action.APPROVE, step_id)
     st = state.steps[step_id]
-    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, **_who(by)}
+    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, "by": by}
     run_args = dict(st.args or {})
     if args is not None:
         run_args = check_approve_args(tool, step_id, args)
@@ -125,14 +141,8 @@ def approve(
 
 def reject(state: RunState, step_id: str, reason: str, by: str | None = None) -> Decision:
     check(state, Action.REJECT, step_id)
-    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason, **_who(by)})],
+    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason, "by": by})],
                     "done")
-
-
-def _who(by: str | None) -> dict[str, str]:
-    """``{"by": by}`` for a decision's event when it is known who took it (a decision sent
-    through ``Runtime.decide`` always says; a button in this process may not)."""
-    return {} if by is None else {"by": by}
 
 
 def resolve(
@@ -157,8 +167,7 @@ def resolve(
     if retry:
         return Decision(
             step_id,
-            [(EventKind.STEP_READY, st.attempts,
-              {"resolved": "retry", "note": note, **_who(by)})],
+            [(EventKind.STEP_READY, st.attempts, {"resolved": "retry", "note": note, "by": by})],
             "ready",
             dict(st.args or {}),
         )
@@ -171,7 +180,7 @@ def resolve(
                     EventKind.STEP_FAILED,
                     st.attempts,
                     {"error_kind": ErrorKind.EXECUTION_FAILED, "resolved": "fail", "error": error,
-                     **_who(by)},
+                     "by": by},
                 )
             ],
             "done",
@@ -191,7 +200,7 @@ def resolve(
             (
                 EventKind.STEP_SUCCEEDED,
                 st.attempts,
-                {"output": value, "resolved": "output", "note": note, **_who(by)},
+                {"output": value, "resolved": "output", "note": note, "by": by},
             )
         ],
         "done",

@@ -119,7 +119,8 @@ class Kernel:
         self.idle: list[anyio.Event] = []
         self.timers: dict[str, anyio.CancelScope] = {}
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
-        self.background: set[str] = set()  # steps whose timed-out body still runs
+        # one entry per timed-out body still running (a step retried twice has two)
+        self.background: list[str] = []
         self.stopping: StopReason | None = None
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
@@ -328,7 +329,7 @@ class Kernel:
             confirm = node.needs_confirmation(args)
         confirm_first = self.state.confirm_first
         if confirm or (confirm_first and node.id in confirm_first):
-            self._request_confirmation(node, args)
+            self.request_confirmation(node, args)
             self.sched.park(node.id)
             return
         self.emit(K.STEP_READY, node.id)
@@ -348,7 +349,9 @@ class Kernel:
             units = tool.resources
         self.sched.ready(node.id, key, units)
 
-    def _request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
+    def request_confirmation(self, node: Node, args: dict[str, Any]) -> None:
+        """Ask a person: the resolved args (and their hash, which an approval is bound to)
+        and the preview are recorded with ``step_waiting_confirmation``."""
         try:
             preview = node.tool.make_preview(args) if node.tool else args
             preview = to_json_value(preview)

@@ -112,14 +112,18 @@ def rollback_plan(state: RunState, has_rollback: Mapping[str, bool], *, strict: 
     """(steps to compensate now, most recently completed first; steps held back). Under
     ``strict``, a failed compensation that is not retried now (after a crash: one whose
     effect is unknown) holds back every step completed before it: they stay pending. The one
-    answer to "what would a rollback undo?" for the kernel and every front end."""
+    answer to "what would a rollback undo?" for the kernel and every front end.
+
+    A run compensates only effects it made itself: a step a fork reused (or whose output a
+    person gave) is the effect of the run that made it, and that run's rollback undoes it."""
     wanted = (S.SUCCEEDED, S.COMPENSATING) + ((S.COMPENSATION_FAILED,) if retry_failed else ())
     seen: set[str] = set()
     out: list[str] = []
     held: list[str] = []
     blocked = False
     for step_id in reversed(state.completion):
-        if step_id in seen or not has_rollback.get(step_id, False):
+        if step_id in seen or not has_rollback.get(step_id, False) \
+                or state.steps[step_id].reused is not None:
             continue
         seen.add(step_id)
         status = state.steps[step_id].status

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import graphlib
+import math
 import statistics
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
@@ -70,7 +71,9 @@ class History:
             if rec.kind != "call" or rec.status != AttemptStatus.SUCCEEDED:
                 continue
             took = rec.duration_s
-            if took is None or rec.tool is None:
+            # a clock that jumped records nonsense (inf, nan, a negative span): never learn
+            # it, so a release order and its recorded estimates stay plain numbers
+            if took is None or rec.tool is None or not math.isfinite(took) or took < 0:
                 continue
             self.by_step[(chain_name, rec.step_id)].append(took)
             self.by_tool[rec.tool].append(took)

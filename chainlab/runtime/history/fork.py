@@ -25,7 +25,7 @@ The parent is only read: no event, no epoch change.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,7 @@ from chainlab.events import (
     StepState,
     StepStatus,
 )
-from chainlab.plan.refs import Ref, walk_path
+from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, Node, compile_chain
@@ -172,9 +172,12 @@ def plan_fork(
     context: Mapping[str, Any] | None = None,
     chain: Chain | None = None,
     rerun: Iterable[str] | str | None = None,
+    origin: Callable[[str], RunState | None] | None = None,
 ) -> ForkPlan:
     """Decide every step of a fork of the stored run ``record`` (whose log is ``events``).
-    Pure: reads nothing else and writes nothing.
+    Writes nothing; reads only through ``origin(run_id)``, the current state of a run an
+    output was reused from (reuse follows an effect to the run that made it: an effect that
+    was compensated, cancelled or is in doubt there is not reused).
 
     ``args``: ``{step_id: {arg: value}}`` merged over the step's args (top-level steps);
     ``outputs``: ``{step_id: output}`` to record instead of running; ``context``: merged
@@ -201,7 +204,8 @@ def plan_fork(
     for step_id in [*rerun_ids, *given]:
         if step_id not in graph.nodes:
             raise UnknownStepError(step_id, graph.nodes, run_id=run_id)
-    planner = _Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()))
+    planner = _Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()),
+                       origin)
     planner.level(graph.top)
     rows = [planner.rows[step_id] for step_id in graph.nodes]
     return ForkPlan(
@@ -271,8 +275,10 @@ class _Planner:
     """Walks the fork's graph in dependency order, deciding each step."""
 
     def __init__(self, run_id: str, pstate: RunState, graph: Graph, context: dict[str, Any],
-                 rerun: set[str], outputs: dict[str, Any], edited: set[str]):
+                 rerun: set[str], outputs: dict[str, Any], edited: set[str],
+                 origin: Callable[[str], RunState | None] | None = None):
         self.run_id = run_id
+        self.origin = origin
         self.pstate = pstate
         self.nodes = graph.nodes
         self.context = context
@@ -352,6 +358,9 @@ class _Planner:
             row = self.rows.get(changed[0])
             verb = _CHANGE.get(row.decision, "changes") if row is not None else "changes"
             return f"upstream {changed[0]!r} {verb}", {}
+        why = self._condition_changed(node)
+        if why is not None:
+            return why, {}
         if ps.status != S.SUCCEEDED:
             if ps.status in (S.PENDING, S.READY):
                 return "never ran in the parent", {}
@@ -387,6 +396,10 @@ class _Planner:
             source = {"source_run": self.run_id, "source_attempt": rec.attempt if rec else None,
                       "code": rec.code if rec else None, "origin": "call"}
             tool_name = (rec.tool if rec else None) or node.step.tool
+        if ps.reused and source["origin"] == "call":
+            why = self._effect_gone(node.id, str(source["source_run"]))
+            if why is not None:
+                return why, {}
         if tool_name != node.step.tool:
             return f"tool changed ({tool_name} -> {node.step.tool})", {}
         code = source["code"]
@@ -398,6 +411,32 @@ class _Planner:
             return f"args changed ({_args_diff(ps.args or {}, args)})", {}
         source["reason"] = "succeeded; same tool, code and args"
         return None, source
+
+    def _condition_changed(self, node: Node) -> str | None:
+        """Why a step the parent ran would not run the same way now because of its ``when``
+        (a fresh run with the fork's inputs would skip it, or that is not known yet)."""
+        if node.when is None:
+            return None
+        try:
+            go = evaluate(node.when, self._resolver(node))
+        except _Unknown as exc:
+            return f"its condition depends on {exc.step_id!r}, not known before it runs"
+        except (LookupError, TypeError) as exc:
+            return f"its condition cannot be evaluated now ({exc})"
+        return None if go else f"its condition {node.step.when!r} is false now"
+
+    def _effect_gone(self, step_id: str, source_run: str) -> str | None:
+        """Why the effect a parent reused from ``source_run`` no longer stands there."""
+        if self.origin is None or source_run == self.run_id:
+            return None
+        there = self.origin(source_run)
+        if there is None:
+            return f"its effect's run {source_run} is not in the store"
+        st = there.steps.get(step_id)
+        if st is None or st.status != S.SUCCEEDED:
+            status = st.status if st is not None else "missing"
+            return f"its effect was made in run {source_run}, where it is {status} now"
+        return None
 
     def _rerun_children(self, group: Node) -> None:
         """A sub-chain that runs again runs all its steps (none is reused inside it)."""

@@ -46,6 +46,16 @@ REQUESTS = "chainlab_requests"
 ANSWERS = "chainlab_answers"
 
 
+def put_driver(conn: psycopg.Connection, run_id: str, driver: DriverInfo, epoch: int) -> None:
+    """Record ``driver`` beating now at ``epoch`` (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO drivers (run_id, driver_id, host, pid, epoch, beat_at) "
+        "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (run_id) DO UPDATE SET "
+        "driver_id = excluded.driver_id, host = excluded.host, pid = excluded.pid, "
+        "epoch = excluded.epoch, beat_at = excluded.beat_at",
+        (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
+
+
 class PostgresLiveness:
     """Heartbeats and mailbox of :class:`~chainlab.store.postgres.PostgresStore`."""
 
@@ -87,12 +97,7 @@ class PostgresLiveness:
             current = self._epoch(conn, run_id)
             if current != epoch:
                 raise StaleEpochError(run_id, epoch, current)
-            conn.execute(
-                "INSERT INTO drivers (run_id, driver_id, host, pid, epoch, beat_at) "
-                "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (run_id) DO UPDATE SET "
-                "driver_id = excluded.driver_id, host = excluded.host, pid = excluded.pid, "
-                "epoch = excluded.epoch, beat_at = excluded.beat_at",
-                (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
+            put_driver(conn, run_id, driver, epoch)
 
         self._write(beat, f"the heartbeat of run {run_id!r} was not recorded")
 

@@ -48,8 +48,8 @@ from chainlab.store._writer import (
     record_of,
     sort_batch,
 )
-from chainlab.store.base import RunRecord
-from chainlab.store.postgres.drivers import PostgresLiveness
+from chainlab.store.base import DriverInfo, RunRecord, check_run_id
+from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
 
@@ -147,7 +147,8 @@ class PostgresStore(PostgresLiveness, WriterStore):
         return int(rows[0][0])
 
     # ------------------------------------------------------------------ runs
-    def create_run(self, record: RunRecord) -> None:
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+        check_run_id(record.run_id)
         row = (record.run_id, record.chain_name, record.status, record.epoch,
                record.created_at, record.updated_at, dumps(record.chain),
                dumps(record.chains), dumps(record.context), dumps(record.options),
@@ -155,17 +156,20 @@ class PostgresStore(PostgresLiveness, WriterStore):
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection() as conn, conn.transaction():
                 conn.execute("INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
                              "updated_at, chain, chains, context, options, meta) "
                              "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", row)
+                if driver is not None:
+                    put_driver(conn, record.run_id, driver, record.epoch)
         except psycopg.errors.UniqueViolation:
             raise StoreError(f"run {record.run_id!r} already exists") from None
         except (psycopg.Error, PoolTimeout) as exc:
             raise _server_error(exc, self.where, "write to",
                                 f"run {record.run_id!r} was not created") from exc
 
-    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
+              driver: DriverInfo | None = None) -> int:
         def cas(conn: psycopg.Connection) -> None:
             with conn.transaction():
                 row = conn.execute("SELECT epoch FROM runs WHERE run_id = %s FOR UPDATE",
@@ -183,6 +187,8 @@ class PostgresStore(PostgresLiveness, WriterStore):
                                               moved_on=(expected_seq, last_seq))
                 conn.execute("UPDATE runs SET epoch = %s, updated_at = %s WHERE run_id = %s",
                              (expected_epoch + 1, time.time(), run_id))
+                if driver is not None:
+                    put_driver(conn, run_id, driver, expected_epoch + 1)
 
         if self._closed:
             raise StoreError(f"{self!r} is closed")

@@ -76,12 +76,18 @@ class SQLiteLiveness:
             current = self._epoch(conn, run_id)
             if current != epoch:
                 raise StaleEpochError(run_id, epoch, current)
-            conn.execute(
-                "INSERT INTO drivers (run_id, driver_id, host, pid, epoch, beat_at) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
-                "driver_id = excluded.driver_id, host = excluded.host, pid = excluded.pid, "
-                "epoch = excluded.epoch, beat_at = excluded.beat_at",
-                (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
+            self._put_driver(conn, run_id, driver, epoch)
+
+    @staticmethod
+    def _put_driver(conn: sqlite3.Connection, run_id: str, driver: DriverInfo,
+                    epoch: int) -> None:
+        """Record ``driver`` beating now at ``epoch`` (inside the caller's transaction)."""
+        conn.execute(
+            "INSERT INTO drivers (run_id, driver_id, host, pid, epoch, beat_at) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
+            "driver_id = excluded.driver_id, host = excluded.host, pid = excluded.pid, "
+            "epoch = excluded.epoch, beat_at = excluded.beat_at",
+            (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
         rows = self._fetch("SELECT driver_id, host, pid, epoch, beat_at FROM drivers "

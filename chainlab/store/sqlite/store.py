@@ -47,7 +47,7 @@ from chainlab.store._writer import (
     record_of,
     sort_batch,
 )
-from chainlab.store.base import RunRecord
+from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.sqlite.drivers import SQLiteLiveness
 from chainlab.store.sqlite.schema import MIGRATIONS, migrate
 
@@ -232,13 +232,11 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
         return int(self._fetch("SELECT max(version) FROM schema_version")[0][0])
 
     # ------------------------------------------------------------------ runs
-    def create_run(self, record: RunRecord) -> None:
-        refused = self._refusal(record.run_id)
-        if refused is not None:
-            raise refused
-        with self._lock, self._sqlite_errors("write to", record.run_id):
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+        check_run_id(record.run_id)
+        with self._write(record.run_id) as conn:
             try:
-                self._conn().execute(
+                conn.execute(
                     "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
                     "updated_at, chain, chains, context, options, meta) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -249,8 +247,11 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {record.run_id!r} already exists") from None
+            if driver is not None:
+                self._put_driver(conn, record.run_id, driver, record.epoch)
 
-    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None) -> int:
+    def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
+              driver: DriverInfo | None = None) -> int:
         with self._write(run_id) as conn:  # one IMMEDIATE transaction: check, then claim
             current = self._epoch(conn, run_id)
             if current != expected_epoch:
@@ -263,6 +264,8 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
                                           moved_on=(expected_seq, last))
             conn.execute("UPDATE runs SET epoch = ?, updated_at = ? WHERE run_id = ?",
                          (expected_epoch + 1, time.time(), run_id))
+            if driver is not None:
+                self._put_driver(conn, run_id, driver, expected_epoch + 1)
         return expected_epoch + 1
 
     def get_run(self, run_id: str) -> RunRecord:
