@@ -189,6 +189,9 @@ class Client:
                         source.response.read()
                         _answer(source.response)
                     for sse in source.iter_sse():
+                        if not sse.data:
+                            continue  # a keep-alive comment (httpx-sse yields it, with
+                            # the last id, as an empty event)
                         data = _json_data(sse.data)
                         if sse.event == "metadata":
                             if metadata:

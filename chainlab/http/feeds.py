@@ -94,6 +94,8 @@ class RunFeed:
                 await self.runtime.run_io(notifier.wait_for_events, self.run_id, 0, 0.0)
             while self.listeners > 0:
                 self._follow_live_run()
+                # cleared BEFORE the read: an event emitted while it runs wakes the wait
+                self._wake = anyio.Event()
                 new = await self.runtime.run_io(store.load_events, self.run_id, self.last_seq)
                 new = [ev for ev in new if ev.seq > self.last_seq]
                 if new:
@@ -121,7 +123,6 @@ class RunFeed:
     async def _wait(self, notifier: Notifier | None, idle: float) -> float:
         """Sleep until woken (a run driven here emitted), a NOTIFY, or ``idle`` seconds; then
         make sure what woke us is committed. Returns the next idle time."""
-        self._wake = anyio.Event()
         live = self._subscribed is not None
         with anyio.move_on_after(self.idle_s if live else idle):
             if notifier is not None and not live:

@@ -76,7 +76,10 @@ def serve(app: Any, host: str, port: int, *, announce: Callable[[str], None],
     ``announce(url)`` once the server accepts connections. Raises UsageError when the
     address cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are
+    # TCP, and without it every response on a kept-alive connection waits ~40 ms for the
+    # client's delayed ACK (Nagle)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
