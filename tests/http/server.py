@@ -32,7 +32,7 @@ def env(**extra: str) -> dict[str, str]:
 class Server:
     """``chainlab serve`` in ``cwd`` (effects.jsonl lands there) on the store ``db``."""
 
-    def __init__(self, cwd: Path, *, db: Path | None = None, args: tuple[str, ...] = ()):
+    def __init__(self, cwd: Path, *, db: Path | str | None = None, args: tuple[str, ...] = ()):
         self.cwd = cwd
         self.db = db or cwd / "runs.db"
         self.token_file = cwd / "token"

@@ -9,11 +9,13 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from chainlab.http import ApiError
 from tests.http.server import HERE, Server, effects, env, wait_for
+from tests.pg import Cluster
 
 pytestmark = [pytest.mark.xdist_group("http-server"), pytest.mark.timeout(300)]
 
@@ -57,8 +59,23 @@ def test_sigkill_mid_run_then_restart_and_resume_no_effect_twice_or_missing(
 
 def test_a_run_driven_by_a_notebook_like_process_is_streamed_and_decided_over_http(
         server: Server, workdir: Path) -> None:
-    driver = subprocess.Popen([sys.executable, str(HERE / "notebook_driver.py"),
-                               str(server.db)], cwd=workdir,
+    decide_a_run_driven_elsewhere(server, workdir, str(server.db))
+
+
+def test_the_same_on_postgresql_woken_by_notify(tmp_path: Path, pg_cluster: Cluster) -> None:
+    url = f"{pg_cluster.url()}&options={quote('-csearch_path=http_elsewhere')}"
+    pg_cluster.dsn("http_elsewhere")  # (a new, empty schema)
+    server = Server(tmp_path, db=url).start()  # type: ignore[arg-type]
+    try:
+        decide_a_run_driven_elsewhere(server, tmp_path, url)
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log(), server.log()
+
+
+def decide_a_run_driven_elsewhere(server: Server, workdir: Path, db: str) -> None:
+    driver = subprocess.Popen([sys.executable, str(HERE / "notebook_driver.py"), db],
+                              cwd=workdir,
                               env=env(PYTHONPATH=f"{HERE}:{HERE.parents[1]}"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
