@@ -256,7 +256,8 @@ HOOKS = frozenset({
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
 #: Runtime (and the faults demo, which starts a second Runtime) sit on top
 RUNTIME_SUBLAYERS: dict[str, int] = {
-    "engine": 0, "history": 1, "run": 2, "coordination": 3, "runtime": 4, "faults": 4,
+    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4, "runtime": 4,
+    "faults": 4,
 }
 
 

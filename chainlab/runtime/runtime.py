@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import time
 import weakref
@@ -39,7 +38,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.coordination.liveness import Liveness
 from chainlab.runtime.engine.clock import Clock, SystemClock
-from chainlab.runtime.engine.compile import Graph, compile_chain
+from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.recovery import recover_now
@@ -51,6 +50,7 @@ from chainlab.runtime.history.estimates import (
     release_order,
 )
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
+from chainlab.runtime.preparing import Prepared
 from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import RunRecord, Store, check_run_id
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
@@ -107,11 +107,10 @@ class Runtime:
         # else holds the handle: a long-lived runtime must not keep every run in memory)
         self._active: dict[str, Run] = {}
         self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
-        self._compiled: dict[str, tuple[Graph, dict[str, Any]]] = {}
+        self._prepared = Prepared()  # compiled chains and release orders, cached
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._history: History | None = None  # durations seen, for the release order
-        self._orders: dict[tuple[int, str, str], tuple[Any, ...]] = {}  # see _release_order
 
     @property
     def chains(self) -> ChainMap[str, Chain]:
@@ -215,7 +214,8 @@ class Runtime:
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
         chain_json = chain.model_dump_json(exclude_defaults=True)
-        graph, chain_data = self._prepare(chain, chain_json, opts, data)
+        graph, chain_data = self._prepared.compile(chain, chain_json, opts, data,
+                                                   self.toolbox, self.chains)
         run_id = run_id or self.id_factory()
         now = self.clock.now()
         record = RunRecord(
@@ -226,14 +226,15 @@ class Runtime:
             created_at=now,
             updated_at=now,
             chain=chain_data,
-            chains={n: c.to_dict() for n, c in self._used_chains(chain, self.chains).items()},
+            chains={n: c.to_dict() for n, c in used_chains(chain, self.chains).items()},
             context=data,
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}),
         )
         if opts.priority != "declaration" and self._history is None:
             self._history = await self.run_io(history, self.store)
-        priority, order = self._release_order(graph, chain.name, opts.priority)
+        priority, order = self._prepared.release_order(graph, chain.name, opts.priority,
+                                                       self._history)
         kernel = await self._create(chain, graph, record, opts, priority, order)
         for kind, payload in planning:
             if not str(kind).startswith("planning_"):
@@ -429,54 +430,6 @@ class Runtime:
         self._launch(run, DrivePhase.RECOVER)
         return run
 
-    def _release_order(
-        self, graph: Graph, chain_name: str, policy: str
-    ) -> tuple[Callable[[str], float] | None, dict[str, Any]]:
-        """The release order for a start, re-ranked after 1, 2, 4, 8, 16 and then every 32
-        learned runs (medians barely move after a few samples; ranking costs O(steps) per
-        start, which a tight loop of short runs would pay every time)."""
-        if policy == "declaration" or self._history is None:
-            return release_order(graph.nodes, chain_name, policy, self._history)
-        learned = self._history.runs
-        key = (id(graph), chain_name, policy)
-        cached = self._orders.get(key)
-        if cached is not None and cached[0] is graph and (
-            learned == cached[1] or (learned < 16 and learned & (learned - 1))
-            or (learned >= 16 and learned - cached[1] < 32)
-        ):
-            return cached[2], cached[3]
-        priority, order = release_order(graph.nodes, chain_name, policy, self._history)
-        if len(self._orders) >= 64:
-            self._orders.pop(next(iter(self._orders)))
-        self._orders[key] = (graph, learned, priority, order)
-        return priority, order
-
-    def _prepare(
-        self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any]
-    ) -> tuple[Graph, dict[str, Any]]:
-        """Validate and compile, cached by content: starting the same chain again (a loop in
-        a script, a benchmark, a notebook re-run) skips both. Returns the graph and the
-        chain as JSON data (read-only: shared by the records of its runs)."""
-        chains = self.chains
-        used = self._used_chains(chain, chains)
-        key = "\x1f".join(
-            [
-                chain_json,
-                opts.model_dump_json(),
-                ",".join(sorted(context)),
-                *(c.model_dump_json() for c in used.values()),
-            ]
-        )
-        cached = self._compiled.get(key)
-        if cached is None:
-            checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
-            raise_for_problems(checked, self.toolbox, context=context, chains=chains)
-            cached = compile_chain(chain, self.toolbox, chains, opts), json.loads(chain_json)
-            if len(self._compiled) >= 64:
-                self._compiled.pop(next(iter(self._compiled)))
-            self._compiled[key] = cached
-        return cached
-
     async def _drive(self, run: Run, phase: DrivePhase) -> None:
         kernel = run._kernel
         assert kernel is not None
@@ -514,17 +467,6 @@ class Runtime:
             toolbox=self.toolbox,
             priority=priority,
         )
-
-    def _used_chains(
-        self, chain: Chain, chains: Mapping[str, Chain], seen: dict[str, Chain] | None = None
-    ) -> dict[str, Chain]:
-        seen = {} if seen is None else seen
-        for step in chain.steps:
-            name = step.subchain_name
-            if name and name not in seen and name in chains:
-                seen[name] = chains[name]
-                self._used_chains(chains[name], chains, seen)
-        return seen
 
     def get_run(self, run_id: str) -> Run:
         """The handle of a run: live if this runtime drives it, else a read-only view of the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,41 @@ def test_without_a_loop_a_suspending_coroutine_says_what_to_do() -> None:
 
     with pytest.raises(RuntimeError, match="needs a running asyncio event loop"):
         eager(work())
+
+
+# ---------------------------------------------------------------- the runtime never suspends
+# The magics rely on it: with a store read inline (the notebook's, or memory), start, resume
+# and fork do their work without a suspension, so `run = %chain run NAME` hands back a Run
+# on the kernel's loop without an await (issue 24: _launch must not add one).
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_start_resume_and_fork_finish_eagerly_on_an_inline_store(
+        kind: str, tmp_path: Any) -> None:
+    from chainlab import Chain, Toolbox
+    from chainlab.runtime import Runtime
+    from chainlab.workspace import Workspace
+
+    tb = Toolbox("eager")
+
+    @tb.tool(requires_confirmation=True)
+    def gate(x: int) -> int:
+        return x
+
+    chain = Chain.from_dict({"name": "e", "steps": [
+        {"id": "g", "tool": "gate", "args": {"x": "{{ context.x }}"}}]})
+    ws = Workspace(inline_reads=True)
+    store = ws.store(":memory:" if kind == "memory" else str(tmp_path / "e.db"))
+    rt = Runtime(tb, store)
+    started = eager(rt.start(chain, {"x": 1}))
+    assert started.done
+    run = started.value
+    await run.wait()
+    await rt.aclose()
+    resumed = eager(Runtime(tb, store).resume(run.run_id))
+    assert resumed.done
+    await resumed.value.reject("g", "no")
+    await resumed.value.wait()
+    forked = eager(resumed.value.runtime.fork(run.run_id, context={"x": 2}))
+    assert forked.done
+    assert (await forked.value.wait()).waiting == {"g": "waiting_confirmation"}
+    await resumed.value.runtime.aclose()
+    ws.close()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from chainlab import Toolbox
 from chainlab.events import RunStatus
 from chainlab.runtime import Runtime
-from chainlab.store import SQLiteStore, Store
+from chainlab.store import Store
 
 from .conftest import Ledger, chain
 
@@ -140,25 +141,35 @@ async def test_a_step_whose_condition_turned_false_is_skipped_not_reused(
 
 
 # ---------------------------------------------------------------------------- defect 1
+# and the crash suite for the new paths: a fork killed as fork() returns (its reuse must be
+# durable), and killed inside its confirm step's call (the charge it was approved for)
 _FORKER = textwrap.dedent('''
-    import json, os, signal, sys
+    import os, signal, sys
     import anyio
     from chainlab.runtime import Runtime
-    from chainlab.store import SQLiteStore
+    from chainlab.store import open_store
     from tests.safety.test_fork_safety import file_tools
 
     async def main():
-        rt = Runtime(file_tools(sys.argv[2]), SQLiteStore(sys.argv[1]))
-        fork = await rt.fork(sys.argv[3], args={"ok": {"limit": 1}}, rerun=["ok"])
+        db, charges, parent, phase = sys.argv[1:5]
+        rt = Runtime(file_tools(charges, slow=phase == "confirm"), open_store(db))
+        if phase == "return":
+            fork = await rt.fork(parent, args={"ok": {"limit": 1}}, rerun=["ok"])
+            print(fork.run_id, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)  # right at return: nothing else runs
+        fork = await rt.fork(parent, context={"n": 4})  # pay: inputs changed -> confirm
         print(fork.run_id, flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)  # right at return: nothing else runs
+        await fork.wait()
+        await fork.approve("pay")
+        await fork.wait()  # the parent kills this process inside the charge
 
     anyio.run(main)
 ''')
 
 
-def file_tools(path: str) -> Toolbox:
-    """The PAY chain's tools, recording charges in a file (for other processes)."""
+def file_tools(path: str, *, slow: bool = False) -> Toolbox:
+    """The PAY chain's tools, recording charges in a file (for other processes); ``slow``:
+    a charge lingers after its effect, so a kill lands inside the call."""
     tb = Toolbox("file-ledger")
 
     @tb.tool
@@ -173,42 +184,74 @@ def file_tools(path: str) -> Toolbox:
     def charge(amount: int) -> dict[str, int]:
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"charge": amount}) + "\n")
+        if slow:
+            import time
+
+            time.sleep(30)
         return {"amount": amount}
 
     return tb
 
 
-def _charges(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
+def _charges(path: Path) -> list[int]:
+    if not path.exists():
+        return []
+    return [json.loads(line)["charge"] for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("trial", range(4))
-async def test_a_fork_killed_as_fork_returns_resumes_without_a_second_charge(
-        tmp_path: Path, trial: int) -> None:
-    db, charges = tmp_path / "f.db", tmp_path / "charges.jsonl"
-    store = SQLiteStore(db)
-    rt = Runtime(file_tools(str(charges)), store)
-    parent = await rt.start(PAY, {"n": 3})
-    assert (await parent.wait()).status == RunStatus.SUCCEEDED
-    await rt.aclose()
-    assert _charges(charges) == 1
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _FORKER, str(db), str(charges), parent.run_id],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    fork_id = proc.stdout.strip()
-    rt2 = Runtime(file_tools(str(charges)), SQLiteStore(db), stale_after_s=0.5,
-                  heartbeat_s=0.1)
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    from tests.store.test_watch import store_url
+
+    return store_url(request.param, tmp_path)
+
+
+async def _resume_when_dead(rt: Runtime, run_id: str) -> Any:
     with anyio.fail_after(30):
         while True:
             try:
-                fork = await rt2.resume(fork_id)
-                break
-            except Exception as exc:  # the dead driver's row goes stale
+                return await rt.resume(run_id)
+            except Exception as exc:  # the dead driver's row goes stale first
                 if type(exc).__name__ != "DriverAliveError":
                     raise
                 await anyio.sleep(0.1)
-    assert (await fork.wait()).status == RunStatus.SUCCEEDED
-    assert fork.steps["pay"].reused is not None
-    assert _charges(charges) == 1  # reused, not charged again
+
+
+@pytest.mark.parametrize("phase", ["return", "confirm"])
+@pytest.mark.parametrize("trial", range(3))
+async def test_a_fork_killed_mid_way_resumes_without_a_second_charge(
+        tmp_path: Path, shared_db: str, phase: str, trial: int) -> None:
+    from chainlab.store import open_store
+
+    charges = tmp_path / "charges.jsonl"
+    rt = Runtime(file_tools(str(charges)), open_store(shared_db))
+    parent = await rt.start(PAY, {"n": 3})
+    assert (await parent.wait()).status == RunStatus.SUCCEEDED
+    await rt.aclose()
+    assert _charges(charges) == [6]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _FORKER, shared_db, str(charges),
+                             parent.run_id, phase], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    fork_id = proc.stdout.readline().strip()
+    if phase == "confirm":  # kill it inside the approved charge, after its effect
+        with anyio.fail_after(60):
+            while len(_charges(charges)) < 2:
+                await anyio.sleep(0.02)
+        proc.kill()
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    rt2 = Runtime(file_tools(str(charges)), open_store(shared_db), stale_after_s=0.5,
+                  heartbeat_s=0.1)
+    fork = await _resume_when_dead(rt2, fork_id)
+    result = await fork.wait()
+    if phase == "return":
+        assert result.status == RunStatus.SUCCEEDED
+        assert fork.steps["pay"].reused is not None
+        assert _charges(charges) == [6]  # reused, not charged again
+    else:  # the charge may have happened: in doubt for a person, never repeated
+        assert result.waiting == {"pay": "in_doubt"}
+        await fork.resolve("pay", output={"amount": 8})
+        assert (await fork.wait()).status == RunStatus.SUCCEEDED
+        assert _charges(charges) == [6, 8]
     await rt2.aclose()

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from chainlab.store import Event, MemoryStore, RunRecord, SQLiteStore, Store
+from chainlab.store import MemoryStore, SQLiteStore, Store
+from chainlab.testing.store_contract import ev, record
+
+__all__ = ["ev", "make_store", "record"]
 
 STORE_KINDS = ["memory", "sqlite-file", "sqlite-memory", "postgres"]
 
@@ -39,18 +41,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = make_store(request.param, tmp_path)
     yield s
     s.close()
-
-
-def ev(seq: int, kind: str = "step_ready", *, epoch: int = 1, run_id: str = "r1",
-       step_id: str | None = "a", payload: dict[str, Any] | None = None) -> Event:
-    """An event with ts = 1000 + seq."""
-    return Event(run_id, seq, 1000.0 + seq, epoch, kind, step_id, None, payload or {})
-
-
-def record(run_id: str = "r1", *, created_at: float = 100.0, epoch: int = 1,
-           status: str = "running") -> RunRecord:
-    return RunRecord(run_id=run_id, chain_name="c", status=status, epoch=epoch,
-                     created_at=created_at, updated_at=created_at,
-                     chain={"name": "c", "steps": [{"id": "a", "tool": "t"}]},
-                     chains={"sub": {"name": "sub"}}, context={"k": [1, "two", None]},
-                     options={"max_concurrency": 2}, meta={"who": "test"})

@@ -319,12 +319,12 @@ async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug inside a commit must not kill the writer thread with flushes queued behind it
     (they would wait forever): the batch's writers fail, later batches still commit."""
-    from chainlab.store.sqlite import store as sqlite_module
+    from chainlab.store.sqlite import writer as sqlite_module
 
     store = SQLiteStore(tmp_path / "bug.db")
     store.create_run(record())
     store.create_run(record("r2"))
-    real = sqlite_module._SQLiteWriter._commit
+    real = sqlite_module.SQLiteWriter._commit
     calls = []
 
     def broken_once(self: object, conn: sqlite3.Connection, appends: list) -> None:
@@ -333,7 +333,7 @@ async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
             raise RuntimeError("boom")
         real(self, conn, appends)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sqlite_module._SQLiteWriter, "_commit", broken_once)
+    monkeypatch.setattr(sqlite_module.SQLiteWriter, "_commit", broken_once)
     store.append("r1", 1, [ev(1)])
     with pytest.raises(StoreError, match="a chainlab bug"):
         await store.flush("r1", 1)

@@ -19,7 +19,7 @@ from chainlab.runtime.engine.scheduler import Topology
 if TYPE_CHECKING:
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["Graph", "Namespace", "Node", "compile_chain", "compile_value"]
+__all__ = ["Graph", "Namespace", "Node", "compile_chain", "compile_value", "used_chains"]
 
 DEFAULT_RETRY = RetryPolicy()
 Renderer = Callable[[Callable[[Ref], Any]], Any]
@@ -186,3 +186,15 @@ def _rollback(step: Step, tool: Tool | None) -> Rollback | None:
     if isinstance(step.rollback, Rollback):
         return step.rollback
     return tool.compensate if tool is not None else None
+
+
+def used_chains(chain: Chain, chains: Mapping[str, Chain],
+                seen: dict[str, Chain] | None = None) -> dict[str, Chain]:
+    """The sub-chains ``chain`` uses, recursively, by name."""
+    seen = {} if seen is None else seen
+    for step in chain.steps:
+        name = step.subchain_name
+        if name and name not in seen and name in chains:
+            seen[name] = chains[name]
+            used_chains(chains[name], chains, seen)
+    return seen

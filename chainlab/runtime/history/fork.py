@@ -24,16 +24,11 @@ The parent is only read: no event, no epoch change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from chainlab.errors import (
-    DecisionError,
     PlanError,
     Problem,
     RunStateError,
@@ -45,18 +40,19 @@ from chainlab.events import (
     EventKind,
     RunState,
     RunStatus,
-    StepState,
     StepStatus,
 )
-from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.engine.compile import Graph, Node, compile_chain
+from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.store.base import RunRecord
 from chainlab.tools import NotJSONError, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.tools import Toolbox
+
+from chainlab.runtime.history.fork_plan import ForkDecision, ForkPlan, ForkRow
+from chainlab.runtime.history.fork_rules import Planner
 
 __all__ = ["ForkDecision", "ForkPlan", "ForkRow", "ForkSeed", "fork_seed", "plan_fork"]
 
@@ -64,103 +60,7 @@ S = StepStatus
 K = EventKind
 
 
-class ForkDecision(StrEnum):
-    REUSE = "reuse"  # recorded output copied; the tool is not called
-    OVERRIDE = "override"  # output given by a person
-    RERUN = "rerun"  # runs normally (effect-free, or safe to repeat)
-    CONFIRM = "confirm"  # side-effecting: runs only after a person approves it in the fork
-
-
-@dataclass(frozen=True, slots=True)
-class ForkRow:
-    """One step's fate in a fork. ``args`` are the fork's resolved args when known before
-    anything runs (None when an upstream step must run first)."""
-
-    step_id: str
-    tool: str
-    decision: ForkDecision
-    reason: str
-    parent_status: str | None
-    args: dict[str, Any] | None = None
-    output: Any = None  # reuse: the copied output; override: the given one
-    source_run: str | None = None  # reuse: the run whose attempt produced the output
-    source_attempt: int | None = None
-    code: str | None = None  # reuse: fingerprint of the code that produced it
-    origin: str | None = None  # reuse: "call" (a tool made it) or "override" (a person)
-    parent_args: dict[str, Any] | None = None
-    parent_output: Any = None
-    parent_error: str | None = None
-    parent_source: str | None = None  # the run where the parent's output was really made
-
-    def card(self, parent_run: str) -> str:
-        """What an approver reads: what the parent already did with this step."""
-        args = _short(self.parent_args)
-        if self.parent_source and self.parent_source != parent_run:
-            parent_run = f"{self.parent_source} (reused by run {parent_run})"
-        status = self.parent_status
-        if status is None or status in (S.PENDING, S.READY):
-            return f"never ran in run {parent_run}"
-        if status in (S.SUCCEEDED, S.COMPENSATED, S.COMPENSATING, S.COMPENSATION_FAILED):
-            undone = "" if status == S.SUCCEEDED else f" (then {status})"
-            return (f"ran in run {parent_run} with args {args}, output "
-                    f"{_short(self.parent_output)}{undone}")
-        if status == S.SKIPPED:
-            return f"skipped in run {parent_run}"
-        error = f", error {self.parent_error}" if self.parent_error else ""
-        return f"{status} in run {parent_run} with args {args}{error}"
-
-
-@dataclass(frozen=True, slots=True)
-class ForkPlan:
-    """What a fork of ``parent_run_id`` (as of event ``parent_seq``) would do, step by step."""
-
-    parent_run_id: str
-    parent_seq: int
-    chain: Chain
-    context: dict[str, Any]
-    options: RunOptions
-    chains: dict[str, dict[str, Any]]
-    rows: list[ForkRow] = field(default_factory=list)
-
-    def row(self, step_id: str) -> ForkRow:
-        for row in self.rows:
-            if row.step_id == step_id:
-                return row
-        raise UnknownStepError(step_id, [r.step_id for r in self.rows])
-
-    @property
-    def decisions(self) -> dict[str, str]:
-        """``{step_id: decision}`` in plan order."""
-        return {row.step_id: str(row.decision) for row in self.rows}
-
-    def table(self) -> list[dict[str, Any]]:
-        """Rows as plain dicts (step, tool, parent status, decision, reason); as a pandas
-        DataFrame: ``chainlab.timeline.fork_plan_frame(plan)``."""
-        return [
-            {"step": r.step_id, "tool": r.tool, "parent": r.parent_status or "-",
-             "decision": str(r.decision), "reason": r.reason}
-            for r in self.rows
-        ]
-
-    def __str__(self) -> str:
-        cols = ["step", "tool", "parent", "decision", "reason"]
-        rows = [[str(r[c]) for c in cols] for r in self.table()]
-        width = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(cols, width, strict=True)).rstrip()]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)).rstrip()
-                  for r in rows]
-        return "\n".join(lines)
-
-
 # ============================================================================ planning
-class _Unknown(Exception):
-    """A reference to a step whose fork output is not known before the fork runs."""
-
-    def __init__(self, step_id: str):
-        super().__init__(step_id)
-        self.step_id = step_id
-
-
 def plan_fork(
     record: RunRecord,
     events: list[Event],
@@ -204,7 +104,7 @@ def plan_fork(
     for step_id in [*rerun_ids, *given]:
         if step_id not in graph.nodes:
             raise UnknownStepError(step_id, graph.nodes, run_id=run_id)
-    planner = _Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()),
+    planner = Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()),
                        origin)
     planner.level(graph.top)
     rows = [planner.rows[step_id] for step_id in graph.nodes]
@@ -214,22 +114,9 @@ def plan_fork(
         chain=new_chain,
         context=ctx,
         options=options,
-        chains={n: c.to_dict() for n, c in _used_chains(new_chain, all_chains).items()},
+        chains={n: c.to_dict() for n, c in used_chains(new_chain, all_chains).items()},
         rows=rows,
     )
-
-
-def _used_chains(chain: Chain, chains: Mapping[str, Chain]) -> dict[str, Chain]:
-    """The sub-chains ``chain`` uses, recursively (kept with the fork's record)."""
-    seen: dict[str, Chain] = {}
-    todo = [chain]
-    while todo:
-        for step in todo.pop().steps:
-            name = step.subchain_name
-            if name and name not in seen and name in chains:
-                seen[name] = chains[name]
-                todo.append(chains[name])
-    return seen
 
 
 def _check_parent(state: RunState) -> None:
@@ -269,299 +156,6 @@ def _json_data(value: dict[str, Any], what: str) -> dict[str, Any]:
     except NotJSONError as exc:
         raise PlanError(Problem("invalid_field", f"{what} must be JSON data: {exc}",
                                 field=what.split()[0])) from None
-
-
-class _Planner:
-    """Walks the fork's graph in dependency order, deciding each step."""
-
-    def __init__(self, run_id: str, pstate: RunState, graph: Graph, context: dict[str, Any],
-                 rerun: set[str], outputs: dict[str, Any], edited: set[str],
-                 origin: Callable[[str], RunState | None] | None = None):
-        self.run_id = run_id
-        self.origin = origin
-        self.pstate = pstate
-        self.nodes = graph.nodes
-        self.context = context
-        self.rerun = rerun
-        self.outputs = outputs
-        self.edited = edited
-        self.rows: dict[str, ForkRow] = {}
-        self.known: dict[str, Any] = {}  # fork outputs known now (reuse, override)
-        self.stale: set[str] = set()  # steps whose fork output may differ from the parent's
-        self.args: dict[str, dict[str, Any] | None] = {}
-        self.last_call = {}
-        for rec in pstate.attempts:
-            if rec.kind == "call":
-                self.last_call[rec.step_id] = rec
-
-    def level(self, ids: list[str]) -> None:
-        for step_id in _topo(ids, self.nodes):
-            self.decide(self.nodes[step_id])
-
-    def decide(self, node: Node) -> None:
-        ps = self.pstate.steps.get(node.id)
-        args = self.resolve_args(node)
-        self.args[node.id] = args
-        if node.is_group:
-            self.level(node.children)
-        row = self._row(node, ps, args)
-        self.rows[node.id] = row
-        if row.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE):
-            self.known[node.id] = row.output
-        if row.decision != ForkDecision.REUSE and not (
-            row.decision == ForkDecision.OVERRIDE and ps is not None
-            and ps.status == S.SUCCEEDED and _same(row.output, ps.output)
-        ):
-            self.stale.add(node.id)
-        if node.is_group and row.decision != ForkDecision.REUSE:
-            self._rerun_children(node)
-
-    def _row(self, node: Node, ps: StepState | None, args: dict[str, Any] | None) -> ForkRow:
-        tool = node.tool
-        base: dict[str, Any] = {
-            "step_id": node.id, "tool": node.step.tool,
-            "parent_status": str(ps.status) if ps is not None else None, "args": args,
-        }
-        if ps is not None:
-            base.update(parent_args=ps.args, parent_error=ps.error,
-                        parent_output=ps.output if ps.status != S.FAILED else None,
-                        parent_source=(ps.reused or {}).get("source_run"))
-        if node.id in self.outputs:
-            if tool is None:
-                raise DecisionError(
-                    f"step {node.id!r} is a sub-chain step: give the outputs of its steps "
-                    f"({', '.join(node.children)}) instead", step_id=node.id, field="outputs")
-            return ForkRow(**base, decision=ForkDecision.OVERRIDE, reason="output given",
-                           output=self._check_output(node, self.outputs[node.id]))
-        if node.id in self.edited and args is not None and tool is not None:
-            self._check_args(node, args)
-        why, source = self._why_not_reuse(node, ps, args)
-        if why is None and node.id in self.rerun:
-            why = "named in rerun"
-        if why is None:
-            assert ps is not None
-            return ForkRow(**base, decision=ForkDecision.REUSE, reason=source.pop("reason"),
-                           output=ps.output, **source)
-        if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
-            return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
-        return ForkRow(**base, decision=ForkDecision.CONFIRM,
-                       reason=f"{why}; side-effecting: needs approval")
-
-    def _why_not_reuse(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
-                       ) -> tuple[str | None, dict[str, Any]]:
-        if ps is None:
-            return "new step (not in the parent)", {}
-        changed = [d for d in node.deps if d in self.stale]
-        if node.group is not None and node.group in self.stale and node.group in self.rows:
-            changed.append(node.group)
-        if changed:
-            row = self.rows.get(changed[0])
-            verb = _CHANGE.get(row.decision, "changes") if row is not None else "changes"
-            return f"upstream {changed[0]!r} {verb}", {}
-        why = self._condition_changed(node)
-        if why is not None:
-            return why, {}
-        if ps.status != S.SUCCEEDED:
-            if ps.status in (S.PENDING, S.READY):
-                return "never ran in the parent", {}
-            detail = f": {ps.error_kind}" if ps.error_kind else ""
-            if ps.status == S.SKIPPED and ps.reason:
-                detail = f" ({ps.reason})"
-            return f"{ps.status} in the parent{detail}", {}
-        if node.is_group:
-            kids = [c for c in node.children if self.rows[c].decision != ForkDecision.REUSE]
-            if kids:
-                return f"its sub-chain has steps to run ({', '.join(kids)})", {}
-            if args is None or not _same(args, ps.args or {}):
-                return "args changed", {}
-            return None, {"reason": "succeeded; nothing in its sub-chain changed",
-                          "source_run": self.run_id}
-        return self._same_call(node, ps, args)
-
-    def _same_call(self, node: Node, ps: StepState, args: dict[str, Any] | None
-                   ) -> tuple[str | None, dict[str, Any]]:
-        assert node.tool is not None
-        if ps.reused:  # the parent reused it in turn: point at where it really ran
-            source = {"source_run": ps.reused.get("source_run"),
-                      "source_attempt": ps.reused.get("source_attempt"),
-                      "code": ps.reused.get("code"), "origin": ps.reused.get("origin")}
-            tool_name = ps.reused.get("tool") or node.step.tool
-            if source["origin"] == "override":  # a person's output stands while args do
-                if args is None or (ps.args is not None and not _same(args, ps.args)):
-                    return "args changed since its output was given", {}
-                source["reason"] = f"output given in run {source['source_run']}"
-                return None, source
-        else:
-            rec = self.last_call.get(node.id)
-            source = {"source_run": self.run_id, "source_attempt": rec.attempt if rec else None,
-                      "code": rec.code if rec else None, "origin": "call"}
-            tool_name = (rec.tool if rec else None) or node.step.tool
-        if ps.reused and source["origin"] == "call":
-            why = self._effect_gone(node.id, str(source["source_run"]))
-            if why is not None:
-                return why, {}
-        if tool_name != node.step.tool:
-            return f"tool changed ({tool_name} -> {node.step.tool})", {}
-        code = source["code"]
-        if code != node.tool.fingerprint:
-            return f"tool code changed ({code or 'unknown'} -> {node.tool.fingerprint})", {}
-        if args is None:
-            return "args not known before upstream steps run", {}
-        if not _same(args, ps.args or {}):
-            return f"args changed ({_args_diff(ps.args or {}, args)})", {}
-        source["reason"] = "succeeded; same tool, code and args"
-        return None, source
-
-    def _condition_changed(self, node: Node) -> str | None:
-        """Why a step the parent ran would not run the same way now because of its ``when``
-        (a fresh run with the fork's inputs would skip it, or that is not known yet)."""
-        if node.when is None:
-            return None
-        try:
-            go = evaluate(node.when, self._resolver(node))
-        except _Unknown as exc:
-            return f"its condition depends on {exc.step_id!r}, not known before it runs"
-        except (LookupError, TypeError) as exc:
-            return f"its condition cannot be evaluated now ({exc})"
-        return None if go else f"its condition {node.step.when!r} is false now"
-
-    def _effect_gone(self, step_id: str, source_run: str) -> str | None:
-        """Why the effect a parent reused from ``source_run`` no longer stands there."""
-        if self.origin is None or source_run == self.run_id:
-            return None
-        there = self.origin(source_run)
-        if there is None:
-            return f"its effect's run {source_run} is not in the store"
-        st = there.steps.get(step_id)
-        if st is None or st.status != S.SUCCEEDED:
-            status = st.status if st is not None else "missing"
-            return f"its effect was made in run {source_run}, where it is {status} now"
-        return None
-
-    def _rerun_children(self, group: Node) -> None:
-        """A sub-chain that runs again runs all its steps (none is reused inside it)."""
-        for child_id in group.children:
-            row = self.rows[child_id]
-            if row.decision != ForkDecision.REUSE:
-                continue
-            child = self.nodes[child_id]
-            tool = child.tool
-            why = f"its sub-chain {group.id!r} runs again"
-            if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
-                new = ForkDecision.RERUN
-            else:
-                new, why = ForkDecision.CONFIRM, f"{why}; side-effecting: needs approval"
-            self.rows[child_id] = ForkRow(
-                step_id=row.step_id, tool=row.tool, decision=new, reason=why,
-                parent_status=row.parent_status, args=row.args, parent_args=row.parent_args,
-                parent_output=row.parent_output, parent_error=row.parent_error,
-                parent_source=row.parent_source)
-            self.known.pop(child_id, None)
-            self.stale.add(child_id)
-            if child.is_group:
-                self._rerun_children(child)
-
-    # -------------------------------------------------------------- args and outputs
-    def resolve_args(self, node: Node) -> dict[str, Any] | None:
-        if node.static_args is not None:
-            return dict(node.static_args)
-        try:
-            return node.render_args(self._resolver(node))  # type: ignore[no-any-return]
-        except (_Unknown, LookupError, TypeError):
-            return None
-
-    def _resolver(self, node: Node) -> Any:
-        ns = node.ns
-
-        def resolve(ref: Ref) -> Any:
-            root = ref.root
-            if root == "context":
-                if ns.group is None:
-                    value: Any = self.context
-                else:
-                    value = self.args.get(ns.group)
-                    if value is None:
-                        raise _Unknown(ns.group)
-            else:
-                if root == "steps":
-                    target = ns.prefix + (ref.target or "")
-                elif root == "memory":
-                    target = ns.save_as[ref.target or ""]
-                else:
-                    raise LookupError(ref.source)
-                if target not in self.known:
-                    raise _Unknown(target)
-                value = self.known[target]
-            return walk_path(value, ref.path, ref.source) if ref.path else value
-
-        return resolve
-
-    def _check_args(self, node: Node, args: dict[str, Any]) -> None:
-        assert node.tool is not None
-        try:
-            node.tool.validate_args(args)
-        except ValidationError as exc:
-            from chainlab.runtime.engine.attempt import invalid_input
-
-            raise PlanError(Problem(
-                "invalid_args", f"edited args do not fit tool {node.tool.name!r}: "
-                f"{invalid_input(exc, node.tool.name).message}",
-                step_id=node.id, field="args")) from None
-
-    def _check_output(self, node: Node, value: Any) -> Any:
-        assert node.tool is not None
-        try:
-            return node.tool.check_output(value)
-        except (ValidationError, NotJSONError, ValueError, TypeError) as exc:
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if isinstance(exc, ValidationError):
-                text = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'output'}: {e['msg']}"
-                                 for e in exc.errors())
-            raise DecisionError(
-                f"output given for step {node.id!r} does not fit tool {node.tool.name!r}: "
-                f"{text}", step_id=node.id, field="outputs") from None
-
-
-_CHANGE = {
-    ForkDecision.RERUN: "runs again",
-    ForkDecision.CONFIRM: "runs again",
-    ForkDecision.OVERRIDE: "is overridden",
-}
-
-
-def _topo(ids: list[str], nodes: Mapping[str, Node]) -> list[str]:
-    """``ids`` in dependency order, ties by declaration order (a validated level)."""
-    level = set(ids)
-    pending = list(ids)
-    done: set[str] = set()
-    out: list[str] = []
-    while pending:
-        for i, step_id in enumerate(pending):
-            if all(d in done or d not in level for d in nodes[step_id].deps):
-                out.append(pending.pop(i))
-                done.add(step_id)
-                break
-        else:  # pragma: no cover - the chain validated, so it has no cycle
-            raise AssertionError(f"cycle among {pending}")
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    return _canonical(a) == _canonical(b)
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def _args_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    keys = sorted(k for k in set(old) | set(new) if not _same(old.get(k), new.get(k)))
-    return ", ".join(f"{k}: {_short(old.get(k), 24)} -> {_short(new.get(k), 24)}" for k in keys)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ============================================================================ seeding

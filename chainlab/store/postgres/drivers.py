@@ -14,7 +14,6 @@ requests (:meth:`PostgresLiveness.wait_for_requests`) and the person waiting for
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from chainlab.store.base import (
     unknown_request,
 )
 from chainlab.store.postgres.errors import PoolTimeout, _server_error
+from chainlab.store.postgres.listen import MailListener
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -59,7 +59,7 @@ def put_driver(conn: psycopg.Connection, run_id: str, driver: DriverInfo, epoch:
 class PostgresLiveness:
     """Heartbeats and mailbox of :class:`~chainlab.store.postgres.PostgresStore`."""
 
-    _mail_listener: _MailListener | None = None
+    _mail_listener: MailListener | None = None
 
     if TYPE_CHECKING:
         dsn: str
@@ -163,7 +163,7 @@ class PostgresLiveness:
         return request_from_row(rows[0])
 
     # ------------------------------------------------------------------ waiting
-    def _mail(self) -> _MailListener | None:
+    def _mail(self) -> MailListener | None:
         """The running listener, or None after starting one (the caller reads first)."""
         if self._mail_listener is not None:
             return self._mail_listener
@@ -171,7 +171,7 @@ class PostgresLiveness:
             if self._closed:
                 raise StoreError(f"{self!r} is closed")
             if self._mail_listener is None:
-                listener = _MailListener(self.dsn, self.connect_timeout)
+                listener = MailListener(self.dsn, self.connect_timeout, REQUESTS, ANSWERS)
                 listener.start()
                 listener.ready.wait(self.connect_timeout)
                 self._mail_listener = listener
@@ -195,60 +195,3 @@ class PostgresLiveness:
     def _stop_mail_listener(self) -> None:
         if self._mail_listener is not None:
             self._mail_listener.stop()
-
-
-class _MailListener(threading.Thread):
-    """LISTENs on :data:`REQUESTS` and :data:`ANSWERS`; remembers the newest request id of
-    each run and the answered request ids, waking whoever waits. Reconnects after a dropped
-    connection (waiters time out and read the store themselves meanwhile)."""
-
-    def __init__(self, dsn: str, connect_timeout: float):
-        super().__init__(name="chainlab-postgres-mail", daemon=True)
-        self.dsn = dsn
-        self.connect_timeout = connect_timeout
-        self.ready = threading.Event()
-        self.heads: dict[str, int] = {}
-        self.answered: set[int] = set()
-        self.changed = threading.Condition()
-        self._stopping = threading.Event()
-
-    def wait(self, woken: Callable[[], bool], timeout: float) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: woken() or self._stopping.is_set(), timeout)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        with self.changed:
-            self.changed.notify_all()
-        self.join(timeout=5)
-
-    def run(self) -> None:
-        while not self._stopping.is_set():
-            conn: psycopg.Connection | None = None
-            try:
-                conn = psycopg.connect(self.dsn, autocommit=True,
-                                       connect_timeout=max(1, int(self.connect_timeout)))
-                conn.execute(f"LISTEN {REQUESTS}")
-                conn.execute(f"LISTEN {ANSWERS}")
-                self.ready.set()
-                while not self._stopping.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        self._note(note.channel, note.payload)
-            except (psycopg.Error, ValueError):
-                self.ready.set()  # nobody waits for a listener that cannot connect
-                self._stopping.wait(0.5)
-            finally:
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.close()
-
-    def _note(self, channel: str, payload: str) -> None:
-        with self.changed:
-            if channel == REQUESTS:
-                run_id, _, request_id = payload.rpartition(" ")
-                self.heads[run_id] = max(self.heads.get(run_id, 0), int(request_id))
-            else:
-                if len(self.answered) > 100_000:  # waiters re-read the store on timeout
-                    self.answered.clear()
-                self.answered.add(int(payload))
-            self.changed.notify_all()

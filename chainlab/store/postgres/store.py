@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -51,6 +50,7 @@ from chainlab.store._writer import (
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
+from chainlab.store.postgres.listen import EventListener
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
 
 try:
@@ -90,7 +90,7 @@ class PostgresStore(PostgresLiveness, WriterStore):
         self.where = describe(dsn)
         self.connect_timeout = connect_timeout
         self._init_writes()
-        self._listener: _Listener | None = None
+        self._listener: EventListener | None = None
         with self._connect("open") as conn:
             with self._errors("migrate"):
                 found = migrate(conn)
@@ -245,11 +245,11 @@ class PostgresStore(PostgresLiveness, WriterStore):
                 if self._closed:
                     raise StoreError(f"{self!r} is closed")
                 if self._listener is None:
-                    self._listener = _Listener(self)
+                    self._listener = EventListener(self.dsn, self.connect_timeout, CHANNEL)
                     self._listener.start()
                     self._listener.ready.wait(self.connect_timeout)
             return True
-        return self._listener.wait(run_id, after_seq, timeout)
+        return self._listener.wait_for(run_id, after_seq, timeout)
 
     # ------------------------------------------------------------------ writes
     def _new_writer(self) -> GroupCommitWriter:
@@ -354,56 +354,6 @@ class _PostgresWriter:
                 for run_id, seq in heads.items():
                     cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{run_id} {seq}"))
         return rows
-
-
-class _Listener(threading.Thread):
-    """LISTENs on :data:`CHANNEL` and remembers the last committed seq of each run, waking
-    whoever waits for it. Reconnects after a dropped connection (waiters time out and read
-    the log themselves meanwhile)."""
-
-    def __init__(self, store: PostgresStore):
-        super().__init__(name="chainlab-postgres-listener", daemon=True)
-        self.store = store
-        self.ready = threading.Event()
-        self.heads: dict[str, int] = {}
-        self.changed = threading.Condition()
-        self._stopping = threading.Event()
-        self.conn: psycopg.Connection | None = None
-
-    def wait(self, run_id: str, after_seq: int, timeout: float) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: self.heads.get(run_id, 0) > after_seq
-                                         or self._stopping.is_set(), timeout)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        with self.changed:
-            self.changed.notify_all()
-        self.join(timeout=5)
-
-    def run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self.conn = psycopg.connect(self.store.dsn, autocommit=True,
-                                            connect_timeout=max(1, int(
-                                                self.store.connect_timeout)))
-                self.conn.execute(f"LISTEN {CHANNEL}")
-                self.ready.set()
-                while not self._stopping.is_set():
-                    for note in self.conn.notifies(timeout=0.5):
-                        run_id, _, seq = note.payload.rpartition(" ")
-                        with self.changed:
-                            if int(seq) > self.heads.get(run_id, 0):
-                                self.heads[run_id] = int(seq)
-                            self.changed.notify_all()
-            except (psycopg.Error, ValueError):
-                self.ready.set()  # nobody waits for a listener that cannot connect
-                self._stopping.wait(0.5)
-            finally:
-                if self.conn is not None:
-                    with contextlib.suppress(Exception):
-                        self.conn.close()
-                    self.conn = None
 
 
 # ---------------------------------------------------------------------- helpers
