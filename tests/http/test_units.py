@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -114,7 +115,9 @@ def test_the_context_schema_takes_each_key_from_where_it_is_used() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_decision_records_who_took_it() -> None:
+async def test_a_decision_records_who_took_it(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # (pay writes effects.jsonl in the working directory)
     chain = Chain.from_dict({"name": "c", "steps": [
         {"id": "p", "tool": "pay", "args": {"to": "x", "amount": 1}},
         {"id": "q", "tool": "pay", "args": {"to": "y", "amount": 2}}]})
