@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -37,16 +37,22 @@ __all__ = ["Feeds", "RunFeed"]
 log = logging.getLogger(__name__)
 
 
+def _no_frame(_event: Event) -> bytes:
+    return b""
+
+
 class RunFeed:
     """The committed log of one run, read once and followed while anyone listens."""
 
     def __init__(self, runtime: Runtime, run_id: str, *, poll_s: float = 0.05,
-                 idle_s: float = 1.0):
+                 idle_s: float = 1.0, encode: Callable[[Event], bytes] = _no_frame):
         self.runtime = runtime
         self.run_id = run_id
         self.poll_s = poll_s
         self.idle_s = idle_s
+        self.encode = encode
         self.events: list[Event] = []
+        self.frames: list[bytes] = []  # each event encoded once, for all its streams
         self.seqs: list[int] = []  # bisect over seqs
         self.ended = False  # the run ended and its log holds nothing more
         self.error: BaseException | None = None
@@ -61,9 +67,10 @@ class RunFeed:
     def last_seq(self) -> int:
         return self.seqs[-1] if self.seqs else 0
 
-    def after(self, seq: int) -> list[Event]:
-        """The events read so far with a seq above ``seq``."""
-        return self.events[bisect.bisect_right(self.seqs, seq):]
+    def after(self, seq: int) -> list[tuple[Event, bytes]]:
+        """The events read so far with a seq above ``seq``, each with its frame."""
+        i = bisect.bisect_right(self.seqs, seq)
+        return list(zip(self.events[i:], self.frames[i:], strict=True))
 
     async def changed(self) -> None:
         """Wait until the feed read something new, ended, or failed."""
@@ -77,6 +84,7 @@ class RunFeed:
         if events:
             self.events += events
             self.seqs += [ev.seq for ev in events]
+            self.frames += [self.encode(ev) for ev in events]
             self._notify()
 
     def wake(self, _event: Event | None = None) -> None:
@@ -158,9 +166,11 @@ class RunFeed:
 class Feeds:
     """The feeds of the runs being streamed now (a feed lives while it has listeners)."""
 
-    def __init__(self, runtime: Runtime, *, poll_s: float = 0.05):
+    def __init__(self, runtime: Runtime, *, poll_s: float = 0.05,
+                 encode: Callable[[Event], bytes] = _no_frame):
         self.runtime = runtime
         self.poll_s = poll_s
+        self.encode = encode  # an event as its streams send it (the SSE frame)
         self.feeds: dict[str, RunFeed] = {}
 
     @contextlib.asynccontextmanager
@@ -168,7 +178,8 @@ class Feeds:
         """The run's feed, followed while the body runs."""
         feed = self.feeds.get(run_id)
         if feed is None or feed.error is not None:
-            feed = self.feeds[run_id] = RunFeed(self.runtime, run_id, poll_s=self.poll_s)
+            feed = self.feeds[run_id] = RunFeed(self.runtime, run_id, poll_s=self.poll_s,
+                                                encode=self.encode)
         feed.listeners += 1
         if not feed._running and not feed.ended:
             feed._running = True  # (before the task runs: the next listener must not start one)
@@ -182,17 +193,18 @@ class Feeds:
                 if self.feeds.get(run_id) is feed:
                     del self.feeds[run_id]
 
-    async def events(self, run_id: str, after: int) -> AsyncIterator[Event | None]:
-        """Every committed event of the run after seq ``after``, in order, each once, until
-        the event that ends the run; then None once (the end of the log). A run that has
-        ended with nothing after ``after`` gives None at once. Raises what stopped the
-        feed (a StoreError)."""
+    async def events(self, run_id: str, after: int
+                     ) -> AsyncIterator[tuple[Event, bytes] | None]:
+        """Every committed event of the run after seq ``after`` with its frame, in order,
+        each once, until the event that ends the run; then None once (the end of the log).
+        A run that has ended with nothing after ``after`` gives None at once. Raises what
+        stopped the feed (a StoreError)."""
         async with self.listen(run_id) as feed:
             seen = after
             while True:
-                for ev in feed.after(seen):
+                for ev, frame in feed.after(seen):
                     seen = ev.seq
-                    yield ev
+                    yield ev, frame
                     if ev.kind in RUN_END_KINDS:
                         yield None
                         return

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chainlab._text import did_you_mean
-from chainlab.events import EventKind
+from chainlab.events import Event, EventKind
 from chainlab.http.api import P_AFTER, Param, endpoint, feeds, service
 from chainlab.http.errors import ApiError, api_error
 
@@ -96,21 +96,27 @@ async def stream(request: Request) -> Response:
                                         "X-Accel-Buffering": "no"})
 
 
+def encode_event(ev: Event) -> bytes:
+    """One stored event as its SSE frame: ``id:`` seq, ``event:`` kind, ``data:`` JSON."""
+    return ServerSentEvent(_data(ev.to_dict()), id=str(ev.seq), event=str(ev.kind)).encode()
+
+
 async def _events(request: Request, run_id: str, after: int, kinds: set[str] | None,
-                  meta: dict[str, object]) -> AsyncIterator[ServerSentEvent]:
+                  meta: dict[str, object]) -> AsyncIterator[ServerSentEvent | bytes]:
     yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
     svc = service(request)
     last_seq = after
     try:
-        async for ev in feeds(request).events(run_id, after):
-            if ev is None:  # (the run's status commits with its last event)
+        async for item in feeds(request).events(run_id, after):
+            if item is None:  # (the run's status commits with its last event)
                 record = await svc.runtime.run_io(svc.store.get_run, run_id)
                 yield ServerSentEvent(_data({"run_id": run_id, "status": str(record.status),
                                              "last_seq": last_seq}), event="end")
                 return
+            ev, frame = item
             last_seq = ev.seq
             if kinds is None or ev.kind in kinds:
-                yield ServerSentEvent(_data(ev.to_dict()), id=str(ev.seq), event=str(ev.kind))
+                yield frame  # (encoded once by the feed for every stream of the run)
     except Exception as exc:  # the store failed mid-stream: say so, then close
         error = api_error(exc)
         if error is None:
