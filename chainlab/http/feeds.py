@@ -194,20 +194,25 @@ class Feeds:
                     del self.feeds[run_id]
 
     async def events(self, run_id: str, after: int
-                     ) -> AsyncIterator[tuple[Event, bytes] | None]:
+                     ) -> AsyncIterator[list[tuple[Event, bytes]] | None]:
         """Every committed event of the run after seq ``after`` with its frame, in order,
-        each once, until the event that ends the run; then None once (the end of the log).
-        A run that has ended with nothing after ``after`` gives None at once. Raises what
+        each once, in batches (what the feed read at once: a stream sends a batch in one
+        write), until the event that ends the run; then None once (the end of the log). A
+        run that has ended with nothing after ``after`` gives None at once. Raises what
         stopped the feed (a StoreError)."""
         async with self.listen(run_id) as feed:
             seen = after
             while True:
-                for ev, frame in feed.after(seen):
-                    seen = ev.seq
-                    yield ev, frame
+                batch = feed.after(seen)
+                for i, (ev, _) in enumerate(batch):
                     if ev.kind in RUN_END_KINDS:
+                        yield batch[:i + 1]
                         yield None
                         return
+                if batch:
+                    seen = batch[-1][0].seq
+                    yield batch
+                    continue
                 if feed.error is not None:
                     raise feed.error
                 if feed.ended and feed.last_seq <= seen:

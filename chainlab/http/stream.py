@@ -107,16 +107,18 @@ async def _events(request: Request, run_id: str, after: int, kinds: set[str] | N
     svc = service(request)
     last_seq = after
     try:
-        async for item in feeds(request).events(run_id, after):
-            if item is None:  # (the run's status commits with its last event)
+        async for batch in feeds(request).events(run_id, after):
+            if batch is None:  # (the run's status commits with its last event)
                 record = await svc.runtime.run_io(svc.store.get_run, run_id)
                 yield ServerSentEvent(_data({"run_id": run_id, "status": str(record.status),
                                              "last_seq": last_seq}), event="end")
                 return
-            ev, frame = item
-            last_seq = ev.seq
-            if kinds is None or ev.kind in kinds:
-                yield frame  # (encoded once by the feed for every stream of the run)
+            last_seq = batch[-1][0].seq
+            # frames encoded once by the feed for every stream of the run; a batch in one
+            # write (a replay of 600 events is one send, not 600)
+            frames = b"".join(frame for ev, frame in batch if kinds is None or ev.kind in kinds)
+            if frames:
+                yield frames
     except Exception as exc:  # the store failed mid-stream: say so, then close
         error = api_error(exc)
         if error is None:
