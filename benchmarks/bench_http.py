@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -285,10 +286,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
+    here = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        with server(workdir) as (url, token):
-            rows = asyncio.run(measure(url, token, workdir, args.quick))
+        os.chdir(workdir)  # the in-process side's pay tool writes effects.jsonl here
+        try:
+            with server(workdir) as (url, token):
+                rows = asyncio.run(measure(url, token, workdir, args.quick))
+        finally:
+            os.chdir(here)
     head = ("operation", "in-process", "over HTTP", "ratio")
     rows = [head, *rows]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
