@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as W
-import yaml
+
 
 from chainlab.errors import Problem
 from chainlab.jupyter.designer.draft import UNSET, Reference, type_name
+from chainlab.plan import yamltext
 from chainlab.plan.refs import TemplateSyntaxError, parse_template
 from chainlab.tools import Tool
 
@@ -84,7 +85,7 @@ def from_text(text: str, kind: str) -> Any:
     except ValueError:
         if kind == "json":
             try:
-                value = yaml.safe_load(text)
+                value, _ = yamltext.parse(text)  # the plan's loader: aliases refused
                 return json.loads(json.dumps(value))
             except Exception:
                 return text

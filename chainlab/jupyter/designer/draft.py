@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 
+from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import did_you_mean
 from chainlab.errors import ChainlabError, PlanError, Problem
+from chainlab.plan import yamltext
 from chainlab.plan.graph import edges
 from chainlab.plan.io import dump_yaml
 from chainlab.plan.schema import STEP_ID_PATTERN, Chain, Step
@@ -97,10 +98,12 @@ class Draft:
         return []
 
     def write(self, data: dict[str, Any], origin: str) -> None:
-        """Make ``data`` the draft: written as canonical YAML, then loaded."""
-        data = _normalised(data)
-        self.data = data
+        """Make ``data`` the draft: written as canonical YAML, then loaded. Raises
+        DesignerError (and keeps the draft as it was) for data plan YAML cannot hold: an
+        object, an integer too long for JSON, a list that contains itself."""
+        data = _normalised(_writable(data))
         text = dump_yaml(data)
+        self.data = data
         # canonical text (``5`` for a float field is written ``5.0``, as to_yaml does);
         # a draft that does not load is written as it is and load() says why
         with contextlib.suppress(PlanError):
@@ -151,7 +154,9 @@ class Draft:
         return data, steps
 
     def check_new_id(self, step_id: str) -> None:
-        if not isinstance(step_id, str) or not _STEP_ID.match(step_id) or len(step_id) > 100:
+        # fullmatch: ``$`` also matches before a trailing newline, which the plan refuses
+        if not isinstance(step_id, str) or not _STEP_ID.fullmatch(step_id) \
+                or len(step_id) > 100:
             raise DesignerError(f"step id {step_id!r} must be letters, digits, '_' or '-' "
                                 "(at most 100)")
         if step_id in self.step_ids:
@@ -193,7 +198,7 @@ class Draft:
         later = self.downstream(step_id) | {step_id}
         for s in self.steps:
             other = str(s.get("id", ""))
-            if other in later or not _STEP_ID.match(other):
+            if other in later or not _STEP_ID.fullmatch(other):
                 continue
             schema = _output_schema(self.toolbox, str(s.get("tool", "")))
             kind = type_name(schema)
@@ -206,6 +211,33 @@ class Draft:
             if isinstance(key, str) and key:
                 out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other))
         return out
+
+
+def _writable(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` as plain JSON data, or DesignerError naming the value that is not."""
+    try:
+        return to_json_value(data)
+    except NotJSONError as exc:
+        raise DesignerError(f"cannot write this edit into the plan: {exc}") from None
+    except RecursionError:
+        raise DesignerError(f"cannot write this edit into the plan: {_cyclic(data)} contains "
+                            "itself (or is nested too deeply); pass plain JSON data") from None
+
+
+def _cyclic(data: dict[str, Any]) -> str:
+    """Where a value that contains itself sits (``steps[1].args.n``), as far as a step's
+    field."""
+    for i, step in enumerate(data.get("steps") or []):
+        for key, value in (step.items() if isinstance(step, dict) else ()):
+            items = value.items() if isinstance(value, dict) and key == "args" else [(None, value)]
+            for name, v in items:
+                try:
+                    to_json_value(v)
+                except RecursionError:
+                    return f"steps[{i}].{key}" + (f".{name}" if name else "")
+                except NotJSONError:
+                    pass
+    return "a value"
 
 
 def _normalised(data: dict[str, Any]) -> dict[str, Any]:
@@ -231,9 +263,10 @@ def _raw_data(text: str) -> dict[str, Any] | None:
     """The mapping a YAML text holds when it is a draft at all (a chain the model refuses:
     a bad id, a wrong type), as JSON data; None when it does not parse as one."""
     try:
-        data = yaml.safe_load(text)
+        # the plan's loader: an alias (a YAML bomb) is refused before anything is expanded
+        data, _ = yamltext.parse(text)
         data = json.loads(json.dumps(data, default=str))
-    except Exception:  # YAMLError, RecursionError, values JSON cannot hold
+    except Exception:  # YAMLError, PlanError (an alias), RecursionError, values JSON cannot hold
         return None
     if not isinstance(data, dict):
         return None

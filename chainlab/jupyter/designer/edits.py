@@ -29,6 +29,9 @@ def add_step(draft: Draft, tool: str, step_id: str | None, args: Mapping[str, An
              depends_on: Iterable[str] | None, save_as: str | None,
              when: str | None) -> tuple[str, Data]:
     """A step calling ``tool`` appended (id: the tool's name made unique, by default)."""
+    if not isinstance(tool, str) or not tool:
+        raise DesignerError(f"add_step needs the name of a tool (text), got {tool!r}; "
+                            "e.g. designer.add_step('fetch')")
     step_id = draft.fresh_id(tool) if step_id is None else step_id
     draft.check_new_id(step_id)
     data, steps = draft.edited()
