@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from chainlab.jupyter._loop import eager
-from chainlab.jupyter.run_widget.dag import DagView
-from chainlab.jupyter.run_widget.widget import RunWidget
+from chainlab.jupyter.run_widget.widget import Prelaid, RunWidget
 from chainlab.jupyter.session import NotebookSession
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
@@ -32,13 +31,16 @@ def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | No
                        toolbox, context=context or {}, chains=runtime.chains)
     # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
     # moment would show up as a gap before the first step in the timeline
-    dag = DagView(chain, toolbox, runtime.chains)
+    prelaid = Prelaid(chain, toolbox, runtime.chains)
     started = eager(runtime.start(chain, context, options, paused=paused, meta=meta,
                                   planning=planning))
     if not started.done:  # pragma: no cover - the session's stores never block
         raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
     run: Run = started.value  # type: ignore[assignment]
-    session.widgets[run.run_id] = RunWidget(run, session=session, dag=dag)
+    # its panels are built once the first steps started (issue 29: a run waited 40-260 ms
+    # for them); the widget catches up from the run's log
+    session.widgets[run.run_id] = RunWidget(run, session=session, prelaid=prelaid,
+                                                defer=True)
     return session.remember(run, db)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import html
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
@@ -44,21 +44,40 @@ from chainlab.jupyter.run_widget.inspector import EventLog, StepInspector, Timel
 from chainlab.jupyter.run_widget.legend import BREAK_MARK
 from chainlab.jupyter.run_widget.scrubber import RunAt, Scrubber
 from chainlab.jupyter.views import error_html
+from chainlab.plan.schema import Chain
 from chainlab.render.display import step_badges
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
+from chainlab.tools import Toolbox
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunView
     from chainlab.jupyter.session import NotebookSession
 
-__all__ = ["RunWidget"]
+__all__ = ["Prelaid", "RunWidget"]
 
 REDRAW_RATE = 10.0  # redraws per second, at most
 _SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED,
                        EventKind.RUN_ROLLED_BACK, EventKind.RUN_ROLLBACK_FAILED,
                        EventKind.RUN_SUSPENDED})
+_BUILD_AT_THE_LATEST_S = 0.25  # a deferred widget's panels, if no step started by then
+_BUILD_AFTER = frozenset({EventKind.STEP_STARTED, EventKind.STEP_WAITING_CONFIRMATION,
+                          EventKind.RUN_PAUSED, *_SETTLING})
+_PARTS = frozenset({"error", "buttons", "next_step", "queue", "event_log", "scrubber",
+                    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs",
+                    "faults"})
+
+
+class Prelaid:
+    """What a run's widget can build before the run starts (``%chain run``, the designer's
+    Run): the DAG laid out by Graphviz and the first widgets, so that between the run's
+    creation and its first step only the widget's box is made (issue 29)."""
+
+    def __init__(self, chain: Chain, toolbox: Toolbox, chains: Mapping[str, Chain]):
+        self.dag = DagView(chain, toolbox, chains)
+        self.style = W.HTML(style_tag())
+        self.header = W.HTML()
 
 
 class RunWidget(W.VBox):
@@ -66,7 +85,8 @@ class RunWidget(W.VBox):
     the :class:`~.host.RunHost` of its panels."""
 
     def __init__(self, run: Run, *, session: NotebookSession | None = None,
-                 log_lines: int = 14, dag: DagView | None = None):
+                 log_lines: int = 14, dag: DagView | None = None, defer: bool = False,
+                 prelaid: Prelaid | None = None):
         self.run = run  # the handle the controls act on; panels draw `view`
         self.session = session
         self.last_error: BaseException | None = None
@@ -75,7 +95,64 @@ class RunWidget(W.VBox):
         self._unsubscribe: Callable[[], None] | None = None
         self._soon = False
         self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
-        self.header = W.HTML()
+        self._log_lines = log_lines
+        # ``dag``: laid out before the run started (so Graphviz does not delay its first step)
+        self._dag = prelaid.dag if prelaid is not None else dag
+        self.built_at: int | None = None  # the run's last event seq when the panels were built
+        self._pending = False
+        self.header = prelaid.header if prelaid is not None else W.HTML()
+        self.header.value = header_html(run, run.status, last_seq=run.last_seq)
+        super().__init__([prelaid.style if prelaid is not None else W.HTML(style_tag()),
+                          self.header])
+        self.add_class("cl-run")
+        if defer and self._loop is not None:
+            # issue 29: building the panels takes 40-150 ms on the kernel's loop; a run
+            # started from a cell must not wait for them. Build once its first steps have
+            # started (or it stopped, or soon anyway); the widget catches up from the log.
+            self._pending = True
+            self._early_events: list[Event] = []
+            self._early = run.subscribe(self._early_event)
+            self._loop.call_later(_BUILD_AT_THE_LATEST_S, self._build_soon)
+            if run.paused:  # started paused (step-through): no step will start by itself
+                self._build_soon()
+        else:
+            self._build()
+
+    def _early_event(self, ev: Event) -> None:
+        self._early_events.append(ev)  # the log may not be committed yet when we build
+        if ev.kind in _BUILD_AFTER:
+            self._build_soon()
+
+    def _build_soon(self) -> None:
+        if self._pending and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon(self.build)
+
+    def __getattr__(self, name: str) -> Any:
+        # a panel asked for before the deferred build (a script, a test): build it now
+        if name in _PARTS and self.__dict__.get("_pending"):
+            self.build()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def built(self) -> bool:
+        """True once the panels exist (``%chain run`` builds them after the first steps
+        started, so a run never waits for its widget)."""
+        return not self.__dict__.get("_pending", False)
+
+    def build(self) -> None:
+        """Build the panels now if they were deferred (a no-op after that)."""
+        if not self.__dict__.get("_pending"):
+            return
+        self._pending = False
+        early = self.__dict__.pop("_early", None)
+        if early is not None:
+            early()
+        self._build()
+
+    def _build(self) -> None:
+        run = self.run
+        self.built_at = run.last_seq
         self.error = W.HTML()
         self.buttons: dict[str, W.Button] = {}
         for name, label, icon, tip in BUTTONS:
@@ -87,12 +164,11 @@ class RunWidget(W.VBox):
         self.queue = W.HTML()
         toolbar = W.HBox([*self.buttons.values(), self.next_step])
         toolbar.add_class("cl-toolbar")
-        self.event_log = EventLog(log_lines)
+        self.event_log = EventLog(self._log_lines)
         self.scrubber = Scrubber(self, self.event_log)
         self.rollback_confirm = RollbackConfirm(self)  # asks before Rollback (issue 18)
-        # ``dag``: laid out before the run started (so Graphviz does not delay its first step)
-        self.dag = dag if dag is not None else DagView(run.chain, run.runtime.toolbox,
-                                                       run.runtime.chains)
+        self.dag = self._dag if self._dag is not None else DagView(
+            run.chain, run.runtime.toolbox, run.runtime.chains)
         self.inbox = Inbox(self)
         self.inspector = StepInspector(self)
         self.timeline = TimelineTab(self)
@@ -100,16 +176,27 @@ class RunWidget(W.VBox):
         self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
         self.tabs.observe(self._tab_selected, names="selected_index")
         self.faults = FaultsPanel(self)  # issue 19: demo fault injection, collapsed, off
-        super().__init__([W.HTML(style_tag()), self.header, toolbar, self.rollback_confirm,
-                          self.scrubber, self.queue, self.error, self.dag, self.tabs,
-                          self.faults])
-        self.add_class("cl-run")
+        self.children = [self.children[0], self.header, toolbar, self.rollback_confirm,
+                         self.scrubber, self.queue, self.error, self.dag, self.tabs,
+                         self.faults]
         self.attach(run)
+        early = self.__dict__.pop("_early_events", None)
+        if early is not None:  # deferred: catch up with what happened before the build
+            try:
+                self.event_log.fill(run.history())  # (committed first)
+            except Exception as exc:
+                self.show_error(exc, action="read the stored events")
+            self.event_log.fill(early)
+            self.refresh()
 
     # ------------------------------------------------------------------ binding
     def attach(self, run: Run) -> None:
         """Show ``run`` (e.g. the live handle after a resume): stored history first, then
         live events when this kernel drives it."""
+        if self._pending:
+            self.run = run
+            self.build()
+            return
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -129,6 +216,10 @@ class RunWidget(W.VBox):
 
     def close(self) -> None:
         self._throttle.cancel()
+        self._pending = False
+        early = self.__dict__.pop("_early", None)
+        if early is not None:
+            early()
         if isinstance(self.run, WatchedRun):
             self.run.stop()
         if self._unsubscribe is not None:
@@ -203,6 +294,8 @@ class RunWidget(W.VBox):
     def refresh(self) -> None:
         """Redraw everything from the run's state (cheap; unchanged parts are not re-sent);
         while scrubbing, from its state at the scrubbed event (read-only)."""
+        if self._pending:
+            return  # drawn when built
         self.scrubber.sync()
         self._draw()
         if self.scrubber.seq is None:
@@ -334,7 +427,11 @@ class RunWidget(W.VBox):
         from chainlab.render.display import run_html
 
         bundle = dict(super()._repr_mimebundle_() or {})
-        bundle["text/html"] = run_html(self.run)
+        if self._pending and self._dag is not None:  # the DAG laid out before the start:
+            svg = self._dag.static_svg({s: str(st.status) for s, st in self.run.steps.items()})
+            bundle["text/html"] = run_html(self.run, svg=svg)  # no second Graphviz layout
+        else:
+            bundle["text/html"] = run_html(self.run)
         return bundle
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
