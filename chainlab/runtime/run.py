@@ -24,6 +24,7 @@ from chainlab.events import (
     StepState,
     read_run,
 )
+from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import decisions
@@ -73,6 +74,7 @@ class Run:
         self._kernel = kernel
         self._static: RunState | None = None
         self._events: list[Event] | None = None  # the log of a finished stored run
+        self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
 
     # ------------------------------------------------------------------ state
     @property
@@ -98,9 +100,10 @@ class Run:
                 run_id=self.run_id, status=str(self.status),
             )
         events = self.history()
-        upto = bisect.bisect_right(events, seq, key=lambda ev: ev.seq)
-        step_ids = [s["id"] for s in self.record.chain.get("steps", [])]
-        return RunState.from_events(self.run_id, events[:upto], step_ids)
+        if self._folds is None:  # snapshots every K events: a scrubber's positions cost
+            step_ids = [s["id"] for s in self.record.chain.get("steps", [])]  # K folds
+            self._folds = FoldIndex(self.run_id, step_ids)
+        return self._folds.state_at(events, seq)
 
     def history(self) -> list[Event]:
         """The stored event log (blocking read): read once for a finished run this process
