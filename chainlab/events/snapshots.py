@@ -27,8 +27,11 @@ from chainlab.events.fold import AttemptRecord, RunState, StepState
 
 __all__ = ["FoldIndex", "copy_state"]
 
-_MAX_SNAPSHOTS = 32  # memory: each snapshot holds one dict of the run's steps
-_MIN_EVERY = 500
+_MIN_EVERY = 200  # events between two snapshots, at least
+_MAX_SNAPSHOTS = 128
+# each snapshot holds one dict of the run's steps (about 40 bytes a step, the step objects
+# are shared): keep them to about 64 MB for the whole index
+_STEP_ENTRIES = 1_600_000
 
 
 class _CowSteps(dict[str, StepState]):
@@ -75,12 +78,13 @@ def copy_state(state: RunState) -> RunState:
     new = RunState.__new__(RunState)
     fields: dict[str, Any] = {}
     for name, value in vars(state).items():
-        if isinstance(value, dict):
+        if name == "steps":
+            value = _CowSteps(value)
+        elif isinstance(value, dict):
             value = dict(value)
         elif isinstance(value, list):
             value = list(value)
         fields[name] = value
-    fields["steps"] = _CowSteps(state.steps)
     # the attempts still open are the only records the fold changes (when they end):
     # clone them, in the attempts list too
     attempts: list[AttemptRecord] = fields["attempts"]
@@ -116,7 +120,8 @@ class FoldIndex:
     def state_at(self, events: Sequence[Event], seq: int) -> RunState:
         upto = bisect.bisect_right(events, seq, key=lambda ev: ev.seq)
         if self.every is None:
-            self.every = max(_MIN_EVERY, math.ceil(len(events) / _MAX_SNAPSHOTS))
+            snapshots = max(1, min(_MAX_SNAPSHOTS, _STEP_ENTRIES // max(1, len(self.step_ids))))
+            self.every = max(_MIN_EVERY, math.ceil(len(events) / snapshots))
         every = self.every
         if not self._valid(events):
             self._snaps, self._marks = [], []

@@ -5,7 +5,7 @@ args, pools) in :mod:`chainlab.plan.toolbox_fit`.
 Problem codes (stable strings, documented in README):
 duplicate_step, unknown_dependency, self_dependency, cycle, unknown_tool, unknown_reference,
 duplicate_save_as, invalid_args, bad_template, bad_condition, recursive_chain, invalid_field,
-bad_syntax.
+bad_syntax, reference_type.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from chainlab._text import did_you_mean
 from chainlab.errors import CycleError, PlanError, Problem, by_line
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
 from chainlab.plan.parts import Rollback
+from chainlab.plan.reftypes import reference_type_findings
 from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 from chainlab.plan.yamltext import Lines
@@ -44,6 +45,7 @@ PROBLEM_CODES = (
     "recursive_chain",
     "invalid_field",
     "bad_syntax",
+    "reference_type",
 )
 
 
@@ -209,6 +211,9 @@ class _Checker:
         tool = self.check_tool(step)
         if tool is not None:
             self.check_args(step, tool, step.args, "args")
+            if self.toolbox is not None:  # references whose type cannot fit their field
+                self.add_all(step, reference_type_findings(step, tool, self.chain, self.toolbox,
+                                                           self.context, self.save_as))
         self.check_rollback(step, tool)
         return deps
 

@@ -160,11 +160,9 @@ class LiveDag:
 
     # ------------------------------------------------------------------ updating
     def _statuses(self, statuses: Mapping[str, Any]) -> list[str]:
-        out = []
-        for step_id in self.step_ids:
-            status = str(statuses.get(step_id, "pending"))
+        out = [str(statuses.get(step_id, "pending")) for step_id in self.step_ids]
+        for status in set(out):
             status_style(status)  # raises ValueError for an unknown status
-            out.append(status)
         return out
 
     def css(self, statuses: Mapping[str, Any], badges: Mapping[str, str] | None = None) -> str:

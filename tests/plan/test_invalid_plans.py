@@ -58,6 +58,27 @@ BAD: list[Bad] = [
           - {id: a, tool: split, args: {text: hi}}
           - {id: a, tool: split, args: {text: hi}}
         """), [("duplicate_step", "a"), ("duplicate_step", "a")]),
+    # ------------------------------------------------------------------ reference_type
+    Bad("reference_type_output_into_a_string", y("""
+        name: c
+        steps:
+          - {id: words, tool: split, args: {text: hi}}
+          - {id: again, tool: split, args: {text: "{{ steps.words.output }}"}}
+        """), [("reference_type", "again")], fields=["args.text"], lines=[4],
+        says={0: ["'steps.words.output' is array of string", "wants 'text' as string"]}),
+    Bad("reference_type_context_string_into_a_list", y("""
+        name: c
+        steps:
+          - {id: est, tool: estimate, args: {tasks: "{{ context.customer }}"}}
+        """), [("reference_type", "est")], context={"customer": "Ada"},
+        says={0: ["'context.customer' is string (the context value)",
+                  "wants 'tasks' as array of string"]}),
+    Bad("reference_type_output_field_and_memory", y("""
+        name: c
+        steps:
+          - {id: est, tool: estimate, args: {tasks: [a]}, save_as: hours}
+          - {id: w, tool: split, args: {text: "{{ hours }}"}}
+        """), [("reference_type", "w")], says={0: ["is object (the output of 'estimate')"]}),
     # ------------------------------------------------------------------ unknown_dependency
     Bad("unknown_dependency_did_you_mean", y("""
         name: c
@@ -114,7 +135,7 @@ BAD: list[Bad] = [
     Bad("cycle_save_as_keys_and_when", y("""
         name: c
         steps:
-          - {id: a, tool: split, save_as: a_out, args: {text: "{{ b_out }}"}}
+          - {id: a, tool: split, save_as: a_out, args: {text: "{{ b_out[0] }}"}}
           - {id: b, tool: split, save_as: b_out, args: {text: x}, when: "a_out == ['x']"}
         """), [("cycle", "a")], cycle=["a", "b", "a"]),
     Bad("cycle_memory_ref_three_nodes", y("""
@@ -767,11 +788,13 @@ GOOD: list[Good] = [
             args: {table_id: t, rows: []}
             rollback: none
         """), {"a": set(), "b": set(), "c": set()}),
-    Good("templated_args_skip_type_check", y("""
+    # a reference whose type the output schema does not tell (a field of a plain dict) and a
+    # template inside a literal are only known at run time
+    Good("templated_args_of_unknown_type_pass", y("""
         name: c
         steps:
           - {id: a, tool: estimate, args: {tasks: [x]}}
-          - {id: b, tool: split, args: {text: "{{ steps.a.output }}"}}
+          - {id: b, tool: split, args: {text: "{{ steps.a.output.hours }}"}}
           - id: c
             tool: estimate
             args: {tasks: ["{{ steps.a.output.hours }}"], hours_per_task: 2}

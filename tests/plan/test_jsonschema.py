@@ -319,12 +319,13 @@ def test_whole_references_fit_non_string_parameters(toolbox: Toolbox) -> None:
         {"id": "a", "tool": "split", "args": {"text": "a b"}, "save_as": "words"},
         {"id": "b", "tool": "estimate",
          "args": {"tasks": "{{ steps.a.output }}", "hours_per_task": "{{ context.h }}"}},
-        {"id": "c", "tool": "create_records", "args": {"table_id": "t", "rows": "{{ words }}"}},
+        {"id": "c", "tool": "create_records", "args": {"table_id": "t",
+                                                        "rows": "{{ context.rows }}"}},
     ]}
     Draft202012Validator(Chain.json_schema(toolbox)).validate(plan)
     chain = Chain.from_dict(plan)
     assert chain.validate(toolbox) is chain
-    assert chain.dependencies() == {"a": set(), "b": {"a"}, "c": {"a"}}
+    assert chain.dependencies() == {"a": set(), "b": {"a"}, "c": set()}
     # a plain (non-reference) string still does not fit a list parameter
     plan["steps"][1]["args"]["tasks"] = "a b"
     with pytest.raises(jsonschema.ValidationError):

@@ -58,7 +58,7 @@ class DagView(W.VBox):
 
     def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
         """Show these step statuses (and badges such as ``"x2"``); a no-op when unchanged."""
-        key = (tuple(sorted(statuses.items())), tuple(sorted((badges or {}).items())))
+        key = (dict(statuses), dict(badges or {}))  # compared as dicts: no sort per redraw
         if key == self._last:
             return
         self._last = key

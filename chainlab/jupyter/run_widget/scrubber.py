@@ -107,7 +107,8 @@ class Scrubber(W.HBox):
     def scrub_to(self, seq: int) -> None:
         """Show the run right after event ``seq`` (0: before anything happened). Raises
         RunStateError for an event the run does not have."""
-        self.host.run.state_at(seq)  # raises for a seq out of range
+        view = RunAt(self.host.run, seq)  # raises for a seq out of range
+        self._view = view  # folded once per position (from the run's nearest snapshot)
         self.seq = seq
         self._show(seq)
         self.host.refresh()

@@ -1,0 +1,240 @@
+"""Do references fit the fields they feed? A whole-value reference (``"{{ steps.a.output }}"``,
+``"{{ context.customer }}"``) is checked against the target parameter's JSON Schema: the type
+of a step output comes from its tool's output schema (a field path goes down its
+properties), the type of a context key from the value given (when a context is given).
+
+Only a clear mismatch is a problem (code ``reference_type``): a string where an array or an
+object is wanted, an array where a number is wanted, ... Values a tool's validation may still
+convert (a string into a number, an integer into a float) and anything without a known type
+pass. :mod:`chainlab.plan.validate` reports the findings; the designer shows them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from chainlab.plan.graph import ref_target
+from chainlab.plan.refs import Ref, TemplateSyntaxError, parse_template
+
+if TYPE_CHECKING:
+    from chainlab.plan.parts import Step
+    from chainlab.plan.schema import Chain
+    from chainlab.tools import Tool, Toolbox
+
+__all__ = ["reference_type_findings", "schema_types", "type_text", "value_schema"]
+
+_JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+# (source type, target type) pairs a tool's (lax) validation may still accept
+_CONVERTIBLE = {("integer", "number"), ("number", "integer"), ("string", "number"),
+                ("string", "integer"), ("string", "boolean"), ("integer", "boolean"),
+                ("boolean", "integer"), ("boolean", "number")}
+
+
+def _resolve(schema: Any, defs: Mapping[str, Any]) -> dict[str, Any]:
+    for _ in range(20):
+        if not isinstance(schema, dict):
+            return {}
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
+            return schema
+        schema = defs.get(ref.removeprefix("#/$defs/"), {})
+    return {}
+
+
+def schema_types(schema: Any, defs: Mapping[str, Any] | None = None) -> set[str] | None:
+    """The JSON types a schema admits; None when it admits anything (or is not known)."""
+    defs = defs or {}
+    schema = _resolve(schema, defs)
+    if not schema:
+        return None
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            out: set[str] = set()
+            for sub in schema[key]:
+                types = schema_types(sub, defs)
+                if types is None:
+                    return None
+                out |= types
+            return out
+    if "allOf" in schema and len(schema["allOf"]) == 1:
+        return schema_types(schema["allOf"][0], defs)
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        return {t for v in values for t in (schema_types(value_schema(v)) or set())} or None
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _JSON_TYPES:
+        return {kind}
+    if isinstance(kind, list) and all(k in _JSON_TYPES for k in kind):
+        return set(kind)
+    if "properties" in schema:
+        return {"object"}
+    return None
+
+
+def value_schema(value: Any) -> dict[str, Any]:
+    """The JSON Schema type of a JSON value (arrays: of their first item's type)."""
+    if value is None:
+        return {"type": "null"}
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if isinstance(value, list):
+        return {"type": "array", **({"items": value_schema(value[0])} if value else {})}
+    if isinstance(value, dict):
+        return {"type": "object"}
+    return {}
+
+
+def type_text(schema: Any, defs: Mapping[str, Any] | None = None) -> str:
+    """A schema's type in a few words: ``string``, ``array of object``, ``integer | null``."""
+    defs = defs or {}
+    schema = _resolve(schema, defs)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return " | ".join(type_text(s, defs) for s in schema[key])
+    types = schema_types(schema, defs)
+    if types is None:
+        return "any"
+    if types == {"array"}:
+        inner = schema.get("items")
+        return f"array of {type_text(inner, defs)}" if inner else "array"
+    return " | ".join(t for t in _JSON_TYPES if t in types)
+
+
+def _fits(source: Any, sdefs: Mapping[str, Any], target: Any, tdefs: Mapping[str, Any],
+          depth: int = 0) -> bool:
+    s_types, t_types = schema_types(source, sdefs), schema_types(target, tdefs)
+    if s_types is None or t_types is None:
+        return True
+    for s in s_types:
+        for t in t_types:
+            if s == t and s == "array" and depth < 3:
+                s_items = _resolve(source, sdefs)
+                t_items = _resolve(target, tdefs)
+                if _arrays_fit(s_items, sdefs, t_items, tdefs, depth):
+                    return True
+            elif s == t or (s, t) in _CONVERTIBLE:
+                return True
+    return False
+
+
+def _arrays_fit(source: dict[str, Any], sdefs: Mapping[str, Any], target: dict[str, Any],
+                tdefs: Mapping[str, Any], depth: int) -> bool:
+    # an anyOf with an array branch: compare with that branch
+    for schema, defs in ((source, sdefs), (target, tdefs)):
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                branches = [_resolve(b, defs) for b in schema[key]]
+                arrays = [b for b in branches if schema_types(b, defs) == {"array"}]
+                if arrays:
+                    if schema is source:
+                        source = arrays[0]
+                    else:
+                        target = arrays[0]
+    if "items" not in source or "items" not in target:
+        return True
+    return _fits(source["items"], sdefs, target["items"], tdefs, depth + 1)
+
+
+def _output_schema(tool: Tool | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    if tool is None:
+        return None
+    try:
+        schema = tool.output_schema()
+    except Exception:  # a return annotation pydantic cannot describe
+        return None
+    if not schema:
+        return None
+    return schema, schema.get("$defs", {})
+
+
+def _down(schema: dict[str, Any], defs: Mapping[str, Any], path: tuple[Any, ...]
+          ) -> dict[str, Any] | None:
+    """The schema of ``path`` inside ``schema`` (None once it is not known)."""
+    for part in path:
+        schema = _resolve(schema, defs)
+        if isinstance(part, str) and "properties" in schema:
+            sub = schema["properties"].get(part)
+            if sub is None:
+                return None
+            schema = sub
+        elif isinstance(part, int) and schema.get("type") == "array" and "items" in schema:
+            schema = schema["items"]
+        else:
+            return None
+    return schema
+
+
+def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
+            context: Mapping[str, Any] | None, save_as: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
+    if ref.root == "context":
+        if context is None or not ref.path or not isinstance(ref.path[0], str) \
+                or ref.path[0] not in context:
+            return None
+        value: Any = context
+        for part in ref.path:
+            try:
+                value = value[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return value_schema(value), {}, "the context value"
+    if ref.root not in ("steps", "memory") or ref.target is None:
+        return None
+    target = ref_target(ref, save_as)
+    rest = ref.path
+    step = next((s for s in chain.steps if s.id == target), None)
+    if step is None or step is current or step.is_subchain or step.tool not in toolbox:
+        return None
+    found = _output_schema(toolbox.get(step.tool))
+    if found is None:
+        return None
+    schema, defs = found
+    sub = _down(schema, defs, tuple(rest))
+    if sub is None:
+        return None
+    return sub, defs, f"the output of {step.tool!r}"
+
+
+def reference_type_findings(step: Step, tool: Tool, chain: Chain, toolbox: Toolbox,
+                            context: Mapping[str, Any] | None,
+                            save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """``reference_type`` findings of ``step``'s args: whole references whose source type
+    cannot fit the parameter they feed."""
+    out: list[tuple[str, str, str]] = []
+    try:
+        params_schema = tool.input_schema()
+    except Exception:  # pragma: no cover - pydantic describes every input model it built
+        return out
+    props = params_schema.get("properties", {})
+    tdefs = params_schema.get("$defs", {})
+    for key, value in step.args.items():
+        if not isinstance(value, str) or "{{" not in value or key not in props:
+            continue
+        try:
+            ref = parse_template(value).whole
+        except TemplateSyntaxError:
+            continue
+        if ref is None:
+            continue
+        found = _source(ref, step, chain, toolbox, context, save_as)
+        if found is None:
+            continue
+        source, sdefs, origin = found
+        target = props[key]
+        if _fits(source, sdefs, target, tdefs):
+            continue
+        out.append((
+            "reference_type",
+            f"{ref.source!r} is {type_text(source, sdefs)} ({origin}), but tool {tool.name!r} "
+            f"wants {key!r} as {type_text(target, tdefs)}; refer to a value of that type "
+            "(a field of the output: steps.ID.output.FIELD) or change the tool",
+            f"args.{key}",
+        ))
+    return out
