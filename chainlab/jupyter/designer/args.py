@@ -103,6 +103,9 @@ def whole_ref(value: Any) -> str | None:
     return ref.source if ref is not None else None
 
 
+_TYPED = "a value typed here"  # the reference dropdown's first choice: no reference
+
+
 class ArgRow(W.VBox):
     """One argument: a literal input (by JSON type) or a reference from a dropdown."""
 
@@ -119,7 +122,8 @@ class ArgRow(W.VBox):
                             f'{req} <span class="cl-dsg-type">{html.escape(param.type_text)}</span>'
                             f"{default}")
         self.literal = self._literal_widget()
-        self.ref = W.Dropdown(options=[("value", "")], value="", layout=W.Layout(width="12.5em"),
+        self.ref = W.Dropdown(options=[(_TYPED, "")], value="", layout=W.Layout(width="12.5em"),
+                              description="from",
                               tooltip=f"use a value from another step or the context for "
                                       f"{param.name}")
         self.ref.add_class("cl-dsg-refpick")
@@ -156,7 +160,7 @@ class ArgRow(W.VBox):
         self.syncing = True
         try:
             source = whole_ref(value)
-            options: list[tuple[str, str]] = [("value", "")]
+            options: list[tuple[str, str]] = [(_TYPED, "")]
             options += [(r.label, r.source) for r in refs]
             if source is not None and source not in {r.source for r in refs}:
                 options.append((f"{source} (not in scope)", source))

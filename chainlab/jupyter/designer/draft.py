@@ -58,6 +58,7 @@ class Draft:
         self.seed = chain
         self.listeners: list[Callable[[str], None]] = []
         self.text = ""
+        self.typed = False
         self.data: dict[str, Any] = {"name": name, "steps": []}
         self.parsed: Chain | None = None
         self.problems: list[Problem] = []
@@ -73,6 +74,7 @@ class Draft:
     def load(self, text: str, origin: str = "init") -> None:
         """Make ``text`` the draft (verbatim), load and validate it, tell the listeners."""
         self.text = text
+        self.typed = origin == "yaml"  # a person's text: kept until it loads
         try:
             parsed = Chain.from_yaml(text)
         except PlanError as exc:
@@ -101,6 +103,10 @@ class Draft:
         """Make ``data`` the draft: written as canonical YAML, then loaded. Raises
         DesignerError (and keeps the draft as it was) for data plan YAML cannot hold: an
         object, an integer too long for JSON, a list that contains itself."""
+        if self.parsed is None and origin not in ("init", "yaml") and self.typed:
+            raise DesignerError(
+                "the YAML tab does not load (" + _first_problem(self.problems) + "); fix it "
+                "there first: an edit here would replace the text you typed")
         data = _normalised(_writable(data))
         text = dump_yaml(data)
         self.data = data
@@ -122,11 +128,32 @@ class Draft:
 
     @property
     def verdict(self) -> str:
-        """``"does not load"``, ``"N problem(s)"`` or ``"valid"``."""
+        """``"does not load"``, ``"N problem(s)"``, ``"valid plan · needs context: a, b"``
+        (a run could not start with the context given) or ``"valid"``."""
         if self.parsed is None:
             return "does not load"
         n = len(self.problems)
-        return f"{n} problem{'s' if n != 1 else ''}" if n else "valid"
+        if n:
+            return f"{n} problem{'s' if n != 1 else ''}"
+        missing = self.missing_context()
+        if missing:
+            return "valid plan · needs context: " + ", ".join(missing)
+        return "valid"
+
+    @property
+    def runnable(self) -> bool:
+        """A run could start now: the draft validates, has steps, and the context has
+        every key it refers to."""
+        return self.chain is not None and bool(self.step_ids) and not self.missing_context()
+
+    def context_keys(self) -> list[str]:
+        """The context keys the draft refers to, sorted."""
+        return sorted(_context_keys(self.steps))
+
+    def missing_context(self) -> list[str]:
+        """The context keys the draft refers to that the context does not have."""
+        have = self.context or {}
+        return [k for k in self.context_keys() if k not in have]
 
     @property
     def steps(self) -> list[dict[str, Any]]:
@@ -211,6 +238,13 @@ class Draft:
             if isinstance(key, str) and key:
                 out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other))
         return out
+
+
+def _first_problem(problems: list[Problem]) -> str:
+    if not problems:
+        return "it does not parse"
+    p = problems[0]
+    return (f"line {p.line}: " if p.line else "") + p.message
 
 
 def _writable(data: dict[str, Any]) -> dict[str, Any]:

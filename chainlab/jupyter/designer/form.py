@@ -123,6 +123,11 @@ class StepForm(W.VBox):
             self.syncing = False
         if tuple(self.children) != (self.body,):
             self.children = [self.body]
+        if draft.parsed is None and draft.typed and not self.error.value:
+            self.error.value = ('<div class="cl-note cl-dsg-readonly">The YAML tab does not '
+                                "load: this form shows the last draft that did and is read-"
+                                "only until the YAML is fixed (an edit here would replace "
+                                "the text you typed).</div>")
 
     def _sync_head(self, step: dict[str, Any]) -> None:
         toolbox = self.designer.toolbox
@@ -165,7 +170,9 @@ class StepForm(W.VBox):
 
     def _sync_fields(self, step: dict[str, Any]) -> None:
         draft = self.draft
-        others = [i for i in draft.step_ids if i != self.step_id]
+        # only steps that do not depend on this one (choosing a dependant makes a cycle)
+        later = draft.downstream(self.step_id or "")
+        others = [i for i in draft.step_ids if i != self.step_id and i not in later]
         deps = [d for d in step.get("depends_on") or [] if isinstance(d, str)]
         options = others + [d for d in deps if d not in others]
         if list(self.depends.options) != options:

@@ -4,6 +4,7 @@ designer wires what its boxes and buttons do."""
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -18,9 +19,11 @@ def status_html(draft: Draft) -> str:
     """The verdict badge (valid, N problems, does not load) and the step count."""
     n, problems = len(draft.step_ids), draft.problems
     ok = draft.parsed is not None and not problems
-    return (f'<span class="cl-badge {"cl-dsg-ok" if ok else "cl-dsg-bad"}">'
-            f'{"✓" if not problems else "⚠"} {draft.verdict}</span> <span class="cl-summary">'
-            f'{n} step{"s" if n != 1 else ""}</span>')
+    needs = ok and bool(draft.missing_context())
+    cls = "cl-dsg-needs" if needs else "cl-dsg-ok" if ok else "cl-dsg-bad"
+    mark = "✓" if ok and not needs else "⚠"
+    return (f'<span class="cl-badge {cls}">{mark} {html.escape(draft.verdict)}</span> '
+            f'<span class="cl-summary">{n} step{"s" if n != 1 else ""}</span>')
 
 
 class HeadBar(W.HBox):
@@ -52,7 +55,13 @@ class HeadBar(W.HBox):
         status = status_html(draft)
         if self.status.value != status:
             self.status.value = status
-        self.run_button.disabled = draft.chain is None
+        self.run_button.disabled = not draft.runnable
+        why = ("start the chain and show its run widget below" if draft.runnable else
+               "add a step first" if draft.chain is not None and not draft.step_ids else
+               "fill in the context first: " + ", ".join(draft.missing_context())
+               if draft.chain is not None else "fix the problems first")
+        if self.run_button.tooltip != why:
+            self.run_button.tooltip = why
 
     def context_value(self) -> dict[str, Any] | None:
         """The context typed in the box (None when empty). Raises ValueError saying what is

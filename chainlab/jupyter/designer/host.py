@@ -63,3 +63,7 @@ class DesignerHost(Protocol):
     def remove_step(self, step_id: str) -> None:
         """Remove a step."""
         ...
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        """Show a line in the designer's message area."""
+        ...

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 import traitlets
 
-from chainlab.errors import ChainlabError, Problem
+from chainlab.errors import ChainlabError
 from chainlab.jupyter._assets import designer_js
-from chainlab.jupyter.designer.draft import Draft
+from chainlab.jupyter.designer.draft import DesignerError, Draft, Problem
 from chainlab.plan.schema import Chain
 from chainlab.tools import Tool, Toolbox
 
@@ -297,8 +297,12 @@ class Palette(W.VBox):
             item.layout.display = "" if shown else "none"
 
     def add(self, tool: str) -> None:
-        """What a tool's button does: a new step calling ``tool``, selected."""
-        self.designer.select(self.designer.add_step(tool))
+        """What a tool's button does: a new step calling ``tool``, selected (or why not, in
+        the designer's message line)."""
+        try:
+            self.designer.select(self.designer.add_step(tool))
+        except DesignerError as exc:
+            self.designer.say(str(exc), error=True)
 
     @property
     def shown(self) -> list[str]:

@@ -20,7 +20,8 @@ import chainlab.jupyter.launch as launch
 from chainlab.errors import PlanError, Problem
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, home_loop
-from chainlab.jupyter.designer.draft import Draft, Reference
+from chainlab.jupyter.designer.context import ContextForm
+from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference
 from chainlab.jupyter.designer.editor import Editor
 from chainlab.jupyter.designer.head import HeadBar
 from chainlab.jupyter.designer.view import DagPreview, Later, Palette
@@ -98,10 +99,11 @@ class ChainDesigner(W.VBox):
         body.add_class("cl-dsg-body")
         self.problems_html = W.HTML()
         self.message = W.HTML()
+        self.context_form = ContextForm(self._set_context_key)
         self.run_area = W.VBox()
         self.run_area.add_class("cl-dsg-run")
-        super().__init__([W.HTML(style_tag()), head, self.message, body, self.problems_html,
-                          self.run_area])
+        super().__init__([W.HTML(style_tag()), head, self.context_form, self.message, body,
+                          self.problems_html, self.run_area])
         self.add_class("cl-designer")
 
     # ------------------------------------------------------------------ Python API
@@ -265,6 +267,9 @@ class ChainDesigner(W.VBox):
         chain = self.chain
         if chain is None:
             raise PlanError(self.problems, chain_name=str(self._draft.data.get("name")))
+        if not chain.steps:
+            raise DesignerError("nothing to run: the chain has no steps; add one from the "
+                                "palette")
         session = self._session if self._session is not None else get_session()
         ctx = dict(context) if context is not None else dict(self.context or {})
         run = launch.start(session, chain, self.toolbox, db or self.db, ctx, RunOptions(),
@@ -314,6 +319,7 @@ class ChainDesigner(W.VBox):
     def _refresh(self, origin: str) -> None:
         draft = self._draft
         self.head.show(draft, name=origin != "name")
+        self.context_form.sync(draft)
         shown = problems_html(draft.problems, "cl-problems cl-dsg-problems")
         if self.problems_html.value != shown:
             self.problems_html.value = shown
@@ -332,6 +338,15 @@ class ChainDesigner(W.VBox):
         finally:
             self._quieted = before
 
+    def _set_context_key(self, key: str, value: Any) -> None:
+        context = dict(self.context or {})
+        if value is UNSET:
+            context.pop(key, None)
+        else:
+            context[key] = value
+        self.message.value = ""
+        self.context = context
+
     def _draw_dag(self) -> None:
         try:
             with self._quiet():
@@ -339,6 +354,10 @@ class ChainDesigner(W.VBox):
         except Exception as exc:  # never let a drawing failure break editing
             self.last_error = exc
             self._say(f"could not draw the DAG: {type(exc).__name__}: {exc}", error=True)
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        """Show a line (an error: escaped, in red) above the designer's body."""
+        self._say(text, error=error)
 
     def _say(self, text: str, *, error: bool = False) -> None:
         cls = "cl-error" if error else "cl-note"
