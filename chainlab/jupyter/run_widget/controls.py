@@ -15,8 +15,8 @@ from chainlab.runtime.coordination.watching import WatchedRun
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunView
 
-__all__ = ["BUTTONS", "QUEUE_SHOWN", "enabled", "header_html", "pending_breakpoints",
-           "queue_html"]
+__all__ = ["BUTTONS", "QUEUE_SHOWN", "enabled", "failure_html", "first_failure", "header_html",
+           "pending_breakpoints", "queue_html"]
 
 QUEUE_SHOWN = 8  # ready steps named in the queue line (a 30-step fan-out took three lines)
 BUTTONS = [  # name, label, icon, tooltip
@@ -84,6 +84,28 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
             f'<span class="cl-runid">{html.escape(view.run_id)}</span> '
             f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
             f'<span class="cl-summary">{html.escape(summary)}</span>{where}</div>')
+
+
+def first_failure(view: RunView) -> tuple[str, str] | None:
+    """(step id, its error) of the first step that failed (or waits in doubt), in the
+    order the steps ended; None when none did."""
+    bad = [st for st in view.steps.values()
+           if st.status in (StepStatus.FAILED, StepStatus.IN_DOUBT, StepStatus.REJECTED)]
+    if not bad:
+        return None
+    st = min(bad, key=lambda s: (s.ended_at is None, s.ended_at or 0.0))
+    return st.step_id, st.error or str(st.status).replace("_", " ")
+
+
+def failure_html(view: RunView) -> str:
+    """The line that names the first failed step and its error ("" when none failed)."""
+    found = first_failure(view)
+    if found is None:
+        return ""
+    step_id, error = found
+    status = str(view.steps[step_id].status).replace("_", " ")
+    return (f'<div class="cl-failure"><b>{html.escape(status)}:</b> step '
+            f"<code>{html.escape(step_id)}</code> · {html.escape(error)}</div>")
 
 
 def queue_html(view: RunView, ready: list[str]) -> str:

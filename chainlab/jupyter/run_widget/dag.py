@@ -14,7 +14,85 @@ from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendVie
 from chainlab.plan.schema import Chain
 from chainlab.tools import Toolbox
 
-__all__ = ["DagView"]
+__all__ = ["DagView", "NodeClicks"]
+
+# The run widget's DAG is an HTML widget (the SVG, sent once) plus a style patch; this tiny
+# ES module sits next to them and turns a click (or Enter) on a step's node into
+# ``selected`` (issue 29: selection follows the DAG, as in the designer).
+_CLICKS_ESM = """
+function render({ model, el }) {
+  el.style.display = "none";
+  const root = el.closest(".cl-dagview") || el.parentElement;
+  if (!root) return;
+  const stepOf = (target) => {
+    const steps = model.get("steps") || {};
+    for (let node = target; node && node !== root; node = node.parentElement) {
+      if (node.id && steps[node.id]) return steps[node.id];
+    }
+    return null;
+  };
+  const mark = () => {
+    const steps = model.get("steps") || {};
+    for (const [id, step] of Object.entries(steps)) {
+      const node = root.querySelector(`[id="${CSS.escape(id)}"]`);
+      if (!node) continue;
+      node.setAttribute("tabindex", "0");
+      node.setAttribute("role", "button");
+      node.setAttribute("aria-label", `inspect step ${step}`);
+      node.classList.add("cl-clickable");
+    }
+  };
+  const pick = (step) => {
+    model.set("selected", "");
+    model.set("selected", step);
+    model.save_changes();
+  };
+  const onClick = (event) => { const step = stepOf(event.target); if (step) pick(step); };
+  const onKey = (event) => {
+    const step = stepOf(event.target);
+    if (step && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); pick(step); }
+  };
+  root.addEventListener("click", onClick);
+  root.addEventListener("keydown", onKey);
+  const observer = new MutationObserver(mark);
+  observer.observe(root, { childList: true, subtree: true });
+  mark();
+  return () => {
+    observer.disconnect();
+    root.removeEventListener("click", onClick);
+    root.removeEventListener("keydown", onKey);
+  };
+}
+export default { render };
+"""
+
+
+def _clicks_class() -> type[W.DOMWidget] | None:
+    try:
+        import anywidget
+        import traitlets
+    except ImportError:
+        return None
+
+    class NodeClicks(anywidget.AnyWidget):  # type: ignore[misc]
+        """A click on a node of the DAG next to it sets ``selected`` (a step id)."""
+
+        _esm = _CLICKS_ESM
+        steps = traitlets.Dict().tag(sync=True)  # SVG element id -> step id
+        selected = traitlets.Unicode("").tag(sync=True)
+
+    return NodeClicks
+
+
+_NODE_CLICKS: list[type[W.DOMWidget] | None] = []
+
+
+def NodeClicks() -> W.DOMWidget | None:  # noqa: N802 - a factory named like the widget
+    """A new node-click widget (None without anywidget: pick steps in the Inspector)."""
+    if not _NODE_CLICKS:
+        _NODE_CLICKS.append(_clicks_class())
+    cls = _NODE_CLICKS[0]
+    return cls() if cls is not None else None
 
 
 class DagView(W.VBox):
@@ -48,7 +126,11 @@ class DagView(W.VBox):
             self.unavailable = str(exc)
         self._last: tuple[Any, ...] | None = None
         top = [self.legend] if self.legend is not None else []
-        super().__init__([self.css_html, *top, self.svg_html])
+        self.clicks = NodeClicks() if self.live is not None else None
+        if self.clicks is not None:
+            self.clicks.steps = {eid: step for step, eid in self.live.drawing.steps.items()}
+        extra = [self.clicks] if self.clicks is not None else []
+        super().__init__([self.css_html, *top, self.svg_html, *extra])
         self.add_class("cl-dagview")
 
     @property

@@ -37,7 +37,9 @@ class StepInspector(W.VBox):
         self.picker = W.Dropdown(description="step", options=[],
                                  style={"description_width": "initial"})
         self.details = W.HTML()
-        self.picker.observe(lambda _: self.refresh(), names="value")
+        self.picker.observe(self._picked, names="value")
+        self._quiet = False
+        self.picked = False
         self.fork = ForkPanel(widget, self)
         super().__init__([self.picker, self.details, self.fork])
         self.add_class("cl-inspector")
@@ -49,13 +51,30 @@ class StepInspector(W.VBox):
             raise ValueError(f"no step {step_id!r}; steps: {', '.join(self.picker.options)}")
         self.picker.value = step_id
 
+    def select_quietly(self, step_id: str) -> None:
+        """Preselect ``step_id`` (the failed step) without counting as a person's pick."""
+        self._quiet = True
+        try:
+            self.select(step_id)
+        finally:
+            self._quiet = False
+
+    def _picked(self, _: Any) -> None:
+        if not self._quiet:
+            self.picked = True  # a person's (or a script's) choice: not preselected again
+        self.refresh()
+
     def refresh(self) -> None:
         run = self.widget.view
         ids = tuple(run.steps)
         if tuple(self.picker.options) != ids:
             current = self.picker.value
-            self.picker.options = ids
-            self.picker.value = current if current in ids else (ids[0] if ids else None)
+            self._quiet = True
+            try:
+                self.picker.options = ids
+                self.picker.value = current if current in ids else (ids[0] if ids else None)
+            finally:
+                self._quiet = False
         step_id = self.picker.value
         if step_id is None:
             return

@@ -33,6 +33,8 @@ from chainlab.jupyter.run_widget.confirm import RollbackConfirm
 from chainlab.jupyter.run_widget.controls import (
     BUTTONS,
     enabled,
+    failure_html,
+    first_failure,
     header_html,
     pending_breakpoints,
     queue_html,
@@ -64,7 +66,7 @@ _SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.
 _BUILD_AT_THE_LATEST_S = 0.25  # a deferred widget's panels, if no step started by then
 _BUILD_AFTER = frozenset({EventKind.STEP_STARTED, EventKind.STEP_WAITING_CONFIRMATION,
                           EventKind.RUN_PAUSED, *_SETTLING})
-_PARTS = frozenset({"error", "buttons", "next_step", "queue", "event_log", "scrubber",
+_PARTS = frozenset({"failure", "show_failure", "error", "buttons", "next_step", "queue", "event_log", "scrubber",
                     "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs",
                     "faults"})
 
@@ -176,8 +178,19 @@ class RunWidget(W.VBox):
         self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
         self.tabs.observe(self._tab_selected, names="selected_index")
         self.faults = FaultsPanel(self)  # issue 19: demo fault injection, collapsed, off
+        # issue 29: the first failure, named, one click from the inspector; a node click
+        # selects its step there too
+        self.failure = W.HTML()
+        self.show_failure = W.Button(description="Show in inspector", icon="search",
+                                     tooltip="open this step in the Inspector",
+                                     layout=W.Layout(width="auto", display="none"))
+        self.show_failure.on_click(lambda _: self._show_failed())
+        failure = W.HBox([self.failure, self.show_failure])
+        failure.add_class("cl-failure-line")
+        if self.dag.clicks is not None:
+            self.dag.clicks.observe(self._node_clicked, names="selected")
         self.children = [self.children[0], self.header, toolbar, self.rollback_confirm,
-                         self.scrubber, self.queue, self.error, self.dag, self.tabs,
+                         self.scrubber, self.queue, self.error, failure, self.dag, self.tabs,
                          self.faults]
         self.attach(run)
         early = self.__dict__.pop("_early_events", None)
@@ -324,12 +337,37 @@ class RunWidget(W.VBox):
             self.tabs.selected_index = 0  # a new decision is due: show the inbox
         self._was_waiting = waiting
         self.inspector.refresh()
+        self._draw_failure(view)
         self.faults.refresh()
         if self.event_log.gap:
             self._read_stored_events(view)
         self.event_log.upto = self.scrubber.seq
         self.event_log.refresh()
         self._fork_notes()
+
+    def _draw_failure(self, view: RunView) -> None:
+        self._set(self.failure, failure_html(view))
+        found = first_failure(view)
+        self.show_failure.layout.display = "" if found else "none"
+        if found is not None:
+            self.show_failure.description = f"Show {found[0]!r}"
+            if not self.inspector.picked and self.inspector.picker.value != found[0]:
+                self.inspector.select_quietly(found[0])  # the inspector opens on it
+
+    def _show_failed(self) -> None:
+        found = first_failure(self.view)
+        if found is not None:
+            self.inspect(found[0])
+
+    def inspect(self, step_id: str) -> None:
+        """Show ``step_id`` in the Inspector tab (what a click on its node does)."""
+        self.inspector.select(step_id)
+        self.tabs.selected_index = 1
+
+    def _node_clicked(self, change: dict[str, Any]) -> None:
+        step_id = change["new"]
+        if step_id and step_id in self.view.steps:
+            self.inspect(step_id)
 
     def _fork_notes(self) -> None:
         """On a fork's approval cards: what the parent run already did with the step."""
