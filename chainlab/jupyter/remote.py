@@ -23,6 +23,7 @@ import ipywidgets as W
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop
 from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.session import get_session
 from chainlab.jupyter.views import error_html
 from chainlab.runtime.coordination.inbox import WaitingDecision
 from chainlab.runtime.coordination.watching import WatchedRun
@@ -155,10 +156,23 @@ class ApprovalsInbox(W.VBox):
     def _run_line(self, item: WaitingDecision) -> W.HTML:
         run = self.hosts[item.run_id].run
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.since))
+        driver = ("driven here (by this kernel)" if self._driven_here(item.run_id, run)
+                  else f"driven by {run.driven_by()}")
         return W.HTML(
             f'<div class="cl-note">run <span class="cl-runid">{html.escape(item.run_id)}'
-            f"</span> ({html.escape(item.chain)}) · waiting since {since} · driven by "
-            f"{html.escape(run.driven_by())}</div>")
+            f"</span> ({html.escape(item.chain)}) · waiting since {since} · "
+            f"{html.escape(driver)}</div>")
+
+    def _driven_here(self, run_id: str, run: Any) -> bool:
+        """This kernel drives the run: a runtime of its session has it live, or the store
+        names this process as its driver (issue 29: never "no live driver" or our pid)."""
+        for runtime in (self.runtime, *get_session().runtimes.values()):
+            live = runtime.get_run(run_id) if runtime.store is self.runtime.store else None
+            if live is not None and live.active:
+                return True
+        info = run.driver() if isinstance(run, WatchedRun) else None
+        me = self.runtime.liveness.identity()
+        return info is not None and (info.host, info.pid) == (me.host, me.pid)
 
     def card(self, run_id: str, step_id: str) -> _Card:
         """The card of ``step_id`` of ``run_id``. Raises KeyError listing what waits."""

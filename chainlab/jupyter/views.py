@@ -27,10 +27,13 @@ esc = html.escape
 
 
 def error_html(exc: BaseException, action: str | None = None) -> str:
-    """The one way a widget shows an error: ``⚠ could not ACTION: Type: message``."""
+    """The one way a widget shows an error: ``⚠ could not ACTION: message`` (the exception's
+    class only in the tooltip, or as the text when it has no message: issue 29)."""
     what = f"could not {action}: " if action else ""
-    return (f'<div class="cl-error">⚠ {html.escape(what)}<b>{html.escape(type(exc).__name__)}'
-            f"</b>: {html.escape(str(exc))}</div>")
+    kind = type(exc).__name__
+    message = str(exc).strip() or kind
+    return (f'<div class="cl-error" title="{html.escape(kind)}">⚠ {html.escape(what)}'
+            f"{html.escape(message)}</div>")
 
 
 def pretty(value: Any, limit: int = 4000) -> str:

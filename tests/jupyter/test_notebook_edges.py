@@ -1,0 +1,50 @@
+"""Issue 29's smaller items: the inbox says "driven here" for this kernel's runs (5), a
+person-facing error does not start with an exception class name (8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chainlab.jupyter.views import error_html
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = '''
+import chainlab
+tb = chainlab.Toolbox("inbox")
+
+@tb.tool(side_effects=True, requires_confirmation=True)
+def pay(amount: float) -> str:
+    return f"paid {amount}"
+'''
+
+
+async def test_the_inbox_says_driven_here_for_this_kernels_runs(sh: Harness) -> None:
+    await sh.ok(TOOLS)
+    await sh.ok("%%chain bill --tools tb\nsteps:\n  - {id: pay, tool: pay, args: {amount: 5}}\n")
+    db = sh.tmp_path / "inbox.db"
+    await sh.ok(f"a = %chain run bill --tools tb --db '{db}'")
+    await sh.ok(f"b = %chain run bill --tools tb --db '{db}'")
+    await sh.ok("await a.wait(); await b.wait()")
+    inbox = await sh.ok(f"%chain approvals --db '{db}' --tools tb")
+    lines = [w.value for w in inbox.list.children if "cl-runid" in getattr(w, "value", "")]
+    assert len(lines) == 2
+    for line in lines:
+        assert "driven here (by this kernel)" in line
+        assert "no live driver" not in line and "pid" not in line
+    pay = inbox.card(sh.ns["a"].run_id, "pay")
+    pay.approve_button.click()
+    await sh.ok("await a.wait()")
+    await sh.settle()
+    inbox.refresh()
+    (line,) = [w.value for w in inbox.list.children if "cl-runid" in getattr(w, "value", "")]
+    assert "driven here (by this kernel)" in line and "pid" not in line
+
+
+def test_an_error_line_does_not_start_with_the_exception_class() -> None:
+    shown = error_html(ValueError("write a reason before rejecting"), "reject")
+    assert "ValueError" not in shown.split('title="')[0]
+    assert "could not reject: write a reason before rejecting" in shown
+    assert error_html(KeyError()) .count("KeyError") >= 1  # no message: the type is all we have
