@@ -22,46 +22,59 @@ __all__ = ["DagView", "NodeClicks"]
 _CLICKS_ESM = """
 function render({ model, el }) {
   el.style.display = "none";
-  const root = el.closest(".cl-dagview") || el.parentElement;
-  if (!root) return;
-  const stepOf = (target) => {
-    const steps = model.get("steps") || {};
-    for (let node = target; node && node !== root; node = node.parentElement) {
-      if (node.id && steps[node.id]) return steps[node.id];
+  let detach = null;
+  let tries = 0;
+  const attach = () => {
+    // the view is rendered before it is put in the page: wait until it is in the DAG's box
+    const root = el.closest(".cl-dagview");
+    if (!root) {
+      if (tries++ < 300) setTimeout(attach, 100);
+      return;
     }
-    return null;
+    const stepOf = (target) => {
+      const steps = model.get("steps") || {};
+      for (let node = target; node && node !== root; node = node.parentElement) {
+        if (node.id && steps[node.id]) return steps[node.id];
+      }
+      return null;
+    };
+    const mark = () => {
+      const steps = model.get("steps") || {};
+      for (const [id, step] of Object.entries(steps)) {
+        const node = root.querySelector(`[id="${CSS.escape(id)}"]`);
+        if (!node || node.classList.contains("cl-clickable")) continue;
+        node.setAttribute("tabindex", "0");
+        node.setAttribute("role", "button");
+        node.setAttribute("aria-label", `inspect step ${step}`);
+        node.classList.add("cl-clickable");
+      }
+    };
+    const pick = (step) => {
+      model.set("selected", "");
+      model.set("selected", step);
+      model.save_changes();
+    };
+    const onClick = (event) => { const step = stepOf(event.target); if (step) pick(step); };
+    const onKey = (event) => {
+      const step = stepOf(event.target);
+      if (step && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        pick(step);
+      }
+    };
+    root.addEventListener("click", onClick);
+    root.addEventListener("keydown", onKey);
+    const observer = new MutationObserver(mark);
+    observer.observe(root, { childList: true, subtree: true });
+    mark();
+    detach = () => {
+      observer.disconnect();
+      root.removeEventListener("click", onClick);
+      root.removeEventListener("keydown", onKey);
+    };
   };
-  const mark = () => {
-    const steps = model.get("steps") || {};
-    for (const [id, step] of Object.entries(steps)) {
-      const node = root.querySelector(`[id="${CSS.escape(id)}"]`);
-      if (!node) continue;
-      node.setAttribute("tabindex", "0");
-      node.setAttribute("role", "button");
-      node.setAttribute("aria-label", `inspect step ${step}`);
-      node.classList.add("cl-clickable");
-    }
-  };
-  const pick = (step) => {
-    model.set("selected", "");
-    model.set("selected", step);
-    model.save_changes();
-  };
-  const onClick = (event) => { const step = stepOf(event.target); if (step) pick(step); };
-  const onKey = (event) => {
-    const step = stepOf(event.target);
-    if (step && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); pick(step); }
-  };
-  root.addEventListener("click", onClick);
-  root.addEventListener("keydown", onKey);
-  const observer = new MutationObserver(mark);
-  observer.observe(root, { childList: true, subtree: true });
-  mark();
-  return () => {
-    observer.disconnect();
-    root.removeEventListener("click", onClick);
-    root.removeEventListener("keydown", onKey);
-  };
+  attach();
+  return () => { tries = 1000; if (detach) detach(); };
 }
 export default { render };
 """
