@@ -48,3 +48,22 @@ def test_an_error_line_does_not_start_with_the_exception_class() -> None:
     assert "ValueError" not in shown.split('title="')[0]
     assert "could not reject: write a reason before rejecting" in shown
     assert error_html(KeyError()) .count("KeyError") >= 1  # no message: the type is all we have
+
+
+async def test_glyphs_icons_and_blanks(sh: Harness) -> None:
+    """Item 9: the Step and "next event" buttons look different; the timeline tab shows
+    blanks, not None; no glyph Debian's default fonts cannot draw."""
+    from pathlib import Path
+
+    import chainlab.jupyter.run_widget.widget as widget_module
+
+    await sh.ok(TOOLS.replace("side_effects=True, requires_confirmation=True", ""))
+    await sh.ok("%%chain bill --tools tb\nsteps:\n  - {id: pay, tool: pay, args: {amount: 5}}\n")
+    await sh.ok("run = %chain run bill --tools tb\nawait run.wait()")
+    w = sh.session.widgets[sh.ns["run"].run_id]
+    assert w.buttons["step"].icon != w.scrubber.next_button.icon
+    w.timeline.draw()
+    await sh.ok("import asyncio\nawait asyncio.sleep(0.3)")
+    shown = w.timeline.out.outputs[0]["data"]["text/plain"]
+    assert "None" not in shown and "NaN" not in shown
+    assert "⑂" not in Path(widget_module.__file__).read_text(encoding="utf-8")

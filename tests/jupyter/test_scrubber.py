@@ -120,7 +120,9 @@ async def test_approvals_are_read_only_in_the_past() -> None:
     w = RunWidget(fork)
     card = w.inbox.card("c")
     notes = [c.value for c in card.children if "cl-fork-note" in str(getattr(c, "value", ""))]
-    assert notes == [f'<div class="cl-note cl-fork-note">⑂ skipped in run {run.run_id}</div>']
+    # (issue 29: "↳ fork:", the fork sign ⑂ was an empty box with Debian's default fonts)
+    assert notes == [
+        f'<div class="cl-note cl-fork-note">↳ fork: skipped in run {run.run_id}</div>']
     w.scrubber.scrub_to(fork.last_seq)  # the same state, but history: read-only
     assert w.inbox.cards and all(_all_disabled(c) for c in w.inbox.cards.values())
     w.scrubber.scrub_to(2)  # before the confirmation was asked

@@ -40,10 +40,13 @@ class StepForm(W.VBox):
         self.syncing = False
         self.empty = W.HTML('<div class="cl-note">No step selected: click a tool on the left '
                             "to add one, or a node of the DAG to edit it.</div>")
-        self.step_id_box = W.Text(description="id", continuous_update=False,
-                                  layout=W.Layout(width="50%"))
+        # issue 29: wide enough for ids and tool names ("fetch_orders" was cut to "fetch_or")
+        narrow = {"description_width": "2.5em"}
+        self.step_id_box = W.Text(description="id", continuous_update=False, style=narrow,
+                                  layout=W.Layout(width="auto", flex="1 1 45%", min_width="9em"))
         self.step_id_box.observe(self._renamed, names="value")
-        self.tool_box = W.Dropdown(description="tool", layout=W.Layout(width="50%"))
+        self.tool_box = W.Dropdown(description="tool", style=narrow,
+                                   layout=W.Layout(width="auto", flex="1 1 55%", min_width="11em"))
         self.tool_box.observe(self._tool_changed, names="value")
         self.remove = W.Button(description="Delete step", icon="trash",
                                tooltip="remove this step (its references become problems)",
@@ -68,7 +71,8 @@ class StepForm(W.VBox):
         self.when.observe(self._field("when"), names="value")
         self.other_problems = W.HTML()
         self.advanced = self._advanced()
-        head = W.HBox([self.step_id_box, self.tool_box], layout=W.Layout(width="100%"))
+        head = W.HBox([self.step_id_box, self.tool_box],
+                      layout=W.Layout(width="100%", flex_flow="row wrap"))
         self.body = W.VBox([head, self.doc, self.error, self.args_box, self.depends,
                             self.derived, self.save_as, self.when, self.advanced,
                             self.other_problems, self.remove])

@@ -261,7 +261,9 @@ class TimelineTab(W.VBox):
             self.frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
             self.figure = plot_timeline(run.runtime.store, run.run_id)
             self.out.outputs = ()
-            self.out.append_display_data(self.frame)
+            # blanks, not None/NaN, where an attempt has no value (issue 29)
+            blank = self.frame.astype(object).where(self.frame.notna(), "")
+            self.out.append_display_data(blank)
             self.out.append_display_data(_chart(self.figure))
         except Exception as exc:
             self.widget.show_error(exc, action="draw the timeline")

@@ -85,9 +85,9 @@ class Scrubber(W.HBox):
                                   continuous_update=True, readout=True,
                                   layout=W.Layout(width="24em"),
                                   style={"description_width": "initial"})
-        self.prev_button = W.Button(icon="step-backward", tooltip="previous event",
+        self.prev_button = W.Button(icon="chevron-left", tooltip="previous event",
                                     layout=W.Layout(width="3em"))
-        self.next_button = W.Button(icon="step-forward", tooltip="next event",
+        self.next_button = W.Button(icon="chevron-right", tooltip="next event",
                                     layout=W.Layout(width="3em"))
         self.live_button = W.Button(description="Live", icon="circle",
                                     tooltip="back to the run's current state",

@@ -380,7 +380,7 @@ class RunWidget(W.VBox):
             if note:
                 card._fork_note = True  # type: ignore[attr-defined]
                 card.children = (*card.children, W.HTML(
-                    f'<div class="cl-note cl-fork-note">⑂ {html.escape(note)}</div>'))
+                    f'<div class="cl-note cl-fork-note">↳ fork: {html.escape(note)}</div>'))
 
     def _fork_note(self, step_id: str) -> str | None:
         for ev in reversed(self.event_log.events):
