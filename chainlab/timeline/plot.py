@@ -31,10 +31,13 @@ if TYPE_CHECKING:
 __all__ = ["DARK_BG", "DARK_FG", "DARK_LINE", "KIND_SUBCHAIN", "TimelineFigure", "plot_timeline"]
 
 
-# which of the two pictures shows: JupyterLab marks its theme on <body>; elsewhere light
-_THEME_CSS = (".cl-theme-dark-only{display:none}"
-              '[data-jp-theme-light="false"] .cl-theme-dark-only{display:inline}'
-              '[data-jp-theme-light="false"] .cl-theme-light-only{display:none}')
+# which of the two pictures shows: JupyterLab marks its theme on <body>; elsewhere light.
+# !important: JupyterLab's `.jp-RenderedHTMLCommon > img {display: block}` is more specific
+# than these rules, and without chainlab's stylesheet on the page (the plain Python API, then
+# run.plot_timeline()) the light theme showed both pictures (issue 29)
+_THEME_CSS = (".cl-theme-dark-only{display:none !important}"
+              '[data-jp-theme-light="false"] .cl-theme-dark-only{display:inline !important}'
+              '[data-jp-theme-light="false"] .cl-theme-light-only{display:none !important}')
 DARK_BG, DARK_FG, DARK_LINE = "#1e1e1e", "#d8d8d8", "#777777"
 
 
