@@ -155,3 +155,26 @@ def test_the_event_log_says_what_was_injected_and_what_was_refused() -> None:
         "stale_epoch": 1, "epoch": 2, "refused": ["step_succeeded b", "step_ready c"]})
     assert event_line(refused) == ("[9] write_refused  epoch 1 fenced: step_succeeded b, "
                                    "step_ready c")
+
+
+async def test_the_faults_panel_shows_armed_fired_and_did_not_fire(sh: Harness) -> None:
+    """Issue 29, item 11: an armed fault shows as armed (also in the section's title), then
+    as fired; one whose step ended without another call says it did not fire."""
+    await sh.ok(TOOLS)
+    await sh.ok("%%chain m --tools tb\nsteps:\n  - {id: a, tool: work, args: {tag: a}, "
+                "retry: {max_attempts: 2, delay_s: 0}}\n  - {id: b, tool: work, args: {tag: b},"
+                " depends_on: [a]}\n")
+    await sh.ok("run = %chain run m --tools tb --step")
+    w = sh.session.widgets[sh.ns["run"].run_id]
+    await sh.ok("%chain fault run raise a --error permanent")
+    w.refresh()
+    assert "<b>armed</b> · raise (permanent) on &#x27;a&#x27; by magic: armed" in \
+        w.faults.status.value
+    assert w.faults.get_title(0) == "Faults (1 armed)"
+    await sh.ok("%chain fault run timeout b")
+    await sh.ok("await run.unpause()\nawait run.wait()")  # a fails: b never runs
+    w.refresh()
+    text = w.faults.status.value.replace("&#x27;", "'")
+    assert "<b>fired</b> · raise (permanent) on 'a' by magic: fired at attempt 1" in text
+    assert "<b>did not fire</b> · timeout on 'b' by magic: did not fire (the step ended" in text
+    assert w.faults.get_title(0) == "Faults"

@@ -11,6 +11,7 @@ process; a notebook kills a subprocess driver instead (``chainlab.testing.driver
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from chainlab.jupyter.session import NotebookSession
     from chainlab.runtime.run import Run
 
-__all__ = ["FaultsPanel", "run_fault"]
+__all__ = ["FaultsPanel", "fault_lines", "run_fault"]
 
 _BUTTONS = [  # fault, label, tooltip
     (Fault.TIMEOUT, "Time out next attempt",
@@ -53,6 +54,35 @@ async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str
     return new
 
 
+def fault_lines(view: Any) -> list[tuple[str, str]]:
+    """``(state, text)`` per fault injected into the run: ``armed`` (waits for the step's
+    next call), ``fired`` (that call failed with it), or ``did not fire`` (the step ended
+    without another call). Issue 29: the panel said nothing of either."""
+    out: list[tuple[str, str]] = []
+    state = view.state
+    for f in state.faults:
+        step_id = f.get("step_id")
+        what = f"{f.get('fault')}" + (f" ({f['error_kind']})" if f.get("error_kind") else "")
+        by = f" by {f['by']}" if f.get("by") else ""
+        if step_id is None:
+            out.append(("fired", f"{what}{by}: hit the driver"))
+            continue
+        calls = [a for a in state.attempts if a.step_id == step_id and a.kind == "call"
+                 and a.started_at >= f["ts"]]
+        st = view.steps.get(step_id)
+        if calls and calls[0].ended_at is not None:
+            out.append(("fired", f"{what} on {step_id!r}{by}: fired at attempt "
+                                 f"{calls[0].attempt}"))
+        elif calls:
+            out.append(("armed", f"{what} on {step_id!r}{by}: armed, its call is running"))
+        elif st is not None and st.done:
+            out.append(("did not fire", f"{what} on {step_id!r}{by}: did not fire (the step "
+                                        f"ended {st.status} without another call)"))
+        else:
+            out.append(("armed", f"{what} on {step_id!r}{by}: armed, fires at its next call"))
+    return out
+
+
 class FaultsPanel(W.Accordion):
     """The widget's collapsed "Faults" section: pick a step (and an error kind), press."""
 
@@ -70,9 +100,10 @@ class FaultsPanel(W.Accordion):
             b.on_click(lambda _, f=fault: self.press(f))
             self.buttons[str(fault)] = b
         self.note = W.HTML()
+        self.status = W.HTML()  # what each injected fault did (armed, fired, did not fire)
         self.enabled.observe(lambda _: self.refresh(), names="value")
         body = W.VBox([self.enabled, W.HBox([self.step, self.error_kind]),
-                       W.HBox(list(self.buttons.values())), self.note])
+                       W.HBox(list(self.buttons.values())), self.note, self.status])
         super().__init__(children=[body], selected_index=None)
         self.set_title(0, "Faults")
         self.add_class("cl-faults")
@@ -91,6 +122,16 @@ class FaultsPanel(W.Accordion):
 
     def refresh(self) -> None:
         """Steps and buttons for the run's current state (cheap; only while expanded)."""
+        lines = fault_lines(self.widget.view)
+        status = "".join(
+            f'<div class="cl-fault cl-fault-{state.replace(" ", "-")}"><b>{html.escape(state)}'
+            f"</b> · {html.escape(text)}</div>" for state, text in lines)
+        if self.status.value != status:
+            self.status.value = status
+        title = "Faults" + (f" ({sum(s == 'armed' for s, _ in lines)} armed)"
+                            if any(s == "armed" for s, _ in lines) else "")
+        if self.get_title(0) != title:
+            self.set_title(0, title)
         if self.selected_index is None and not self.enabled.value:
             return
         targets = self.targets()
