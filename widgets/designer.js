@@ -2,7 +2,8 @@
 // nothing is fetched). Python sends the SVG (laid out by Graphviz, only when the chain's
 // structure changes) and a small scoped <style> (problems, selection). A click on a step's
 // node, or Enter/Space on it (every node is focusable), sets `selected`.
-// "Write cell": insert a `%%chain` cell below the cell whose output shows the designer,
+// "Write cell": insert a `%%chain` cell below the cell whose output shows the designer (a
+// second click replaces the cell the first one wrote, while it is still there),
 // through the notebook model the widget manager knows (JupyterLab, Notebook 7); elsewhere
 // copy the text to the clipboard. The outcome goes back to Python as a message.
 
@@ -48,15 +49,26 @@ function hasOutput(cell, host) {
   });
 }
 
+// the cell each designer (by its output's model id) wrote: a second "Write cell" replaces it
+const WRITTEN = new Map();
+
 async function writeCell(model, text, host) {
   const manager = model.widget_manager;
   const context = manager && manager.context;
   const notebook = context && context.model && context.model.sharedModel;
   if (notebook && Array.isArray(notebook.cells) && typeof notebook.insertCell === "function") {
+    const mine = WRITTEN.get(host);
+    const old = mine && notebook.cells.findIndex((cell) => cell.id === mine);
+    if (old !== undefined && old >= 0 && typeof notebook.cells[old].setSource === "function") {
+      notebook.cells[old].setSource(text);
+      return { how: "replaced", index: old };
+    }
     let index = -1;
     notebook.cells.forEach((cell, i) => { if (hasOutput(cell, host)) index = i; });
     if (index < 0) index = notebook.cells.length - 1;
-    notebook.insertCell(index + 1, { cell_type: "code", source: text, metadata: {} });
+    const cell = notebook.insertCell(index + 1, { cell_type: "code", source: text, metadata: {} });
+    const written = cell || notebook.cells[index + 1];
+    if (written && written.id) WRITTEN.set(host, written.id);
     return { how: "inserted", index: index + 1 };
   }
   if (navigator.clipboard && navigator.clipboard.writeText) {

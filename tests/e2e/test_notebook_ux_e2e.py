@@ -61,6 +61,8 @@ steps:
   - {id: sum, tool: total, args: {orders: "{{ steps.orders.output }}"}}
 '''
 DESIGN = "%chain design bill --tools tb"
+JS_CELL_SOURCES = """() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells
+  .map(c => c.getSource())"""
 JS_THEME = """theme => window.jupyterapp.commands.execute('apputils:change-theme',
   {theme: theme})"""
 
@@ -179,3 +181,14 @@ def test_what_a_person_sees(lab: Lab, page: Any) -> None:
     run.scroll_into_view_if_needed()
     run.screenshot(path=str(shots / "ux-run-node-clicked-dark.png"))
     themed(page, "JupyterLab Light")
+
+    # 6. a second "Write cell" replaces the cell the first one wrote
+    before = page.evaluate(JS_CELL_SOURCES)
+    write = designer.locator(".cl-dsg-head button", has_text="Write cell")
+    write.click()
+    expect(designer).to_contain_text("Inserted a", timeout=10_000)
+    write.click()
+    expect(designer).to_contain_text("Replaced the", timeout=10_000)
+    after = page.evaluate(JS_CELL_SOURCES)
+    assert len(after) == len(before) + 1
+    assert sum(c.startswith("%%chain bill") for c in after) == 2  # BILL's and the written one

@@ -67,6 +67,9 @@ def reply_note(content: Any) -> tuple[str, bool] | None:
     if how == "inserted":
         return ("Inserted a <code>%%chain</code> cell below the designer: run it to define "
                 "the chain without the widget.", False)
+    if how == "replaced":
+        return ("Replaced the <code>%%chain</code> cell the designer wrote before with the "
+                "current draft.", False)
     if how == "clipboard":
         return ("This front end cannot insert cells: the <code>%%chain</code> cell was copied "
                 "to the clipboard; paste it into a new cell.", False)
