@@ -298,8 +298,12 @@ async def test_runs_show_timeline(shop: Harness) -> None:
     assert "--limit must be 1 or more" in await shop.usage_error("%chain runs --limit 0")
     await shop.ok(f"%chain timeline {rid}")
     shown = shop.displayed()
-    assert len(shown) == 2 and "run_id" in shown[0]
+    # issue 29: a narrow table by default (the Timeline tab's columns, blanks not None)
+    assert len(shown) == 2 and "step_id" in shown[0] and "run_id" not in shown[0]
+    assert "None" not in shown[0] and "idempotency_key" not in shown[0]
     assert shown[1].startswith("<TimelineFigure")
+    await shop.ok(f"%chain timeline {rid} --all")
+    assert "run_id" in shop.displayed()[0]
 
 
 async def test_help(shop: Harness, capsys) -> None:

@@ -11,7 +11,7 @@
     %chain rollback RUN
     %chain watch RUN [--db URL] [--tools VAR]        the live widget of a run driven elsewhere
     %chain approvals [--db URL] [--tools VAR]        every decision waiting in the store
-    %chain timeline RUN
+    %chain timeline RUN [--all]
     %chain whatif RUN [--priority critical_path|declaration] [--concurrency N]
                                                      replay a run's durations in virtual time
     %chain tools [--tools VAR]
@@ -90,6 +90,8 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
         tools=True)
     p = sub("timeline", "attempts and compensations as a table and a Gantt chart")
     p.add_argument("run", metavar="RUN")
+    p.add_argument("--all", dest="all_columns", action="store_true",
+                   help="every column of run.attempts() (default: the narrow table)")
     p = sub("whatif", "replay a run's durations under another release order (virtual time)")
     p.add_argument("run", metavar="RUN")
     p.add_argument("--priority", choices=["critical_path", "declaration"],
@@ -303,7 +305,7 @@ class ChainMagics(Magics):
 
     def timeline(self, ns: argparse.Namespace) -> None:
         run = self.session.find_run(ns.run, ns.db)
-        cmd.show_timeline(run)
+        cmd.show_timeline(run, all_columns=ns.all_columns)
 
     def whatif(self, ns: argparse.Namespace) -> Any:
         from chainlab.timeline import gantt_compare, schedule_of, whatif

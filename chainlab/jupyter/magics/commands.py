@@ -179,8 +179,10 @@ def runs_table(session: NotebookSession, db: str | None, limit: int) -> RunsTabl
     return RunsTable(session.store(db).list_runs(limit), db or str(DEFAULT_PATH))
 
 
-def show_timeline(run: Run) -> None:
-    """Display the attempts table and the Gantt chart (read from the store)."""
+def show_timeline(run: Run, *, all_columns: bool = False) -> None:
+    """Display the attempts table and the Gantt chart (read from the store). The table has
+    the Timeline tab's narrow columns, blanks where an attempt has no value (issue 29);
+    ``all_columns``: every column of ``run.attempts()``."""
     from IPython.display import display
 
     try:
@@ -190,7 +192,13 @@ def show_timeline(run: Run) -> None:
 
         raise MissingExtraError(exc.name or "pandas", "jupyter", "%chain timeline") from None
 
-    display(attempts_frame(run.runtime.store, run.run_id))
+    frame = attempts_frame(run.runtime.store, run.run_id)
+    if not all_columns:
+        from chainlab.jupyter.run_widget.inspector import SHOWN_COLUMNS
+
+        frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
+        frame = frame.astype(object).where(frame.notna(), "")
+    display(frame)
     display(plot_timeline(run.runtime.store, run.run_id))
 
 
