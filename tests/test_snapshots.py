@@ -124,3 +124,15 @@ def test_a_longer_log_reuses_the_snapshots_and_a_different_one_rebuilds() -> Non
     seq = other[-1].seq
     assert everything(index.state_at(other, seq)) == everything(
         RunState.from_events("r", other, ids))
+
+
+def test_a_copy_shares_no_small_value_the_fold_edits_in_place() -> None:
+    events, ids = real_events()
+    original = RunState.from_events("r", events, ids)
+    approved = next(s for s in original.steps.values() if s.decided)
+    before = everything(original)
+    copy = copy_state(original)
+    mine = copy.steps[approved.step_id]  # cloned on first look-up, as the fold does
+    assert mine is not approved and mine.decided == approved.decided
+    mine.decided["action"] = "changed in place"
+    assert everything(original) == before

@@ -8,8 +8,9 @@ the same state a full fold gives; ``tests/test_snapshots.py`` checks it at every
 
 Copies are copy-on-write: a copied state shares the snapshot's :class:`StepState` objects
 and clones one only when an event looks it up to change it; lists and dicts of the state
-are copied (shallow: the fold replaces their items, it never edits them in place) and the
-open attempts, the only attempt records the fold still changes, are cloned. So a copy costs
+are copied (shallow: the fold replaces their items; the few small values it edits in place,
+such as a usage total or a remote job's progress, are copied deeply) and the open attempts,
+the only attempt records the fold still changes, are cloned. So a copy costs
 about one dict copy of the steps, not one object per step, and a snapshot never changes
 after it was taken.
 """
@@ -17,6 +18,7 @@ after it was taken.
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
@@ -66,10 +68,16 @@ class _CowSteps(dict[str, StepState]):
 
 
 _STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepState))
+# small step fields the fold may change in place (a remote job's progress, a usage total
+# whose model list grows): copied deeply; outputs and args are payloads, never changed
+_STEP_NESTED = frozenset({"job", "usage", "approval", "decided", "reused"}) & set(_STEP_FIELDS)
+# run-level attributes the fold may change in place below their top level (a usage total)
+_RUN_NESTED = frozenset({"usage"})
 
 
 def _clone(st: StepState) -> StepState:
-    return StepState(*(getattr(st, f) for f in _STEP_FIELDS))
+    return StepState(*(copy.deepcopy(v) if f in _STEP_NESTED and v else v
+                       for f, v in ((f, getattr(st, f)) for f in _STEP_FIELDS)))
 
 
 def copy_state(state: RunState) -> RunState:
@@ -80,6 +88,8 @@ def copy_state(state: RunState) -> RunState:
     for name, value in vars(state).items():
         if name == "steps":
             value = _CowSteps(value)
+        elif name in _RUN_NESTED:
+            value = copy.deepcopy(value)
         elif isinstance(value, dict):
             value = dict(value)
         elif isinstance(value, list):
