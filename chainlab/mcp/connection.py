@@ -61,6 +61,7 @@ class MCPConnection:
                                  "for example add_mcp(command=['python', '-m', 'myserver'])")
         if isinstance(command, str):
             command = shlex.split(command)
+        given = shlex.join(command) if command is not None else None
         self.command = _interpreter(list(command)) if command is not None else None
         if self.command is not None and not self.command:
             raise MCPServerError("''", "the command is empty", "pass the server's argv")
@@ -68,7 +69,7 @@ class MCPConnection:
         self.env = dict(env or {})
         self.cwd = cwd
         self.init_timeout_s = init_timeout_s
-        self.label = name or (shlex.join(self.command) if self.command else str(url))
+        self.label = name or given or str(url)
         self.server_name: str | None = None
         self.server_version: str | None = None
         #: how many times a session was opened (1 after the first; more after restarts)
@@ -79,6 +80,7 @@ class MCPConnection:
         self._owner: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         self._stderr: Any = None
+        self._garbage: str | None = None  # the first thing the server said that is not MCP
 
     @property
     def where(self) -> str:
@@ -178,9 +180,11 @@ class MCPConnection:
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.init_timeout_s)
         except TimeoutError:
+            ready.cancel()
             await self._shutdown()
+            said = f"; it printed what is not MCP: {self._garbage}" if self._garbage else ""
             raise MCPServerError(self.label, "did not answer the MCP handshake within "
-                                 f"{self.init_timeout_s:g} s{self._stderr_tail()}",
+                                 f"{self.init_timeout_s:g} s{said}{self._stderr_tail()}",
                                  _FIX_HANG) from None
         except MCPServerError:
             await self._shutdown()
@@ -199,7 +203,9 @@ class MCPConnection:
         try:
             transport = self._transport()
             info = Implementation(name="chainlab", version="0.1.0")
-            async with Client(transport, client_info=info, cache=None) as client:
+            self._garbage = None
+            async with Client(transport, client_info=info, cache=None,
+                              message_handler=self._on_message) as client:
                 server = client.server_info
                 self.server_name = server.name if server else None
                 self.server_version = server.version if server else None
@@ -215,6 +221,15 @@ class MCPConnection:
         finally:
             self._broken = True
             self._client = None
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK hands unparsable input here (a server printing other text on stdout)."""
+        if isinstance(message, Exception) and self._garbage is None:
+            from pydantic import ValidationError
+
+            errors = message.errors() if isinstance(message, ValidationError) else []
+            said = errors[0].get("input") if errors else None
+            self._garbage = repr(said)[:200] if isinstance(said, str) else str(message)[:200]
 
     def _transport(self) -> Any:
         if self.url is not None:

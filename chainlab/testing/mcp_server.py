@@ -69,13 +69,15 @@ def _log(tool: str, phase: str, **args: Any) -> None:
         os.fsync(f.fileno())
 
 
-def build_server(name: str = "chainlab-desk") -> Any:
-    """The server (an ``mcp.server.MCPServer``) with the tools of the module's table."""
+def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
+                 bad_schema: bool = False) -> Any:
+    """The server (an ``mcp.server.MCPServer``) with the tools of the module's table;
+    ``bad_schema``: plus a tool ``broken`` whose input schema is not a valid JSON Schema."""
     import anyio
     from mcp.server import MCPServer
     from mcp.types import ToolAnnotations
 
-    server = MCPServer(name, version="1.0.0", log_level="WARNING",
+    server = MCPServer(name, version=version, log_level="WARNING",
                        instructions="A ticket desk for chainlab's tests and demos.")
     read_only = ToolAnnotations(readOnlyHint=True)
     tickets: dict[int, dict[str, Any]] = {}
@@ -131,7 +133,11 @@ def build_server(name: str = "chainlab-desk") -> Any:
     async def slow(seconds: float) -> str:
         """Sleep, then answer (read-only)."""
         _log("slow", "start", seconds=seconds)
-        await anyio.sleep(seconds)
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():  # notifications/cancelled from the client
+            _log("slow", "cancelled", seconds=seconds)
+            raise
         _log("slow", "done", seconds=seconds)
         return f"slept {seconds:g} s"
 
@@ -162,6 +168,14 @@ def build_server(name: str = "chainlab-desk") -> Any:
         _log("shout", "start", text=text)
         return text.upper() + " <img src=x onerror=alert(3)>"
 
+    if bad_schema:
+        def broken(n: int) -> int:
+            return n
+
+        server.add_tool(broken, description="Its input schema is invalid.")
+        tools = server._tool_manager._tools  # the SDK keeps no public way to set a schema
+        tools["broken"] = tools["broken"].model_copy(update={"parameters": {
+            "type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}}})
     return server
 
 
@@ -171,8 +185,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", type=int, metavar="PORT",
                         help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     parser.add_argument("--name", default="chainlab-desk", help="the server's name")
+    parser.add_argument("--version", default="1.0.0", help="the server's version")
+    parser.add_argument("--bad-schema", action="store_true",
+                        help="add a tool whose input schema is invalid (for tests)")
     ns = parser.parse_args(argv)
-    server = build_server(ns.name)
+    server = build_server(ns.name, version=ns.version, bad_schema=ns.bad_schema)
     if ns.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=ns.http)
     else:
