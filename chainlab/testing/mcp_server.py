@@ -152,8 +152,10 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
     @server.tool(annotations=read_only)
     def fail(message: str) -> str:
         """Always fails (the result has isError set)."""
+        from mcp.server.mcpserver.exceptions import ToolError
+
         _log("fail", "start", message=message)
-        raise ValueError(message)
+        raise ToolError(message)  # the SDK sends a ToolError's message (others: hidden)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False))
     def crash() -> str:
