@@ -11,9 +11,11 @@ died. Every failure is mapped here, once, onto chainlab's errors:
 * a JSON-RPC error answer -> a ToolError (``before_effect`` when the server refused the
   request as such: unknown tool, invalid params).
 
-Before every call the session is checked (no round trip: has the SDK seen the end of the
-server's output?): a server that died while idle is restarted *before* the request goes out,
-so its death does not leave a step in doubt.
+Before every call the session is checked (no round trip: has the SDK seen the end of a
+stdio server's output?), and before a call that is not safe to repeat an HTTP server is
+checked to accept a connection: a server that died while idle is restarted (reconnected)
+*before* the request goes out, so its death does not leave a step in doubt. A server that
+dies between that check and the request still does (the outcome is then truly unknown).
 """
 
 from __future__ import annotations
@@ -97,10 +99,12 @@ class MCPConnection:
             raise MCPServerError(self.label, "did not list its tools within "
                                  f"{self.init_timeout_s + 30:g} s", _FIX_HANG) from None
 
-    async def call_tool(self, name: str, args: dict[str, Any]) -> CallToolResult:
-        """Call tool ``name`` (from any asyncio loop). Raises TransientError/ToolError as
-        described in the module."""
-        return await call_soon(self._call(name, args))
+    async def call_tool(self, name: str, args: dict[str, Any], *,
+                        unsafe: bool = False) -> CallToolResult:
+        """Call tool ``name`` (from any asyncio loop). ``unsafe``: the call must not be
+        repeated (an HTTP server is checked to be reachable first). Raises
+        TransientError/ToolError as described in the module."""
+        return await call_soon(self._call(name, args, unsafe))
 
     async def aclose(self) -> None:
         """Close the session (a stdio server's process ends); the next call opens a new one."""
@@ -133,9 +137,10 @@ class MCPConnection:
             raise MCPServerError(self.label, f"failed to list its tools: {_why(exc)}",
                                  _FIX_RUN) from None
 
-    async def _call(self, name: str, args: dict[str, Any]) -> CallToolResult:
+    async def _call(self, name: str, args: dict[str, Any], unsafe: bool) -> CallToolResult:
         client = await self._available()
-        if _closed(client):  # died while idle (EOF seen): restart before anything is sent
+        if _closed(client) or (unsafe and self.url is not None and not await self._listens()):
+            # died while idle: restart (reconnect) before anything is sent
             self._broken = True
             client = await self._available()
         try:
@@ -149,6 +154,22 @@ class MCPConnection:
             raise TransientError(
                 f"connection to MCP server {self.label!r} lost during the call of {name!r} "
                 f"(after the request was sent): {_why(exc)}", before_effect=False) from None
+
+    async def _listens(self) -> bool:
+        """Does the HTTP server accept a connection (one TCP connect, no request)?"""
+        from urllib.parse import urlsplit
+
+        where = urlsplit(str(self.url))
+        port = where.port or (443 if where.scheme == "https" else 80)
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(where.hostname, port), 5)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+        return True
 
     async def _available(self) -> Client:
         """The open session, for a call: a server that cannot be started is a transient

@@ -79,8 +79,10 @@ def schema_tool(spec: MCPToolSpec, connection: MCPConnection, *, name: str,
     annotations = spec.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) \
         if spec.annotations is not None else None
 
+    unsafe = bool(meta["side_effects"]) and not meta["idempotent"]
+
     async def call(**args: Any) -> Any:
-        result = await connection.call_tool(remote, args)
+        result = await connection.call_tool(remote, args, unsafe=unsafe)
         return output_of(result, remote)
 
     call.__name__ = call.__qualname__ = name
