@@ -38,7 +38,8 @@ async def test_a_mixed_chain_runs_over_http(http_server: HTTPServer, call_log: C
     c = Chain.from_dict({"name": "h", "steps": [
         {"id": "look", "tool": "desk__lookup", "args": {"key": "chainlab"}},
         {"id": "short", "tool": "shorten", "args": {"text": "{{ steps.look.output.value }}"}},
-        {"id": "open", "tool": "desk__create_ticket", "args": {"title": "{{ steps.short.output }}"}},
+        {"id": "open", "tool": "desk__create_ticket",
+         "args": {"title": "{{ steps.short.output }}"}},
     ]})
     c.validate(toolbox)
     runtime = Runtime(toolbox, MemoryStore())
