@@ -29,7 +29,7 @@ from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
 from chainlab.cli.commands import tools as commands_tools
 from chainlab.cli.commands import watch as commands_watch
-from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
+from chainlab.cli.common import EXIT_CODES_HELP, reporting_errors
 from chainlab.cli.driving import Output, db_flag, start_run
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chainlab import Chain, Toolbox
+from chainlab import Toolbox
 from tests.cli.helpers import chainlab, write
 from tests.mcp.conftest import SERVER
 
