@@ -142,11 +142,11 @@ async def measure(quick: bool) -> None:
     print(f"per-call cost of lookup(key): {calls} body calls, runs of {steps} sequential "
           f"steps, median of {repeats}; {os.cpu_count()} CPUs")
     print(f"{'':<10} {'body call µs':>13} {'SDK alone µs':>13} {'run step µs':>12} "
-          f"{'step × python':>14}")
+          f"{'step x python':>14}")
     for name, row in rows.items():
         sdk = f"{row['sdk']:>13.0f}" if "sdk" in row else f"{'-':>13}"
         print(f"{name:<10} {row['body']:>13.1f} {sdk} {row['step']:>12.0f} "
-              f"{row['step'] / base['step']:>13.1f}×")
+              f"{row['step'] / base['step']:>13.1f}x")
     for name in ("MCP stdio", "MCP HTTP"):
         row = rows[name]
         print(f"{name}: body call - SDK alone = {row['body'] - row['sdk']:+.0f} µs (chainlab's "
