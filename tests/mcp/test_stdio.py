@@ -359,3 +359,33 @@ async def test_a_driver_crash_and_resume_with_mcp_steps_calls_nothing_twice(
     assert call_log.starts() == {"lookup": 1, "add_comment": 1, "set_status": 1}
     await runtime.aclose()
     store.close()
+
+
+async def test_a_fork_reuses_mcp_steps_and_reruns_those_whose_tool_changed(
+        call_log: CallLog) -> None:
+    store = MemoryStore()
+    old = desk(call_log)
+    c = chain({"id": "look", "tool": "lookup", "args": {"key": "mcp"}},
+              {"id": "short", "tool": "shorten", "args": {"text": "{{ steps.look.output.value }}"}})
+    runtime = Runtime(old, store)
+    run = await runtime.start(c, {})
+    with anyio.fail_after(60):
+        assert (await run.wait()).ok
+    same = await runtime.fork_plan(run.run_id)
+    assert same.decisions == {"look": "reuse", "short": "reuse"}
+    await runtime.aclose()
+    await old.aclose()
+    new = Toolbox("mixed")
+    new.add(old.get("shorten"))
+    new.add_mcp([*SERVER, "--version", "2.0.0"], env=call_log.env)  # the server was upgraded
+    runtime = Runtime(new, store)
+    plan = await runtime.fork_plan(run.run_id)
+    assert plan.decisions["look"] == "rerun"
+    assert plan.row("look").reason == (f"tool code changed ({old.get('lookup').fingerprint} -> "
+                                       f"{new.get('lookup').fingerprint})")
+    fork = await runtime.fork(run.run_id)
+    with anyio.fail_after(60):
+        assert (await fork.wait()).ok
+    assert call_log.starts() == {"lookup": 2}
+    await runtime.aclose()
+    await new.aclose()
