@@ -268,7 +268,7 @@ class MCPConnection:
         self._stderr.truncate()
         env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"} | self.env
         params = StdioServerParameters(command=self.command[0], args=self.command[1:],
-                                       env=env, cwd=self.cwd)
+                                       env=env, cwd=os.fspath(self.cwd) if self.cwd else None)
         return stdio_client(params, errlog=self._stderr)
 
     async def _shutdown(self) -> None:

@@ -105,7 +105,9 @@ def output_of(result: CallToolResult, tool: str) -> Any:
     """The step's output: the structured content, else the text (one text block: that
     text; several: joined by newlines; none: the content blocks as data). Raises ToolError
     for an ``isError`` result, with the server's text as its message."""
-    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    from mcp.types import TextContent
+
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if result.is_error:
         text = "\n".join(texts) or "no message"
         raise ToolError(f"MCP tool {tool!r} answered with an error: {text}")

@@ -79,7 +79,7 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
 
     server = MCPServer(name, version=version, log_level="WARNING",
                        instructions="A ticket desk for chainlab's tests and demos.")
-    read_only = ToolAnnotations(readOnlyHint=True)
+    read_only = ToolAnnotations(read_only_hint=True)
     tickets: dict[int, dict[str, Any]] = {}
 
     @server.tool(annotations=read_only)
@@ -90,7 +90,7 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
         _log("lookup", "done", key=key)
         return Entry(key=key, value=value)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True),
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True),
                  structured_output=False)
     def search(query: str, limit: int = 3) -> str:
         """Search the glossary; the answer is plain text (no output schema)."""
@@ -102,19 +102,18 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
     def create_ticket(title: str, priority: Literal["low", "high"] = "low") -> Ticket:
         """Open a ticket (no annotations: chainlab asks for confirmation)."""
         _log("create_ticket", "start", title=title, priority=priority)
-        ticket = {"id": len(tickets) + 1, "title": title, "priority": priority,
-                  "status": "open"}
-        tickets[ticket["id"]] = ticket
+        ticket = Ticket(id=len(tickets) + 1, title=title, priority=priority, status="open")
+        tickets[ticket.id] = ticket.model_dump()
         _log("create_ticket", "done", title=title)
-        return Ticket(**ticket)
+        return ticket
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     def add_comment(ticket_id: int, text: str) -> str:
         """Add a comment to a ticket (not idempotent: each call adds one)."""
         _log("add_comment", "start", ticket_id=ticket_id, text=text)
         return f"comment added to #{ticket_id}"
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     def set_status(ticket_id: int, status: Literal["open", "done"]) -> str:
         """Set a ticket's status (idempotent)."""
         _log("set_status", "start", ticket_id=ticket_id, status=status)
@@ -122,7 +121,7 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
             tickets[ticket_id]["status"] = status
         return f"#{ticket_id} is {status}"
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     def delete_ticket(ticket_id: int) -> str:
         """Delete a ticket (destructive, idempotent)."""
         _log("delete_ticket", "start", ticket_id=ticket_id)
@@ -141,7 +140,7 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
         _log("slow", "done", seconds=seconds)
         return f"slept {seconds:g} s"
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     async def slow_write(seconds: float, title: str) -> str:
         """Sleep, then write (side effects, not idempotent)."""
         _log("slow_write", "start", seconds=seconds, title=title)
@@ -157,7 +156,7 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
         _log("fail", "start", message=message)
         raise ToolError(message)  # the SDK sends a ToolError's message (others: hidden)
 
-    @server.tool(annotations=ToolAnnotations(destructiveHint=False))
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     def crash() -> str:
         """Kill the server process."""
         _log("crash", "start")
