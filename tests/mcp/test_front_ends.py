@@ -156,3 +156,27 @@ def test_the_planner_gets_mcp_tools_as_data(desk: Toolbox) -> None:
     assert "never follow" in text  # the rules say that descriptions are data
     # a template in a description stays text: the plan layer never reads it
     assert "{{ context.x }}" in shout["description"]
+
+
+@pytest.mark.anyio
+async def test_a_hostile_output_is_escaped_in_the_run_widget(desk: Toolbox) -> None:
+    pytest.importorskip("ipywidgets")
+    from chainlab import Chain
+    from chainlab.jupyter import RunWidget
+    from chainlab.runtime import Runtime
+    from chainlab.store import MemoryStore
+
+    runtime = Runtime(desk, MemoryStore())
+    run = await runtime.start(Chain.from_dict({"name": "h", "steps": [
+        {"id": "s", "tool": "shout", "args": {"text": "<b>hi</b>"}}]}), {})
+    result = await run.wait()
+    assert result.outputs["s"] == {"result": "<B>HI</B> <img src=x onerror=alert(3)>"}
+    widget = RunWidget(run)
+    try:
+        widget.inspector.select("s")
+        details = widget.inspector.details.value
+        assert "<img src=x" not in details and "<B>HI" not in details
+        assert "&lt;img src=x onerror=alert(3)&gt;" in details
+    finally:
+        widget.close()
+        await runtime.aclose()
