@@ -54,13 +54,15 @@ def add_mcp(toolbox: Toolbox, command: Sequence[str] | str | None = None, *,
             confirm: bool | Mapping[str, bool] | None = None,
             overrides: Mapping[str, Mapping[str, Any]] | None = None,
             env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
-            name: str | None = None, init_timeout_s: float = 20.0) -> list[SchemaTool]:
+            label: str | None = None, init_timeout_s: float = 20.0) -> list[SchemaTool]:
     """Register the tools of one MCP server in ``toolbox`` (see ``Toolbox.add_mcp``).
 
     ``prefix``: register each tool as ``PREFIX__name``. ``include`` / ``exclude``: MCP tool
     names to keep / leave out. ``confirm``: override requires-confirmation for every tool
     (a bool) or per MCP tool name (a mapping). ``overrides``: per MCP tool name, Tool
-    keywords replacing what its hints say (``{"delete": {"idempotent": True}}``).
+    keywords replacing what its hints say (``{"delete": {"idempotent": True}}``). ``label``
+    names the server in errors (default: its command or URL). ``env``, ``cwd`` and
+    ``init_timeout_s``: see :class:`MCPConnection`.
 
     Raises MCPServerError (naming the server and the fix) when the server does not start,
     speaks no MCP, hangs, or lists a tool with an invalid schema; ToolDefinitionError when a
@@ -68,7 +70,7 @@ def add_mcp(toolbox: Toolbox, command: Sequence[str] | str | None = None, *,
     this server is registered and the toolbox keeps working.
     """
     _require_sdk()
-    connection = MCPConnection(command, url=url, env=env, cwd=cwd, name=name,
+    connection = MCPConnection(command, url=url, env=env, cwd=cwd, label=label,
                                init_timeout_s=init_timeout_s)
     try:
         specs = connection.list_tools()

@@ -50,13 +50,13 @@ class MCPConnection:
     ``env`` is added to the environment a stdio server starts with: the MCP SDK's safe
     default (PATH, HOME, ...) plus ``PYTHONPATH`` when set, never the whole environment
     (a server is not handed your secrets unless you pass them). ``init_timeout_s`` bounds
-    the start and the MCP handshake; ``name`` labels the server in errors and badges
-    (default: the server's own name once connected, before that the command or URL).
+    the start and the MCP handshake; ``label`` names the server in errors (default: the
+    command or URL); badges show the server's own name once connected.
     """
 
     def __init__(self, command: Sequence[str] | str | None = None, *, url: str | None = None,
                  env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
-                 name: str | None = None, init_timeout_s: float = 20.0):
+                 label: str | None = None, init_timeout_s: float = 20.0):
         if (command is None) == (url is None):
             raise MCPServerError(repr(command or url), "give exactly one of command=[...] "
                                  "(a stdio server) and url=... (a streamable-HTTP server)",
@@ -71,7 +71,7 @@ class MCPConnection:
         self.env = dict(env or {})
         self.cwd = cwd
         self.init_timeout_s = init_timeout_s
-        self.label = name or given or str(url)
+        self.label = label or given or str(url)
         self.server_name: str | None = None
         self.server_version: str | None = None
         #: how many times a session was opened (1 after the first; more after restarts)

@@ -58,7 +58,7 @@ class Toolbox:
                 **options: Any) -> list[Tool]:
         """Register the tools of an MCP server: a stdio server's ``command`` (argv or a
         command line) or a streamable-HTTP server's ``url``. Options: ``prefix``,
-        ``include``, ``exclude``, ``confirm``, ``overrides``, ``env``, ``cwd``, ``name``,
+        ``include``, ``exclude``, ``confirm``, ``overrides``, ``env``, ``cwd``, ``label``,
         ``init_timeout_s`` (:func:`chainlab.mcp.add_mcp`). Needs ``chainlab[mcp]``.
 
         Raises MCPServerError naming the server and the fix; nothing is registered then.

@@ -18,7 +18,8 @@ from chainlab.store import MemoryStore
 from chainlab.tools import SchemaTool
 from tests.mcp.conftest import SERVER, CallLog
 
-pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("mcp"), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.xdist_group("mcp"), pytest.mark.timeout(240)]
+anyio_test = pytest.mark.anyio
 
 
 def desk(call_log: CallLog, **options: Any) -> Toolbox:
@@ -45,6 +46,7 @@ async def run_chain(toolbox: Toolbox, c: Chain) -> tuple[Any, Any, Runtime]:
 
 
 # ------------------------------------------------------------------ mapping
+@anyio_test
 async def test_hints_map_onto_the_side_effect_contract(call_log: CallLog) -> None:
     toolbox = desk(call_log)
     got = {t.name: (t.side_effects, t.idempotent, t.requires_confirmation)
@@ -72,6 +74,7 @@ async def test_hints_map_onto_the_side_effect_contract(call_log: CallLog) -> Non
     await toolbox.aclose()
 
 
+@anyio_test
 async def test_overrides_confirm_prefix_include_and_exclude(call_log: CallLog) -> None:
     toolbox = Toolbox("o")
     tools = toolbox.add_mcp(SERVER, env=call_log.env, prefix="desk",
@@ -89,6 +92,7 @@ async def test_overrides_confirm_prefix_include_and_exclude(call_log: CallLog) -
     await toolbox.aclose()
 
 
+@anyio_test
 async def test_a_server_cannot_shadow_a_tool_without_a_prefix(call_log: CallLog) -> None:
     toolbox = Toolbox("s")
 
@@ -106,6 +110,7 @@ async def test_a_server_cannot_shadow_a_tool_without_a_prefix(call_log: CallLog)
 
 
 # ------------------------------------------------------------------ a mixed chain
+@anyio_test
 async def test_a_chain_mixing_python_and_mcp_tools_validates_draws_and_runs(
         call_log: CallLog) -> None:
     from chainlab.render.dot import chain_dot
@@ -142,6 +147,7 @@ async def test_a_chain_mixing_python_and_mcp_tools_validates_draws_and_runs(
     await runtime.aclose()
 
 
+@anyio_test
 async def test_bad_args_are_caught_before_any_call(call_log: CallLog) -> None:
     toolbox = desk(call_log)
     bad = chain(
@@ -169,6 +175,7 @@ async def test_bad_args_are_caught_before_any_call(call_log: CallLog) -> None:
     await runtime.aclose()
 
 
+@anyio_test
 async def test_an_is_error_result_is_a_tool_error_retried_on_a_read_only_tool(
         call_log: CallLog) -> None:
     toolbox = desk(call_log)
@@ -185,6 +192,7 @@ async def test_an_is_error_result_is_a_tool_error_retried_on_a_read_only_tool(
 
 
 # ------------------------------------------------------------------ the server dies
+@anyio_test
 async def test_killed_mid_call_on_a_read_only_tool_it_is_restarted_and_retried(
         call_log: CallLog) -> None:
     toolbox = desk(call_log)
@@ -205,6 +213,7 @@ async def test_killed_mid_call_on_a_read_only_tool_it_is_restarted_and_retried(
     await runtime.aclose()
 
 
+@anyio_test
 async def test_killed_mid_call_on_a_non_idempotent_tool_it_is_in_doubt(
         call_log: CallLog) -> None:
     toolbox = desk(call_log)
@@ -224,6 +233,7 @@ async def test_killed_mid_call_on_a_non_idempotent_tool_it_is_in_doubt(
     await runtime.aclose()
 
 
+@anyio_test
 async def test_a_crash_leaves_its_call_in_doubt_and_the_next_call_restarts_the_server(
         call_log: CallLog) -> None:
     toolbox = desk(call_log)
@@ -241,6 +251,7 @@ async def test_a_crash_leaves_its_call_in_doubt_and_the_next_call_restarts_the_s
     await runtime.aclose()
 
 
+@anyio_test
 async def test_timeout_cancels_the_call_on_the_server(call_log: CallLog) -> None:
     toolbox = desk(call_log)
     c = chain({"id": "s", "tool": "slow", "args": {"seconds": 30}, "timeout_s": 0.5,
@@ -254,6 +265,7 @@ async def test_timeout_cancels_the_call_on_the_server(call_log: CallLog) -> None
     await runtime.aclose()
 
 
+@anyio_test
 async def test_the_session_is_shared_and_closed_with_the_runtime(call_log: CallLog) -> None:
     toolbox = desk(call_log)
     [connection] = toolbox._owned
@@ -273,6 +285,7 @@ async def test_the_session_is_shared_and_closed_with_the_runtime(call_log: CallL
 
 
 # ------------------------------------------------------------------ fingerprints
+@anyio_test
 async def test_the_fingerprint_follows_the_tool_and_the_server_version(
         call_log: CallLog) -> None:
     one, two = desk(call_log), desk(call_log)
@@ -298,6 +311,7 @@ async def test_the_fingerprint_follows_the_tool_and_the_server_version(
     ([*SERVER, "--bad-schema"], {}, r"its tool 'broken' cannot be used: .*invalid input "
                                     r"schema.*exclude=\['broken'\]"),
 ])
+@anyio_test
 async def test_a_bad_server_gives_one_clear_error_and_the_toolbox_still_works(
         command: list[str], options: dict[str, Any], problem: str, call_log: CallLog) -> None:
     toolbox = desk(call_log)
@@ -314,6 +328,7 @@ async def test_a_bad_server_gives_one_clear_error_and_the_toolbox_still_works(
     await runtime.aclose()
 
 
+@anyio_test
 async def test_the_bad_schema_server_works_without_its_broken_tool(call_log: CallLog) -> None:
     toolbox = Toolbox("b")
     toolbox.add_mcp([*SERVER, "--bad-schema"], env=call_log.env, exclude=["broken"])
@@ -322,6 +337,7 @@ async def test_the_bad_schema_server_works_without_its_broken_tool(call_log: Cal
 
 
 # ------------------------------------------------------------------ crash and resume
+@anyio_test
 async def test_a_driver_crash_and_resume_with_mcp_steps_calls_nothing_twice(
         tmp_path: Path, call_log: CallLog, monkeypatch: pytest.MonkeyPatch) -> None:
     from chainlab.store.sqlite import SQLiteStore
@@ -361,6 +377,7 @@ async def test_a_driver_crash_and_resume_with_mcp_steps_calls_nothing_twice(
     store.close()
 
 
+@anyio_test
 async def test_a_fork_reuses_mcp_steps_and_reruns_those_whose_tool_changed(
         call_log: CallLog) -> None:
     store = MemoryStore()
@@ -389,3 +406,9 @@ async def test_a_fork_reuses_mcp_steps_and_reruns_those_whose_tool_changed(
     assert call_log.starts() == {"lookup": 2}
     await runtime.aclose()
     await new.aclose()
+
+
+def test_a_label_names_the_server_in_errors() -> None:
+    with pytest.raises(MCPServerError, match="MCP server 'notes': cannot start") as info:
+        Toolbox("x").add_mcp(["no-such-mcp-server-y"], label="notes")
+    assert info.value.server == "notes"
