@@ -126,8 +126,7 @@ class MCPConnection:
         cursor = None
         try:
             while True:
-                page = await client.list_tools(cursor=cursor) if cursor else \
-                    await client.list_tools()
+                page = await client.list_tools(cursor=cursor)
                 tools += page.tools
                 cursor = page.next_cursor
                 if not cursor:
@@ -150,6 +149,11 @@ class MCPConnection:
             if code is not None and code != _CONNECTION_CLOSED:
                 raise ToolError(f"MCP server {self.label!r} refused the call of {name!r}: "
                                 f"{_why(exc)}", before_effect=code in _REFUSED) from None
+            if code is None and not _transport_failure(exc):
+                # the server answered, the SDK could not use the answer (an output that
+                # does not fit the tool's output schema)
+                raise ToolError(f"the answer of MCP tool {name!r} cannot be used: "
+                                f"{_why(exc)}") from None
             self._broken = True
             raise TransientError(
                 f"connection to MCP server {self.label!r} lost during the call of {name!r} "
@@ -333,6 +337,16 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _transport_failure(exc: BaseException) -> bool:
+    """A failure of the connection itself (a pipe, a socket, an HTTP client error)."""
+    import anyio
+
+    leaf = _leaf(exc)
+    return isinstance(leaf, OSError | TimeoutError | anyio.ClosedResourceError
+                      | anyio.BrokenResourceError | anyio.EndOfStream) \
+        or type(leaf).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore")
 
 
 def _error_code(exc: BaseException) -> int | None:

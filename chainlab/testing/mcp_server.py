@@ -169,6 +169,16 @@ def build_server(name: str = "chainlab-desk", *, version: str = "1.0.0",
         _log("shout", "start", text=text)
         return text.upper() + " <img src=x onerror=alert(3)>"
 
+    @server.tool(annotations=read_only)
+    def wrong_shape() -> Entry:
+        """Answers structured content that does not fit the output schema it lists."""
+        _log("wrong_shape", "start")
+        return Entry(key="k", value="v")
+
+    listed = server._tool_manager._tools["wrong_shape"]  # no public way to set the schema
+    listed.__dict__["output_schema"] = {"type": "object", "required": ["id"],
+                                        "properties": {"id": {"type": "integer"}}}
+
     if bad_schema:
         def broken(n: int) -> int:
             return n

@@ -63,6 +63,7 @@ async def test_hints_map_onto_the_side_effect_contract(call_log: CallLog) -> Non
         "fail": (False, True, False),
         "crash": (True, False, False),
         "shout": (False, True, False),
+        "wrong_shape": (False, True, False),
     }
     lookup = toolbox.get("lookup")
     assert lookup.origin == "MCP: chainlab-desk"
@@ -188,6 +189,21 @@ async def test_an_is_error_result_is_a_tool_error_retried_on_a_read_only_tool(
     assert "answered with an error" in (attempts[0].error or "")
     assert "no such row" in (attempts[0].error or "")
     assert call_log.starts() == {"fail": 2}
+    await runtime.aclose()
+
+
+@anyio_test
+async def test_an_answer_that_does_not_fit_the_output_schema_fails_the_step(
+        call_log: CallLog) -> None:
+    toolbox = desk(call_log)
+    [connection] = toolbox._owned
+    run, result, runtime = await run_chain(toolbox, chain(
+        {"id": "w", "tool": "wrong_shape", "args": {}, "retry": {"max_attempts": 1}}))
+    assert result.status == "failed"
+    [attempt] = run.state.attempts
+    assert attempt.error_kind == "execution_failed"
+    assert "cannot be used" in (attempt.error or "") and "'id' is a required" in attempt.error
+    assert connection.opened == 1  # the server answered: its session is fine
     await runtime.aclose()
 
 
