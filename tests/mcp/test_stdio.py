@@ -282,6 +282,20 @@ async def test_timeout_cancels_the_call_on_the_server(call_log: CallLog) -> None
 
 
 @anyio_test
+async def test_cancelling_the_run_cancels_the_call_on_the_server(call_log: CallLog) -> None:
+    toolbox = desk(call_log)
+    runtime = Runtime(toolbox, MemoryStore())
+    run = await runtime.start(chain({"id": "s", "tool": "slow", "args": {"seconds": 30}}), {})
+    await anyio.to_thread.run_sync(call_log.wait_for, "slow")
+    await run.cancel()
+    with anyio.fail_after(60):
+        result = await run.wait()
+    assert result.status == "cancelled"
+    await anyio.to_thread.run_sync(call_log.wait_for, "slow", "cancelled")
+    await runtime.aclose()
+
+
+@anyio_test
 async def test_the_session_is_shared_and_closed_with_the_runtime(call_log: CallLog) -> None:
     toolbox = desk(call_log)
     [connection] = toolbox._owned
