@@ -180,3 +180,23 @@ async def test_a_hostile_output_is_escaped_in_the_run_widget(desk: Toolbox) -> N
     finally:
         widget.close()
         await runtime.aclose()
+
+
+def test_a_run_started_with_mcp_is_approved_in_another_process(tmp_path: Path) -> None:
+    chain = write(tmp_path / "ticket.yaml", """\
+name: ticket
+steps:
+  - id: look
+    tool: desk__lookup
+    args: {key: python}
+  - id: open
+    tool: desk__create_ticket
+    args: {title: "{{ steps.look.output.value }}"}
+""")
+    r = chainlab("run", str(chain), "--mcp", f"desk={SPEC}", cwd=tmp_path)
+    assert r.code == 3, r.out + r.err  # create_ticket has no annotations: confirmation
+    run_id = r.run_id()
+    # a new process: the run remembers its MCP server
+    r2 = chainlab("approve", run_id, "open", "--json", cwd=tmp_path)
+    assert r2.code == 0, r2.err
+    assert r2.json["outputs"]["open"]["title"] == "a programming language"
