@@ -14,8 +14,8 @@ stdio subprocess; the same server over streamable HTTP on a loopback port. Each 
   run step     one step of a run (Runtime, MemoryStore): a chain of sequential steps,
                wall time / steps (validation, events, output check included)
 
-Printed (median of the repeats), never asserted. The server runs on the same small machine
-as the client, so the MCP figures include its share of the CPU.
+Printed (median of the repeats, taken round robin), never asserted. The server runs on the
+same small machine as the client, so the MCP figures include its share of the CPU.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ async def step_us(toolbox: Toolbox, steps: int) -> float:
 async def measure(quick: bool) -> None:
     from mcp.client.stdio import StdioServerParameters
 
-    calls, steps, repeats = (100, 30, 2) if quick else (400, 100, 3)
+    calls, steps, repeats = (100, 30, 2) if quick else (400, 100, 5)
     http_proc, url = start_http()
     try:
         boxes = {"python": python_toolbox(),
@@ -123,16 +123,16 @@ async def measure(quick: bool) -> None:
         sdk_targets = {"MCP stdio": StdioServerParameters(command=SERVER[0], args=SERVER[1:],
                                                           env=env),
                        "MCP HTTP": url}
-        rows: dict[str, dict[str, float]] = {}
-        for name, toolbox in boxes.items():
-            row = {"body": statistics.median([await body_us(toolbox, calls)
-                                              for _ in range(repeats)]),
-                   "step": statistics.median([await step_us(toolbox, steps)
-                                              for _ in range(repeats)])}
-            if name in sdk_targets:
-                row["sdk"] = statistics.median([await sdk_us(sdk_targets[name], calls)
-                                                for _ in range(repeats)])
-            rows[name] = row
+        samples: dict[str, dict[str, list[float]]] = {name: {} for name in boxes}
+        for _ in range(repeats):  # round robin: a load that comes and goes hits all alike
+            for name, toolbox in boxes.items():
+                got = samples[name]
+                got.setdefault("body", []).append(await body_us(toolbox, calls))
+                got.setdefault("step", []).append(await step_us(toolbox, steps))
+                if name in sdk_targets:
+                    got.setdefault("sdk", []).append(await sdk_us(sdk_targets[name], calls))
+        rows = {name: {k: statistics.median(v) for k, v in got.items()}
+                for name, got in samples.items()}
         for toolbox in boxes.values():
             await toolbox.aclose()
     finally:
