@@ -86,6 +86,12 @@ async def test_chain_tools_mcp_in_a_notebook(tmp_path: Path, monkeypatch: pytest
         again = ip.run_line_magic("chain", f'tools --mcp "{SPEC}" --tools mcp_tools')
         assert again.toolbox is box  # a cell run again adds nothing twice
         assert ip.run_line_magic("chain", "tools --tools mcp_tools").rows == table.rows
+        from IPython.core.error import UsageError
+
+        names = box.names()
+        with pytest.raises(UsageError, match=r"(?s)MCP server 'no-such-cmd-z'.*PATH"):
+            ip.run_line_magic("chain", 'tools --mcp "no-such-cmd-z" --tools mcp_tools')
+        assert box.names() == names  # nothing added
     finally:
         session = session_module._SESSIONS.pop(id(ip), None)
         if session is not None:
