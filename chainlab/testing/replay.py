@@ -167,8 +167,8 @@ class Recording:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True,
-                                   allow_nan=False) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n",
+                        encoding="utf-8")
         return path
 
     @classmethod
@@ -252,11 +252,15 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
 
 def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:
     """Every person's decision, in order, as the arguments of the Run method that makes it."""
+    asked: dict[str | None, Any] = {}  # the args hash each step last waited with
     for ev in events:
         p, step_id = ev.payload, ev.step_id
-        if ev.kind == K.STEP_APPROVED:
+        if ev.kind == K.STEP_WAITING_CONFIRMATION:
+            asked[step_id] = p.get("args_hash")
+        elif ev.kind == K.STEP_APPROVED:
             decision: dict[str, Any] = {"action": "approve", "step_id": step_id,
-                                        "args": p.get("args"), "note": p.get("note")}
+                                        "args": p.get("args"), "note": p.get("note"),
+                                        "asked_hash": asked.get(step_id)}
             if p.get("budget") is not None or p.get("over_budget"):
                 decision["budget"] = p.get("budget")
             yield decision
@@ -431,6 +435,7 @@ class Replayed:
     state: RunState
     unused: list[RecordedCall]
     decisions_left: list[dict[str, Any]]
+    refused: list[str] = field(default_factory=list)  # recorded approvals not given, why
 
     @property
     def actual(self) -> dict[str, Any]:
@@ -441,18 +446,20 @@ class Replayed:
         a unified diff of statuses and outputs, then the step errors that say why."""
         want, got = _comparable(self.recording.expected), _comparable(self.actual)
         parts = []
+        order = [s.get("id") for s in self.recording.chain.get("steps", [])]
         if want != got:
             parts.append("\n".join(difflib.unified_diff(
-                _lines(want), _lines(got), f"recorded run {self.recording.run_id}", "replay",
+                _lines(want, order), _lines(got, order), f"recorded run {self.recording.run_id}", "replay",
                 lineterm="")))
             errors = [f"step {step_id!r} {st.status}: {st.error}"
                       for step_id, st in self.state.steps.items()
                       if st.error and str(st.status) != want["steps"].get(step_id, {})
                       .get("status")]
-            if errors:
-                parts.append("why:\n" + "\n".join(errors))
-        if self.decisions_left:
-            parts.append(f"recorded decisions never asked for: {self.decisions_left}")
+            if errors or self.refused:
+                parts.append("why:\n" + "\n".join(errors + self.refused))
+        if self.decisions_left and not self.refused:
+            left = ", ".join(f"{d['action']} {d['step_id']}" for d in self.decisions_left)
+            parts.append(f"recorded decisions the replay never asked for: {left}")
         return "\n\n".join(parts)
 
     def assert_same(self) -> None:
@@ -467,12 +474,16 @@ def _comparable(expected: Mapping[str, Any]) -> dict[str, Any]:
     return {k: expected.get(k) for k in ("status", "steps", "confirmations")}
 
 
-def _lines(expected: Mapping[str, Any]) -> list[str]:
+def _lines(expected: Mapping[str, Any], order: Sequence[str]) -> list[str]:
     """One line per fact (the run's status, the confirmation points, each step's status
-    and output as compact JSON): a diff of these names exactly what changed."""
+    and output as compact JSON, steps in declaration order): a diff of these names exactly
+    what changed."""
     lines = [f"run: {expected['status']}",
              f"confirmations: {', '.join(expected['confirmations'] or ()) or '-'}"]
-    for step_id, st in (expected.get("steps") or {}).items():
+    steps = expected.get("steps") or {}
+    rank = {step_id: i for i, step_id in enumerate(order)}
+    for step_id in sorted(steps, key=lambda s: (rank.get(s, len(rank)), s)):
+        st = steps[step_id]
         output = json.dumps(st.get("output"), sort_keys=True, separators=(",", ":"))
         lines.append(f"{step_id}: {st.get('status')} {output}")
     return lines
@@ -507,6 +518,7 @@ async def replay_run(recording: Recording | Run | str, toolbox: Toolbox | None =
     runtime = Runtime(tools, MemoryStore(), clock=clock, chains=chains,
                       id_factory=lambda: recording.run_id)
     decisions = list(recording.decisions)
+    refused: list[str] = []
     async with runtime:
         if recording.seed:
             run = await _start_fork(runtime, recording)
@@ -521,12 +533,28 @@ async def replay_run(recording: Recording | Run | str, toolbox: Toolbox | None =
             decision = next((d for d in decisions if d["step_id"] in waiting), None)
             if decision is None:
                 break  # the recording stopped here too (or the replay differs: compared)
+            st = run.state.steps[decision["step_id"]]
+            if decision.get("asked_hash") not in (None, st.args_hash):
+                # an approval is bound to the args it saw: never approve other ones
+                refused.append(f"step {st.step_id!r} waits for approval of args the "
+                               "recording never approved:\n"
+                               + args_diff(_approved_args(recording, decision), st.args))
+                break
             decisions.remove(decision)
             await _apply(run, decision, recording.run_id)
         state = run.state
         replayed = Replayed(run, recording, state,
-                            [c for left in answers.left.values() for c in left], decisions)
+                            [c for left in answers.left.values() for c in left], decisions,
+                            refused)
     return replayed
+
+
+def _approved_args(recording: Recording, decision: Mapping[str, Any]) -> Any:
+    """The args the recorded approval saw (from the recorded call of that step)."""
+    for call in recording.calls:
+        if call.step_id == decision["step_id"] and call.kind == "call":
+            return call.args
+    return decision.get("args")
 
 
 async def _start_fork(runtime: Any, recording: Recording) -> Run:
