@@ -16,6 +16,7 @@ else (side effects, flaky or failing calls, paid calls) answers from the recordi
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ from chainlab.tools import Toolbox
 if TYPE_CHECKING:
     from chainlab.store.base import Store
 
-__all__ = ["Exported", "default_live", "export_test", "fixture_path", "render_test"]
+__all__ = ["Exported", "default_live", "export_test", "fixture_path", "render_test",
+           "toolbox_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,19 @@ class Exported:
 def fixture_path(test: Path) -> Path:
     """``tests/test_x.py`` -> ``tests/test_x.replay.json``."""
     return test.with_name(test.stem + ".replay.json")
+
+
+def toolbox_spec(toolbox: Toolbox) -> str | None:
+    """``MODULE:NAME`` of the module variable that holds ``toolbox`` (looked for in the
+    modules its tools are defined in), or None when it lives only in ``__main__`` (a
+    notebook): a test in another process could not import it."""
+    modules = {getattr(t.fn, "__module__", None) for t in toolbox} - {None, "__main__"}
+    for name in sorted(m for m in modules if m):
+        module = sys.modules.get(name)
+        for attr, value in vars(module).items() if module is not None else ():
+            if value is toolbox and not attr.startswith("_"):
+                return f"{name}:{attr}"
+    return None
 
 
 def default_live(recording: Recording, toolbox: Toolbox) -> list[str]:
