@@ -44,6 +44,7 @@ from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import (
     History,
+    budget_estimates,
     estimate,
     history,
     recorded_order,
@@ -231,10 +232,14 @@ class Runtime:
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}),
         )
-        if opts.priority != "declaration" and self._history is None:
+        if (opts.priority != "declaration" or opts.budget is not None) \
+                and self._history is None:
             self._history = await self.run_io(history, self.store)
         priority, order = self._prepared.release_order(graph, chain.name, opts.priority,
                                                        self._history)
+        if opts.budget is not None:  # what each step is expected to spend, recorded
+            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain.name,
+                                                                   self._history)}
         kernel = await self._create(chain, graph, record, opts, priority, order)
         for kind, payload in planning:
             if not str(kind).startswith("planning_"):
@@ -255,6 +260,7 @@ class Runtime:
         state = RunState(record.run_id, graph.nodes)
         kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
                                   priority=priority)
+        kernel.budget_estimates = dict(order.get("budget_estimates") or {})
         if self._history is not None:  # learn the durations when the run ends, before
             learned = self._history  # wait() returns, so the next start knows them
             kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
@@ -331,6 +337,7 @@ class Runtime:
         )
         kernel = self._new_kernel(run_id, graph, state, opts, record.context, epoch=epoch,
                               priority=recorded_order(started, graph.nodes))
+        kernel.budget_estimates = dict(started.get("budget_estimates") or {})
         was = state.status
         kernel.emit(
             EventKind.RUN_RESUMED,
@@ -417,6 +424,9 @@ class Runtime:
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
                                         self._history)
+        if plan.options.budget is not None:
+            order = {**order, "budget_estimates": budget_estimates(
+                graph.nodes, plan.chain.name, self._history)}
         kernel = await self._create(plan.chain, graph, record, plan.options, priority, order,
                                     seed.lineage)
         for kind, step_id, payload in seed.events:

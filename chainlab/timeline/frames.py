@@ -208,8 +208,9 @@ def runs_frame(store: Store, limit: int | None = None) -> pd.DataFrame:
 
 
 def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
-    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame."""
-    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source"]
+    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame,
+    with the median cost and tokens of one call (NaN when no call reported usage)."""
+    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source", "cost", "tokens"]
     return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
 
 

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from chainlab.errors import ToolError
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
+from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
 from chainlab.tools import CallContext, NotJSONError, args_hash, idempotency_key
 from chainlab.tools.context import response_usage
@@ -243,6 +244,10 @@ async def run(k: Kernel, node: Node) -> None:
             k.sched.park(step_id)
             return
         confirm = True
+    if k.options.budget is not None or k.state.budget is not None:
+        if not check_budget(k, node, args):  # waits for a person: raise it, or stop
+            k.sched.park(step_id)
+            return
     # effect-free tools get a key only when they ask for it (nothing to deduplicate)
     key = (
         idempotency_key(k.run_id, step_id, args_hash(args))
