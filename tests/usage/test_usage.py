@@ -118,3 +118,19 @@ def test_totals_add_numbers_and_collect_models() -> None:
         "cost": 0.3, "models": ["a"]}
     assert normalize_usage({"input_tokens": 2, "model": None}) == {"input_tokens": 2,
                                                                     "tokens": 2}
+
+
+async def test_whatif_reports_the_cost_of_a_schedule_next_to_its_makespan() -> None:
+    from chainlab.timeline import schedule_of, whatif
+
+    runtime = Runtime(llm_tools(), MemoryStore(), clock=ManualClock())
+    run = await runtime.start(CHAIN)
+    await run.wait()
+    real = schedule_of(run)
+    other = whatif(run, priority="declaration", max_concurrency=1)
+    assert real.cost == other.cost == 0.023 and real.tokens == other.tokens == 160
+    assert list(other.frame["cost"].fillna(0)) == [0.003, 0.02, 0.0, 0.0]
+    assert "cost 0.023" in repr(other)
+    estimates = runtime.estimates(CHAIN).set_index("step_id")
+    assert estimates.loc["a", "cost"] == 0.003 and estimates.loc["a", "tokens"] == 130
+    assert estimates.loc["f", "cost"] == 0.01  # the median of one successful call
