@@ -20,6 +20,7 @@ from rich.text import Text
 
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
 
@@ -78,19 +79,6 @@ def step_note(st: StepState) -> str:
     if st.status in (S.SUCCEEDED, S.COMPENSATED) and st.output is not None:
         return clip(st.output, 60)
     return ""
-
-
-def usage_text(usage: Mapping[str, Any] | None) -> str:
-    """A usage in a few words: ``130 tokens (110 in, 20 out) · cost 0.003``."""
-    if not usage:
-        return ""
-    parts = []
-    if "tokens" in usage:
-        parts.append(f"{usage['tokens']:,} tokens ({usage.get('input_tokens', 0):,} in, "
-                     f"{usage.get('output_tokens', 0):,} out)")
-    if "cost" in usage:
-        parts.append(f"cost {usage['cost']:.4g}")
-    return " · ".join(parts)
 
 
 def step_tools(chain: Chain | None, state: RunState) -> dict[str, str]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["USAGE_TOTALS", "add_usage", "normalize_usage", "total_usage"]
+__all__ = ["USAGE_TOTALS", "add_usage", "normalize_usage", "total_usage", "usage_text"]
 
 #: the usage numbers every view shows first (then any other number a tool reported)
 USAGE_TOTALS = ("input_tokens", "output_tokens", "tokens", "cost")
@@ -66,3 +66,17 @@ def total_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     for one in usages:
         add_usage(total, one)
     return total
+
+
+def usage_text(usage: Mapping[str, Any] | None) -> str:
+    """A usage in a few words, as every front end shows it:
+    ``130 tokens (110 in, 20 out) · cost 0.003`` ('' for none)."""
+    if not usage:
+        return ""
+    parts = []
+    if "tokens" in usage:
+        parts.append(f"{usage['tokens']:,} tokens ({usage.get('input_tokens', 0):,} in, "
+                     f"{usage.get('output_tokens', 0):,} out)")
+    if "cost" in usage:
+        parts.append(f"cost {usage['cost']:.4g}")
+    return " · ".join(parts)
