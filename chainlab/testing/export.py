@@ -120,7 +120,7 @@ def check_chain(recording: Recording, toolbox: Toolbox) -> None:
 def render_test(recording: Recording, fixture_name: str, *, tools: str,
                 live: Iterable[str]) -> str:
     """The text of the test file."""
-    name = _identifier(recording.run_id)
+    name = _identifier(recording.chain.get("name", "run"))
     chain_name = recording.chain.get("name", "?")
     live_list = ", ".join(repr(t) for t in sorted(live))
     replayed = [t for t in recording.tools_used() if t not in set(live)]
@@ -145,7 +145,7 @@ TOOLS = {tools!r}
 LIVE = [{live_list}]  # called for real; every other tool answers from the recording
 
 
-def test_replays_run_{name}() -> None:
+def test_replays_{name}() -> None:
     recording = Recording.load(FIXTURE)
     toolbox = load_toolbox(TOOLS, extra_paths=[str(Path(__file__).parent)])
     replayed = anyio.run(lambda: replay_run(recording, toolbox, live=LIVE))
@@ -154,5 +154,5 @@ def test_replays_run_{name}() -> None:
 
 
 def _identifier(run_id: str) -> str:
-    """A run id as the tail of a test function's name (``test_replays_run_`` + it)."""
+    """A chain name as the tail of a test function's name (``test_replays_`` + it)."""
     return re.sub(r"\W+", "_", run_id).strip("_") or "run"

@@ -339,10 +339,18 @@ def _same_args(tool: Tool, recorded: Mapping[str, Any], now: Mapping[str, Any]) 
 
 
 def args_diff(recorded: Any, now: Any) -> str:
-    """A unified diff of recorded args against the args of this call (JSON, sorted keys)."""
-    a = json.dumps(recorded, indent=1, sort_keys=True, default=repr).splitlines()
-    b = json.dumps(now, indent=1, sort_keys=True, default=repr).splitlines()
-    return "\n".join(difflib.unified_diff(a, b, "recorded args", "args now", lineterm=""))
+    """A unified diff of recorded args against the args of this call: one line per arg, its
+    value as compact JSON, every line shown (args are small)."""
+    a, b = _arg_lines(recorded), _arg_lines(now)
+    return "\n".join(difflib.unified_diff(a, b, "recorded args", "args now", lineterm="",
+                                         n=max(len(a), len(b))))
+
+
+def _arg_lines(args: Any) -> list[str]:
+    if not isinstance(args, Mapping):
+        return [json.dumps(args, sort_keys=True, default=repr)]
+    return [f"{key}: {json.dumps(value, sort_keys=True, separators=(',', ':'), default=repr)}"
+            for key, value in sorted(args.items())]
 
 
 def replay(run_or_recording: Run | Recording | str, *, toolbox: Toolbox | None = None,

@@ -124,7 +124,8 @@ async def test_a_changed_tool_fails_the_step_with_a_diff_of_its_args() -> None:
     assert '+fetch: succeeded {"query":"q","rows":[3,1,2,7]}\n' in diff
     assert "step 'summarize' failed: replay: step 'summarize' (tool 'summarize') was called " \
            "with args the recording never saw:" in diff
-    assert "+  7" in diff and "--- recorded args" in diff
+    assert "--- recorded args\n+++ args now\n@@ -1 +1 @@\n-rows: [3,1,2]\n+rows: [3,1,2,7]" \
+        in diff
     with pytest.raises(AssertionError, match="differs from the recording"):
         replayed.assert_same()
 
