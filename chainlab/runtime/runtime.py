@@ -558,8 +558,9 @@ class Runtime:
         retry: bool = False,
         fail: bool = False,
         timeout: float = 10.0,
+        budget: dict[str, Any] | None = None,
     ) -> str:
-        """``approve`` (``args``, ``note``), ``reject`` (``reason``) or ``resolve``
+        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject`` (``reason``) or ``resolve``
         (``output`` | ``retry`` | ``fail``, ``note``) step ``step_id`` of a run, wherever it is
         driven: by this runtime (applied here), by another live process (sent to it through
         the store; it applies the decision with the same checks and answers), or by nobody
@@ -575,7 +576,7 @@ class Runtime:
         from chainlab.runtime.coordination.routing import decide, payload_for
 
         payload = payload_for(action, note=note, reason=reason, args=args, output=output,
-                              retry=retry, fail=fail)
+                              retry=retry, fail=fail, budget=budget)
         return await decide(self, run_id, step_id, action, by=by, payload=payload,
                             timeout=timeout)
 
