@@ -217,8 +217,8 @@ def _json_or_raise(value: Any, run_id: str, step_id: str | None, what: str) -> N
 
 def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
     """Every tool call that ran to an end, in the order they started. An attempt a crash
-    interrupted (no end, or reconciled by recovery) is not one: the recovered run's own
-    calls are."""
+    interrupted and recovery ran again is not one (the re-run is); one that recovery
+    reconciled (it took effect) or left in doubt is, with that outcome."""
     open_: dict[tuple[str, str], dict[str, Any]] = {}
     for ev in events:
         step_id = ev.step_id or ""
@@ -235,8 +235,10 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
             kind = "compensation" if ev.kind in (K.COMPENSATION_SUCCEEDED,
                                                  K.COMPENSATION_FAILED) else "call"
             call = open_.pop((step_id, kind), None)
-            if call is None or p.get("resolved") or p.get("reconciled"):
-                continue  # a person's resolution, a recovery's reconciliation: no call
+            if call is None or p.get("resolved"):
+                continue  # a person's resolution: no call (a decision, replayed as one)
+            # (a call a crash interrupted that recovery found took effect, or that went in
+            # doubt, is replayed as a call that answered so: the replay has no crash)
             if p.get("error_kind") == "invalid_input":
                 continue  # the tool was not called: the replay's validation says it again
             fate = _END[ev.kind]

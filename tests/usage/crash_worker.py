@@ -3,6 +3,9 @@ test on a SQLite file. In ``start`` mode the second step reports its usage, says
 ``MARKER`` and then hangs until the parent kills the process with SIGKILL.
 
     python -m tests.usage.crash_worker DB start|resume RUN_ID MARKER
+
+A RUN_ID starting with ``unsafe`` runs the UNSAFE chain: its second step is a
+non-idempotent side effect, so the resumed run leaves it in doubt for a person.
 """
 
 from __future__ import annotations
@@ -38,6 +41,20 @@ def second(previous: str, ctx: CallContext) -> str:
     return previous + " two"
 
 
+@toolbox.tool(side_effects=True)
+def send(text: str) -> str:
+    """Not idempotent: a crash during it leaves the step in doubt."""
+    if MODE == "start":
+        MARKER.write_text("send is running")
+        time.sleep(600)
+    return "sent " + text
+
+
+UNSAFE = Chain.from_dict({"name": "unsafe", "steps": [
+    {"id": "a", "tool": "first"},
+    {"id": "b", "tool": "send", "args": {"text": "{{ steps.a.output }}"}},
+]})
+
 CHAIN = Chain.from_dict({"name": "paid", "steps": [
     {"id": "a", "tool": "first"},
     {"id": "b", "tool": "second", "args": {"previous": "{{ steps.a.output }}"}},
@@ -47,7 +64,8 @@ CHAIN = Chain.from_dict({"name": "paid", "steps": [
 async def main(db: str, run_id: str) -> None:
     async with Runtime(toolbox, SQLiteStore(db)) as runtime:
         if MODE == "start":
-            run = await runtime.start(CHAIN, run_id=run_id)
+            chain = UNSAFE if run_id.startswith("unsafe") else CHAIN
+            run = await runtime.start(chain, run_id=run_id)
         else:
             run = await runtime.resume(run_id)
         result = await run.wait()

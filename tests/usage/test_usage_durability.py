@@ -27,17 +27,22 @@ def worker(db: Path, mode: str, run_id: str, marker: Path) -> subprocess.Popen[s
                             stderr=subprocess.PIPE, text=True)
 
 
-async def test_a_crash_and_a_resume_count_each_attempt_once(tmp_path: Path) -> None:
-    db, marker = tmp_path / "runs.db", tmp_path / "marker"
-    proc = worker(db, "start", "run-crash", marker)
+def start_and_kill(db: Path, run_id: str, marker: Path) -> None:
+    """Start the run in a worker and SIGKILL it while its second step's call runs."""
+    proc = worker(db, "start", run_id, marker)
     deadline = time.monotonic() + 60
     while not marker.exists():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the second step never started"
         time.sleep(0.01)
     time.sleep(0.3)  # the first step's end event reaches the file (group commit)
-    proc.kill()  # SIGKILL while the paid second call runs
+    proc.kill()
     proc.wait(30)
+
+
+async def test_a_crash_and_a_resume_count_each_attempt_once(tmp_path: Path) -> None:
+    db, marker = tmp_path / "runs.db", tmp_path / "marker"
+    start_and_kill(db, "run-crash", marker)  # while the paid second call runs
     store = SQLiteStore(db)
     before = RunState.from_events("run-crash", store.load_events("run-crash"))
     assert before.steps["a"].status == "succeeded"
@@ -66,4 +71,29 @@ async def test_a_crash_and_a_resume_count_each_attempt_once(tmp_path: Path) -> N
     assert result.status == "succeeded"
     assert fork.state.steps["a"].reused is not None and fork.state.steps["a"].usage is None
     assert fork.state.usage == b_usage
+    store.close()
+
+
+async def test_a_run_recovered_in_doubt_replays_as_recorded(tmp_path: Path) -> None:
+    from chainlab.testing.replay import Recording, replay_run
+
+    db, marker = tmp_path / "runs.db", tmp_path / "marker"
+    start_and_kill(db, "unsafe-1", marker)  # while the unsafe send runs
+    resumed = worker(db, "resume", "unsafe-1", marker)
+    out, err = resumed.communicate(timeout=60)
+    assert out.strip() == "suspended", err  # send is in doubt: only a person can tell
+    store = SQLiteStore(db)
+    async with Runtime(toolbox, store) as runtime:
+        run = await runtime.resume("unsafe-1")
+        assert run.waiting() == {"b": "in_doubt"}
+        await run.resolve("b", output="sent one")
+        assert (await run.wait()).status == "succeeded"
+    recording = Recording.from_store(store, "unsafe-1")
+    assert [(c.step_id, c.fate) for c in recording.calls] == [("a", "succeeded"),
+                                                              ("b", "in_doubt")]
+    replayed = await replay_run(recording, toolbox)
+    replayed.assert_same()  # no crash in the replay: the call answers "in doubt" again
+    assert replayed.state.steps["b"].output == "sent one"
+    assert replayed.state.usage == {"input_tokens": 100, "output_tokens": 10, "tokens": 110,
+                                    "cost": 0.01}
     store.close()
