@@ -285,7 +285,8 @@ class ReplayMismatch(ToolError):
 class _Replayed(ToolError):
     """A recorded error, raised again with its recorded kind and message."""
 
-    def __init__(self, message: str, kind: str, before_effect: bool):
+    def __init__(self, message: str, kind: str = "execution_failed",
+                 before_effect: bool = False):
         super().__init__(message, before_effect=before_effect)
         self.kind = kind
 

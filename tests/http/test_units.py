@@ -30,7 +30,9 @@ EXPECTED = {
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
-              "TransientError", "PermanentError", "PlannerError", "DesignerError"}
+              "TransientError", "PermanentError", "PlannerError", "DesignerError",
+              # replay (chainlab.testing): a test's errors, never an HTTP request's
+              "ReplayError", "ReplayMismatch", "_Replayed"}
 
 
 def _all_errors() -> list[type[BaseException]]:
