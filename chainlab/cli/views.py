@@ -115,7 +115,7 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
-        cells = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
+        cells: list[str | Text] = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
                  str(st.attempts or ""), seconds(took), step_note(st)]
         if with_usage:
             usage = st.usage or {}

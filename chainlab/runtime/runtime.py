@@ -560,10 +560,11 @@ class Runtime:
         timeout: float = 10.0,
         budget: dict[str, Any] | None = None,
     ) -> str:
-        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject`` (``reason``) or ``resolve``
-        (``output`` | ``retry`` | ``fail``, ``note``) step ``step_id`` of a run, wherever it is
-        driven: by this runtime (applied here), by another live process (sent to it through
-        the store; it applies the decision with the same checks and answers), or by nobody
+        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject``
+        (``reason``) or ``resolve`` (``output`` | ``retry`` | ``fail``, ``note``) step
+        ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
+        another live process (sent to it through the store; it applies the decision with the
+        same checks and answers), or by nobody
         (this runtime takes the run over, applies it, and drives the run on). ``by`` says
         who decides (default ``user@host``). Returns ``"applied"``.
 

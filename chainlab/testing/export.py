@@ -124,7 +124,8 @@ def render_test(recording: Recording, fixture_name: str, *, tools: str,
     chain_name = recording.chain.get("name", "?")
     live_list = ", ".join(repr(t) for t in sorted(live))
     replayed = [t for t in recording.tools_used() if t not in set(live)]
-    return f'''"""Regression test exported by chainlab from run {recording.run_id} (chain {chain_name!r}).
+    return f'''"""Regression test exported by chainlab from run {recording.run_id}
+(chain {chain_name!r}).
 
 It replays the recorded run from {fixture_name} (its attempts and decisions; no
 database needed): the tools in LIVE run for real, the others ({", ".join(replayed) or "none"})

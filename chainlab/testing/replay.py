@@ -460,8 +460,8 @@ class Replayed:
         order = [s.get("id") for s in self.recording.chain.get("steps", [])]
         if want != got:
             parts.append("\n".join(difflib.unified_diff(
-                _lines(want, order), _lines(got, order), f"recorded run {self.recording.run_id}", "replay",
-                lineterm="")))
+                _lines(want, order), _lines(got, order),
+                f"recorded run {self.recording.run_id}", "replay", lineterm="")))
             errors = [f"step {step_id!r} {st.status}: {st.error}"
                       for step_id, st in self.state.steps.items()
                       if st.error and str(st.status) != want["steps"].get(step_id, {})

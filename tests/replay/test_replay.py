@@ -5,6 +5,7 @@ resolution and a compensation; a changed call fails its step with a diff of the 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,11 +58,11 @@ async def test_a_run_with_everything_replays_with_no_tool_called() -> None:
     assert recorded.expected["confirmations"] == ["charge"]
     assert [d["action"] for d in recorded.decisions] == ["approve", "resolve"]
     CALLS.clear()
-    effects = open("effects.jsonl").read()
+    effects = Path("effects.jsonl").read_text()
     replayed = await replay_run(recorded, toolbox)
     replayed.assert_same()
     assert CALLS == {}  # no tool was called
-    assert open("effects.jsonl").read() == effects  # and nothing happened in the world
+    assert Path("effects.jsonl").read_text() == effects  # and nothing happened in the world
     steps = replayed.state.steps
     assert steps["fetch"].attempts == 2  # the flaky failure replayed as a failure, then ok
     assert [a.error for a in replayed.state.attempts if a.step_id == "fetch"] == [

@@ -244,10 +244,10 @@ async def run(k: Kernel, node: Node) -> None:
             k.sched.park(step_id)
             return
         confirm = True
-    if k.options.budget is not None or k.state.budget is not None:
-        if not check_budget(k, node, args):  # waits for a person: raise it, or stop
-            k.sched.park(step_id)
-            return
+    if (k.options.budget is not None or k.state.budget is not None) \
+            and not check_budget(k, node, args):  # waits for a person: raise it, or stop
+        k.sched.park(step_id)
+        return
     # effect-free tools get a key only when they ask for it (nothing to deduplicate)
     key = (
         idempotency_key(k.run_id, step_id, args_hash(args))

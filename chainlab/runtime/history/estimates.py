@@ -31,12 +31,12 @@ if TYPE_CHECKING:
 __all__ = [
     "Estimate",
     "History",
+    "budget_estimates",
     "estimate",
     "history",
     "priority_of",
     "recorded_order",
     "release_order",
-    "budget_estimates",
     "upward_ranks",
     "usage_estimates",
 ]
