@@ -131,7 +131,7 @@ class Step(PlanModel):
 
 class Budget(PlanModel):
     """What a run may spend (issue 31). Before a step is released, what the run has spent
-    plus the step's estimated usage (its last attempt's in this run, else its history's
+    plus the step's estimated usage (its calls' mean in this run, else its history's
     median) is compared with each limit; one that would be crossed suspends the run with a
     ``budget_exceeded`` decision for a person (raise the budget and continue, or stop). A
     running step is never interrupted."""

@@ -6,8 +6,8 @@ budget and continues (an approval without a new budget lets this step run once),
 ``run.reject(step, reason)`` stops (under ``fail_fast`` the run then compensates and ends).
 A running step is never interrupted: the check happens only before a call.
 
-What a step is expected to spend: its last call's usage in this run (a retry costs about
-what the attempt before it did), else the median of its history (recorded in the run's
+What a step is expected to spend: the mean of its calls' usage in this run (a retry costs
+about what the attempts before it did), else the median of its history (recorded in the run's
 ``run_started`` as ``budget_estimates``, so a resumed run checks with the same numbers),
 else nothing. Spent: the run's folded usage (:attr:`RunState.usage`), which counts each
 attempt once: a reused (fork) or interrupted attempt adds nothing.
@@ -15,6 +15,7 @@ attempt once: a reused (fork) or interrupted attempt adds nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import EventKind
@@ -35,18 +36,22 @@ def budget_of(k: Kernel) -> dict[str, Any] | None:
     if k.state.budget is not None:
         return k.state.budget
     budget = k.options.budget
-    return None if budget is None else budget.model_dump(exclude_none=True)
+    return None if budget is None else _limits(budget)
+
+
+@functools.lru_cache(maxsize=64)
+def _limits(budget: Any) -> dict[str, Any]:
+    """A (frozen, hashable) Budget's limits as a dict, dumped once, not once per step."""
+    return budget.model_dump(exclude_none=True)  # type: ignore[no-any-return]
 
 
 def expected_usage(k: Kernel, step_id: str) -> dict[str, float]:
     """What the step's next call is expected to spend: cost, tokens, seconds."""
-    out: dict[str, float] = {}
-    for rec in reversed(k.state.attempts):
-        if rec.step_id == step_id and rec.kind == "call" and rec.usage:
-            out.update({key: rec.usage[key] for _, key in _LIMITS if key in rec.usage})
-            break
-    else:
-        out.update(k.budget_estimates.get(step_id, {}))
+    out: dict[str, float] = dict(k.budget_estimates.get(step_id, {}))
+    st = k.steps[step_id]
+    if st.usage:  # its calls in this run: one more costs about their mean (O(1) per check)
+        calls = max(st.attempts, 1)
+        out.update({key: st.usage[key] / calls for _, key in _LIMITS if key in st.usage})
     return out
 
 
