@@ -19,7 +19,8 @@ args against the recorded ones. A replayed side-effecting tool is never really c
 :func:`replay_run` drives the replay: it starts the recorded chain (same context, options
 and run id) on an in-memory store and a manual clock, and when the run waits for a person it
 applies the recorded decisions (approvals, edited args included, rejections, resolutions of
-in-doubt steps, a raised budget) in recorded order. A recorded fork replays from its seed
+in-doubt steps, a raised budget, a ``run.rollback()`` where the run had got to) in recorded
+order; a cancel is not replayed (when it struck cannot be). A recorded fork replays from its seed
 (its reused outputs and confirm-first set, as the fork wrote them), so no parent is needed.
 """
 
@@ -268,6 +269,8 @@ def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:
             yield decision
         elif ev.kind == K.STEP_REJECTED:
             yield {"action": "reject", "step_id": step_id, "reason": p.get("reason")}
+        elif ev.kind == K.RUN_ROLLBACK_STARTED and p.get("reason") == "rollback requested":
+            yield {"action": "rollback", "step_id": None}  # run.rollback(): a person asked
         elif p.get("resolved") == "output":
             yield {"action": "resolve", "step_id": step_id, "output": p.get("output")}
         elif p.get("resolved") in ("retry", "fail"):
@@ -469,7 +472,8 @@ class Replayed:
             if errors or self.refused:
                 parts.append("why:\n" + "\n".join(errors + self.refused))
         if self.decisions_left and not self.refused:
-            left = ", ".join(f"{d['action']} {d['step_id']}" for d in self.decisions_left)
+            left = ", ".join(f"{d['action']} {d['step_id'] or 'the run'}"
+                             for d in self.decisions_left)
             parts.append(f"recorded decisions the replay never asked for: {left}")
         return "\n\n".join(parts)
 
@@ -538,6 +542,10 @@ async def replay_run(recording: Recording | Run | str, toolbox: Toolbox | None =
                                       run_id=recording.run_id)
         while True:
             result = await run.wait()
+            if decisions and decisions[0]["action"] == "rollback":
+                decisions.pop(0)  # a person asked to undo the run once it had got here
+                await run.rollback()
+                continue
             if result.status in RUN_TERMINAL:
                 break
             waiting = run.waiting()

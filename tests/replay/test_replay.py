@@ -154,6 +154,23 @@ async def test_a_recorded_fork_replays_from_its_seed() -> None:
     assert replayed.state.steps["charge"].output == {"charge_id": "ch-7", "amount": 7}
 
 
+async def test_a_rollback_a_person_asked_for_replays_too() -> None:
+    store = MemoryStore()
+    async with Runtime(toolbox, store, clock=ManualClock()) as runtime:
+        run = await runtime.start(SMALL, {"query": "q"})
+        await run.wait()
+        await run.approve("charge")
+        assert (await run.wait()).status == "succeeded"
+        await run.rollback()
+        assert (await run.wait()).status == "rolled_back"
+    recorded = Recording.from_store(store, run.run_id)
+    assert [d["action"] for d in recorded.decisions] == ["approve", "rollback"]
+    CALLS.clear()
+    replayed = await replay_run(recorded, toolbox)
+    replayed.assert_same()
+    assert CALLS == {} and replayed.state.steps["charge"].status == "compensated"
+
+
 async def test_a_chain_that_no_longer_validates_is_a_clear_error() -> None:
     store = MemoryStore()
     async with Runtime(toolbox, store, clock=ManualClock()) as runtime:
