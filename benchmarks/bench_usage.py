@@ -5,6 +5,8 @@
 A chain of N effect-free steps on Runtime(MemoryStore); each row's tool differs only in
 what it tells about its usage:
   silent     returns an int, reports nothing (the path every run had before usage existed)
+  context    takes the call context and reports nothing (what a context alone costs: the
+             idempotency key it carries is derived for it)
   reported   ctx.report_usage(input_tokens=, output_tokens=, cost=, model=) once per call
   response   returns an OpenAI-style dict with a `usage` field (recorded automatically)
   budget     `reported`, under options.budget (checked before every step)
@@ -30,6 +32,11 @@ tools = Toolbox("bench-usage")
 
 @tools.tool
 def silent(i: int) -> int:
+    return i
+
+
+@tools.tool
+def context(i: int, ctx: CallContext) -> int:
     return i
 
 
@@ -67,6 +74,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     opts = ap.parse_args()
     rows = [("silent", chain_of("silent", opts.steps)),
+            ("context", chain_of("context", opts.steps)),
             ("reported", chain_of("reported", opts.steps)),
             ("response", chain_of("response", opts.steps)),
             ("budget", chain_of("reported", opts.steps, budget=True))]
