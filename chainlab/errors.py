@@ -6,7 +6,9 @@
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
     │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
-    │   └── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
+    │   ├── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
+    │   └── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
+    │                             chainlab.mcp)
     ├── ToolError                 raised BY a tool body to classify its own failure
     │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
     │   └── PermanentError        never retried
@@ -53,6 +55,7 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "MCPServerError",
     "MissingExtraError",
     "PermanentError",
     "PlanError",
@@ -250,6 +253,18 @@ class StaleEpochError(StoreError):
 
 class PlannerError(ChainlabError):
     """The planner could not produce a valid chain."""
+
+
+class MCPServerError(ToolDefinitionError):
+    """An MCP server cannot give its tools: it does not start, exits at once, speaks no MCP,
+    hangs at initialisation or describes a tool wrongly. ``.server`` names the server (its
+    command or URL), ``.fix`` says what to do; the message holds both."""
+
+    def __init__(self, server: str, problem: str, fix: str):
+        self.server = server
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"MCP server {server!r}: {problem}; {fix}")
 
 
 class MissingExtraError(ChainlabError, ImportError):

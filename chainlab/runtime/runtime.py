@@ -160,6 +160,7 @@ class Runtime:
             with contextlib.suppress(BaseException):
                 await task
         self._active.clear()
+        await self.toolbox.aclose()  # its MCP sessions (they reopen on the next call)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn(*args)``, a store read or write: in a worker thread when the store's

@@ -95,7 +95,12 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--priority", choices=["critical_path", "declaration"],
                    default="critical_path")
     p.add_argument("--concurrency", metavar="N", type=int)
-    sub("tools", "list the tools of the active toolbox", tools=True, db=False)
+    p = sub("tools", "list the tools of the active toolbox (--mcp: add an MCP server's)",
+            tools=True, db=False)
+    p.add_argument("--mcp", metavar="[PREFIX=]CMD|URL", action="append",
+                   help="add the tools of an MCP server (a command line or a URL)")
+    p.add_argument("--as", dest="name", metavar="NAME", default="mcp_tools",
+                   help="with --mcp and no toolbox yet: the variable of the new toolbox")
     p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
     p.add_argument("request", metavar='"REQUEST"')
     p.add_argument("--as", dest="name", metavar="NAME")
@@ -343,7 +348,10 @@ class ChainMagics(Magics):
         return gantt_compare(real, other)
 
     def tools(self, ns: argparse.Namespace) -> Any:
-        toolbox, note = self.session.toolbox(ns.tools)
+        if ns.mcp:
+            toolbox, note = self.session.add_mcp(ns.mcp, ns.tools, ns.name)
+        else:
+            toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         return ToolsTable(toolbox)
