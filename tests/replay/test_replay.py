@@ -235,3 +235,25 @@ def _tiny() -> dict[str, Any]:
 
 def test_the_tools_module_is_importable_by_name() -> None:
     assert replay_tools.toolbox is toolbox
+
+
+async def test_a_run_with_a_sub_chain_replays() -> None:
+    inner = Chain.from_dict({"name": "inner", "steps": [
+        {"id": "f", "tool": "fetch", "args": {"query": "{{ context.q }}"}},
+        {"id": "s", "tool": "summarize", "args": {"rows": "{{ steps.f.output.rows }}"}}]})
+    outer = Chain.from_dict({"name": "outer", "steps": [
+        {"id": "sub", "tool": "chain:inner", "args": {"q": "{{ context.query }}"}},
+        {"id": "charge", "tool": "charge", "args": {"amount": 1}, "depends_on": ["sub"]}]})
+    store = MemoryStore()
+    async with Runtime(toolbox, store, clock=ManualClock(), chains={"inner": inner}) as rt:
+        run = await rt.start(outer, {"query": "nested"})
+        await run.wait()
+        await run.approve("charge")
+        assert (await run.wait()).status == "succeeded"
+    recorded = Recording.from_store(store, run.run_id)
+    assert {c.step_id for c in recorded.calls} == {"sub/f", "sub/s", "charge"}
+    CALLS.clear()
+    replayed = await replay_run(recorded, toolbox)
+    replayed.assert_same()
+    assert CALLS == {}
+    assert replayed.state.steps["sub"].output == run.steps["sub"].output
