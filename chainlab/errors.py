@@ -31,6 +31,8 @@
     ├── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
     ├── UnknownChainStepError     no step with that id in the chain (also a KeyError)
     ├── DesignerError             an edit the chain designer cannot make (chainlab.jupyter)
+    ├── ReplayError               a recorded run cannot be replayed or exported as a test
+    │                             (chainlab.testing.replay)
     └── UsageError                a front end's input does not resolve: a name, a run id, a
         │                         store location, a STEP=JSON value (``.hint`` says the fix;
         │                         chainlab.workspace raises it)
@@ -59,6 +61,7 @@ __all__ = [
     "PlanError",
     "PlannerError",
     "Problem",
+    "ReplayError",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunStateError",
@@ -413,6 +416,18 @@ class DecisionTimeoutError(RunStateError):
             "blocked or dying), then try again, or take the run over once its heartbeat is "
             "stale (runtime.resume(run_id, force=True) / chainlab resume --force)",
             run_id=run_id, status="driven")
+
+
+class ReplayError(ChainlabError):
+    """A recorded run cannot be replayed, or exported as a regression test: its chain no
+    longer validates, a recorded value is not JSON, a fixture is not one. ``run_id`` names
+    the recorded run, ``step_id`` the step when one is to blame."""
+
+    def __init__(self, message: str, *, run_id: str | None = None,
+                 step_id: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.step_id = step_id
 
 
 class UsageError(ChainlabError, ValueError):

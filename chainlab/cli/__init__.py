@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fork as commands_fork
 from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
@@ -218,6 +219,7 @@ def demo(
 
 commands_runs.register(app)
 commands_fork.register(app)
+commands_export.register(app)
 commands_watch.register(app)
 commands_serve.register(app)
 commands_tools.register(app)

@@ -16,7 +16,8 @@ shown by its repr).
                ...},
      "outputs": {"charge": {"id": "ch-10"}},
      "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
-                  "preview": {...}, "error": None, "since": 1800000000.5}]}
+                  "preview": {...}, "error": None, "since": 1800000000.5}],
+     "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031}}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
   ``parent/child``); ``attempts`` lists its tool calls and compensations in start order
@@ -27,6 +28,9 @@ shown by its repr).
   ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
   :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
 * ``outputs``: the outputs of the steps that succeeded, in the order they did.
+* ``usage``: what the run consumed (tokens, cost, models: :mod:`chainlab.events.usage`),
+  the sum of its attempts' and its planner's; each step and attempt has its own ``usage``
+  (None when it reported nothing; a step a fork reused made no call, so None).
 
 :func:`record_dict` is a run as listed (``chainlab runs --json``): the record's fields, the
 number of top-level steps, the run's meta and its lineage.
@@ -71,6 +75,7 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
                   for step_id, st in state.steps.items()},
         "outputs": _plain(state.outputs),
         "waiting": waiting_dicts(record, state),
+        "usage": _plain(state.usage),
     }
 
 
@@ -102,6 +107,7 @@ def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str
         "error_kind": _text(st.error_kind),
         "error": _text(st.error),
         "reused": _plain(st.reused),
+        "usage": _plain(st.usage),
     }
 
 
@@ -117,6 +123,7 @@ def attempt_dict(rec: AttemptRecord) -> dict[str, Any]:
         "error_kind": _text(rec.error_kind),
         "error": _text(rec.error),
         "retry_delay_s": rec.retry_delay_s,
+        "usage": _plain(rec.usage),
     }
 
 

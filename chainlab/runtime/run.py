@@ -27,6 +27,7 @@ from chainlab.events import (
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import decisions
+from chainlab.runtime.engine.budget import budget_of
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
@@ -274,17 +275,19 @@ class Run:
 
     async def approve(
         self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None,
-        *, by: str | None = None,
+        *, by: str | None = None, budget: dict[str, Any] | None = None,
     ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
         validated again). ``by`` says who approves (default ``user@host``), recorded with the
-        approval. Raises RunStateError if the step is not waiting (saying who decided it),
+        approval. ``budget``: for a step that waits because the run's budget would be crossed
+        (reason ``budget_exceeded``), the raised limits (merged over the current ones). Raises
+        RunStateError if the step is not waiting (saying who decided it),
         DecisionError for args that do not fit, StaleEpochError when another driver took the
         run over (then nothing was approved and the step's call does not start here)."""
         k = self._k()
         k.require_step(step_id)
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
-                                  by or decisions.requester()))
+                                  by or decisions.requester(), budget, budget_of(k)))
         await k.commit()
 
     async def reject(self, step_id: str, reason: str = "rejected", *,

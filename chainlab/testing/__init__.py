@@ -2,7 +2,9 @@
 an event recorder, (in :mod:`chainlab.testing.openai_server`) a scripted
 OpenAI-compatible HTTP server for planner tests and demos, and (in
 :mod:`chainlab.testing.mcp_server`, ``python -m chainlab.testing.mcp_server``) a real MCP
-server whose tools cover every annotation case. They are product code (tested like
+server whose tools cover every annotation case, and (in :mod:`chainlab.testing.replay`
+and :mod:`chainlab.testing.export`) the replay of a recorded run and its export as a
+pytest regression test. They are product code (tested like
 it) because users need them too; nothing outside tests and demos uses them.
 
     from chainlab.testing import FlakyTool, ManualClock, RecordingTool

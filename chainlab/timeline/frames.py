@@ -13,7 +13,9 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
     (``succeeded`` | ``failed`` | ``timed_out`` | ``cancelled`` | ``interrupted`` |
     ``running``), error_kind, error, started_at, ended_at, duration_s, retry_delay_s (the
     back-off scheduled after this attempt), idempotency_key (None for effect-free tools),
-    code (fingerprint of the tool's code the attempt ran; None for compensations).
+    code (fingerprint of the tool's code the attempt ran; None for compensations),
+    input_tokens, output_tokens, tokens, cost (what the call reported it consumed:
+    ``ctx.report_usage`` or an OpenAI-style response; NaN when it reported nothing).
     A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
 ``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
 ``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
@@ -59,7 +61,8 @@ __all__ = [
 
 ATTEMPT_COLUMNS = ["run_id", "step_id", "tool", "kind", "attempt", "epoch", "status",
                    "error_kind", "error", "started_at", "ended_at", "duration_s",
-                   "retry_delay_s", "idempotency_key", "code"]
+                   "retry_delay_s", "idempotency_key", "code", "input_tokens",
+                   "output_tokens", "tokens", "cost"]
 WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outcome"]
 EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
                  "payload"]
@@ -104,6 +107,9 @@ def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
         "idempotency_key": pd.Series([r.idempotency_key for r in recs], dtype="object"),
         # which version of the tool's code the attempt ran (a fork reruns changed tools)
         "code": pd.Series([r.code for r in recs], dtype="object"),
+        **{name: pd.Series([(r.usage or {}).get(name, float("nan")) for r in recs],
+                           dtype="float64")
+           for name in ("input_tokens", "output_tokens", "tokens", "cost")},
     }, columns=ATTEMPT_COLUMNS)
     return frame
 
@@ -202,8 +208,9 @@ def runs_frame(store: Store, limit: int | None = None) -> pd.DataFrame:
 
 
 def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
-    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame."""
-    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source"]
+    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame,
+    with the median cost and tokens of one call (NaN when no call reported usage)."""
+    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source", "cost", "tokens"]
     return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
 
 

@@ -32,7 +32,9 @@ EXPECTED = {
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
               "TransientError", "PermanentError", "PlannerError", "DesignerError",
               # a server's toolbox is built at start: no request can meet an MCP server error
-              "MCPServerError"}
+              "MCPServerError",
+              # replay (chainlab.testing): a test's errors, never an HTTP request's
+              "ReplayError", "ReplayMismatch", "_Replayed"}
 
 
 def _all_errors() -> list[type[BaseException]]:

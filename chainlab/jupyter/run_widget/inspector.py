@@ -15,6 +15,7 @@ import ipywidgets as W
 from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.events.usage import usage_text
 from chainlab.jupyter.views import error_html, pretty, tool_of
 from chainlab.render.display import reason_text
 
@@ -77,6 +78,8 @@ class StepInspector(W.VBox):
         if step_id in run.state.estimates:
             rows.append(("expected", f"~{run.state.estimates[step_id]:.3g} s "
                                      f"(release order: {run.state.priority})"))
+        if st.usage:
+            rows.append(("usage", usage_text(st.usage)))
         if st.error:
             rows.append(("error", error_text(st.error_kind, st.error)))
         if st.approval:
@@ -93,10 +96,11 @@ class StepInspector(W.VBox):
                 f"<tr><td>{a.kind} #{a.attempt}</td><td>epoch {a.epoch}</td>"
                 f"<td>{esc(str(a.status))}</td>"
                 f"<td>{'' if a.duration_s is None else f'{a.duration_s:.3f} s'}</td>"
-                f"<td>{esc(error_text(a.error_kind, a.error))}</td></tr>"
+                f"<td>{esc(error_text(a.error_kind, a.error))}</td>"
+                f"<td>{esc(usage_text(a.usage))}</td></tr>"
                 for a in attempts)
             head = ("<tr><th>attempt</th><th>epoch</th><th>status</th><th>duration</th>"
-                    "<th>error</th></tr>")
+                    "<th>error</th><th>usage</th></tr>")
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
         return "".join(parts)

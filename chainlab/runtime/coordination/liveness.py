@@ -289,7 +289,8 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     Raises what they raise (RunStateError, DecisionError, UnknownStepError)."""
     p = request.payload
     if request.action == "approve":
-        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by)
+        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by,
+                          budget=p.get("budget"))
     elif request.action == "reject":
         await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":

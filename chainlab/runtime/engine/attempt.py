@@ -30,8 +30,10 @@ from pydantic import ValidationError
 from chainlab.errors import ToolError
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
+from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
 from chainlab.tools import CallContext, NotJSONError, args_hash, idempotency_key
+from chainlab.tools.context import response_usage
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
@@ -71,6 +73,7 @@ class Outcome(NamedTuple):
     output: Any = None
     failure: Failure | None = None
     background: Pending | None = None
+    usage: dict[str, Any] | None = None  # what the call reported it consumed (or None)
 
     @property
     def ok(self) -> bool:
@@ -122,20 +125,22 @@ async def call_tool(
             background = pending if pending is not None and not pending.finished else None
             return Outcome(
                 failure=Failure(ErrorKind.TIMEOUT, f"no answer within timeout_s={timeout_s}"),
-                background=background,
+                background=background, usage=ctx.usage or None,
             )
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
         if _cancelled_from_outside(exc):
             raise  # run.cancel()/rollback(): the caller records the attempt
-        return Outcome(failure=classify(exc, tool_name=tool.name))
+        return Outcome(failure=classify(exc, tool_name=tool.name), usage=ctx.usage or None)
+    # a tool that reported nothing but returned an OpenAI-style response: its usage
+    usage = ctx.usage or response_usage(result)
     if not check_output:
-        return Outcome(output=result)
+        return Outcome(output=result, usage=usage)
     try:
-        return Outcome(output=tool.check_output(result))
+        return Outcome(output=tool.check_output(result), usage=usage)
     except Exception as exc:
-        return Outcome(failure=bad_output(exc, tool.name, ctx.step_id))
+        return Outcome(failure=bad_output(exc, tool.name, ctx.step_id), usage=usage)
 
 
 def _cancelled_from_outside(exc: BaseException) -> bool:
@@ -239,6 +244,10 @@ async def run(k: Kernel, node: Node) -> None:
             k.sched.park(step_id)
             return
         confirm = True
+    if (k.options.budget is not None or k.state.budget is not None) \
+            and not check_budget(k, node, args):  # waits for a person: raise it, or stop
+        k.sched.park(step_id)
+        return
     # effect-free tools get a key only when they ask for it (nothing to deduplicate)
     key = (
         idempotency_key(k.run_id, step_id, args_hash(args))
@@ -251,7 +260,7 @@ async def run(k: Kernel, node: Node) -> None:
         attempt,
         {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
     )
-    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch)
+    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch, "call", {})
     try:
         outcome = await call_tool(
             tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
@@ -263,7 +272,8 @@ async def run(k: Kernel, node: Node) -> None:
                    Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
         raise
     if outcome.failure is None and outcome.background is None:  # the common case, inline
-        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output}
+               if outcome.usage is None else {"output": outcome.output, "usage": outcome.usage})
         k.finished(node)
         return
     record(k, node, attempt, outcome)
@@ -283,12 +293,17 @@ def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
     step_id = node.id
     failure = outcome.failure
     if failure is None:
-        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        payload: dict[str, Any] = {"output": outcome.output}
+        if outcome.usage:
+            payload["usage"] = outcome.usage
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, payload)
         k.finished(node)
         return
     assert node.tool is not None
     fate = fate_of(failure, node.tool, node.retry, attempt)
-    payload: dict[str, Any] = {"error_kind": failure.kind, "error": failure.message}
+    payload = {"error_kind": failure.kind, "error": failure.message}
+    if outcome.usage:  # a failed call may have cost something too (the attempt's end event)
+        payload["usage"] = outcome.usage
     if failure.kind == ErrorKind.TIMEOUT:
         extra = {"still_running": True} if outcome.background is not None else {}
         k.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.runtime.engine.attempt import invalid_input
+from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
 from chainlab.tools import NotJSONError, args_hash, to_json_value
 
 if TYPE_CHECKING:
@@ -127,16 +128,34 @@ def requester() -> str:
 
 def approve(
     state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
-    by: str | None = None,
+    by: str | None = None, budget: Any | None = None, current_budget: Any | None = None,
 ) -> Decision:
     check(state, Action.APPROVE, step_id)
     st = state.steps[step_id]
     payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, "by": by}
+    if st.reason == BUDGET_EXCEEDED:  # it waits for the budget: let it past this one
+        payload["over_budget"] = True
+    if budget is not None:
+        payload["budget"] = check_budget_raise(step_id, budget, current_budget)
     run_args = dict(st.args or {})
     if args is not None:
         run_args = check_approve_args(tool, step_id, args)
         payload.update(args=run_args, args_hash=args_hash(run_args))
     return Decision(step_id, [(EventKind.STEP_APPROVED, None, payload)], "ready", run_args)
+
+
+def check_budget_raise(step_id: str, budget: Any, current: Any | None) -> dict[str, Any]:
+    """A raised budget: ``budget``'s limits over the ``current`` ones. Raises
+    DecisionError for limits that are not a Budget's."""
+    from chainlab.plan.parts import Budget
+
+    try:
+        merged = {**dict(current or {}), **dict(budget)}
+        return Budget.model_validate(merged).model_dump(exclude_none=True)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise DecisionError(f"step {step_id!r}: budget={budget!r} is not a budget: {exc}; "
+                            "give max_cost, max_tokens and/or max_duration_s",
+                            step_id=step_id, field="budget") from None
 
 
 def reject(state: RunState, step_id: str, reason: str, by: str | None = None) -> Decision:

@@ -137,6 +137,8 @@ class Kernel:
         self.drive_done.set()
         self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
         self.deferred_timers: list[tuple[Node, float]] = []
+        # what each step is expected to spend (cost, tokens, seconds), for options.budget
+        self.budget_estimates: dict[str, dict[str, float]] = {}
 
     @property
     def paused(self) -> bool:
