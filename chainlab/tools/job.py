@@ -194,12 +194,19 @@ def make_job(cls_or_obj: Any, **meta: Any) -> JobTool:
     if on_nf not in ("fail", "resubmit"):
         raise ToolDefinitionError(
             f"job {label!r}: on_not_found must be 'fail' or 'resubmit', got {safe_repr(on_nf)}")
+    adapters = {}
+    for opt in ("handle_type", "output_type"):
+        if opts.get(opt) is not None:
+            try:
+                adapters[opt] = TypeAdapter(opts[opt])
+            except Exception as exc:
+                raise ToolDefinitionError(f"job {label!r}: bad {opt}: {exc}") from None
     spec = JobSpec(
         instance=obj, poll=obj.poll, cancel=optional["cancel"], find=optional["find"],
         poll_every_s=poll_every,
         max_poll_every_s=float(opts.get("max_poll_every_s", max(poll_every, 30 * poll_every))),
         dedupe_by_key=bool(opts.get("dedupe_by_key", False)),
-        handle_adapter=TypeAdapter(opts["handle_type"]) if opts.get("handle_type") else None,
+        handle_adapter=adapters.get("handle_type"),
         on_not_found=on_nf,
         max_poll_errors=int(opts.get("max_poll_errors", 5)),
         progress_every_s=float(opts.get("progress_every_s", 5.0)),
@@ -213,8 +220,7 @@ def make_job(cls_or_obj: Any, **meta: Any) -> JobTool:
     meta.setdefault("description", inspect.getdoc(cls) or "")
     meta.setdefault("side_effects", True)
     tool = JobTool(obj.submit, job=spec, **meta)
-    output_type = opts.get("output_type")
-    tool.output_adapter = TypeAdapter(output_type) if output_type is not None else None
+    tool.output_adapter = adapters.get("output_type")
     tool._check_out = (tool.output_adapter.validator.validate_python
                        if tool.output_adapter is not None else None)
     # the job's code is all of its methods: a changed poll is another version too

@@ -38,7 +38,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # (pydantic needs it below Python 3.12)
 
 from chainlab.tools.context import CallContext
 from chainlab.tools.job import JobStatus

@@ -88,6 +88,19 @@ def _events(url: str, run_id: str) -> list[Any]:
         store.close()
 
 
+def _exists(url: str, run_id: str) -> bool:
+    from chainlab.errors import RunNotFoundError
+
+    store = open_store(url)
+    try:
+        store.get_run(run_id)
+        return True
+    except RunNotFoundError:
+        return False
+    finally:
+        store.close()
+
+
 def _phase(events: list[Any], step_id: str, answered: dict[str, int]) -> str:
     """Where the kill caught the job step: ``reserve`` (no durable reservation), ``submit``
     (reserved; the backend never answered the submit), ``record`` (the backend answered,
@@ -110,9 +123,9 @@ def _aim(server: JobServer, base: dict[str, Any], target: str, rng: random.Rando
     the log afterwards)."""
     if target == "reserve":  # once the run exists, somewhere before its first reservation
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and child.poll() is None and not _events(url, run_id):
-            time.sleep(0.003)
-        time.sleep(rng.uniform(0.0, 0.02))
+        while time.monotonic() < deadline and child.poll() is None and not _exists(url, run_id):
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.01))
         return
     field, window = {"submit": ("received", 0.1), "record": ("answered", 0.04),
                      "wait": ("polls", 0.25)}[target]

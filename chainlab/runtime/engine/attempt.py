@@ -574,8 +574,11 @@ async def _wait_job(k: Kernel, node: Node, attempt: int, first_delay: float,
             k.emit(K.JOB_PROGRESS, step_id, attempt,
                    {"state": "cancelled", "polls": polls, "ended": True,
                     "note": f"cancel(handle) {note}"})
+            # cancelled where it runs: the step is cancelled; a cancel that could not be
+            # sent leaves an unsafe job in_doubt (it may still run)
             record(k, node, attempt, Outcome(failure=Failure(
-                ErrorKind.CANCELLED, f"cancelled while waiting; cancel(handle) {note}")))
+                ErrorKind.CANCELLED, f"cancelled while waiting; cancel(handle) {note}",
+                note == "sent")))
             return
     finally:
         k.timers.pop(step_id, None)
