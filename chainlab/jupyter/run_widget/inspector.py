@@ -17,6 +17,7 @@ from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter.views import error_html, pretty, tool_of
 from chainlab.render.display import reason_text
+from chainlab.render.json import job_dict
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunHost
@@ -77,6 +78,16 @@ class StepInspector(W.VBox):
         if step_id in run.state.estimates:
             rows.append(("expected", f"~{run.state.estimates[step_id]:.3g} s "
                                      f"(release order: {run.state.priority})"))
+        if st.job is not None:  # a remote job: what it waits on, how often it asked
+            job = job_dict(st) or {}
+            progress = job["progress"]
+            rows += [("job", f"{job['caption'] or job['phase']} (state {job['state'] or '-'}"
+                             + (f", {round(progress * 100)}%" if progress is not None else "")
+                             + f"; {job['how'] or 'not recorded yet'})"),
+                     ("job handle", json.dumps(job["handle"])),
+                     ("job polls", f"{job['polls']}" + (f", {job['poll_errors']} failed in a "
+                                                        f"row: {job['error']}"
+                                                        if job["poll_errors"] else ""))]
         if st.error:
             rows.append(("error", error_text(st.error_kind, st.error)))
         if st.approval:
