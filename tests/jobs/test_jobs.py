@@ -394,3 +394,44 @@ async def test_subprocess_job_survives_its_driver(tmp_path: Path) -> None:
     assert resumed.outputs["train"] == {"exit_code": 0, "stdout": "trained\n"}
     assert marker.read_text() == "x"  # the command ran once
     await second.aclose()
+
+
+async def test_fork_attaches_to_a_waiting_job_or_resubmits_after_approval(
+        tmp_path: Path, backend: FakeBackend) -> None:
+    tb = Toolbox()
+    backend.register(tb, poll_every_s=0.02)
+
+    @tb.tool
+    def after(x: dict) -> int:
+        return len(x)
+
+    runtime = Runtime(tb, SQLiteStore(tmp_path / "f.db"))
+    parent = await runtime.start(chain(job_step("a", 1),
+                                       {"id": "b", "tool": "after",
+                                        "args": {"x": "{{ steps.a.output }}"}}))
+    while (parent.steps["a"].job or {}).get("phase") != "waiting":
+        await anyio.sleep(0.005)
+    await anyio.sleep(0.05)  # (the parent's events are durable: the fork reads the store)
+    plan = await runtime.fork_plan(parent.run_id)
+    row = plan.row("a")
+    assert row.decision == "attach" and row.job["handle"] == {"id": "j1"}
+    assert "still waiting in the parent" in row.reason
+    attached = await runtime.fork(parent.run_id)
+    again = await runtime.fork(parent.run_id, rerun=["a"])
+    assert (await runtime.fork_plan(parent.run_id, rerun=["a"])).row("a").decision == "confirm"
+    while (again.steps["a"].status != "waiting_confirmation"
+           or (attached.steps["a"].job or {}).get("how") != "attached"):
+        await anyio.sleep(0.005)
+    assert sum(backend.submissions.values()) == 1  # attach submitted nothing
+    await again.approve("a")
+    while sum(backend.submissions.values()) < 2:
+        await anyio.sleep(0.005)
+    backend.finish_all()
+    for run in (parent, attached, again):
+        with anyio.fail_after(10):
+            assert (await run.wait()).status == "succeeded"
+    assert attached.steps["a"].job["handle"] == {"id": "j1"}
+    assert again.steps["a"].job["handle"] == {"id": "j2"}
+    keys = list(backend.submissions)
+    assert len(keys) == 2 and all(backend.submissions[k] == 1 for k in keys)
+    await runtime.aclose()
