@@ -435,3 +435,32 @@ async def test_fork_attaches_to_a_waiting_job_or_resubmits_after_approval(
     keys = list(backend.submissions)
     assert len(keys) == 2 and all(backend.submissions[k] == 1 for k in keys)
     await runtime.aclose()
+
+
+async def test_the_http_complete_endpoint(backend: FakeBackend) -> None:
+    import httpx
+
+    from chainlab.http.app import create_app
+
+    tb = Toolbox()
+    backend.register(tb, poll_every_s=30)
+    store = MemoryStore()
+    app = create_app(tb, token="t0ken", db=store)
+    async with app.router.lifespan_context(app):
+        runtime = app.state.service.runtime
+        run = await runtime.start(chain(job_step("a")))
+        while (run.steps["a"].job or {}).get("phase") != "waiting":
+            await anyio.sleep(0.005)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": "Bearer t0ken"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://x",
+                                     headers=headers) as client:
+            url = f"/runs/{run.run_id}/steps/a/complete"
+            bad = await client.post(url, json={})
+            assert bad.status_code == 400 and "exactly one of output or error" in bad.text
+            ok = await client.post(url, json={"output": {"via": "http"}, "by": "backend"})
+            assert ok.status_code == 200, ok.text
+            again = await client.post(url, json={"output": {"via": "http"}})
+            assert again.status_code == 409 and "second completion" in again.text
+        assert (await run.wait()).status == "succeeded"
+        assert run.outputs["a"] == {"via": "http"}
