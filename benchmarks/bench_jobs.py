@@ -25,7 +25,6 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import anyio
 

@@ -200,7 +200,7 @@ def _handler(backend: _Backend) -> type[BaseHTTPRequestHandler]:
             n = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(n) or b"{}") if n else {}
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             parts = self.path.strip("/").split("/")
             if parts == ["jobs"]:
                 body = self._body()
@@ -217,7 +217,7 @@ def _handler(backend: _Backend) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, {"error": f"no such endpoint {self.path}"})
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
             parts = path.strip("/").split("/")
             if parts == ["stats"]:
@@ -233,7 +233,7 @@ def _handler(backend: _Backend) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, {"error": f"no such endpoint {self.path}"})
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             parts = self.path.strip("/").split("/")
             if len(parts) == 2 and parts[0] == "jobs":
                 self._send(backend.forget(parts[1]), {})

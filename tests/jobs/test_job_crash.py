@@ -182,7 +182,7 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
             subs = server.stats()["submissions"]
             keys = {e.step_id: e.payload["key"] for e in after if e.kind == "job_submitting"}
             counts = {s: subs.get(k, 0) for s, k in keys.items()}
-            for s, k in keys.items():
+            for k in keys.values():
                 per_key[subs.get(k, 0)] += 1
             rows.append({"trial": n, "config": name, "phases": phases,
                          "status": report["status"], "steps": report["steps"],

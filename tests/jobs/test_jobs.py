@@ -111,7 +111,7 @@ async def test_a_completion_before_the_waiter_is_armed_is_stored(backend: FakeBa
         result = await run.wait()
     assert result.status == "succeeded" and run.outputs["a"] == {"early": True}
     assert "polled" not in holder  # nothing to poll: the stored completion ended the wait
-    with pytest.raises(RunStateError, match="already completed by .*second completion"):
+    with pytest.raises(RunStateError, match=r"already completed by .*second completion"):
         await runtime.complete_job(run.run_id, "a", output={"late": True})
     await runtime.aclose()
 
