@@ -246,3 +246,51 @@ def test_crash_trials_postgres(tmp_path: Path, pg_cluster: Any) -> None:
     result = _trials(tmp_path, url, PG_TRIALS, "postgres")
     _report(result)
     assert result["kills_per_phase"].get("wait", 0) > 0
+
+
+def test_a_completion_from_another_process_goes_through_the_mailbox(tmp_path: Path) -> None:
+    """A live driver in another process waits on two long jobs; this process completes one
+    of them with ``runtime.complete_job`` (posted to the run's mailbox in the store, applied
+    by the driver) and the other with an error: the run ends without waiting 30 s."""
+    import anyio
+
+    from chainlab.runtime import Runtime
+    from chainlab.store import SQLiteStore
+    from tests.jobs.jobdriver import make_toolbox
+
+    db = str(tmp_path / "mail.db")
+    with JobServer(tmp_path / "jobs.json", duration_s=30) as server:
+        fs = _ForkServer()
+        try:
+            child = fs.spawn([db, server.url, "mail", "start", "--find"], tmp_path / "d.out")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                events = _events(db, "mail")
+                if {e.step_id for e in events if e.kind == "job_submitted"} == {"a", "b"}:
+                    break
+                time.sleep(0.02)
+
+            async def complete() -> None:
+                runtime = Runtime(make_toolbox(server.url, find=True, dedupe=False),
+                                  SQLiteStore(db))
+                try:
+                    assert await runtime.complete_job(
+                        "mail", "a", output={"payload": {"n": 2}, "result": "called back"},
+                        by="backend") == "applied"
+                    assert await runtime.complete_job(
+                        "mail", "b", output={"payload": {"n": 2}, "result": "called back"}
+                    ) == "applied"
+                finally:
+                    await runtime.aclose()
+
+            anyio.run(complete)
+            assert child.wait(30) == 0, child.output()
+            report = child.result()
+        finally:
+            fs.close()
+        assert report["status"] == "succeeded", report
+        assert sum(server.stats()["submissions"].values()) == 2
+    events = _events(db, "mail")
+    done = [e for e in events if e.kind == "job_completed"]
+    assert {e.step_id for e in done} == {"a", "b"}
+    assert {e.epoch for e in done} == {1}  # applied by the live driver, not taken over
