@@ -212,8 +212,8 @@ def _handler(backend: _Backend) -> type[BaseHTTPRequestHandler]:
                 if self._send(200, job):
                     backend.answered(job["key"])
             elif len(parts) == 3 and parts[0] == "jobs" and parts[2] == "cancel":
-                status, body = backend.cancel(parts[1])
-                self._send(status, body or {"error": "unknown job"})
+                status, answer = backend.cancel(parts[1])
+                self._send(status, answer or {"error": "unknown job"})
             else:
                 self._send(404, {"error": f"no such endpoint {self.path}"})
 
