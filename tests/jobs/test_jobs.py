@@ -464,3 +464,28 @@ async def test_the_http_complete_endpoint(backend: FakeBackend) -> None:
             assert again.status_code == 409 and "second completion" in again.text
         assert (await run.wait()).status == "succeeded"
         assert run.outputs["a"] == {"via": "http"}
+
+
+async def test_confirmation_and_compensation_apply_to_a_job_as_to_any_tool(
+        backend: FakeBackend) -> None:
+    tb = Toolbox()
+    undone: list[Any] = []
+    backend.polls_to_finish = 1
+    backend.register(tb, requires_confirmation=True,
+                     compensate=("undo", {"what": "{{ output.done }}"}))
+
+    @tb.tool(side_effects=True, idempotent=True)
+    def undo(what: dict) -> None:
+        undone.append(what)
+
+    runtime = Runtime(tb, MemoryStore())
+    run = await runtime.start(chain(job_step("a", 5)))
+    assert (await run.wait()).status == "suspended"
+    assert run.steps["a"].status == "waiting_confirmation" and backend.submissions == {}
+    await run.approve("a")
+    assert (await run.wait()).status == "succeeded"
+    assert sum(backend.submissions.values()) == 1
+    await run.rollback()
+    assert (await run.wait()).status == "rolled_back"
+    assert undone == [{"n": 5}]
+    await runtime.aclose()
