@@ -427,6 +427,8 @@ class RunState:
         p = ev.payload
         job.update(phase="waiting", handle=p.get("handle"), how=p.get("how", "submitted"),
                    submitted_at=p.get("submitted_at", ev.ts), state="pending", updated_at=ev.ts)
+        if ev.attempt is not None:  # (an attach: the attempt that waits on it now)
+            job["attempt"] = ev.attempt
         if p.get("key"):
             job["key"] = p["key"]
 
