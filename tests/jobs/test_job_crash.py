@@ -171,8 +171,9 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
             before = _events(url, run_id)
             phases = {s: _phase(before, s, answered) for s in JOB_STEPS}
             kills.update(phases.values())
+            created = _exists(url, run_id)
             resumed = fs.spawn([*argv, "resume", *flags], tmp_path / f"{run_id}-resume.out")
-            if before:  # (a run killed before it was created has nothing to resume)
+            if created:  # (a run killed before it was created has nothing to resume)
                 assert resumed.wait(60) == 0, resumed.output()
                 report = resumed.result()
             else:
@@ -190,7 +191,7 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
             outcomes[report["status"]] += 1
             # THE rule: never a second submission for a key
             assert all(c <= 1 for c in counts.values()), rows[-1]
-            if not before:
+            if not created:
                 continue
             for s in JOB_STEPS:
                 st = report["steps"].get(s)
