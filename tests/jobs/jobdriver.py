@@ -24,9 +24,18 @@ steps:
   - {id: a, tool: remote, args: {payload: {n: "{{ steps.prep.output }}"}}}
   - {id: b, tool: remote, args: {payload: {n: 2}}}
   - {id: c, tool: double, args: {x: 3}}
+  - {id: s, tool: "chain:sub", args: {}}
   - id: join
     tool: join
-    args: {a: "{{ steps.a.output }}", b: "{{ steps.b.output }}", c: "{{ steps.c.output }}"}
+    args: {a: "{{ steps.a.output }}", b: "{{ steps.b.output }}", c: "{{ steps.c.output }}",
+           s: "{{ steps.s.output }}"}
+"""
+#: a sub-chain in the same wave: an ordinary step, then a remote job
+SUB = """
+name: sub
+steps:
+  - {id: x, tool: double, args: {x: 5}}
+  - {id: y, tool: remote, args: {payload: {n: "{{ steps.x.output }}"}}}
 """
 
 
@@ -40,9 +49,10 @@ def make_toolbox(url: str, *, find: bool, dedupe: bool) -> Toolbox:
         return 2 * x
 
     @tb.tool
-    def join(a: dict, b: dict, c: int) -> dict:
-        return {"a": a["payload"], "b": b["payload"], "c": c}
+    def join(a: dict, b: dict, c: int, s: dict) -> dict:
+        return {"a": a["payload"], "b": b["payload"], "c": c, "s": s["y"]["payload"]}
 
+    tb.add_chain(Chain.from_yaml(SUB))
     return tb
 
 

@@ -1,4 +1,5 @@
-"""Issue 27, item 6: the driver of a run with remote jobs is killed with SIGKILL at random
+"""Issue 27, items 3 and 6: the driver of a run with remote jobs (a wave of two jobs,
+ordinary steps and a sub-chain holding a third job) is killed with SIGKILL at random
 moments (while it reserves, submits, records or waits), then the run is resumed in a NEW
 process; the test job server (a subprocess, its jobs in a file) counts the submissions per
 key. Over SQLite and PostgreSQL:
@@ -38,7 +39,7 @@ SQLITE_TRIALS = int(os.environ.get("CHAINLAB_JOB_SQLITE_TRIALS") or 36)
 PG_TRIALS = int(os.environ.get("CHAINLAB_JOB_PG_TRIALS") or 27)
 SEED = 2027
 CONFIGS = [("find", ["--find"], False), ("dedupe", ["--dedupe"], True), ("neither", [], False)]
-JOB_STEPS = ("a", "b")
+JOB_STEPS = ("a", "b", "s/y")  # two jobs, and one in a sub-chain of the same wave
 PHASES = ("reserve", "submit", "record", "wait", "ended")
 
 
@@ -208,6 +209,13 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
                     assert counts.get(s) == 1, rows[-1]
             if all(report["steps"].get(s) == "succeeded" for s in JOB_STEPS):
                 assert report["status"] == "succeeded", rows[-1]
+            # a recorded call is never made again: no attempt starts after a step succeeded
+            ended: set[str] = set()
+            for e in after:
+                if e.kind == "step_started":
+                    assert e.step_id not in ended, (e, rows[-1])
+                elif e.kind == "step_succeeded" and e.step_id:
+                    ended.add(e.step_id)
     finally:
         fs.close()
         for server in servers.values():
@@ -250,9 +258,9 @@ def test_crash_trials_postgres(tmp_path: Path, pg_cluster: Any) -> None:
 
 
 def test_a_completion_from_another_process_goes_through_the_mailbox(tmp_path: Path) -> None:
-    """A live driver in another process waits on two long jobs; this process completes one
-    of them with ``runtime.complete_job`` (posted to the run's mailbox in the store, applied
-    by the driver) and the other with an error: the run ends without waiting 30 s."""
+    """A live driver in another process waits on three long jobs; this process completes
+    them with ``runtime.complete_job`` (posted to the run's mailbox in the store, applied by
+    the driver): the run ends without waiting the jobs' 30 s."""
     import anyio
 
     from chainlab.runtime import Runtime
@@ -267,7 +275,7 @@ def test_a_completion_from_another_process_goes_through_the_mailbox(tmp_path: Pa
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 events = _events(db, "mail")
-                if {e.step_id for e in events if e.kind == "job_submitted"} == {"a", "b"}:
+                if {e.step_id for e in events if e.kind == "job_submitted"} == set(JOB_STEPS):
                     break
                 time.sleep(0.02)
 
@@ -275,12 +283,11 @@ def test_a_completion_from_another_process_goes_through_the_mailbox(tmp_path: Pa
                 runtime = Runtime(make_toolbox(server.url, find=True, dedupe=False),
                                   SQLiteStore(db))
                 try:
-                    assert await runtime.complete_job(
-                        "mail", "a", output={"payload": {"n": 2}, "result": "called back"},
-                        by="backend") == "applied"
-                    assert await runtime.complete_job(
-                        "mail", "b", output={"payload": {"n": 2}, "result": "called back"}
-                    ) == "applied"
+                    for step in JOB_STEPS:
+                        assert await runtime.complete_job(
+                            "mail", step, by="backend",
+                            output={"payload": {"n": 2}, "result": "called back"}
+                        ) == "applied"
                 finally:
                     await runtime.aclose()
 
@@ -290,8 +297,8 @@ def test_a_completion_from_another_process_goes_through_the_mailbox(tmp_path: Pa
         finally:
             fs.close()
         assert report["status"] == "succeeded", report
-        assert sum(server.stats()["submissions"].values()) == 2
+        assert sum(server.stats()["submissions"].values()) == 3
     events = _events(db, "mail")
     done = [e for e in events if e.kind == "job_completed"]
-    assert {e.step_id for e in done} == {"a", "b"}
+    assert {e.step_id for e in done} == set(JOB_STEPS)
     assert {e.epoch for e in done} == {1}  # applied by the live driver, not taken over
