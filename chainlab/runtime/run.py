@@ -328,6 +328,17 @@ class Run:
             step_id, output=output, error=error, by=by or decisions.requester()))
         await k.commit()
 
+    async def cancel_job(self, step_id: str) -> None:
+        """Cancel one waiting remote job where it runs (``cancel(handle)``); its step fails
+        (not retried) and the run goes on as after any failure (``run.cancel()`` cancels
+        every waiting job, with the run). Raises RunStateError when the step is not a job
+        that waits in this process."""
+        from chainlab.runtime.engine.attempt import cancel_job
+
+        k = self._k()
+        k.require_step(step_id)
+        cancel_job(k, step_id)
+
     async def rollback(self) -> None:
         """Compensate completed steps in reverse completion order (stopping the run first if
         it is still going). On a rolled-back-with-failures run, retries what failed.

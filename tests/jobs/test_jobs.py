@@ -492,3 +492,34 @@ async def test_confirmation_and_compensation_apply_to_a_job_as_to_any_tool(
     assert (await run.wait()).status == "rolled_back"
     assert undone == [{"n": 5}]
     await runtime.aclose()
+
+
+async def test_cancel_one_job_from_the_run_or_the_widget(backend: FakeBackend) -> None:
+    from chainlab.jupyter.run_widget.widget import RunWidget
+
+    tb = Toolbox()
+    backend.register(tb, poll_every_s=0.02)
+    runtime = Runtime(tb, MemoryStore())
+    run = await runtime.start(chain(job_step("a", 1), job_step("b", 2),
+                                    on_failure="continue"))
+    while not all((run.steps[s].job or {}).get("phase") == "waiting" for s in ("a", "b")):
+        await anyio.sleep(0.005)
+    w = RunWidget(run)
+    w.refresh()
+    w.inspector.select("a")
+    w.inspector.refresh()
+    details = w.inspector.details.value
+    assert "<th>job handle</th><td>{&quot;id&quot;: &quot;j1&quot;}</td>" in details
+    assert "<th>job polls</th>" in details
+    assert w.inspector.cancel_job.layout.display is None  # shown for a waiting job
+    w.inspector.cancel_job.click()
+    while run.steps["a"].status == "running":
+        await anyio.sleep(0.005)
+    assert run.steps["a"].status == "failed" and "cancelled by a person" in run.steps["a"].error
+    assert backend.cancels == ["j1"]
+    with pytest.raises(RunStateError, match="not a remote job that waits"):
+        await run.cancel_job("a")
+    backend.finish_all()
+    assert (await run.wait()).status == "failed"  # a's failure; b went on and succeeded
+    assert run.steps["b"].status == "succeeded"
+    await runtime.aclose()

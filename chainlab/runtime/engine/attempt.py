@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 from pydantic import ValidationError
 
-from chainlab.errors import ToolError
+from chainlab.errors import RunStateError, ToolError
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
 from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
 K = EventKind
 S = StepStatus
 
-__all__ = ["Failure", "Fate", "Outcome", "call_tool", "classify", "complete_job", "fate_of",
-           "invalid_input", "record", "recover_job", "run", "run_job", "start_deferred_timers",
-           "start_timer"]
+__all__ = ["Failure", "Fate", "Outcome", "call_tool", "cancel_job", "classify", "complete_job",
+           "fate_of", "invalid_input", "record", "recover_job", "run", "run_job",
+           "start_deferred_timers", "start_timer"]
 
 
 class Fate(StrEnum):
@@ -382,11 +382,12 @@ _INF = float("inf")
 class _Waiter:
     """What ``complete_job`` needs to end a waiting job's nap early."""
 
-    __slots__ = ("nap", "nudged")
+    __slots__ = ("cancel_asked", "nap", "nudged")
 
     def __init__(self) -> None:
         self.nap: anyio.CancelScope | None = None
         self.nudged = False
+        self.cancel_asked = False  # a person cancelled this one job (run.cancel_job)
 
     def nudge(self) -> None:
         self.nudged = True
@@ -531,6 +532,12 @@ async def _wait_job(k: Kernel, node: Node, attempt: int, first_delay: float,
                     waiter.nap = None
                 if job["completion"] is not None:
                     end = _from_completion(tool, step_id, job["completion"])
+                    break
+                if waiter.cancel_asked:  # this job only: cancelled where it runs, step fails
+                    note = await _send_cancel(spec, handle, ctx)
+                    end = ("cancelled", Outcome(failure=Failure(
+                        ErrorKind.PERMANENT, f"the job was cancelled by a person; cancel(handle) "
+                        f"{note}", True)))
                     break
                 if deadline is not None and k.clock.now() >= deadline:
                     note = await _send_cancel(spec, handle, ctx)
@@ -677,6 +684,21 @@ def complete_job(k: Kernel, step_id: str, payload: dict[str, Any]) -> None:
     if waiter is not None:
         waiter.nudge()
     k.poke()
+
+
+def cancel_job(k: Kernel, step_id: str) -> None:
+    """Cancel one waiting job (``run.cancel_job``): its waiter sends ``cancel(handle)`` and
+    the step fails (``permanent``: not retried); the run goes on as after any failure.
+    Raises RunStateError when the step is not a job that waits."""
+    waiter = k.jobs.get(step_id)
+    if waiter is None:
+        st = k.steps[step_id]
+        raise RunStateError(
+            f"cannot cancel the job of step {step_id!r}: it is {st.status}, not a remote job "
+            f"that waits (waiting jobs: {', '.join(k.jobs) or 'none'})",
+            run_id=k.run_id, status=str(st.status))
+    waiter.cancel_asked = True
+    waiter.nudge()
 
 
 async def recover_job(k: Kernel, node: Node) -> None:
