@@ -6,7 +6,7 @@ key. Over SQLite and PostgreSQL:
 
 * with ``find`` (the backend lists jobs by key) or with ``dedupe_by_key`` (the backend
   deduplicates), every job was submitted exactly once and the run succeeds;
-  (with ``find`` only, a submit request still in flight when ``find`` asks is not found:
+  (with ``find`` only, a submit request never sent, or still in flight, is not found:
   that step is in_doubt too, and counted);
 * with neither, a job killed between its reservation and the record of its handle is
   ``in_doubt`` for a person (never resubmitted blindly): at most one submission, always.
@@ -200,10 +200,10 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
                 if name == "neither" and uncertain:
                     assert st == "in_doubt", rows[-1]
                 elif name == "find" and phases[s] == "submit" and st == "in_doubt":
-                    # the dead driver's request had not landed when find(key) asked: the
-                    # step waits for a person instead of risking a second job
+                    # the dead driver never sent it, or it had not landed when find(key) asked:
+                    # the step waits for a person instead of risking a second job
                     assert counts.get(s, 0) <= 1, rows[-1]
-                    outcomes["in_doubt: find before the request landed"] += 1
+                    outcomes["in_doubt: find(key) found nothing"] += 1
                 else:
                     assert st == "succeeded", rows[-1]
                     assert counts.get(s) == 1, rows[-1]
@@ -220,7 +220,19 @@ def _trials(tmp_path: Path, store_url: Any, n_trials: int, backend: str) -> dict
         fs.close()
         for server in servers.values():
             server.stop()
+    by_config: dict[str, dict[str, int]] = {}
+    for row in rows:
+        c = by_config.setdefault(row["config"], {"trials": 0, "job steps in_doubt": 0,
+                                                 "job steps succeeded": 0,
+                                                 "most submissions of one key": 0})
+        c["trials"] += 1
+        c["job steps in_doubt"] += sum(1 for s in JOB_STEPS if row["steps"].get(s) == "in_doubt")
+        c["job steps succeeded"] += sum(1 for s in JOB_STEPS
+                                        if row["steps"].get(s) == "succeeded")
+        c["most submissions of one key"] = max([c["most submissions of one key"],
+                                                *row["submissions"].values()])
     return {"backend": backend, "trials": n_trials, "kills_per_phase": dict(kills),
+            "by_config": by_config,
             "submissions_per_key": {str(k): v for k, v in sorted(per_key.items())},
             "outcomes": dict(outcomes), "rows": rows}
 
@@ -231,6 +243,8 @@ def _report(result: dict[str, Any]) -> None:
           + ", ".join(f"{p}={kills.get(p, 0)}" for p in PHASES)
           + f"; keys by submissions: {result['submissions_per_key']}"
           + f"; run outcomes: {result['outcomes']}")
+    for name, figures in result["by_config"].items():
+        print(f"  {name:8} {figures}")
     out = os.environ.get("CHAINLAB_JOB_TRIALS_OUT")
     if out:
         path = Path(out)
