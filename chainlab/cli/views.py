@@ -22,6 +22,7 @@ from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
+from chainlab.render.json import job_caption
 from chainlab.store.base import RunRecord
 
 __all__ = [
@@ -70,6 +71,11 @@ def step_note(st: StepState) -> str:
     """One short line about a step: why it failed/waits/was skipped, or its output."""
     if st.background:
         return clip(f"{BACKGROUND_NOTE}; {st.error_kind}: {st.error}", 80)
+    caption = job_caption(st) if st.job is not None else None
+    if caption is not None:  # a remote job: what it waits on and how often it asked
+        job = st.job or {}
+        return clip(f"{caption} · {job.get('polls') or 0} polls · handle "
+                    f"{json.dumps(job.get('handle'))}", 80)
     if st.status in (S.FAILED, S.IN_DOUBT, S.RETRY_WAIT, S.COMPENSATION_FAILED) and st.error:
         return clip(f"{st.error_kind}: {st.error}" if st.error_kind else st.error, 80)
     if st.status == S.WAITING_CONFIRMATION:

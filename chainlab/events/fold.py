@@ -90,6 +90,10 @@ class StepState:
     decided: dict[str, Any] | None = None
     # the sum of its attempts' usage in THIS run (a reused step made no call: None)
     usage: dict[str, Any] | None = None
+    # a remote job's record (job_* events): attempt, key, phase (submitting | waiting |
+    # ended), handle, how, submitted_at, state, progress, note, polls, poll_errors, error,
+    # completion (a stored callback: output | error), updated_at
+    job: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -423,6 +427,45 @@ class RunState:
     def _on_refused(self, ev: Event) -> None:
         self.fenced.append({"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, **ev.payload})
 
+    def _on_job_submitting(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        st.job = {"attempt": ev.attempt, "key": ev.payload.get("key"), "phase": "submitting",
+                  "handle": None, "how": None, "reserved_at": ev.ts, "submitted_at": None,
+                  "state": None, "progress": None, "note": None, "polls": 0,
+                  "poll_errors": 0, "error": None, "completion": None, "updated_at": ev.ts}
+
+    def _on_job_submitted(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        job = st.job
+        if job is None:  # attached without a reservation (a fork attaching to a handle)
+            self._on_job_submitting(ev)
+            job = st.job
+            assert job is not None
+        p = ev.payload
+        job.update(phase="waiting", handle=p.get("handle"), how=p.get("how", "submitted"),
+                   submitted_at=p.get("submitted_at", ev.ts), state="pending", updated_at=ev.ts)
+        if ev.attempt is not None:  # (an attach: the attempt that waits on it now)
+            job["attempt"] = ev.attempt
+        if p.get("key"):
+            job["key"] = p["key"]
+
+    def _on_job_progress(self, ev: Event) -> None:
+        job = self.step(ev.step_id or "").job
+        if job is None:
+            return
+        p = ev.payload
+        for k in ("state", "progress", "note", "polls", "poll_errors", "error"):
+            if k in p:
+                job[k] = p[k]
+        job["updated_at"] = ev.ts
+        if p.get("ended"):
+            job["phase"] = "ended"
+
+    def _on_job_completed(self, ev: Event) -> None:
+        job = self.step(ev.step_id or "").job
+        if job is not None:
+            job["completion"] = dict(ev.payload)
+
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
         add_usage(self.usage, ev.payload.get("usage"))
@@ -463,6 +506,10 @@ _HANDLERS: dict[str, Any] = {
     EventKind.STEP_REUSED: RunState._on_reused,
     EventKind.FAULT_INJECTED: RunState._on_fault,
     EventKind.WRITE_REFUSED: RunState._on_refused,
+    EventKind.JOB_SUBMITTING: RunState._on_job_submitting,
+    EventKind.JOB_SUBMITTED: RunState._on_job_submitted,
+    EventKind.JOB_PROGRESS: RunState._on_job_progress,
+    EventKind.JOB_COMPLETED: RunState._on_job_completed,
     EventKind.PLANNING_STARTED: RunState._on_planning,
     EventKind.PLANNING_COMPLETED: RunState._on_planning,
     EventKind.PLANNING_FAILED: RunState._on_planning,

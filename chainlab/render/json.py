@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from chainlab.events.fold import AttemptRecord, RunState, StepState
     from chainlab.store.base import RunRecord
 
-__all__ = ["attempt_dict", "lineage_dict", "record_dict", "run_dict", "step_dict",
-           "waiting_dicts"]
+__all__ = ["attempt_dict", "job_caption", "job_dict", "job_short_id", "lineage_dict",
+           "record_dict", "run_dict", "step_dict", "waiting_dicts"]
 
 #: the step statuses that wait for a person, and the kind of decision each one needs
 _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_doubt"}
@@ -98,8 +98,9 @@ def lineage_dict(record: RunRecord) -> dict[str, Any] | None:
 
 def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str, Any]:
     """One step: status, its ``attempts`` (tool calls and compensations, in start order),
-    output, reason, error (kind and message), and what a fork reused it from."""
-    return {
+    output, reason, error (kind and message), and what a fork reused it from; a remote job's
+    step also has ``job`` (:func:`job_dict`)."""
+    out = {
         "status": str(st.status),
         "attempts": [attempt_dict(a) for a in attempts],
         "output": _plain(st.output),
@@ -108,6 +109,58 @@ def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str
         "error": _text(st.error),
         "reused": _plain(st.reused),
         "usage": _plain(st.usage),
+    }
+    if st.job is not None:
+        out["job"] = job_dict(st)
+    return out
+
+
+def job_short_id(handle: Any) -> str:
+    """Four characters that name a job in captions: the start of its ``id`` (or ``pid``)
+    when the handle has one, else of a hash of the handle."""
+    if isinstance(handle, dict):
+        for field in ("id", "job_id", "pid", "name"):
+            value = handle.get(field)
+            if isinstance(value, str | int) and str(value):
+                return str(value)[:4]
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(handle, sort_keys=True, default=str).encode()
+                        ).hexdigest()[:4]
+
+
+def job_caption(st: StepState) -> str | None:
+    """What a step's remote job is doing, for a DAG node and a row: ``"waiting · job 7f3c ·
+    40%"`` (``submitting`` before its handle is recorded; the state while the backend gave
+    no progress); None for a step that is not a job, or whose job ended."""
+    job = st.job
+    if job is None or st.status != StepStatus.RUNNING or job.get("phase") == "ended":
+        return None
+    if job.get("handle") is None:
+        return "submitting · job"
+    progress = job.get("progress")
+    tail = f"{round(progress * 100)}%" if isinstance(progress, int | float) else \
+        str(job.get("state") or "pending")
+    return f"waiting · job {job_short_id(job['handle'])} · {tail}"
+
+
+def job_dict(st: StepState) -> dict[str, Any] | None:
+    """A remote job's record: ``phase`` (submitting | waiting | ended), ``key``, ``handle``,
+    ``how`` it was recorded (submitted | found | attached), ``state`` and ``progress`` the
+    last poll said, ``note``, ``polls``, ``poll_errors`` and the last ``error``, when it was
+    reserved and submitted, whether a completion arrived from outside, and ``caption``."""
+    job = st.job
+    if job is None:
+        return None
+    return {
+        "phase": job.get("phase"), "key": job.get("key"), "handle": _plain(job.get("handle")),
+        "how": job.get("how"), "state": job.get("state"), "progress": job.get("progress"),
+        "note": _text(job.get("note")), "polls": job.get("polls"),
+        "poll_errors": job.get("poll_errors"), "error": _text(job.get("error")),
+        "reserved_at": job.get("reserved_at"), "submitted_at": job.get("submitted_at"),
+        "completed_from_outside": job.get("completion") is not None,
+        "caption": job_caption(st),
     }
 
 

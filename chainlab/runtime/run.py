@@ -317,6 +317,31 @@ class Run:
                                   fail=fail, note=note, by=by or decisions.requester()))
         await k.commit()
 
+    async def complete_job(self, step_id: str, *, output: Any = None,
+                           error: str | None = None, by: str | None = None) -> None:
+        """Complete a waiting remote job from outside (its callback): with ``output`` (the
+        step's output) or ``error`` (it failed). Stored until the job's waiter reads it.
+        Raises RunStateError (not a waiting job; a second completion), DecisionError."""
+        from chainlab.runtime.engine.attempt import complete_job
+
+        k = self._k()
+        k.require_step(step_id)
+        decisions.check_completion(k.state, step_id)
+        complete_job(k, step_id, decisions.completion_payload(
+            step_id, output=output, error=error, by=by or decisions.requester()))
+        await k.commit()
+
+    async def cancel_job(self, step_id: str) -> None:
+        """Cancel one waiting remote job where it runs (``cancel(handle)``); its step fails
+        (not retried) and the run goes on as after any failure (``run.cancel()`` cancels
+        every waiting job, with the run). Raises RunStateError when the step is not a job
+        that waits in this process."""
+        from chainlab.runtime.engine.attempt import cancel_job
+
+        k = self._k()
+        k.require_step(step_id)
+        cancel_job(k, step_id)
+
     async def rollback(self) -> None:
         """Compensate completed steps in reverse completion order (stopping the run first if
         it is still going). On a rolled-back-with-failures run, retries what failed.

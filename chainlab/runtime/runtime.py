@@ -582,6 +582,26 @@ class Runtime:
         return await decide(self, run_id, step_id, action, by=by, payload=payload,
                             timeout=timeout)
 
+    async def complete_job(self, run_id: str, step_id: str, *, output: Any = None,
+                           error: str | None = None, by: str | None = None,
+                           timeout: float = 10.0) -> str:
+        """Complete the waiting remote job ``step_id`` of a run from outside (a callback):
+        ``output=`` or ``error=``, wherever the run is driven (here, by another live process
+        through the store's mailbox, or by nobody: then this runtime takes it over), as
+        :meth:`decide` does. A completion that arrives before the job's waiter is armed is
+        stored (``job_completed``) and read when it arms. Returns ``"applied"``.
+
+        Raises RunStateError (not a waiting job; a second completion is refused),
+        DecisionError (an output that is not JSON data), RunNotFoundError,
+        DecisionTimeoutError."""
+        from chainlab.runtime.coordination.routing import decide
+        from chainlab.runtime.engine.decisions import completion_payload
+
+        payload = completion_payload(step_id, output=output, error=error, by=None)
+        payload.pop("by")
+        return await decide(self, run_id, step_id, "complete_job", by=by, payload=payload,
+                            timeout=timeout)
+
     def decide_sync(self, run_id: str, step_id: str, action: str, **options: Any) -> str:
         """:meth:`decide` from synchronous code (a script, not a running event loop: there,
         ``await runtime.decide(...)``). When it takes the run over, it drives the run to its

@@ -19,7 +19,8 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
     A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
 ``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
 ``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
-    (``backoff`` | ``confirmation`` | ``in_doubt``), started_at, ended_at, duration_s,
+    (``backoff`` | ``confirmation`` | ``in_doubt`` | ``job``: a remote job waited on, holding
+    no slot), started_at, ended_at, duration_s,
     outcome (``retried``, ``approved``, ``rejected``, ``resolved``, ``cancelled``, or None
     while waiting).
 ``events_frame`` - the event log: run_id, seq, ts, elapsed_s (since the first event), epoch,
@@ -121,7 +122,7 @@ def compensations_frame(store: Store, run_id: str) -> pd.DataFrame:
 
 
 _WAIT_OPEN = {"step_retry_scheduled": "backoff", "step_waiting_confirmation": "confirmation",
-              "step_in_doubt": "in_doubt"}
+              "step_in_doubt": "in_doubt", "job_submitted": "job"}
 # a back-off ends when the step is due again (step_ready), not when a slot frees up
 _WAIT_CLOSE: dict[str, dict[str, str | None]] = {
     "backoff": {"step_ready": "retried", "step_started": "retried", "step_cancelled": "cancelled",
@@ -131,6 +132,10 @@ _WAIT_CLOSE: dict[str, dict[str, str | None]] = {
                      "step_waiting_confirmation": "asked again"},
     "in_doubt": {"step_succeeded": "resolved", "step_failed": "resolved",
                  "step_ready": "retried"},
+    # a remote job's wait: from its recorded handle to the step's end (no slot held)
+    "job": {"step_succeeded": "succeeded", "step_failed": "failed", "step_in_doubt": "in doubt",
+            "step_cancelled": "cancelled", "step_retry_scheduled": "failed",
+            "step_timed_out": "timed out", "step_ready": "resubmitted"},
 }
 
 

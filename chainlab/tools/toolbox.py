@@ -38,6 +38,23 @@ class Toolbox:
 
         return decorate
 
+    def job(self, cls: Any = None, /, **meta: Any) -> Any:
+        """Register a remote job class (``submit``, ``poll``, optional ``cancel``/``find``):
+        ``@toolbox.job`` or ``@toolbox.job(side_effects=True, poll_every_s=2.0,
+        timeout_s=3600, dedupe_by_key=True)``; see :mod:`chainlab.tools.job`.
+
+        Returns the :class:`~chainlab.tools.job.JobTool`. Raises ToolDefinitionError.
+        """
+        from chainlab.tools.job import make_job
+
+        if cls is not None:
+            return self.add(make_job(cls, **meta))
+
+        def decorate(c: Any) -> Any:
+            return self.add(make_job(c, **meta))
+
+        return decorate
+
     def add(self, tool: Tool) -> Tool:
         """Register a tool. Re-defining a function interactively (same qualified name in
         ``__main__``: a notebook cell run again) replaces it; any other function with a taken

@@ -30,7 +30,9 @@ __all__ = [
     "approve",
     "check",
     "check_approve_args",
+    "check_completion",
     "check_rollback",
+    "completion_payload",
     "reject",
     "requester",
     "resolve",
@@ -43,6 +45,7 @@ class Action(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     RESOLVE = "resolve"
+    COMPLETE_JOB = "complete_job"  # a remote job's completion from outside (a callback)
 
 
 _WAITS_FOR = {
@@ -66,6 +69,9 @@ class Decision:
 def check(state: RunState, action: Action | str, step_id: str) -> None:
     """Raise UnknownStepError or RunStateError unless ``step_id`` waits for ``action``."""
     action = Action(action)
+    if action == Action.COMPLETE_JOB:
+        check_completion(state, step_id)
+        return
     st = state.steps.get(step_id)
     if st is None:
         raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
@@ -81,6 +87,40 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
             run_id=state.run_id,
             status=str(st.status),
         )
+
+
+def check_completion(state: RunState, step_id: str) -> None:
+    """Raise UnknownStepError or RunStateError unless ``step_id`` is a remote job that is
+    submitting or waiting and has no completion yet (a second completion is refused)."""
+    st = state.steps.get(step_id)
+    if st is None:
+        raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
+    job = st.job
+    waiting = [s.step_id for s in state.steps.values()
+               if s.job is not None and s.status == S.RUNNING and s.job["phase"] != "ended"]
+    where = f"(waiting jobs: {', '.join(waiting) or 'none'})"
+    if job is not None and job["completion"] is not None:
+        by = job["completion"].get("by") or "someone"
+        raise RunStateError(
+            f"cannot complete job step {step_id!r} of run {state.run_id!r} again: it was "
+            f"already completed by {by}; a second completion is refused {where}",
+            run_id=state.run_id, status=str(st.status))
+    if job is None or st.status != S.RUNNING or job["phase"] == "ended":
+        what = "not a remote job" if job is None else f"{st.status}, not waiting"
+        raise RunStateError(
+            f"cannot complete step {step_id!r} of run {state.run_id!r}: it is {what} "
+            f"{where}", run_id=state.run_id, status=str(st.status))
+
+
+def completion_payload(step_id: str, *, output: Any, error: str | None,
+                       by: str | None) -> dict[str, Any]:
+    """The ``job_completed`` payload: ``output`` (JSON data) or ``error`` (a message)."""
+    if error is not None:
+        if output is not None:
+            raise DecisionError(f"step {step_id!r}: pass output= or error=, not both",
+                                step_id=step_id, field="output")
+        return {"error": str(error), "by": by}
+    return {"output": _json(output, step_id, "output"), "by": by}
 
 
 def check_rollback(state: RunState) -> None:

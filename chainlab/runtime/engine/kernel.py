@@ -118,6 +118,7 @@ class Kernel:
         self.workers = 0
         self.idle: list[anyio.Event] = []
         self.timers: dict[str, anyio.CancelScope] = {}
+        self.jobs: dict[str, Any] = {}  # step id -> the waiter of a waiting remote job
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
         # one entry per timed-out body still running (a step retried twice has two)
         self.background: list[str] = []
