@@ -46,8 +46,8 @@ from chainlab._json import args_hash, idempotency_key, to_json_value
 from chainlab._json import code_fingerprint as code_fingerprint
 from chainlab.tools.context import CallContext, Reconciliation
 from chainlab.tools.contract import Tool
-from chainlab.tools.schema_tool import SchemaTool
 from chainlab.tools.job import JobStatus, JobTool
+from chainlab.tools.schema_tool import SchemaTool
 from chainlab.tools.toolbox import Toolbox, default_toolbox, tool
 
 __all__ = [
