@@ -83,7 +83,15 @@ if _TYPE_CHECKING or not _read_lazy_block():
     from chainlab.runtime import Run, RunResult, Runtime
     from chainlab.store import MemoryStore, SQLiteStore, open_store
     from chainlab.timeline import whatif
-    from chainlab.tools import CallContext, Reconciliation, Tool, Toolbox, default_toolbox, tool
+    from chainlab.tools import (
+        CallContext,
+        JobStatus,
+        Reconciliation,
+        Tool,
+        Toolbox,
+        default_toolbox,
+        tool,
+    )
 
 __all__ = [
     "CallContext",
@@ -96,6 +104,7 @@ __all__ = [
     "ErrorKind",
     "Event",
     "EventKind",
+    "JobStatus",
     "MemoryStore",
     "MissingExtraError",
     "PermanentError",

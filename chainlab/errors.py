@@ -6,7 +6,9 @@
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
     │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
-    │   └── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
+    │   ├── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
+    │   └── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
+    │                             chainlab.mcp)
     ├── ToolError                 raised BY a tool body to classify its own failure
     │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
     │   └── PermanentError        never retried
@@ -29,6 +31,8 @@
     ├── GraphvizError             Graphviz failed on the DOT text (chainlab.render.svg)
     ├── UnknownChainStepError     no step with that id in the chain (also a KeyError)
     ├── DesignerError             an edit the chain designer cannot make (chainlab.jupyter)
+    ├── ReplayError               a recorded run cannot be replayed or exported as a test
+    │                             (chainlab.testing.replay)
     └── UsageError                a front end's input does not resolve: a name, a run id, a
         │                         store location, a STEP=JSON value (``.hint`` says the fix;
         │                         chainlab.workspace raises it)
@@ -51,11 +55,13 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "MCPServerError",
     "MissingExtraError",
     "PermanentError",
     "PlanError",
     "PlannerError",
     "Problem",
+    "ReplayError",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunStateError",
@@ -249,6 +255,18 @@ class PlannerError(ChainlabError):
     """The planner could not produce a valid chain."""
 
 
+class MCPServerError(ToolDefinitionError):
+    """An MCP server cannot give its tools: it does not start, exits at once, speaks no MCP,
+    hangs at initialisation or describes a tool wrongly. ``.server`` names the server (its
+    command or URL), ``.fix`` says what to do; the message holds both."""
+
+    def __init__(self, server: str, problem: str, fix: str):
+        self.server = server
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"MCP server {server!r}: {problem}; {fix}")
+
+
 class MissingExtraError(ChainlabError, ImportError):
     """An optional package is missing; the message names the extra that installs it."""
 
@@ -398,6 +416,18 @@ class DecisionTimeoutError(RunStateError):
             "blocked or dying), then try again, or take the run over once its heartbeat is "
             "stale (runtime.resume(run_id, force=True) / chainlab resume --force)",
             run_id=run_id, status="driven")
+
+
+class ReplayError(ChainlabError):
+    """A recorded run cannot be replayed, or exported as a regression test: its chain no
+    longer validates, a recorded value is not JSON, a fixture is not one. ``run_id`` names
+    the recorded run, ``step_id`` the step when one is to blame."""
+
+    def __init__(self, message: str, *, run_id: str | None = None,
+                 step_id: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.step_id = step_id
 
 
 class UsageError(ChainlabError, ValueError):

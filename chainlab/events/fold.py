@@ -25,6 +25,7 @@ from chainlab.events.status import (
     check_run,
     check_step,
 )
+from chainlab.events.usage import add_usage
 
 __all__ = ["BACKGROUND_NOTE", "AttemptRecord", "RunState", "StepState", "read_run"]
 
@@ -51,6 +52,7 @@ class AttemptRecord:
     error: str | None = None
     retry_delay_s: float | None = None
     code: str | None = None  # fingerprint of the tool's code this attempt ran
+    usage: dict[str, Any] | None = None  # what the call reported it consumed (end event)
 
     @property
     def duration_s(self) -> float | None:
@@ -86,6 +88,12 @@ class StepState:
     reused: dict[str, Any] | None = None
     # the last person's decision on it: action (approved, rejected, resolved: ...), by, ts
     decided: dict[str, Any] | None = None
+    # the sum of its attempts' usage in THIS run (a reused step made no call: None)
+    usage: dict[str, Any] | None = None
+    # a remote job's record (job_* events): attempt, key, phase (submitting | waiting |
+    # ended), handle, how, submitted_at, state, progress, note, polls, poll_errors, error,
+    # completion (a stored callback: output | error), updated_at
+    job: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -117,6 +125,9 @@ class RunState:
         self.confirm_first: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []  # fault_injected: seq, ts, epoch, step, payload
         self.fenced: list[dict[str, Any]] = []  # write_refused: the stale writers refused
+        # the run's usage: its attempts' and its planner's (chainlab.events.usage)
+        self.usage: dict[str, Any] = {}
+        self.budget: dict[str, Any] | None = None  # raised by a person (budget_exceeded)
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     @classmethod
@@ -177,6 +188,12 @@ class RunState:
             rec.error = p.get("error")
             if "delay_s" in p:
                 rec.retry_delay_s = p["delay_s"]
+            usage = p.get("usage")
+            if usage:  # each end event is folded once: usage is never counted twice
+                rec.usage = usage
+                st = self.step(rec.step_id)
+                st.usage = add_usage(dict(st.usage or {}), usage)
+                add_usage(self.usage, usage)
         return rec
 
     # step events
@@ -282,17 +299,21 @@ class RunState:
         st.preview = p.get("preview")
         st.approved_hash = None
         st.waiting_since = ev.ts
+        st.reason = p.get("reason")  # budget_exceeded, or None: the tool asks
 
     def _on_approved(self, ev: Event) -> None:
         st = self.step(ev.step_id or "")
         self._set(st, S.READY, ev.ts)
+        st.reason = None
         p = ev.payload
         if p.get("args") is not None:
             st.args = p["args"]
         st.args_hash = p.get("args_hash", st.args_hash)
         st.approved_hash = st.args_hash
         st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts,
-                       "by": p.get("by")}
+                       "by": p.get("by"), "over_budget": bool(p.get("over_budget"))}
+        if p.get("budget") is not None:  # a person raised the run's budget
+            self.budget = dict(p["budget"])
         _decided(st, ev, "approved")
 
     def _on_rejected(self, ev: Event) -> None:
@@ -406,8 +427,48 @@ class RunState:
     def _on_refused(self, ev: Event) -> None:
         self.fenced.append({"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, **ev.payload})
 
+    def _on_job_submitting(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        st.job = {"attempt": ev.attempt, "key": ev.payload.get("key"), "phase": "submitting",
+                  "handle": None, "how": None, "reserved_at": ev.ts, "submitted_at": None,
+                  "state": None, "progress": None, "note": None, "polls": 0,
+                  "poll_errors": 0, "error": None, "completion": None, "updated_at": ev.ts}
+
+    def _on_job_submitted(self, ev: Event) -> None:
+        st = self.step(ev.step_id or "")
+        job = st.job
+        if job is None:  # attached without a reservation (a fork attaching to a handle)
+            self._on_job_submitting(ev)
+            job = st.job
+            assert job is not None
+        p = ev.payload
+        job.update(phase="waiting", handle=p.get("handle"), how=p.get("how", "submitted"),
+                   submitted_at=p.get("submitted_at", ev.ts), state="pending", updated_at=ev.ts)
+        if ev.attempt is not None:  # (an attach: the attempt that waits on it now)
+            job["attempt"] = ev.attempt
+        if p.get("key"):
+            job["key"] = p["key"]
+
+    def _on_job_progress(self, ev: Event) -> None:
+        job = self.step(ev.step_id or "").job
+        if job is None:
+            return
+        p = ev.payload
+        for k in ("state", "progress", "note", "polls", "poll_errors", "error"):
+            if k in p:
+                job[k] = p[k]
+        job["updated_at"] = ev.ts
+        if p.get("ended"):
+            job["phase"] = "ended"
+
+    def _on_job_completed(self, ev: Event) -> None:
+        job = self.step(ev.step_id or "").job
+        if job is not None:
+            job["completion"] = dict(ev.payload)
+
     def _on_planning(self, ev: Event) -> None:
         self.planning.append({"kind": ev.kind, **ev.payload})
+        add_usage(self.usage, ev.payload.get("usage"))
 
 
 def _decided(st: StepState, ev: Event, action: str) -> None:
@@ -445,6 +506,10 @@ _HANDLERS: dict[str, Any] = {
     EventKind.STEP_REUSED: RunState._on_reused,
     EventKind.FAULT_INJECTED: RunState._on_fault,
     EventKind.WRITE_REFUSED: RunState._on_refused,
+    EventKind.JOB_SUBMITTING: RunState._on_job_submitting,
+    EventKind.JOB_SUBMITTED: RunState._on_job_submitted,
+    EventKind.JOB_PROGRESS: RunState._on_job_progress,
+    EventKind.JOB_COMPLETED: RunState._on_job_completed,
     EventKind.PLANNING_STARTED: RunState._on_planning,
     EventKind.PLANNING_COMPLETED: RunState._on_planning,
     EventKind.PLANNING_FAILED: RunState._on_planning,

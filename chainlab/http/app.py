@@ -31,7 +31,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 # the endpoint modules register themselves in the table when imported
-from chainlab.http import routes_chains, routes_runs, routes_steps, stream  # noqa: F401
+from chainlab.http import (  # noqa: F401  (registering their endpoints)
+    routes_chains,
+    routes_jobs,
+    routes_runs,
+    routes_steps,
+    stream,
+)
 from chainlab.http.api import ENDPOINTS, Endpoint, Handler
 from chainlab.http.chains import ServedChains
 from chainlab.http.deciding import Decider

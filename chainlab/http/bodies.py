@@ -75,6 +75,9 @@ class Approve(Body):
     args: dict[str, Any] | None = Field(default=None, description=(
         "Run the step with these args instead (validated against the tool's input schema: "
         "422 when they do not fit)."))
+    budget: dict[str, Any] | None = Field(default=None, description=(
+        "For a step stopped by the run's budget (reason budget_exceeded): the raised limits "
+        "(max_cost, max_tokens, max_duration_s), merged over the current ones."))
     comment: Comment
     by: By
 

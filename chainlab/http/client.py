@@ -239,11 +239,14 @@ class Client:
                             json=body)
 
     def approve(self, run_id: str, step_id: str, *, args: Mapping[str, Any] | None = None,
-                comment: str | None = None, by: str | None = None) -> dict[str, Any]:
-        """Approve a waiting step (with ``args``: run those instead)."""
+                comment: str | None = None, by: str | None = None,
+                budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Approve a waiting step (with ``args``: run those instead; with ``budget``: raise
+        the run's budget, for a step its budget stopped)."""
         return self.decide(run_id, step_id, "approve",
                            **_given(args=dict(args) if args is not None else None,
-                                    comment=comment, by=by))
+                                    comment=comment, by=by,
+                                    budget=dict(budget) if budget is not None else None))
 
     def reject(self, run_id: str, step_id: str, reason: str, *,
                by: str | None = None) -> dict[str, Any]:

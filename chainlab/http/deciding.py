@@ -130,7 +130,8 @@ def _decided(decided: dict[str, Any] | None) -> dict[str, Any] | None:
 def _fields(action: str, body: Body) -> dict[str, Any]:
     """The keyword arguments of :meth:`Runtime.decide` for ``body``."""
     if isinstance(body, Approve):
-        return {"args": body.args, "note": body.comment}
+        return {"args": body.args, "note": body.comment,
+                **({"budget": body.budget} if body.budget is not None else {})}
     if isinstance(body, Reject):
         return {"reason": body.reason}
     assert isinstance(body, Resolve), action

@@ -52,6 +52,7 @@ class NotebookSession(Workspace):
         # records how it was planned
         self.plans: dict[str, tuple[Chain, Any]] = {}
         self.widgets: dict[str, RunWidget] = {}
+        self.mcp_specs: set[tuple[int, str]] = set()  # (toolbox id, --mcp spec) added
 
     @property
     def user_ns(self) -> Mapping[str, Any]:
@@ -94,6 +95,32 @@ class NotebookSession(Workspace):
                                "chainlab.Toolbox and pass --tools VAR")
         raise SessionError(f"several toolboxes in the notebook ({', '.join(sorted(others))}) "
                            "and @chainlab.tool registered none; pass --tools NAME")
+
+    def add_mcp(self, specs: list[str], var: str | None, name: str
+                ) -> tuple[Toolbox, str | None]:
+        """``%chain tools --mcp SPEC``: the servers' tools added to the toolbox ``var`` (else
+        the active one; else a new toolbox bound to the variable ``name``). A spec already
+        added to that toolbox (a cell run again) is left as it is. Raises SessionError."""
+        from chainlab.workspace import add_mcp_servers
+
+        try:
+            toolbox, note = self.toolbox(var)
+        except SessionError:
+            if var is not None:
+                raise
+            toolbox, note = Toolbox(name), f"new toolbox {name!r} with the MCP tools"
+            if isinstance(self._user_ns, dict):
+                self._user_ns[name] = toolbox
+        new = [spec for spec in specs if (id(toolbox), spec) not in self.mcp_specs]
+        try:
+            add_mcp_servers(toolbox, new)
+        except UsageError as exc:
+            raise SessionError(exc.message, hint=exc.hint) from None
+        self.mcp_specs |= {(id(toolbox), spec) for spec in new}
+        if len(new) < len(specs):
+            note = (note + "; " if note else "") + "already added: " + ", ".join(
+                spec for spec in specs if spec not in new)
+        return toolbox, note
 
     # ------------------------------------------------------------------ stores, runtimes
     def store_key(self, db: Any) -> str:

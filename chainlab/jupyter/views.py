@@ -167,7 +167,10 @@ def _flags(meta: dict[str, Any]) -> str:
         flags.append(f"undo: {meta['compensate']}")
     if meta["serial_key"]:
         flags.append(f"serial: {meta['serial_key']}")
-    return ", ".join(flags) or "read-only"
+    flags = flags or ["read-only"]
+    if meta.get("origin"):  # an MCP server's tool: where it comes from
+        flags.append(meta["origin"])
+    return ", ".join(flags)
 
 
 def _params(meta: dict[str, Any]) -> str:

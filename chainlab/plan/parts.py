@@ -18,6 +18,7 @@ __all__ = [
     "KEY_PATTERN",
     "RESERVED_KEYS",
     "STEP_ID_PATTERN",
+    "Budget",
     "PlanModel",
     "RetryPolicy",
     "Rollback",
@@ -128,6 +129,20 @@ class Step(PlanModel):
         return self.tool[len("chain:") :].strip() if self.is_subchain else None
 
 
+class Budget(PlanModel):
+    """What a run may spend (issue 31). Before a step is released, what the run has spent
+    plus the step's estimated usage (its calls' mean in this run, else its history's
+    median) is compared with each limit; one that would be crossed suspends the run with a
+    ``budget_exceeded`` decision for a person (raise the budget and continue, or stop). A
+    running step is never interrupted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_cost: Annotated[float, Field(ge=0)] | None = None
+    max_tokens: Annotated[int, Field(ge=0)] | None = None
+    max_duration_s: Annotated[float, Field(gt=0)] | None = None
+
+
 class RunOptions(PlanModel):
     """How a run executes. A chain carries defaults; ``runtime.start(options=...)`` overrides
     the fields it sets."""
@@ -144,6 +159,7 @@ class RunOptions(PlanModel):
     # release order among ready steps: "critical_path" = longest estimated remaining path
     # first (ties by declaration order); "auto" = critical_path once durations are known
     priority: Literal["auto", "declaration", "critical_path"] = "auto"
+    budget: Budget | None = None  # limits on cost, tokens and time (suspends, never kills)
 
     def merged(self, override: RunOptions | None) -> RunOptions:
         """These options with the fields that ``override`` set explicitly replaced."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from chainlab.errors import PlannerError, Problem
+from chainlab.events.usage import add_usage
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, RunOptions
@@ -194,7 +195,7 @@ def planning_events(report: PlanReport) -> list[tuple[str, dict[str, Any]]]:
             "planner": report.planner, "stage": "planning",
             "error": report.error or "no chain was produced", "rounds": rounds,
             "problems": problems, "duration_s": round(report.duration_s, 6)}))
-        return events
+        return _with_usage(events, report)
     events.append(("planning_completed", {
         "planner": report.planner, "answered_by": report.answered_by,
         "fallback": report.fallback, "fallback_reason": report.fallback_reason,
@@ -203,6 +204,24 @@ def planning_events(report: PlanReport) -> list[tuple[str, dict[str, Any]]]:
         "negotiation": [dict(n) for n in report.negotiation],
         "adjustments": list(report.adjustments), "chain": report.chain_name,
         "steps": list(report.steps), "duration_s": round(report.duration_s, 6)}))
+    return _with_usage(events, report)
+
+
+def _with_usage(events: list[tuple[str, dict[str, Any]]], report: PlanReport
+                ) -> list[tuple[str, dict[str, Any]]]:
+    """The model's usage over every round, on the LAST planning event only (the fold adds
+    each planning event's usage to the run's: once)."""
+    total: dict[str, Any] = {}
+    for rnd in report.rounds:
+        if rnd.usage:
+            add_usage(total, {"input_tokens": rnd.usage.get("prompt_tokens", 0),
+                              "output_tokens": rnd.usage.get("completion_tokens", 0)})
+    if total:
+        total["tokens"] = total.get("input_tokens", 0) + total.get("output_tokens", 0)
+        if report.model:
+            total["models"] = [report.model]
+        kind, payload = events[-1]
+        events[-1] = (kind, {**payload, "usage": total})
     return events
 
 

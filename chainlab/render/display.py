@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chainlab.events.status import StepStatus
 from chainlab.render.dot import Drawing, draw_chain
+from chainlab.render.json import job_caption
 from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
 
@@ -75,6 +76,9 @@ def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
                 parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
         if st.approval and st.status != S.WAITING_CONFIRMATION:
             parts.append("edited" if st.approval.get("edited") else "approved")
+        job = job_caption(st) if st.job is not None else None
+        if job is not None:  # a remote job: the status line reads "waiting · job 7f3c · 40%"
+            parts.insert(0, job)
         if parts:
             out[step_id] = " · ".join(parts)
     return out

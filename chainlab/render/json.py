@@ -16,7 +16,8 @@ shown by its repr).
                ...},
      "outputs": {"charge": {"id": "ch-10"}},
      "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
-                  "preview": {...}, "error": None, "since": 1800000000.5}]}
+                  "preview": {...}, "error": None, "since": 1800000000.5}],
+     "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031}}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
   ``parent/child``); ``attempts`` lists its tool calls and compensations in start order
@@ -27,6 +28,9 @@ shown by its repr).
   ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
   :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
 * ``outputs``: the outputs of the steps that succeeded, in the order they did.
+* ``usage``: what the run consumed (tokens, cost, models: :mod:`chainlab.events.usage`),
+  the sum of its attempts' and its planner's; each step and attempt has its own ``usage``
+  (None when it reported nothing; a step a fork reused made no call, so None).
 
 :func:`record_dict` is a run as listed (``chainlab runs --json``): the record's fields, the
 number of top-level steps, the run's meta and its lineage.
@@ -45,8 +49,8 @@ if TYPE_CHECKING:
     from chainlab.events.fold import AttemptRecord, RunState, StepState
     from chainlab.store.base import RunRecord
 
-__all__ = ["attempt_dict", "lineage_dict", "record_dict", "run_dict", "step_dict",
-           "waiting_dicts"]
+__all__ = ["attempt_dict", "job_caption", "job_dict", "job_short_id", "lineage_dict",
+           "record_dict", "run_dict", "step_dict", "waiting_dicts"]
 
 #: the step statuses that wait for a person, and the kind of decision each one needs
 _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_doubt"}
@@ -71,6 +75,7 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
                   for step_id, st in state.steps.items()},
         "outputs": _plain(state.outputs),
         "waiting": waiting_dicts(record, state),
+        "usage": _plain(state.usage),
     }
 
 
@@ -93,8 +98,9 @@ def lineage_dict(record: RunRecord) -> dict[str, Any] | None:
 
 def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str, Any]:
     """One step: status, its ``attempts`` (tool calls and compensations, in start order),
-    output, reason, error (kind and message), and what a fork reused it from."""
-    return {
+    output, reason, error (kind and message), and what a fork reused it from; a remote job's
+    step also has ``job`` (:func:`job_dict`)."""
+    out = {
         "status": str(st.status),
         "attempts": [attempt_dict(a) for a in attempts],
         "output": _plain(st.output),
@@ -102,6 +108,59 @@ def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str
         "error_kind": _text(st.error_kind),
         "error": _text(st.error),
         "reused": _plain(st.reused),
+        "usage": _plain(st.usage),
+    }
+    if st.job is not None:
+        out["job"] = job_dict(st)
+    return out
+
+
+def job_short_id(handle: Any) -> str:
+    """Four characters that name a job in captions: the start of its ``id`` (or ``pid``)
+    when the handle has one, else of a hash of the handle."""
+    if isinstance(handle, dict):
+        for field in ("id", "job_id", "pid", "name"):
+            value = handle.get(field)
+            if isinstance(value, str | int) and str(value):
+                return str(value)[:4]
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(handle, sort_keys=True, default=str).encode()
+                        ).hexdigest()[:4]
+
+
+def job_caption(st: StepState) -> str | None:
+    """What a step's remote job is doing, for a DAG node and a row: ``"waiting · job 7f3c ·
+    40%"`` (``submitting`` before its handle is recorded; the state while the backend gave
+    no progress); None for a step that is not a job, or whose job ended."""
+    job = st.job
+    if job is None or st.status != StepStatus.RUNNING or job.get("phase") == "ended":
+        return None
+    if job.get("handle") is None:
+        return "submitting · job"
+    progress = job.get("progress")
+    tail = f"{round(progress * 100)}%" if isinstance(progress, int | float) else \
+        str(job.get("state") or "pending")
+    return f"waiting · job {job_short_id(job['handle'])} · {tail}"
+
+
+def job_dict(st: StepState) -> dict[str, Any] | None:
+    """A remote job's record: ``phase`` (submitting | waiting | ended), ``key``, ``handle``,
+    ``how`` it was recorded (submitted | found | attached), ``state`` and ``progress`` the
+    last poll said, ``note``, ``polls``, ``poll_errors`` and the last ``error``, when it was
+    reserved and submitted, whether a completion arrived from outside, and ``caption``."""
+    job = st.job
+    if job is None:
+        return None
+    return {
+        "phase": job.get("phase"), "key": job.get("key"), "handle": _plain(job.get("handle")),
+        "how": job.get("how"), "state": job.get("state"), "progress": job.get("progress"),
+        "note": _text(job.get("note")), "polls": job.get("polls"),
+        "poll_errors": job.get("poll_errors"), "error": _text(job.get("error")),
+        "reserved_at": job.get("reserved_at"), "submitted_at": job.get("submitted_at"),
+        "completed_from_outside": job.get("completion") is not None,
+        "caption": job_caption(st),
     }
 
 
@@ -117,6 +176,7 @@ def attempt_dict(rec: AttemptRecord) -> dict[str, Any]:
         "error_kind": _text(rec.error_kind),
         "error": _text(rec.error),
         "retry_delay_s": rec.retry_delay_s,
+        "usage": _plain(rec.usage),
     }
 
 

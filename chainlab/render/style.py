@@ -37,6 +37,7 @@ __all__ = [
     "EDGE_COLOR",
     "FONT",
     "FONT_NAME",
+    "JOB_CAPTIONS",
     "KIND_MARK",
     "LONGEST_CAPTION",
     "MUTED_TEXT",
@@ -44,6 +45,7 @@ __all__ = [
     "PROBLEM",
     "STATUS_STYLE",
     "TIMES",
+    "WAITING_MARK",
     "Kind",
     "StatusStyle",
     "dasharray",
@@ -152,10 +154,19 @@ def status_style(status: str) -> StatusStyle:
 
 
 def status_line(status: str, badge: str | None = None) -> str:
-    """The text line a node shows for its status: caption, then `` · badge`` if any."""
+    """The text line a node shows for its status: caption, then `` · badge`` if any. A
+    running remote job that waits shows what it waits for instead of ``running``:
+    ``"◷ waiting · job 7f3c · 40%"`` (the badge :func:`chainlab.render.json.job_caption`
+    makes)."""
+    if badge and status == "running" and badge.startswith(JOB_CAPTIONS):
+        return f"{WAITING_MARK} {badge}"
     caption = status_style(status).caption
     return f"{caption} · {badge}" if badge else caption
 
+
+#: how a remote job's caption begins (chainlab.render.json.job_caption), and its mark
+JOB_CAPTIONS = ("waiting · job", "submitting · job")
+WAITING_MARK = "◷"
 
 #: a step's kind, which decides its shape in the DAG
 Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]

@@ -28,6 +28,7 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import decisions
+from chainlab.runtime.engine.budget import budget_of
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
@@ -277,17 +278,19 @@ class Run:
 
     async def approve(
         self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None,
-        *, by: str | None = None,
+        *, by: str | None = None, budget: dict[str, Any] | None = None,
     ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
         validated again). ``by`` says who approves (default ``user@host``), recorded with the
-        approval. Raises RunStateError if the step is not waiting (saying who decided it),
+        approval. ``budget``: for a step that waits because the run's budget would be crossed
+        (reason ``budget_exceeded``), the raised limits (merged over the current ones). Raises
+        RunStateError if the step is not waiting (saying who decided it),
         DecisionError for args that do not fit, StaleEpochError when another driver took the
         run over (then nothing was approved and the step's call does not start here)."""
         k = self._k()
         k.require_step(step_id)
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
-                                  by or decisions.requester()))
+                                  by or decisions.requester(), budget, budget_of(k)))
         await k.commit()
 
     async def reject(self, step_id: str, reason: str = "rejected", *,
@@ -316,6 +319,31 @@ class Run:
         k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,
                                   fail=fail, note=note, by=by or decisions.requester()))
         await k.commit()
+
+    async def complete_job(self, step_id: str, *, output: Any = None,
+                           error: str | None = None, by: str | None = None) -> None:
+        """Complete a waiting remote job from outside (its callback): with ``output`` (the
+        step's output) or ``error`` (it failed). Stored until the job's waiter reads it.
+        Raises RunStateError (not a waiting job; a second completion), DecisionError."""
+        from chainlab.runtime.engine.attempt import complete_job
+
+        k = self._k()
+        k.require_step(step_id)
+        decisions.check_completion(k.state, step_id)
+        complete_job(k, step_id, decisions.completion_payload(
+            step_id, output=output, error=error, by=by or decisions.requester()))
+        await k.commit()
+
+    async def cancel_job(self, step_id: str) -> None:
+        """Cancel one waiting remote job where it runs (``cancel(handle)``); its step fails
+        (not retried) and the run goes on as after any failure (``run.cancel()`` cancels
+        every waiting job, with the run). Raises RunStateError when the step is not a job
+        that waits in this process."""
+        from chainlab.runtime.engine.attempt import cancel_job
+
+        k = self._k()
+        k.require_step(step_id)
+        cancel_job(k, step_id)
 
     async def rollback(self) -> None:
         """Compensate completed steps in reverse completion order (stopping the run first if

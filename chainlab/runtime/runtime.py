@@ -44,6 +44,7 @@ from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import (
     History,
+    budget_estimates,
     estimate,
     history,
     recorded_order,
@@ -159,6 +160,7 @@ class Runtime:
             with contextlib.suppress(BaseException):
                 await task
         self._active.clear()
+        await self.toolbox.aclose()  # its MCP sessions (they reopen on the next call)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn(*args)``, a store read or write: in a worker thread when the store's
@@ -231,10 +233,14 @@ class Runtime:
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}),
         )
-        if opts.priority != "declaration" and self._history is None:
+        if (opts.priority != "declaration" or opts.budget is not None) \
+                and self._history is None:
             self._history = await self.run_io(history, self.store)
         priority, order = self._prepared.release_order(graph, chain.name, opts.priority,
                                                        self._history)
+        if opts.budget is not None:  # what each step is expected to spend, recorded
+            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain.name,
+                                                                   self._history)}
         kernel = await self._create(chain, graph, record, opts, priority, order)
         for kind, payload in planning:
             if not str(kind).startswith("planning_"):
@@ -255,6 +261,7 @@ class Runtime:
         state = RunState(record.run_id, graph.nodes)
         kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
                                   priority=priority)
+        kernel.budget_estimates = dict(order.get("budget_estimates") or {})
         if self._history is not None:  # learn the durations when the run ends, before
             learned = self._history  # wait() returns, so the next start knows them
             kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
@@ -331,6 +338,7 @@ class Runtime:
         )
         kernel = self._new_kernel(run_id, graph, state, opts, record.context, epoch=epoch,
                               priority=recorded_order(started, graph.nodes))
+        kernel.budget_estimates = dict(started.get("budget_estimates") or {})
         was = state.status
         kernel.emit(
             EventKind.RUN_RESUMED,
@@ -417,6 +425,9 @@ class Runtime:
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
                                         self._history)
+        if plan.options.budget is not None:
+            order = {**order, "budget_estimates": budget_estimates(
+                graph.nodes, plan.chain.name, self._history)}
         kernel = await self._create(plan.chain, graph, record, plan.options, priority, order,
                                     seed.lineage)
         for kind, step_id, payload in seed.events:
@@ -548,11 +559,13 @@ class Runtime:
         retry: bool = False,
         fail: bool = False,
         timeout: float = 10.0,
+        budget: dict[str, Any] | None = None,
     ) -> str:
-        """``approve`` (``args``, ``note``), ``reject`` (``reason``) or ``resolve``
-        (``output`` | ``retry`` | ``fail``, ``note``) step ``step_id`` of a run, wherever it is
-        driven: by this runtime (applied here), by another live process (sent to it through
-        the store; it applies the decision with the same checks and answers), or by nobody
+        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject``
+        (``reason``) or ``resolve`` (``output`` | ``retry`` | ``fail``, ``note``) step
+        ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
+        another live process (sent to it through the store; it applies the decision with the
+        same checks and answers), or by nobody
         (this runtime takes the run over, applies it, and drives the run on). ``by`` says
         who decides (default ``user@host``). Returns ``"applied"``.
 
@@ -565,8 +578,28 @@ class Runtime:
         from chainlab.runtime.coordination.routing import decide, payload_for
 
         payload = payload_for(action, note=note, reason=reason, args=args, output=output,
-                              retry=retry, fail=fail)
+                              retry=retry, fail=fail, budget=budget)
         return await decide(self, run_id, step_id, action, by=by, payload=payload,
+                            timeout=timeout)
+
+    async def complete_job(self, run_id: str, step_id: str, *, output: Any = None,
+                           error: str | None = None, by: str | None = None,
+                           timeout: float = 10.0) -> str:
+        """Complete the waiting remote job ``step_id`` of a run from outside (a callback):
+        ``output=`` or ``error=``, wherever the run is driven (here, by another live process
+        through the store's mailbox, or by nobody: then this runtime takes it over), as
+        :meth:`decide` does. A completion that arrives before the job's waiter is armed is
+        stored (``job_completed``) and read when it arms. Returns ``"applied"``.
+
+        Raises RunStateError (not a waiting job; a second completion is refused),
+        DecisionError (an output that is not JSON data), RunNotFoundError,
+        DecisionTimeoutError."""
+        from chainlab.runtime.coordination.routing import decide
+        from chainlab.runtime.engine.decisions import completion_payload
+
+        payload = completion_payload(step_id, output=output, error=error, by=None)
+        payload.pop("by")
+        return await decide(self, run_id, step_id, "complete_job", by=by, payload=payload,
                             timeout=timeout)
 
     def decide_sync(self, run_id: str, step_id: str, action: str, **options: Any) -> str:

@@ -33,7 +33,7 @@ __all__ = ["MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES
            "raise_if_refused", "request_from_row", "unknown_request"]
 
 #: what a decision request asks for, and how its driver answered it
-REQUEST_ACTIONS = ("approve", "reject", "resolve")
+REQUEST_ACTIONS = ("approve", "reject", "resolve", "complete_job")  # complete_job: issue 27
 REQUEST_OUTCOMES = ("applied", "refused")
 
 
@@ -88,8 +88,9 @@ class DriverInfo:
 class DecisionRequest:
     """A person's decision sent to the process that drives a run, through the store.
 
-    ``action`` is one of ``approve``, ``reject``, ``resolve``; ``payload`` holds its
-    arguments (``args``/``note``, ``reason``, ``output``/``retry``/``fail``/``note``);
+    ``action`` is one of ``approve``, ``reject``, ``resolve``, ``complete_job`` (a remote
+    job's completion); ``payload`` holds its arguments (``args``/``note``, ``reason``,
+    ``output``/``retry``/``fail``/``note``, ``output``/``error``);
     ``by`` says who asked. The driver answers once: ``outcome`` ``applied`` or ``refused``
     with ``message`` (why). A request nobody answered by ``expires_at`` is refused as
     expired by the next driver that sees it."""

@@ -1,6 +1,11 @@
 """Test doubles for chains and your own tools: an injected clock, flaky/slow/recording tools,
-an event recorder, and (in :mod:`chainlab.testing.openai_server`) a scripted
-OpenAI-compatible HTTP server for planner tests and demos. They are product code (tested like
+an event recorder, (in :mod:`chainlab.testing.openai_server`) a scripted
+OpenAI-compatible HTTP server for planner tests and demos, and (in
+:mod:`chainlab.testing.mcp_server`, ``python -m chainlab.testing.mcp_server``) a real MCP
+server whose tools cover every annotation case, (in :mod:`chainlab.testing.job_server`) a
+real job backend for remote jobs (``JobServer``), and (in :mod:`chainlab.testing.replay`
+and :mod:`chainlab.testing.export`) the replay of a recorded run and its export as a
+pytest regression test. They are product code (tested like
 it) because users need them too; nothing outside tests and demos uses them.
 
     from chainlab.testing import FlakyTool, ManualClock, RecordingTool
@@ -22,7 +27,8 @@ from chainlab.errors import TransientError
 from chainlab.events import Event
 from chainlab.tools import Tool, Toolbox
 
-__all__ = ["EventRecorder", "FakeOpenAI", "FlakyTool", "ManualClock", "RecordingTool", "SlowTool"]
+__all__ = ["EventRecorder", "FakeOpenAI", "FlakyTool", "JobServer", "ManualClock", "RecordingTool",
+           "SlowTool"]
 
 
 def __getattr__(name: str) -> Any:
@@ -30,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from chainlab.testing.openai_server import FakeOpenAI
 
         return FakeOpenAI
+    if name == "JobServer":  # likewise (a subprocess)
+        from chainlab.testing.job_server import JobServer
+
+        return JobServer
     raise AttributeError(f"module 'chainlab.testing' has no attribute {name!r}")
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chainlab.events.fold import RunState
+from chainlab.events.usage import total_usage
 from chainlab.timeline.plot import TimelineFigure
 
 __all__ = ["DIFF_COLUMNS", "Schedule", "diff", "gantt_compare", "schedule_of", "whatif"]
@@ -20,15 +21,31 @@ __all__ = ["DIFF_COLUMNS", "Schedule", "diff", "gantt_compare", "schedule_of", "
 
 class Schedule:
     """Who ran when, in seconds from the run's start: ``frame`` (step_id, tool, start_s,
-    end_s, duration_s; one row per step that took a slot) and ``makespan`` (seconds)."""
+    end_s, duration_s, cost, tokens; one row per step that took a slot), ``makespan``
+    (seconds), and what the schedule's calls cost: ``usage`` (the recorded usage of its
+    steps, :mod:`chainlab.events.usage`), ``cost`` and ``tokens`` (None when nothing
+    reported any). A what-if runs the same calls in another order, so it costs the same;
+    a schedule over fewer steps (a fork's) costs less."""
 
-    def __init__(self, frame: pd.DataFrame, label: str):
+    def __init__(self, frame: pd.DataFrame, label: str, state: RunState | None = None):
         self.frame = frame
         self.label = label
         self.makespan = float(frame["end_s"].max()) if len(frame) else 0.0
+        steps = state.steps if state is not None else {}
+        per_step = [steps[s].usage if s in steps else None for s in frame["step_id"]]
+        self.frame["cost"] = pd.Series([(u or {}).get("cost", float("nan")) for u in per_step],
+                                       dtype="float64", index=frame.index)
+        self.frame["tokens"] = pd.Series([(u or {}).get("tokens", float("nan"))
+                                          for u in per_step], dtype="float64",
+                                         index=frame.index)
+        self.usage = total_usage(per_step)
+        self.cost: float | None = self.usage.get("cost")
+        self.tokens: int | None = self.usage.get("tokens")
 
     def __repr__(self) -> str:
-        return f"<Schedule {self.label}: {len(self.frame)} steps, makespan {self.makespan:.3f} s>"
+        cost = f", cost {self.cost:.4g}" if self.cost is not None else ""
+        return (f"<Schedule {self.label}: {len(self.frame)} steps, makespan "
+                f"{self.makespan:.3f} s{cost}>")
 
 
 def _durations(run: Any) -> tuple[dict[str, float], dict[str, float]]:
@@ -53,7 +70,7 @@ def schedule_of(run: Any) -> Schedule:
             for step_id, start in first.items()]
     frame = pd.DataFrame(rows, columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
     frame = frame.sort_values(["start_s"], kind="stable").reset_index(drop=True)
-    return Schedule(frame, f"run {run.run_id} ({run.state.priority})")
+    return Schedule(frame, f"run {run.run_id} ({run.state.priority})", run.state)
 
 
 def whatif(run: Any, *, priority: str = "critical_path",
@@ -101,7 +118,7 @@ def whatif(run: Any, *, priority: str = "critical_path",
         [{"step_id": s.step_id, "tool": tools[s.step_id], "start_s": s.start, "end_s": s.end,
           "duration_s": s.end - s.start} for s in slots if not graph.nodes[s.step_id].is_group],
         columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
-    return Schedule(frame, f"what-if {priority}, concurrency {concurrency}")
+    return Schedule(frame, f"what-if {priority}, concurrency {concurrency}", run.state)
 
 
 def gantt_compare(a: Any, b: Any, *, width: float = 10.0) -> Figure:
@@ -125,7 +142,8 @@ def gantt_compare(a: Any, b: Any, *, width: float = 10.0) -> Figure:
             ax.barh(pos[row.step_id], max(row.duration_s, end / 400), left=row.start_s,
                     height=0.7, color=colour, edgecolor="#333333", linewidth=0.4)
         ax.axvline(sched.makespan, color="#b03a2e", linewidth=1.2, linestyle="--")
-        ax.set_title(f"{sched.label} · makespan {sched.makespan:.3f} s", fontsize=9,
+        cost = f" · cost {sched.cost:.4g}" if sched.cost is not None else ""
+        ax.set_title(f"{sched.label} · makespan {sched.makespan:.3f} s{cost}", fontsize=9,
                      loc="left")
         ax.set_yticks(range(len(steps)), steps, fontsize=7)
         ax.invert_yaxis()

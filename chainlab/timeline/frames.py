@@ -13,11 +13,14 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
     (``succeeded`` | ``failed`` | ``timed_out`` | ``cancelled`` | ``interrupted`` |
     ``running``), error_kind, error, started_at, ended_at, duration_s, retry_delay_s (the
     back-off scheduled after this attempt), idempotency_key (None for effect-free tools),
-    code (fingerprint of the tool's code the attempt ran; None for compensations).
+    code (fingerprint of the tool's code the attempt ran; None for compensations),
+    input_tokens, output_tokens, tokens, cost (what the call reported it consumed:
+    ``ctx.report_usage`` or an OpenAI-style response; NaN when it reported nothing).
     A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
 ``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
 ``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
-    (``backoff`` | ``confirmation`` | ``in_doubt``), started_at, ended_at, duration_s,
+    (``backoff`` | ``confirmation`` | ``in_doubt`` | ``job``: a remote job waited on, holding
+    no slot), started_at, ended_at, duration_s,
     outcome (``retried``, ``approved``, ``rejected``, ``resolved``, ``cancelled``, or None
     while waiting).
 ``events_frame`` - the event log: run_id, seq, ts, elapsed_s (since the first event), epoch,
@@ -59,7 +62,8 @@ __all__ = [
 
 ATTEMPT_COLUMNS = ["run_id", "step_id", "tool", "kind", "attempt", "epoch", "status",
                    "error_kind", "error", "started_at", "ended_at", "duration_s",
-                   "retry_delay_s", "idempotency_key", "code"]
+                   "retry_delay_s", "idempotency_key", "code", "input_tokens",
+                   "output_tokens", "tokens", "cost"]
 WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outcome"]
 EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
                  "payload"]
@@ -104,6 +108,9 @@ def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
         "idempotency_key": pd.Series([r.idempotency_key for r in recs], dtype="object"),
         # which version of the tool's code the attempt ran (a fork reruns changed tools)
         "code": pd.Series([r.code for r in recs], dtype="object"),
+        **{name: pd.Series([(r.usage or {}).get(name, float("nan")) for r in recs],
+                           dtype="float64")
+           for name in ("input_tokens", "output_tokens", "tokens", "cost")},
     }, columns=ATTEMPT_COLUMNS)
     return frame
 
@@ -115,7 +122,7 @@ def compensations_frame(store: Store, run_id: str) -> pd.DataFrame:
 
 
 _WAIT_OPEN = {"step_retry_scheduled": "backoff", "step_waiting_confirmation": "confirmation",
-              "step_in_doubt": "in_doubt"}
+              "step_in_doubt": "in_doubt", "job_submitted": "job"}
 # a back-off ends when the step is due again (step_ready), not when a slot frees up
 _WAIT_CLOSE: dict[str, dict[str, str | None]] = {
     "backoff": {"step_ready": "retried", "step_started": "retried", "step_cancelled": "cancelled",
@@ -125,6 +132,10 @@ _WAIT_CLOSE: dict[str, dict[str, str | None]] = {
                      "step_waiting_confirmation": "asked again"},
     "in_doubt": {"step_succeeded": "resolved", "step_failed": "resolved",
                  "step_ready": "retried"},
+    # a remote job's wait: from its recorded handle to the step's end (no slot held)
+    "job": {"step_succeeded": "succeeded", "step_failed": "failed", "step_in_doubt": "in doubt",
+            "step_cancelled": "cancelled", "step_retry_scheduled": "failed",
+            "step_timed_out": "timed out", "step_ready": "resubmitted"},
 }
 
 
@@ -202,8 +213,9 @@ def runs_frame(store: Store, limit: int | None = None) -> pd.DataFrame:
 
 
 def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
-    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame."""
-    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source"]
+    """Duration estimates (:class:`chainlab.runtime.history.estimates.Estimate`) as a frame,
+    with the median cost and tokens of one call (NaN when no call reported usage)."""
+    cols = ["step_id", "tool", "median_s", "p90_s", "samples", "source", "cost", "tokens"]
     return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
 
 

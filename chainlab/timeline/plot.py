@@ -185,7 +185,8 @@ _COMPENSATION_LOOK = {"succeeded": "compensated", "failed": "compensation_failed
                       "cancelled": "cancelled", "running": "compensating"}
 _WAIT_LOOK = {"backoff": ("retry_wait", "back-off"),
               "confirmation": ("waiting_confirmation", "waiting for approval"),
-              "in_doubt": ("in_doubt", "in doubt")}
+              "in_doubt": ("in_doubt", "in doubt"),
+              "job": ("running", "waiting for a remote job (no slot)")}
 _OUTCOME_NAMES = {"succeeded": "attempt succeeded", "failed": "attempt failed",
                   "timed_out": "attempt timed out", "interrupted": "attempt interrupted",
                   "cancelled": "attempt cancelled", "running": "attempt running"}
@@ -250,7 +251,8 @@ def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | 
         look, name = _WAIT_LOOK[kind]
         st = STATUS_STYLE[look]
         stop = end if end is not None else t_end
-        bars.add(row[step_id], start - t0, max(stop - start, min_w), height=0.22, color=st.fill,
+        bars.add(row[step_id], start - t0, max(stop - start, min_w),
+                 height=0.4 if kind == "job" else 0.22, color=st.fill,
                  edgecolor=st.stroke, linewidth=1.0, linestyle="--", zorder=2)
         note = f"{st.badge} {stop - start:.3g} s" + (f" {outcome}" if outcome else "")
         if fits(note, stop - start):
@@ -263,6 +265,10 @@ def _draw(ax: Axes, state: RunState, waits: list[tuple[str, str, float, float | 
         look = (_COMPENSATION_LOOK if comp else _ATTEMPT_LOOK)[str(rec.status)]
         st = STATUS_STYLE[look]
         stop = rec.ended_at if rec.ended_at is not None else t_end
+        for w_step, w_kind, w_start, _, _ in waits:  # a job's attempt: the submit, then
+            if w_kind == "job" and w_step == rec.step_id and rec.started_at <= w_start < stop:
+                stop = w_start  # the wait is drawn as the job's wait segment
+                break
         width = max(stop - rec.started_at, min_w)
         y, left = row[rec.step_id], rec.started_at - t0
         if not comp and str(rec.tool or "").startswith("chain:"):  # a sub-chain: its span

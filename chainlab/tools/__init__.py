@@ -29,6 +29,9 @@ attempt number and the idempotency key (stable across retries and recovery) in i
 * :mod:`.signature`: the input model and output adapter read from a function's signature;
 * :mod:`.context`: what a tool body receives (:class:`CallContext`) and what ``reconcile``
   answers (:class:`Reconciliation`);
+* :mod:`.schema_tool`: :class:`SchemaTool`, a tool described by JSON Schemas (an MCP
+  server's tools, ``toolbox.add_mcp(...)``);
+* :mod:`.job`: remote jobs (``@toolbox.job``): :class:`JobStatus`, :class:`JobTool`;
 * :mod:`.toolbox`: :class:`Toolbox`, :data:`default_toolbox` and :func:`tool`.
 
 JSON values and the run identities (:func:`to_json_value`, :func:`args_hash`,
@@ -43,11 +46,16 @@ from chainlab._json import args_hash, idempotency_key, to_json_value
 from chainlab._json import code_fingerprint as code_fingerprint
 from chainlab.tools.context import CallContext, Reconciliation
 from chainlab.tools.contract import Tool
+from chainlab.tools.job import JobStatus, JobTool
+from chainlab.tools.schema_tool import SchemaTool
 from chainlab.tools.toolbox import Toolbox, default_toolbox, tool
 
 __all__ = [
     "CallContext",
+    "JobStatus",
+    "JobTool",
     "Reconciliation",
+    "SchemaTool",
     "Tool",
     "Toolbox",
     "args_hash",

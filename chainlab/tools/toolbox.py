@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import ToolDefinitionError, UnknownToolError
@@ -22,6 +22,7 @@ class Toolbox:
         self.name = name
         self._tools: dict[str, Tool] = {}
         self.chains: dict[str, Chain] = {}
+        self._owned: list[Any] = []  # what aclose() closes: the MCP servers' sessions
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **meta: Any) -> Any:
         """Register a function as a tool: ``@toolbox.tool`` or ``@toolbox.tool(side_effects=True)``.
@@ -34,6 +35,23 @@ class Toolbox:
 
         def decorate(f: Callable[..., Any]) -> Tool:
             return self.add(Tool(f, **meta))
+
+        return decorate
+
+    def job(self, cls: Any = None, /, **meta: Any) -> Any:
+        """Register a remote job class (``submit``, ``poll``, optional ``cancel``/``find``):
+        ``@toolbox.job`` or ``@toolbox.job(side_effects=True, poll_every_s=2.0,
+        timeout_s=3600, dedupe_by_key=True)``; see :mod:`chainlab.tools.job`.
+
+        Returns the :class:`~chainlab.tools.job.JobTool`. Raises ToolDefinitionError.
+        """
+        from chainlab.tools.job import make_job
+
+        if cls is not None:
+            return self.add(make_job(cls, **meta))
+
+        def decorate(c: Any) -> Any:
+            return self.add(make_job(c, **meta))
 
         return decorate
 
@@ -52,6 +70,37 @@ class Toolbox:
             )
         self._tools[tool.name] = tool
         return tool
+
+    def add_mcp(self, command: Sequence[str] | str | None = None, *, url: str | None = None,
+                **options: Any) -> list[Tool]:
+        """Register the tools of an MCP server: a stdio server's ``command`` (argv or a
+        command line) or a streamable-HTTP server's ``url``. Options: ``prefix``,
+        ``include``, ``exclude``, ``confirm``, ``overrides``, ``env``, ``cwd``, ``label``,
+        ``init_timeout_s`` (:func:`chainlab.mcp.add_mcp`). Needs ``chainlab[mcp]``.
+
+        Raises MCPServerError naming the server and the fix; nothing is registered then.
+        """
+        from chainlab.mcp import add_mcp  # the integration: loaded only when used
+
+        return list(add_mcp(self, command, url=url, **options))
+
+    @classmethod
+    def from_mcp(cls, command: Sequence[str] | str | None = None, *, url: str | None = None,
+                 name: str = "mcp", **options: Any) -> Toolbox:
+        """A new toolbox called ``name`` with the tools of one MCP server (:meth:`add_mcp`)."""
+        toolbox = cls(name)
+        toolbox.add_mcp(command, url=url, **options)
+        return toolbox
+
+    def own(self, resource: Any) -> None:
+        """Close ``resource`` (an object with ``async aclose()``) with the toolbox."""
+        self._owned.append(resource)
+
+    async def aclose(self) -> None:
+        """Close what the toolbox holds open (its MCP sessions; a Runtime's ``aclose`` calls
+        this). Its tools stay usable: a session opens again on the next call."""
+        for resource in self._owned:
+            await resource.aclose()
 
     def add_chain(self, chain: Chain) -> Chain:
         """Make ``chain`` callable as a sub-chain step (``tool: chain:NAME``)."""

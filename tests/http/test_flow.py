@@ -157,3 +157,20 @@ def test_the_stream_starts_with_metadata_keeps_alive_filters_kinds_and_ends(
     assert events[0] == "metadata" and events[-1] == "end"
     assert set(events[1:-1]) == {"step_succeeded", "run_succeeded"}
     assert events[1:-1].count("step_succeeded") == 3
+
+
+def test_a_budget_stop_is_decided_over_http_with_a_raised_budget(api: Client) -> None:
+    # a budget of a microsecond: the first step would cross it, so the run stops for a person
+    run = api.start("payout", {"base": 1, "to": "carol"},
+                    options={"budget": {"max_duration_s": 0.000001}}, wait=True)
+    assert run["status"] == "suspended"
+    [waiting] = run["waiting"]
+    assert waiting["step_id"] == "amount" and waiting["kind"] == "confirm"
+    assert waiting["preview"].startswith("budget exceeded: time: ")
+    done = api.approve(run["run_id"], "amount", budget={"max_duration_s": 3600})
+    assert done["outcome"] == "applied"
+    view = wait_for(lambda: (v := api.get(run["run_id"]))["waiting"] and
+                    v["waiting"][0]["step_id"] == "pay" and v)
+    assert view["steps"]["amount"]["status"] == "succeeded"
+    approved = [e for e in api.events(run["run_id"])["events"] if e["kind"] == "step_approved"]
+    assert approved[0]["payload"]["budget"] == {"max_duration_s": 3600.0}

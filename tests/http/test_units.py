@@ -30,7 +30,11 @@ EXPECTED = {
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
-              "TransientError", "PermanentError", "PlannerError", "DesignerError"}
+              "TransientError", "PermanentError", "PlannerError", "DesignerError",
+              # a server's toolbox is built at start: no request can meet an MCP server error
+              "MCPServerError",
+              # replay (chainlab.testing): a test's errors, never an HTTP request's
+              "ReplayError", "ReplayMismatch", "_Replayed"}
 
 
 def _all_errors() -> list[type[BaseException]]:
@@ -63,6 +67,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "StoreFileError": lambda: cls("p", "gone", "m", "f"),
         "StoreServerError": lambda: cls("w", "server", "m", "f"),
         "MissingExtraError": lambda: cls("p", "e", "f"),
+        "MCPServerError": lambda: cls("python -m srv", "exits at once", "run it by hand"),
         "PlanError": lambda: cls([errors.Problem("invalid_field", "m")]),
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),
     }

@@ -31,14 +31,14 @@ def call(attempt: int, start: float, end: float | None, status: str, *,
          retry_delay_s: float | None = None, kind: str = "call") -> dict[str, Any]:
     return {"attempt": attempt, "kind": kind, "status": status, "started_at": T0 + start,
             "ended_at": None if end is None else T0 + end, "error_kind": error_kind,
-            "error": error, "retry_delay_s": retry_delay_s}
+            "error": error, "retry_delay_s": retry_delay_s, "usage": None}
 
 
 def step(status: str, attempts: list[dict[str, Any]], output: Any = None, *,
          reason: str | None = None, error_kind: str | None = None, error: str | None = None,
          reused: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"status": status, "attempts": attempts, "output": output, "reason": reason,
-            "error_kind": error_kind, "error": error, "reused": reused}
+            "error_kind": error_kind, "error": error, "reused": reused, "usage": None}
 
 
 PARSED = {"tag": "ok", "rows": [1, 2, 3]}
@@ -63,6 +63,7 @@ async def test_a_run_with_a_retry() -> None:
         },
         "outputs": {"fetch": "ok", "parse": PARSED},
         "waiting": [],
+        "usage": {},
     }
 
 
@@ -82,6 +83,7 @@ async def test_a_confirmation_then_a_step_in_doubt() -> None:
         "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm",
                      "args": {"amount": 5}, "preview": {"amount": 5}, "error": None,
                      "since": T0 + 0.5}],
+        "usage": {},
     }
     lab.clock.advance(3.0)
     await run.approve("pay", note="ok")
@@ -142,6 +144,7 @@ async def test_a_fork_carries_its_lineage_and_what_it_reused() -> None:
         },
         "outputs": {"fetch": "ok", "parse": PARSED},
         "waiting": [],
+        "usage": {},
     }
     assert record_dict(lab.store.get_run(fork.run_id)) == {
         "run_id": "run-2", "chain": "retries", "status": "succeeded", "epoch": 1,

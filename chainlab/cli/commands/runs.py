@@ -160,12 +160,18 @@ def register(app: typer.Typer) -> None:
                     help="Run the step with these args instead (validated again).")] = None,
                 note: NoteOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
                 dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
-                timeout: TimeoutOpt = 10.0) -> None:
-        """Approve a step that waits for confirmation: the process that drives the run
-        applies it, or (nobody drives it) the run goes on in this process."""
+                timeout: TimeoutOpt = 10.0,
+                budget: Annotated[str | None, typer.Option(
+                    "--budget", metavar="JSON",
+                    help="A step stopped by the run's budget: raise it, e.g. "
+                         "'{\"max_cost\": 2}' (merged over the current limits).")] = None,
+                ) -> None:
+        """Approve a step that waits for confirmation (or for a budget): the process that
+        drives the run applies it, or (nobody drives it) the run goes on in this process."""
         def options() -> dict[str, Any]:
             edited = parse_json_object(args, "--args") if args is not None else None
-            return {"args": edited, "note": note}
+            raised = parse_json_object(budget, "--budget") if budget is not None else None
+            return {"args": edited, "note": note, **({"budget": raised} if raised else {})}
 
         _decide(run_id, step, "approve", options, tools=tools, db=db, dask=dask, quiet=quiet,
                 as_json=as_json, timeout=timeout)

@@ -21,7 +21,7 @@ from chainlab.errors import ChainlabError
 from chainlab.jupyter._assets import designer_js
 from chainlab.jupyter.designer.draft import DesignerError, Draft, Problem
 from chainlab.plan.schema import Chain
-from chainlab.tools import Tool, Toolbox
+from chainlab.tools import SchemaTool, Tool, Toolbox
 
 if TYPE_CHECKING:
     from chainlab.jupyter.designer.host import DesignerHost
@@ -211,8 +211,11 @@ class DagPreview(W.VBox):
 
 # ============================================================================ the palette
 def signature(tool: Tool) -> str:
-    """``name(a: int, b: str = 'x') -> list`` as written in the function (context hidden)."""
+    """``name(a: int, b: str = 'x') -> list`` as written in the function (context hidden);
+    ``name(a, b?)`` from the input schema for a tool described by JSON Schema (MCP)."""
     try:
+        if isinstance(tool, SchemaTool):
+            raise TypeError("no Python signature")
         try:  # string annotations (``from __future__ import annotations``) evaluated
             sig = inspect.signature(tool.fn, eval_str=True)
         except NameError:
@@ -240,6 +243,10 @@ def badges(tool: Tool) -> list[tuple[str, str]]:
     if tool.requires_confirmation:
         out.append(("cl-tb-confirm", "needs confirmation"
                     if tool.requires_confirmation is True else "confirmation by args"))
+    if isinstance(tool, SchemaTool) and tool.origin:  # an MCP server's tool, and its hints
+        out.append(("cl-tb-mcp", tool.origin))
+        out += [("cl-tb-hint", f"{hint}: {str(value).lower()}")
+                for hint, value in tool.hints.items()]
     return out
 
 

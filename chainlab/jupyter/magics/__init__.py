@@ -97,7 +97,12 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--priority", choices=["critical_path", "declaration"],
                    default="critical_path")
     p.add_argument("--concurrency", metavar="N", type=int)
-    sub("tools", "list the tools of the active toolbox", tools=True, db=False)
+    p = sub("tools", "list the tools of the active toolbox (--mcp: add an MCP server's)",
+            tools=True, db=False)
+    p.add_argument("--mcp", metavar="[PREFIX=]CMD|URL", action="append",
+                   help="add the tools of an MCP server (a command line or a URL)")
+    p.add_argument("--as", dest="name", metavar="NAME", default="mcp_tools",
+                   help="with --mcp and no toolbox yet: the variable of the new toolbox")
     p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
     p.add_argument("request", metavar='"REQUEST"')
     p.add_argument("--as", dest="name", metavar="NAME")
@@ -120,6 +125,14 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--context", metavar="JSON|VAR", help="merged over the parent's context")
     p.add_argument("--rerun", metavar="a,b", help="steps to run again even if reusable")
     p.add_argument("--plan", action="store_true", help="only show the fork plan")
+    p = sub("export-test", "write a pytest file (and its JSON fixture) that replays a run",
+            tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-o", "--output", dest="out", metavar="tests/test_NAME.py", required=True)
+    p.add_argument("--module", metavar="MODULE:TOOLBOX",
+                   help="what the test imports (default: the module that defines the tools)")
+    p.add_argument("--live", metavar="a,b", help="tools called for real in the test")
+    p.add_argument("--replay-all", action="store_true", help="no tool is live")
     p = sub("fault", "inject a fault into a run this kernel drives (a demo; recorded)")
     p.add_argument("run", metavar="RUN")
     p.add_argument("fault", metavar="FAULT", help="timeout | raise | second-driver | kill")
@@ -152,6 +165,7 @@ class ChainMagics(Magics):
             "fork": self.fork, "fault": self.fault,
             "whatif": self.whatif,
             "watch": self.watch, "approvals": self.approvals,
+            "export-test": self.export_test,
         }
 
     @no_var_expand
@@ -230,6 +244,23 @@ class ChainMagics(Magics):
         print(cmd.fork_summary(run))
         display(cmd.widget(session, run))
         return run
+
+    def export_test(self, ns: argparse.Namespace) -> None:
+        from chainlab.testing.export import export_test, toolbox_spec
+
+        toolbox, _ = self.session.toolbox(ns.tools)
+        run = self.session.find_run(ns.run, ns.db, toolbox)
+        spec = ns.module or toolbox_spec(toolbox)
+        if spec is None:
+            raise ArgsError(f"the tools of {toolbox.name!r} are defined in this notebook, which "
+                            "a test cannot import: move them into a module (e.g. with "
+                            "%%writefile my_tools.py), import them from there, or pass "
+                            "--module MODULE:TOOLBOX")
+        live = None if ns.live is None else [t.strip() for t in ns.live.split(",") if t.strip()]
+        done = export_test(run.runtime.store, run.run_id, ns.out, tools=spec, toolbox=toolbox,
+                           live=[] if ns.replay_all else live)
+        print(f"wrote {done.test} and {done.fixture.name} (live: {', '.join(done.live) or 'none'})"
+              f"; run it: pytest {done.test}")
 
     def fault(self, ns: argparse.Namespace) -> None:
         from chainlab.jupyter.magics.faults import magic_fault
@@ -313,12 +344,16 @@ class ChainMagics(Magics):
         run = self.session.find_run(ns.run, ns.db)
         real = schedule_of(run)
         other = whatif(run, priority=ns.priority, max_concurrency=ns.concurrency)
+        cost = f"; cost {real.cost:.4g} either way" if real.cost is not None else ""
         print(f"real makespan {real.makespan:.3f} s; {other.label}: {other.makespan:.3f} s "
-              f"({other.makespan / real.makespan if real.makespan else 1.0:.2f} x)")
+              f"({other.makespan / real.makespan if real.makespan else 1.0:.2f} x){cost}")
         return gantt_compare(real, other)
 
     def tools(self, ns: argparse.Namespace) -> Any:
-        toolbox, note = self.session.toolbox(ns.tools)
+        if ns.mcp:
+            toolbox, note = self.session.add_mcp(ns.mcp, ns.tools, ns.name)
+        else:
+            toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         return ToolsTable(toolbox)

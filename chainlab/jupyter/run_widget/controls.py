@@ -9,6 +9,7 @@ import html
 from typing import TYPE_CHECKING
 
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.scrubber import RunAt
 from chainlab.runtime.coordination.watching import WatchedRun
 
@@ -80,10 +81,12 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
     at = view.state.paused_at
     if view.paused and at and at in pending_breakpoints(view):  # not once Step passed it
         paused = f" at breakpoint <code>{html.escape(at)}</code>"
+    spent = usage_text(view.state.usage)  # the run's totals: tokens and cost
+    spent = f' · <span class="cl-usage">{html.escape(spent)}</span>' if spent else ""
     return (f'<div class="cl-head"><b>{html.escape(view.chain.name)}</b> '
             f'<span class="cl-runid">{html.escape(view.run_id)}</span> '
             f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
-            f'<span class="cl-summary">{html.escape(summary)}</span>{where}</div>')
+            f'<span class="cl-summary">{html.escape(summary)}</span>{spent}{where}</div>')
 
 
 def first_failure(view: RunView) -> tuple[str, str] | None:

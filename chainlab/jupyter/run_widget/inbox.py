@@ -58,11 +58,15 @@ class ApprovalCard(_Card):
     def __init__(self, widget: CardHost, step_id: str):
         st = widget.view.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
+        over = st.reason == "budget_exceeded"  # the run's budget stops it, not its tool
         title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
                        f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> "
-                       "waits for "
-                       "approval</div>")
-        preview = W.HTML(f'<div class="cl-label">preview</div>{pretty(st.preview)}')
+                       + ("would cross the run's budget" if over else "waits for approval")
+                       + "</div>")
+        self.preview = W.HTML(f'<div class="cl-label">preview</div>{pretty(st.preview)}')
+        # a budget stop: the raised budget goes with the approval (empty: only this step)
+        self.budget = W.Text(placeholder='raise the budget: {"max_cost": 2.0}',
+                             layout=W.Layout(width="24em", display="" if over else "none"))
         args = W.HTML(f'<div class="cl-label">resolved args</div>{pretty(st.args)}')
         self.edit_toggle = W.Checkbox(description="edit args before approving", indent=False)
         self.edit = W.Textarea(value=json.dumps(st.args, indent=2, sort_keys=True, default=str),
@@ -77,8 +81,8 @@ class ApprovalCard(_Card):
         self.approve_button.on_click(lambda _: self.approve())
         self.reject_button.on_click(lambda _: self.reject())
         buttons = W.HBox([self.approve_button, self.reason, self.reject_button])
-        super().__init__(widget, step_id, [title, preview, args, self.edit_toggle, self.edit,
-                                           buttons])
+        super().__init__(widget, step_id, [title, self.preview, args, self.budget,
+                                           self.edit_toggle, self.edit, buttons])
 
     def _toggle(self, change: dict[str, Any]) -> None:
         self.edit.layout.display = "" if change["new"] else "none"
@@ -97,7 +101,18 @@ class ApprovalCard(_Card):
                 return
             if args == self.widget.run.steps[self.step_id].args:
                 args = None  # unchanged: approve what was shown
+        budget = None
+        if self.budget.value.strip():
+            try:
+                budget = self.parse_json(self.budget.value, "the raised budget")
+            except ValueError as exc:
+                self.fail(exc)
+                return
         run, step_id = self.widget.run, self.step_id
+        if budget is not None:
+            self.act("approve", lambda: run.approve(step_id, args, note="budget raised in the "
+                                                    "widget", budget=budget))
+            return
         self.act("approve", lambda: run.approve(step_id, args, note="approved in the widget"))
 
     def reject(self) -> None:

@@ -15,8 +15,10 @@ import ipywidgets as W
 from chainlab.events import Event
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.events.usage import usage_text
 from chainlab.jupyter.views import error_html, pretty, tool_of
 from chainlab.render.display import reason_text
+from chainlab.render.json import job_dict
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunHost
@@ -40,8 +42,14 @@ class StepInspector(W.VBox):
         self.picker.observe(self._picked, names="value")
         self._quiet = False
         self.picked = False
+        # a remote job that waits: cancel it where it runs (run.cancel_job), this step only
+        self.cancel_job = W.Button(description="Cancel job", icon="stop", button_style="danger",
+                                   tooltip="send cancel(handle) to the job's backend; the step "
+                                           "fails, the run goes on as after any failure",
+                                   layout=W.Layout(display="none"))
+        self.cancel_job.on_click(lambda _: self._cancel_job())
         self.fork = ForkPanel(widget, self)
-        super().__init__([self.picker, self.details, self.fork])
+        super().__init__([self.picker, self.details, self.cancel_job, self.fork])
         self.add_class("cl-inspector")
         self._last = ""
 
@@ -81,7 +89,17 @@ class StepInspector(W.VBox):
         text = self.render(step_id)
         if text != self._last:
             self._last = self.details.value = text
+        st = self.widget.view.steps[step_id]
+        waits = (st.job is not None and st.status == "running" and st.job.get("phase") == "waiting"
+                 and self.widget.run.active)
+        self.cancel_job.layout.display = None if waits else "none"
         self.fork.refresh()
+
+    def _cancel_job(self) -> None:
+        step_id = self.picker.value
+        run = self.widget.run
+        if step_id is not None:
+            self.widget.act("cancel job", lambda: run.cancel_job(step_id))
 
     def render(self, step_id: str) -> str:
         run = self.widget.view  # while scrubbing: the run as it was at that event
@@ -96,6 +114,18 @@ class StepInspector(W.VBox):
         if step_id in run.state.estimates:
             rows.append(("expected", f"~{run.state.estimates[step_id]:.3g} s "
                                      f"(release order: {run.state.priority})"))
+        if st.usage:
+            rows.append(("usage", usage_text(st.usage)))
+        if st.job is not None:  # a remote job: what it waits on, how often it asked
+            job = job_dict(st) or {}
+            progress = job["progress"]
+            rows += [("job", f"{job['caption'] or job['phase']} (state {job['state'] or '-'}"
+                             + (f", {round(progress * 100)}%" if progress is not None else "")
+                             + f"; {job['how'] or 'not recorded yet'})"),
+                     ("job handle", json.dumps(job["handle"])),
+                     ("job polls", f"{job['polls']}" + (f", {job['poll_errors']} failed in a "
+                                                        f"row: {job['error']}"
+                                                        if job["poll_errors"] else ""))]
         if st.error:
             rows.append(("error", error_text(st.error_kind, st.error)))
         if st.approval:
@@ -112,10 +142,11 @@ class StepInspector(W.VBox):
                 f"<tr><td>{a.kind} #{a.attempt}</td><td>epoch {a.epoch}</td>"
                 f"<td>{esc(str(a.status))}</td>"
                 f"<td>{'' if a.duration_s is None else f'{a.duration_s:.3f} s'}</td>"
-                f"<td>{esc(error_text(a.error_kind, a.error))}</td></tr>"
+                f"<td>{esc(error_text(a.error_kind, a.error))}</td>"
+                f"<td>{esc(usage_text(a.usage))}</td></tr>"
                 for a in attempts)
             head = ("<tr><th>attempt</th><th>epoch</th><th>status</th><th>duration</th>"
-                    "<th>error</th></tr>")
+                    "<th>error</th><th>usage</th></tr>")
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
         return "".join(parts)

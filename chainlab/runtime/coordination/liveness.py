@@ -289,13 +289,17 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     Raises what they raise (RunStateError, DecisionError, UnknownStepError)."""
     p = request.payload
     if request.action == "approve":
-        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by)
+        await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by,
+                          budget=p.get("budget"))
     elif request.action == "reject":
         await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":
         await run.resolve(request.step_id, output=p.get("output"),
                           retry=bool(p.get("retry")), fail=bool(p.get("fail")),
                           note=p.get("note"), by=request.by)
+    elif request.action == "complete_job":
+        await run.complete_job(request.step_id, output=p.get("output"), error=p.get("error"),
+                               by=request.by)
     else:
-        raise ValueError(f"unknown decision {request.action!r}; expected approve, reject or "
-                         "resolve")
+        raise ValueError(f"unknown decision {request.action!r}; expected approve, reject, "
+                         "resolve or complete_job")

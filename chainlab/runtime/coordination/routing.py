@@ -39,13 +39,13 @@ requester = decisions.requester
 
 def payload_for(action: str, *, note: str | None = None, reason: str | None = None,
                 args: dict[str, Any] | None = None, output: Any = None, retry: bool = False,
-                fail: bool = False) -> dict[str, Any]:
+                fail: bool = False, budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The request payload of ``action`` (only what that action takes). Raises ValueError for
     an unknown action or arguments of another action."""
     action = decisions.Action(action)
     given = {"note": note, "reason": reason, "args": args, "output": output,
-             "retry": retry or None, "fail": fail or None}
-    takes = {decisions.Action.APPROVE: ("args", "note"),
+             "retry": retry or None, "fail": fail or None, "budget": budget}
+    takes = {decisions.Action.APPROVE: ("args", "note", "budget"),
              decisions.Action.REJECT: ("reason",),
              decisions.Action.RESOLVE: ("output", "retry", "fail", "note")}[action]
     extra = sorted(k for k, v in given.items() if v is not None and k not in takes)

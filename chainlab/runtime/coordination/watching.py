@@ -222,10 +222,12 @@ class WatchedRun(Run):
 
     # ------------------------------------------------------------------ decisions
     async def approve(self, step_id: str, args: dict[str, Any] | None = None,
-                      note: str | None = None, *, by: str | None = None) -> None:
-        """Approve through :meth:`Runtime.decide` (``last_decision`` says how it went).
-        Raises DecisionError with the driver's message when it refuses."""
-        await self._decide(step_id, "approve", args=args, note=note, by=by)
+                      note: str | None = None, *, by: str | None = None,
+                      budget: dict[str, Any] | None = None) -> None:
+        """Approve through :meth:`Runtime.decide` (``last_decision`` says how it went);
+        ``budget`` raises the run's budget. Raises DecisionError with the driver's message
+        when it refuses."""
+        await self._decide(step_id, "approve", args=args, note=note, by=by, budget=budget)
 
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:

@@ -27,11 +27,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 from pydantic import ValidationError
 
-from chainlab.errors import ToolError
+from chainlab.errors import RunStateError, ToolError
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
+from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
-from chainlab.tools import CallContext, NotJSONError, args_hash, idempotency_key
+from chainlab.tools import CallContext, NotJSONError, args_hash, idempotency_key, to_json_value
+from chainlab.tools.context import response_usage
+from chainlab.tools.job import JOB_STATES, JobStatus, JobTool
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
@@ -43,8 +46,9 @@ if TYPE_CHECKING:
 K = EventKind
 S = StepStatus
 
-__all__ = ["Failure", "Fate", "Outcome", "call_tool", "classify", "fate_of", "invalid_input",
-           "record", "run", "start_deferred_timers", "start_timer"]
+__all__ = ["Failure", "Fate", "Outcome", "call_tool", "cancel_job", "classify", "complete_job",
+           "fate_of", "invalid_input", "record", "recover_job", "run", "run_job",
+           "start_deferred_timers", "start_timer"]
 
 
 class Fate(StrEnum):
@@ -71,6 +75,7 @@ class Outcome(NamedTuple):
     output: Any = None
     failure: Failure | None = None
     background: Pending | None = None
+    usage: dict[str, Any] | None = None  # what the call reported it consumed (or None)
 
     @property
     def ok(self) -> bool:
@@ -122,20 +127,22 @@ async def call_tool(
             background = pending if pending is not None and not pending.finished else None
             return Outcome(
                 failure=Failure(ErrorKind.TIMEOUT, f"no answer within timeout_s={timeout_s}"),
-                background=background,
+                background=background, usage=ctx.usage or None,
             )
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
         if _cancelled_from_outside(exc):
             raise  # run.cancel()/rollback(): the caller records the attempt
-        return Outcome(failure=classify(exc, tool_name=tool.name))
+        return Outcome(failure=classify(exc, tool_name=tool.name), usage=ctx.usage or None)
+    # a tool that reported nothing but returned an OpenAI-style response: its usage
+    usage = ctx.usage or response_usage(result)
     if not check_output:
-        return Outcome(output=result)
+        return Outcome(output=result, usage=usage)
     try:
-        return Outcome(output=tool.check_output(result))
+        return Outcome(output=tool.check_output(result), usage=usage)
     except Exception as exc:
-        return Outcome(failure=bad_output(exc, tool.name, ctx.step_id))
+        return Outcome(failure=bad_output(exc, tool.name, ctx.step_id), usage=usage)
 
 
 def _cancelled_from_outside(exc: BaseException) -> bool:
@@ -239,19 +246,27 @@ async def run(k: Kernel, node: Node) -> None:
             k.sched.park(step_id)
             return
         confirm = True
+    if (k.options.budget is not None or k.state.budget is not None) \
+            and not check_budget(k, node, args):  # waits for a person: raise it, or stop
+        k.sched.park(step_id)
+        return
     # effect-free tools get a key only when they ask for it (nothing to deduplicate)
     key = (
         idempotency_key(k.run_id, step_id, args_hash(args))
         if tool.side_effects or tool.context_param or tool.reconcile
+        or tool.__class__ is JobTool
         else None
     )
+    if tool.__class__ is JobTool:  # a remote job: reserve, submit, record, then a timer
+        await run_job(k, node, attempt, args, key or "")
+        return
     k.emit(
         K.STEP_STARTED,
         step_id,
         attempt,
         {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
     )
-    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch)
+    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch, "call", {})
     try:
         outcome = await call_tool(
             tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
@@ -263,7 +278,8 @@ async def run(k: Kernel, node: Node) -> None:
                    Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
         raise
     if outcome.failure is None and outcome.background is None:  # the common case, inline
-        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output}
+               if outcome.usage is None else {"output": outcome.output, "usage": outcome.usage})
         k.finished(node)
         return
     record(k, node, attempt, outcome)
@@ -283,12 +299,17 @@ def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
     step_id = node.id
     failure = outcome.failure
     if failure is None:
-        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output})
+        payload: dict[str, Any] = {"output": outcome.output}
+        if outcome.usage:
+            payload["usage"] = outcome.usage
+        k.emit(K.STEP_SUCCEEDED, step_id, attempt, payload)
         k.finished(node)
         return
     assert node.tool is not None
     fate = fate_of(failure, node.tool, node.retry, attempt)
-    payload: dict[str, Any] = {"error_kind": failure.kind, "error": failure.message}
+    payload = {"error_kind": failure.kind, "error": failure.message}
+    if outcome.usage:  # a failed call may have cost something too (the attempt's end event)
+        payload["usage"] = outcome.usage
     if failure.kind == ErrorKind.TIMEOUT:
         extra = {"still_running": True} if outcome.background is not None else {}
         k.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})
@@ -349,3 +370,399 @@ async def _backoff(k: Kernel, node: Node, delay: float, scope: anyio.CancelScope
     finally:
         k.timers.pop(node.id, None)
         k.poke()
+
+
+# ============================================================================ a remote job
+# (issue 27; the contract is chainlab.tools.job). One attempt of a job step:
+#
+#   run_job      (a worker, holding a slot) step_started; job_submitting, FLUSHED (the
+#                write-ahead reservation, fenced: a driver taken over learns it here and
+#                submits nothing); submit(args, ctx); job_submitted with the handle, FLUSHED
+#                before any wait; then the waiter is armed and the worker RETURNS its slot
+#   _wait_job    a timer task like a retry back-off (k.timers: holds no slot, worker or
+#                thread): naps, polls (a short call), records progress sparingly
+#                (job_progress, throttled), reads a stored completion (job_completed from
+#                runtime.complete_job), and records the attempt's outcome with `record`
+#   recover_job  after a crash: a recorded handle is only ever WAITED on again; a
+#                reservation without a handle asks find(key), then resubmits under the
+#                same key if the backend deduplicates, else leaves the step in_doubt
+#
+# A job's failures whose outcome is known (failed, cancelled elsewhere, not found, timed out
+# and cancelled) are "before effect" for the retry rule: the job is over, so the retry
+# policy may submit a NEW job, under a new key (``{key}/{attempt}``).
+
+_INF = float("inf")
+
+
+class _Waiter:
+    """What ``complete_job`` needs to end a waiting job's nap early."""
+
+    __slots__ = ("cancel_asked", "nap", "nudged")
+
+    def __init__(self) -> None:
+        self.nap: anyio.CancelScope | None = None
+        self.nudged = False
+        self.cancel_asked = False  # a person cancelled this one job (run.cancel_job)
+
+    def nudge(self) -> None:
+        self.nudged = True
+        if self.nap is not None:
+            self.nap.cancel()
+
+
+def _job_tool(node: Node) -> JobTool:
+    tool = node.tool
+    assert isinstance(tool, JobTool)
+    return tool
+
+
+async def run_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any], key: str) -> None:
+    """A job step's attempt as far as the worker goes: attach to a recorded handle, or
+    reserve, submit and record; then arm the waiter (the slot goes back on return)."""
+    step_id = node.id
+    tool = _job_tool(node)
+    prev = k.steps[step_id].job
+    if prev is not None and prev["phase"] == "waiting" and prev["handle"] is not None:
+        # a recorded handle (a person retried a step whose polls failed): wait on it again
+        k.emit(K.STEP_STARTED, step_id, attempt,
+               {"args": args, "tool": tool.name, "idempotency_key": prev["key"],
+                "code": tool.fingerprint, "job": "attach"})
+        k.emit(K.JOB_SUBMITTED, step_id, attempt,
+               {"handle": prev["handle"], "key": prev["key"], "how": "attached",
+                "submitted_at": prev["submitted_at"]})
+        await k.commit()
+        arm_job(k, node, attempt, 0.0)
+        return
+    if prev is not None and prev["phase"] == "submitting":
+        job_key = prev["key"] or key  # resubmit what was reserved: the same key
+    elif prev is not None:
+        job_key = f"{key}/{attempt}"  # the last job is over: a new job, a new key
+    else:
+        job_key = key
+    k.emit(K.STEP_STARTED, step_id, attempt,
+           {"args": args, "tool": tool.name, "idempotency_key": job_key,
+            "code": tool.fingerprint})
+    await submit_job(k, node, attempt, args, job_key)
+
+
+async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
+                     job_key: str) -> None:
+    """Reserve (durable), submit, record the handle (durable), arm the waiter."""
+    step_id = node.id
+    tool = _job_tool(node)
+    spec = tool.job
+    k.emit(K.JOB_SUBMITTING, step_id, attempt, {"key": job_key})
+    await k.commit()  # the reservation is durable before the world can change
+    ctx = CallContext(k.run_id, step_id, attempt, job_key, k.epoch)
+    try:
+        outcome = await call_tool(tool, args, ctx, executor=k.executor, store=k.store,
+                                  timeout_s=spec.call_timeout_s, check_output=False,
+                                  write_ahead=False)
+    except anyio.get_cancelled_exc_class():
+        if k.stopping:
+            record(k, node, attempt, Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
+        raise
+    if outcome.failure is not None:
+        failure = outcome.failure
+        if spec.dedupe_by_key and failure.kind != ErrorKind.PERMANENT:
+            # the backend deduplicates by key: submitting again under it is safe
+            failure = Failure(failure.kind, failure.message, True)
+        record(k, node, attempt, Outcome(failure=failure))
+        return
+    try:
+        handle = to_json_value(outcome.output)
+    except NotJSONError as exc:
+        _job_in_doubt(k, node, attempt, "bad_handle",
+                      f"step {step_id!r}: submit of job {tool.name!r} returned a handle that is "
+                      f"not JSON data ({exc}); the job may be running: return a dict of plain "
+                      "data from submit, then resolve the step (retry submits again under "
+                      f"the same key {job_key!r})")
+        return
+    k.emit(K.JOB_SUBMITTED, step_id, attempt,
+           {"handle": handle, "key": job_key, "how": "submitted"})
+    await k.commit()  # the handle is durable before any wait
+    if not _handle_ok(k, node, attempt, handle):
+        return
+    arm_job(k, node, attempt, spec.poll_every_s)
+
+
+def _handle_ok(k: Kernel, node: Node, attempt: int, handle: Any) -> bool:
+    try:
+        _job_tool(node).job.check_handle(handle)
+    except (ValueError, TypeError) as exc:
+        _job_in_doubt(k, node, attempt, "bad_handle",
+                      f"step {node.id!r}: the handle {_short(handle)} of job "
+                      f"{_job_tool(node).name!r} fails validation ({_first_line(exc)}); it "
+                      "is recorded and the job may be running: fix handle_type or the job, "
+                      "then resolve(retry=True) to wait on it again, or resolve the step")
+        return False
+    return True
+
+
+def _job_in_doubt(k: Kernel, node: Node, attempt: int, reason: str, error: str) -> None:
+    k.emit(K.STEP_IN_DOUBT, node.id, attempt,
+           {"reason": reason, "error_kind": ErrorKind.EXECUTION_FAILED, "error": error})
+    k.sched.park(node.id)
+
+
+def arm_job(k: Kernel, node: Node, attempt: int, first_delay: float) -> None:
+    """Start the waiter of a recorded job: a timer task, the step parked (holds nothing)."""
+    scope = anyio.CancelScope()
+    waiter = _Waiter()
+    k.timers[node.id] = scope
+    k.jobs[node.id] = waiter
+    k.sched.park(node.id)
+    assert k.tg is not None, "a job is armed by a worker or by the recovering driver"
+    k.tg.start_soon(_wait_job, k, node, attempt, first_delay, scope, waiter)
+    if k.stopping:
+        scope.cancel()  # a stopping run cancels it at once (cancel(handle) is sent)
+
+
+async def _wait_job(k: Kernel, node: Node, attempt: int, first_delay: float,
+                    scope: anyio.CancelScope, waiter: _Waiter) -> None:
+    step_id = node.id
+    tool = _job_tool(node)
+    spec = tool.job
+    st = k.steps[step_id]
+    job = st.job
+    assert job is not None and job["handle"] is not None
+    handle = job["handle"]
+    ctx = CallContext(k.run_id, step_id, attempt, job["key"] or "", k.epoch)
+    polls, errors = int(job["polls"] or 0), int(job["poll_errors"] or 0)
+    shown = (job["state"], job["progress"], job["note"])
+    last_emit = -_INF
+    deadline = None if node.timeout_s is None else (job["submitted_at"] or k.clock.now()) \
+        + node.timeout_s
+    delay = first_delay
+    end: tuple[str, Outcome] | None = None  # (final job state, outcome)
+    try:
+        with scope:
+            while True:
+                if delay > 0 and not waiter.nudged and job["completion"] is None:
+                    nap = delay if deadline is None else max(0.0, min(delay,
+                                                                      deadline - k.clock.now()))
+                    waiter.nap = anyio.CancelScope()
+                    with waiter.nap:
+                        await k.clock.sleep(nap)
+                    waiter.nap = None
+                if job["completion"] is not None:
+                    end = _from_completion(tool, step_id, job["completion"])
+                    break
+                if waiter.cancel_asked:  # this job only: cancelled where it runs, step fails
+                    note = await _send_cancel(spec, handle, ctx)
+                    end = ("cancelled", Outcome(failure=Failure(
+                        ErrorKind.PERMANENT, f"the job was cancelled by a person; cancel(handle) "
+                        f"{note}", True)))
+                    break
+                if deadline is not None and k.clock.now() >= deadline:
+                    note = await _send_cancel(spec, handle, ctx)
+                    end = ("timed_out", Outcome(failure=Failure(
+                        ErrorKind.TIMEOUT, f"job did not finish within timeout_s="
+                        f"{node.timeout_s}; cancel(handle) {note}", True)))
+                    break
+                status, error = await _poll_once(spec, tool.name, handle, ctx)
+                polls += 1
+                if error is not None:
+                    errors += 1
+                    k.emit(K.JOB_PROGRESS, step_id, attempt,
+                           {"polls": polls, "poll_errors": errors, "error": error})
+                    if errors >= spec.max_poll_errors:
+                        end = ("poll_failed", Outcome(failure=Failure(
+                            ErrorKind.EXECUTION_FAILED,
+                            f"step {step_id!r}: {errors} polls of job {tool.name!r} failed in "
+                            f"a row, the last: {error}; the handle is recorded and the job may "
+                            "still run: fix poll, then resolve(retry=True) to wait on it "
+                            "again, or resolve the step with its output or as failed")))
+                        break
+                    delay = min(spec.poll_every_s * 2 ** errors, spec.max_poll_every_s)
+                    continue
+                assert status is not None
+                errors = 0
+                if status.ended:
+                    end = _from_status(tool, step_id, status)
+                    break
+                now = k.clock.now()
+                seen = (status.state, status.progress, status.note)
+                if seen != shown and (status.state != shown[0]
+                                      or now - last_emit >= spec.progress_every_s):
+                    k.emit(K.JOB_PROGRESS, step_id, attempt,
+                           {"state": status.state, "progress": status.progress,
+                            "note": status.note, "polls": polls, "poll_errors": 0})
+                    shown, last_emit = seen, now
+                delay = spec.poll_every_s
+        if scope.cancelled_caught and end is None:  # the run stops: cancel it where it runs
+            with anyio.CancelScope(shield=True):
+                note = await _send_cancel(spec, handle, ctx)
+            k.emit(K.JOB_PROGRESS, step_id, attempt,
+                   {"state": "cancelled", "polls": polls, "ended": True,
+                    "note": f"cancel(handle) {note}"})
+            # cancelled where it runs: the step is cancelled; a cancel that could not be
+            # sent leaves an unsafe job in_doubt (it may still run)
+            record(k, node, attempt, Outcome(failure=Failure(
+                ErrorKind.CANCELLED, f"cancelled while waiting; cancel(handle) {note}",
+                note == "sent")))
+            return
+    finally:
+        k.timers.pop(step_id, None)
+        k.jobs.pop(step_id, None)
+        k.poke()
+    assert end is not None
+    state, outcome = end
+    if state == "poll_failed":
+        _job_in_doubt(k, node, attempt, "poll_failed", outcome.failure.message)  # type: ignore[union-attr]
+        return
+    k.emit(K.JOB_PROGRESS, step_id, attempt,
+           {"state": state, "polls": polls, "poll_errors": errors, "ended": True,
+            **({"progress": 1.0} if state == "succeeded" else {})})
+    if state == "not_found" and spec.on_not_found == "resubmit" and not k.stopping:
+        k.emit(K.STEP_READY, step_id, attempt, {"recovery": "resubmit_not_found"})
+        k.make_ready(node)
+        k.wake_workers(0)
+        return
+    record(k, node, attempt, outcome)
+    k.wake_workers(0)
+
+
+async def _poll_once(spec: Any, name: str, handle: Any, ctx: CallContext
+                     ) -> tuple[JobStatus | None, str | None]:
+    """One poll: (status, None), or (None, what went wrong) for a poll that raised, timed
+    out or answered something that is not a JobStatus."""
+    try:
+        status = await spec.call("poll", handle, ctx)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        if isinstance(exc, TimeoutError):
+            return None, f"poll gave no answer within call_timeout_s={spec.call_timeout_s}"
+        return None, f"poll raised {type(exc).__name__}: {_msg(exc)}"
+    if not isinstance(status, JobStatus) or status.state not in JOB_STATES:
+        return None, (f"poll of {name!r} returned {_short(status)}, not a JobStatus; return "
+                      "JobStatus.pending(), .running(progress=...), .succeeded(output), "
+                      ".failed(message), .cancelled() or .not_found()")
+    return status, None
+
+
+async def _send_cancel(spec: Any, handle: Any, ctx: CallContext) -> str:
+    """Best effort ``cancel(handle)``; what happened, for the record."""
+    if spec.cancel is None:
+        return "not sent (the job has no cancel)"
+    try:
+        await spec.call("cancel", handle, ctx)
+    except Exception as exc:
+        return f"failed: {type(exc).__name__}: {_msg(exc)}"
+    return "sent"
+
+
+def _from_status(tool: JobTool, step_id: str, status: JobStatus) -> tuple[str, Outcome]:
+    if status.state == "succeeded":
+        return "succeeded", _checked(tool, step_id, status.output)
+    if status.state == "failed":
+        try:
+            kind = ErrorKind(status.kind or ErrorKind.EXECUTION_FAILED)
+        except ValueError:
+            kind = ErrorKind.EXECUTION_FAILED
+        return "failed", Outcome(failure=Failure(kind, f"the job failed: {status.message}", True))
+    if status.state == "cancelled":
+        return "cancelled", Outcome(failure=Failure(
+            ErrorKind.EXECUTION_FAILED, "the job was cancelled outside this run"
+            + (f": {status.note}" if status.note else ""), True))
+    return "not_found", Outcome(failure=Failure(
+        ErrorKind.PERMANENT, f"the backend does not know the job any more"
+        f"{': ' + status.note if status.note else ''}; on_not_found='resubmit' submits it again "
+        "under a new key", True))
+
+
+def _from_completion(tool: JobTool, step_id: str, comp: dict[str, Any]) -> tuple[str, Outcome]:
+    if comp.get("error") is not None:
+        return "failed", Outcome(failure=Failure(
+            ErrorKind.EXECUTION_FAILED, f"the job failed (completion): {comp['error']}", True))
+    return "succeeded", _checked(tool, step_id, comp.get("output"))
+
+
+def _checked(tool: JobTool, step_id: str, output: Any) -> Outcome:
+    try:
+        return Outcome(output=tool.check_output(output))
+    except Exception as exc:
+        return Outcome(failure=bad_output(exc, tool.name, step_id))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+def complete_job(k: Kernel, step_id: str, payload: dict[str, Any]) -> None:
+    """Record a completion from outside (a callback) for a waiting job, checked by the
+    caller (``decisions.check_completion``): kept in the log (``job_completed``) until its
+    waiter reads it, so one that arrives before the waiter is armed is not lost."""
+    k.emit(K.JOB_COMPLETED, step_id, k.steps[step_id].attempts, payload)
+    waiter = k.jobs.get(step_id)
+    if waiter is not None:
+        waiter.nudge()
+    k.poke()
+
+
+def cancel_job(k: Kernel, step_id: str) -> None:
+    """Cancel one waiting job (``run.cancel_job``): its waiter sends ``cancel(handle)`` and
+    the step fails (``permanent``: not retried); the run goes on as after any failure.
+    Raises RunStateError when the step is not a job that waits."""
+    waiter = k.jobs.get(step_id)
+    if waiter is None:
+        st = k.steps[step_id]
+        raise RunStateError(
+            f"cannot cancel the job of step {step_id!r}: it is {st.status}, not a remote job "
+            f"that waits (waiting jobs: {', '.join(k.jobs) or 'none'})",
+            run_id=k.run_id, status=str(st.status))
+    waiter.cancel_asked = True
+    waiter.nudge()
+
+
+async def recover_job(k: Kernel, node: Node) -> None:
+    """After a restart, a job step whose attempt was under way (recovery parked it):
+    a recorded handle is waited on again, never submitted; a reservation without a handle
+    asks ``find(key)`` -> attach; else resubmits under the same key when the backend
+    deduplicates by key; else the step is in_doubt for a person."""
+    step_id = node.id
+    st = k.steps[step_id]
+    if st.status != S.RUNNING:
+        return  # a person decided meanwhile
+    tool = _job_tool(node)
+    spec = tool.job
+    job = st.job
+    attempt = st.attempts
+    assert job is not None
+    key = job["key"] or ""
+    if job["handle"] is not None:
+        if not _handle_ok(k, node, attempt, job["handle"]):
+            return
+        k.emit(K.JOB_PROGRESS, step_id, attempt, {"reattached": True})
+        arm_job(k, node, attempt, 0.0)
+        return
+    ctx = CallContext(k.run_id, step_id, attempt, key, k.epoch)
+    found, why = None, "the job has no find"
+    if spec.find is not None:
+        try:
+            found = await spec.call("find", key, ctx)
+            why = "find(key) found nothing"
+        except Exception as exc:
+            why = f"find(key) raised {type(exc).__name__}: {_msg(exc)}"
+    if found is not None:
+        try:
+            handle = to_json_value(found)
+        except NotJSONError as exc:
+            why = f"find(key) returned a handle that is not JSON data ({exc})"
+        else:
+            k.emit(K.JOB_SUBMITTED, step_id, attempt, {"handle": handle, "key": key,
+                                                      "how": "found"})
+            await k.commit()
+            if _handle_ok(k, node, attempt, handle):
+                arm_job(k, node, attempt, 0.0)
+            return
+    if spec.dedupe_by_key:
+        await submit_job(k, node, attempt, dict(st.args or {}), key)
+        return
+    _job_in_doubt(k, node, attempt, ErrorKind.INTERRUPTED,
+                  f"the process stopped between reserving job {tool.name!r} under key {key!r} "
+                  f"and recording its handle; {why}, and the backend does not deduplicate by "
+                  "key, so the job may or may not have been submitted: check the backend, "
+                  "then resolve(retry=True) to submit it again (same key), or resolve the "
+                  "step with its output or as failed")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.runtime.engine.attempt import invalid_input
+from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
 from chainlab.tools import NotJSONError, args_hash, to_json_value
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ __all__ = [
     "approve",
     "check",
     "check_approve_args",
+    "check_completion",
     "check_rollback",
+    "completion_payload",
     "reject",
     "requester",
     "resolve",
@@ -42,6 +45,7 @@ class Action(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     RESOLVE = "resolve"
+    COMPLETE_JOB = "complete_job"  # a remote job's completion from outside (a callback)
 
 
 _WAITS_FOR = {
@@ -65,6 +69,9 @@ class Decision:
 def check(state: RunState, action: Action | str, step_id: str) -> None:
     """Raise UnknownStepError or RunStateError unless ``step_id`` waits for ``action``."""
     action = Action(action)
+    if action == Action.COMPLETE_JOB:
+        check_completion(state, step_id)
+        return
     st = state.steps.get(step_id)
     if st is None:
         raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
@@ -80,6 +87,40 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
             run_id=state.run_id,
             status=str(st.status),
         )
+
+
+def check_completion(state: RunState, step_id: str) -> None:
+    """Raise UnknownStepError or RunStateError unless ``step_id`` is a remote job that is
+    submitting or waiting and has no completion yet (a second completion is refused)."""
+    st = state.steps.get(step_id)
+    if st is None:
+        raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
+    job = st.job
+    waiting = [s.step_id for s in state.steps.values()
+               if s.job is not None and s.status == S.RUNNING and s.job["phase"] != "ended"]
+    where = f"(waiting jobs: {', '.join(waiting) or 'none'})"
+    if job is not None and job["completion"] is not None:
+        by = job["completion"].get("by") or "someone"
+        raise RunStateError(
+            f"cannot complete job step {step_id!r} of run {state.run_id!r} again: it was "
+            f"already completed by {by}; a second completion is refused {where}",
+            run_id=state.run_id, status=str(st.status))
+    if job is None or st.status != S.RUNNING or job["phase"] == "ended":
+        what = "not a remote job" if job is None else f"{st.status}, not waiting"
+        raise RunStateError(
+            f"cannot complete step {step_id!r} of run {state.run_id!r}: it is {what} "
+            f"{where}", run_id=state.run_id, status=str(st.status))
+
+
+def completion_payload(step_id: str, *, output: Any, error: str | None,
+                       by: str | None) -> dict[str, Any]:
+    """The ``job_completed`` payload: ``output`` (JSON data) or ``error`` (a message)."""
+    if error is not None:
+        if output is not None:
+            raise DecisionError(f"step {step_id!r}: pass output= or error=, not both",
+                                step_id=step_id, field="output")
+        return {"error": str(error), "by": by}
+    return {"output": _json(output, step_id, "output"), "by": by}
 
 
 def check_rollback(state: RunState) -> None:
@@ -127,16 +168,34 @@ def requester() -> str:
 
 def approve(
     state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
-    by: str | None = None,
+    by: str | None = None, budget: Any | None = None, current_budget: Any | None = None,
 ) -> Decision:
     check(state, Action.APPROVE, step_id)
     st = state.steps[step_id]
     payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, "by": by}
+    if st.reason == BUDGET_EXCEEDED:  # it waits for the budget: let it past this one
+        payload["over_budget"] = True
+    if budget is not None:
+        payload["budget"] = check_budget_raise(step_id, budget, current_budget)
     run_args = dict(st.args or {})
     if args is not None:
         run_args = check_approve_args(tool, step_id, args)
         payload.update(args=run_args, args_hash=args_hash(run_args))
     return Decision(step_id, [(EventKind.STEP_APPROVED, None, payload)], "ready", run_args)
+
+
+def check_budget_raise(step_id: str, budget: Any, current: Any | None) -> dict[str, Any]:
+    """A raised budget: ``budget``'s limits over the ``current`` ones. Raises
+    DecisionError for limits that are not a Budget's."""
+    from chainlab.plan.parts import Budget
+
+    try:
+        merged = {**dict(current or {}), **dict(budget)}
+        return Budget.model_validate(merged).model_dump(exclude_none=True)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise DecisionError(f"step {step_id!r}: budget={budget!r} is not a budget: {exc}; "
+                            "give max_cost, max_tokens and/or max_duration_s",
+                            step_id=step_id, field="budget") from None
 
 
 def reject(state: RunState, step_id: str, reason: str, by: str | None = None) -> Decision:

@@ -118,6 +118,7 @@ class Kernel:
         self.workers = 0
         self.idle: list[anyio.Event] = []
         self.timers: dict[str, anyio.CancelScope] = {}
+        self.jobs: dict[str, Any] = {}  # step id -> the waiter of a waiting remote job
         self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
         # one entry per timed-out body still running (a step retried twice has two)
         self.background: list[str] = []
@@ -137,6 +138,8 @@ class Kernel:
         self.drive_done.set()
         self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
         self.deferred_timers: list[tuple[Node, float]] = []
+        # what each step is expected to spend (cost, tokens, seconds), for options.budget
+        self.budget_estimates: dict[str, dict[str, float]] = {}
 
     @property
     def paused(self) -> bool:

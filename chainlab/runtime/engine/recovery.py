@@ -4,6 +4,8 @@ A completed step is never recomputed. An attempt that started but never ended is
 * re-run when the tool is idempotent or effect-free,
 * else reconciled when the tool has ``reconcile`` (did the call take effect?),
 * else left ``in_doubt`` for a person (``run.resolve``).
+A remote job (``chainlab.tools.job``) is waited on again on its recorded handle, never
+submitted twice (``attempt.recover_job``).
 A run that was stopping (fail_fast failure, cancel) stops again instead of releasing more.
 A rollback interrupted by a crash carries on without compensating anything twice.
 """
@@ -17,10 +19,10 @@ import anyio
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
-from chainlab.runtime.engine.attempt import start_timer
+from chainlab.runtime.engine.attempt import recover_job, start_timer
 from chainlab.runtime.engine.compile import Node
 from chainlab.runtime.engine.scheduler import Phase
-from chainlab.tools import Reconciliation
+from chainlab.tools import JobTool, Reconciliation
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.kernel import Kernel
@@ -111,7 +113,10 @@ def _recover_pending(k: Kernel, node: Node) -> None:
 async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
     """Ask each interrupted call's tool whether it took effect."""
     for node in nodes:
-        await _reconcile_attempt(k, node)
+        if isinstance(node.tool, JobTool):
+            await recover_job(k, node)
+        else:
+            await _reconcile_attempt(k, node)
 
 
 def _restore_stopping(k: Kernel) -> None:
@@ -144,6 +149,14 @@ def _recover_attempt(k: Kernel, node: Node) -> bool:
     tool = node.tool
     assert tool is not None
     k.args[step_id] = dict(st.args or {})
+    if isinstance(tool, JobTool):
+        job = st.job
+        if job is not None and job["attempt"] == st.attempts:
+            return True  # reserved (or recorded): recover_job, never a blind resubmit
+        # started, nothing reserved: submit was not called (the reservation precedes it)
+        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
+        k.make_ready(node)
+        return False
     if tool.safe_to_repeat:
         k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
         k.make_ready(node)

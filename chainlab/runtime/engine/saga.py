@@ -241,7 +241,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
         outcome = await call_tool(
             tool,
             args,
-            CallContext(k.run_id, step_id, attempt, key, k.epoch, "compensation"),
+            CallContext(k.run_id, step_id, attempt, key, k.epoch, "compensation", {}),
             executor=k.executor,
             store=k.store,
             timeout_s=timeout,
@@ -252,7 +252,8 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
         )
         failure = outcome.failure
         if failure is None:
-            k.emit(K.COMPENSATION_SUCCEEDED, step_id, attempt, {"tool": rb.tool})
+            k.emit(K.COMPENSATION_SUCCEEDED, step_id, attempt, {"tool": rb.tool}
+                   if outcome.usage is None else {"tool": rb.tool, "usage": outcome.usage})
             return True
         fate = att.fate_of(failure, tool, policy, attempt)
         retry = fate == att.Fate.RETRY
@@ -266,6 +267,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
                 "error": failure.message,
                 "will_retry": retry,
                 **({"delay_s": delay} if retry else {}),
+                **({"usage": outcome.usage} if outcome.usage else {}),
             },
         )
         if not retry:

@@ -241,7 +241,7 @@ class Scheduler:
     def park(self, step_id: str) -> None:
         """The step waits (a person, a back-off, its children) and holds nothing."""
         now = self._phase_of(step_id)
-        if now not in (Phase.UNBLOCKED, Phase.RUNNING, Phase.READY):
+        if now not in (Phase.UNBLOCKED, Phase.RUNNING, Phase.READY, Phase.PARKED):
             raise SchedulerError(f"step {step_id!r} is {now} and cannot be parked")
         if now is Phase.READY:
             self.n_ready -= 1

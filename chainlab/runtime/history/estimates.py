@@ -5,6 +5,9 @@
 * :func:`estimate` gives each step of a compiled graph a duration: its own history (median,
   p90), else its tool's history, else the tool's ``expected_duration_s`` hint, else the median
   of the known ones (0 when nothing is known).
+* :func:`usage_estimates` gives each step the median cost and tokens of its calls (its own
+  history, else its tool's; nothing when no call ever reported usage): what a budget
+  (``options.budget``) compares with before it releases a step.
 * :func:`upward_ranks` is HEFT's upward rank: a step's estimate plus the longest ranked path
   below it. Releasing the highest rank first (ties by declaration order) starts the long
   chain before the short side branches.
@@ -17,7 +20,7 @@ import math
 import statistics
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import AttemptStatus, read_run
@@ -28,12 +31,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Estimate",
     "History",
+    "budget_estimates",
     "estimate",
     "history",
     "priority_of",
     "recorded_order",
     "release_order",
     "upward_ranks",
+    "usage_estimates",
 ]
 
 RECENT_RUNS = 200  # runs read for a history, newest first
@@ -43,7 +48,8 @@ KEEP = 200  # most recent durations kept per step and per tool
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """A step's expected duration. ``source``: step | tool | hint | default."""
+    """A step's expected duration. ``source``: step | tool | hint | default. ``cost`` and
+    ``tokens``: median usage of one call (None when no call of it reported any)."""
 
     step_id: str
     tool: str
@@ -51,6 +57,8 @@ class Estimate:
     p90_s: float
     samples: int
     source: str
+    cost: float | None = None
+    tokens: float | None = None
 
 
 @dataclass(slots=True)
@@ -60,6 +68,11 @@ class History:
     by_step: dict[tuple[str, str], deque[float]] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
     by_tool: dict[str, deque[float]] = field(
+        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    # usage of successful calls that reported any (cost, tokens), per (chain, step), per tool
+    usage_by_step: dict[tuple[str, str], deque[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    usage_by_tool: dict[str, deque[dict[str, Any]]] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
 
     runs: int = 0  # runs added so far
@@ -77,6 +90,9 @@ class History:
                 continue
             self.by_step[(chain_name, rec.step_id)].append(took)
             self.by_tool[rec.tool].append(took)
+            if rec.usage:
+                self.usage_by_step[(chain_name, rec.step_id)].append(rec.usage)
+                self.usage_by_tool[rec.tool].append(rec.usage)
 
 
 def history(store: Any, limit: int = RECENT_RUNS) -> History:
@@ -126,6 +142,44 @@ def estimate(nodes: Mapping[str, Node], chain_name: str, hist: History) -> dict[
     for step_id in unknown:
         tool_name = nodes[step_id].step.tool
         out[step_id] = Estimate(step_id, tool_name, fill, fill, 0, "default")
+    usage = usage_estimates(nodes, chain_name, hist)
+    for step_id, one in usage.items():
+        out[step_id] = replace(out[step_id], cost=one.get("cost"), tokens=one.get("tokens"))
+    return out
+
+
+def usage_estimates(nodes: Mapping[str, Node], chain_name: str, hist: History
+                    ) -> dict[str, dict[str, float]]:
+    """``{step_id: {"cost": median, "tokens": median}}`` for the steps whose calls (or whose
+    tool's calls) reported usage; a key only for what was reported."""
+    out: dict[str, dict[str, float]] = {}
+    for step_id, node in nodes.items():
+        if node.tool is None:
+            continue
+        seen = hist.usage_by_step.get((chain_name, step_id)) or \
+            hist.usage_by_tool.get(node.tool.name)
+        if not seen:
+            continue
+        one: dict[str, float] = {}
+        for key in ("cost", "tokens"):
+            values = [u[key] for u in seen if isinstance(u.get(key), int | float)]
+            if values:
+                one[key] = round(float(statistics.median(values)), 10)
+        if one:
+            out[step_id] = one
+    return out
+
+
+def budget_estimates(nodes: Mapping[str, Node], chain_name: str, hist: History | None
+                     ) -> dict[str, dict[str, float]]:
+    """What a budget compares with: per step the median cost, tokens and seconds of one
+    call (only what is known). Recorded in ``run_started``, so a resume uses the same."""
+    if hist is None:
+        return {}
+    out = usage_estimates(nodes, chain_name, hist)
+    for step_id, seconds in (medians(nodes, chain_name, hist) or {}).items():
+        if nodes[step_id].tool is not None:
+            out.setdefault(step_id, {})["seconds"] = seconds
     return out
 
 

@@ -122,10 +122,14 @@ def plan_fork(
 def _check_parent(state: RunState) -> None:
     if state.status in RUN_TERMINAL or state.status == RunStatus.SUSPENDED:
         return
+    running = [st for st in state.steps.values() if st.status == StepStatus.RUNNING]
+    if running and all(st.job is not None and st.job.get("phase") == "waiting"
+                       and st.job.get("handle") is not None for st in running):
+        return  # it only waits on remote jobs: the fork attaches to them or submits anew
     raise RunStateError(
         f"cannot fork run {state.run_id!r}: it is {state.status or 'not started'}; a fork "
-        "starts from a suspended or finished run: wait for it (`await run.wait()`) or "
-        "cancel it (`await run.cancel()`) first",
+        "starts from a suspended or finished run, or one that only waits on remote jobs: "
+        "wait for it (`await run.wait()`) or cancel it (`await run.cancel()`) first",
         run_id=state.run_id,
         status=str(state.status),
     )
@@ -214,6 +218,10 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
             "reason": "output given (override)" if override
             else f"reused from run {row.source_run}",
         }))
+    for row in plan.rows:  # a job still waiting in the parent: the fork waits on it too
+        if row.decision == ForkDecision.ATTACH and row.job is not None:
+            events.append((K.JOB_SUBMITTED, row.step_id, {
+                **row.job, "how": "attached", "from_run": plan.parent_run_id}))
     return ForkSeed(record, graph, lineage, events)
 
 

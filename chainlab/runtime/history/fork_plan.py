@@ -34,6 +34,9 @@ class ForkDecision(StrEnum):
     OVERRIDE = "override"  # output given by a person
     RERUN = "rerun"  # runs normally (effect-free, or safe to repeat)
     CONFIRM = "confirm"  # side-effecting: runs only after a person approves it in the fork
+    # a remote job still waiting in the parent: the fork waits on the SAME job (its handle);
+    # naming it in rerun= submits a new job instead, under a new key, after approval
+    ATTACH = "attach"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,7 @@ class ForkRow:
     parent_output: Any = None
     parent_error: str | None = None
     parent_source: str | None = None  # the run where the parent's output was really made
+    job: dict[str, Any] | None = None  # attach: the parent's job (handle, key, submitted_at)
 
     def card(self, parent_run: str) -> str:
         """What an approver reads: what the parent already did with this step."""

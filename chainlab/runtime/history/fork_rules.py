@@ -4,6 +4,7 @@ stands where it was made, a condition that still holds), override, rerun or conf
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from chainlab.events import (
 )
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.compile import Graph, Node
-from chainlab.tools import NotJSONError
+from chainlab.tools import JobTool, NotJSONError
 
 if TYPE_CHECKING:
     pass
@@ -110,6 +111,12 @@ class Planner:
         why, source = self._why_not_reuse(node, ps, args)
         if why is None and node.id in self.rerun:
             why = "named in rerun"
+        job = self._waiting_job(node, ps, args)
+        if job is not None:
+            return ForkRow(**base, decision=ForkDecision.ATTACH, job=job,
+                           reason=f"a job still waiting in the parent (handle "
+                                  f"{json.dumps(job['handle'])}): the fork waits on the same "
+                                  "job; rerun=[...] submits a new one after approval")
         if why is None:
             assert ps is not None
             return ForkRow(**base, decision=ForkDecision.REUSE, reason=source.pop("reason"),
@@ -118,6 +125,20 @@ class Planner:
             return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
         return ForkRow(**base, decision=ForkDecision.CONFIRM,
                        reason=f"{why}; side-effecting: needs approval")
+
+    def _waiting_job(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
+                     ) -> dict[str, Any] | None:
+        """The parent's job when the fork can attach to it: a remote job step still waiting
+        in the parent (handle recorded), same args, nothing upstream changed, not named in
+        rerun."""
+        job = ps.job if ps is not None else None
+        if (job is None or ps is None or ps.status != S.RUNNING or job.get("handle") is None
+                or job.get("phase") == "ended" or not isinstance(node.tool, JobTool)
+                or node.id in self.rerun or any(d in self.stale for d in node.deps)
+                or args is None or not same(args, ps.args or {})):
+            return None
+        return {"handle": job["handle"], "key": job.get("key"),
+                "submitted_at": job.get("submitted_at")}
 
     def _why_not_reuse(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                        ) -> tuple[str | None, dict[str, Any]]:

@@ -1,0 +1,95 @@
+"""Budgets (``options.budget``: ``max_cost``, ``max_tokens``, ``max_duration_s``): before a
+step's attempt starts, what the run has spent plus what the step is expected to spend is
+compared with each limit. One that would be crossed suspends the step, like a confirmation,
+with reason ``budget_exceeded`` for a person: ``run.approve(step, budget={...})`` raises the
+budget and continues (an approval without a new budget lets this step run once), and
+``run.reject(step, reason)`` stops (under ``fail_fast`` the run then compensates and ends).
+A running step is never interrupted: the check happens only before a call.
+
+What a step is expected to spend: the mean of its calls' usage in this run (a retry costs
+about what the attempts before it did), else the median of its history (recorded in the run's
+``run_started`` as ``budget_estimates``, so a resumed run checks with the same numbers),
+else nothing. Spent: the run's folded usage (:attr:`RunState.usage`), which counts each
+attempt once: a reused (fork) or interrupted attempt adds nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from chainlab.events import EventKind
+from chainlab.tools import args_hash
+
+if TYPE_CHECKING:
+    from chainlab.runtime.engine.compile import Node
+    from chainlab.runtime.engine.kernel import Kernel
+
+__all__ = ["BUDGET_EXCEEDED", "budget_of", "check_budget", "expected_usage"]
+
+BUDGET_EXCEEDED = "budget_exceeded"
+_LIMITS = (("max_cost", "cost"), ("max_tokens", "tokens"))
+
+
+def budget_of(k: Kernel) -> dict[str, Any] | None:
+    """The budget in force: the one a person last raised to, else the run's options."""
+    if k.state.budget is not None:
+        return k.state.budget
+    budget = k.options.budget
+    return None if budget is None else _limits(budget)
+
+
+@functools.lru_cache(maxsize=64)
+def _limits(budget: Any) -> dict[str, Any]:
+    """A (frozen, hashable) Budget's limits as a dict, dumped once, not once per step."""
+    return budget.model_dump(exclude_none=True)  # type: ignore[no-any-return]
+
+
+def expected_usage(k: Kernel, step_id: str) -> dict[str, float]:
+    """What the step's next call is expected to spend: cost, tokens, seconds."""
+    out: dict[str, float] = dict(k.budget_estimates.get(step_id, {}))
+    st = k.steps[step_id]
+    if st.usage:  # its calls in this run: one more costs about their mean (O(1) per check)
+        calls = max(st.attempts, 1)
+        out.update({key: st.usage[key] / calls for _, key in _LIMITS if key in st.usage})
+    return out
+
+
+def check_budget(k: Kernel, node: Node, args: dict[str, Any]) -> bool:
+    """True when the step may start; else it now waits for a person (``budget_exceeded``)
+    and the caller parks it."""
+    budget = budget_of(k)
+    if not budget:
+        return True
+    st = k.steps[node.id]
+    if st.approval and st.approval.get("over_budget") and st.approved_hash == args_hash(args):
+        return True  # a person let it go past this budget, for exactly these args
+    spent = k.state.usage
+    expected = expected_usage(k, node.id)
+    crossed: list[str] = []
+    for limit, key in _LIMITS:
+        cap = budget.get(limit)
+        if cap is not None and spent.get(key, 0) + expected.get(key, 0) > cap:
+            crossed.append(f"{key}: {_n(spent.get(key, 0))} spent + {_n(expected.get(key, 0))} "
+                           f"expected > {limit}={_n(cap)}")
+    cap = budget.get("max_duration_s")
+    if cap is not None:
+        elapsed = k.clock.now() - (k.state.started_at or k.clock.now())
+        more = expected.get("seconds", k.state.estimates.get(node.id, 0.0))
+        if elapsed + more > cap:
+            crossed.append(f"time: {_n(elapsed)} s elapsed + {_n(more)} s expected > "
+                           f"max_duration_s={_n(cap)}")
+    if not crossed:
+        return True
+    k.emit(EventKind.STEP_WAITING_CONFIRMATION, node.id, payload={
+        "args": args, "args_hash": args_hash(args), "tool": node.step.tool,
+        "reason": BUDGET_EXCEEDED,
+        "preview": "budget exceeded: " + "; ".join(crossed)
+        + ". Approve with a raised budget to continue, or reject to stop.",
+        "budget": budget, "spent": dict(spent), "expected": expected,
+    })
+    return False
+
+
+def _n(value: float) -> str:
+    return f"{value:.6g}"

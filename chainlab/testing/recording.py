@@ -1,0 +1,250 @@
+"""What a replay needs of a recorded run, read from its event log (:class:`Recording`):
+the chain, context and options, every tool call that ran to an end (:class:`RecordedCall`,
+in the order they started), every person's decision in order, a fork's seed events, and the
+expected end (step statuses and outputs, the confirmation points, the run's status and
+usage). It is plain JSON data: :mod:`chainlab.testing.export` writes it as a test's fixture,
+and :mod:`chainlab.testing.replay` replays it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chainlab._json import NotJSONError, to_json_value
+from chainlab.errors import ReplayError
+from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
+
+if TYPE_CHECKING:
+    from chainlab.store.base import Store
+
+__all__ = ["FORMAT", "RecordedCall", "Recording", "expected_of"]
+
+K = EventKind
+FORMAT = 1  # the fixture's format version
+_END = {K.STEP_SUCCEEDED: "succeeded", K.STEP_FAILED: "failed",
+        K.STEP_RETRY_SCHEDULED: "retry", K.STEP_IN_DOUBT: "in_doubt",
+        K.STEP_CANCELLED: "cancelled", K.COMPENSATION_SUCCEEDED: "succeeded",
+        K.COMPENSATION_FAILED: "failed"}
+_SEED = (K.RUN_STARTED, K.RUN_FORKED, K.STEP_REUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """One recorded call of a tool: ``kind`` ``call`` or ``compensation``; ``fate`` how the
+    attempt ended (succeeded, failed, retry, in_doubt, cancelled)."""
+
+    step_id: str
+    kind: str
+    attempt: int
+    tool: str
+    args: dict[str, Any]
+    fate: str
+    output: Any = None
+    error_kind: str | None = None
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+    code: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "kind": self.kind, "attempt": self.attempt,
+                "tool": self.tool, "args": self.args, "fate": self.fate,
+                "output": self.output, "error_kind": self.error_kind, "error": self.error,
+                "usage": self.usage, "code": self.code}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a replay needs of a run, as JSON data (the fixture :mod:`.export` writes):
+    the chain, context and options, every tool call in order, every person's decision in
+    order, the fork seed of a fork, and the expected end: step statuses, outputs, the steps
+    that waited for confirmation, the run's status."""
+
+    run_id: str
+    chain: dict[str, Any]
+    context: dict[str, Any]
+    options: dict[str, Any]
+    calls: list[RecordedCall]
+    decisions: list[dict[str, Any]]
+    expected: dict[str, Any]
+    chains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seed: list[dict[str, Any]] = field(default_factory=list)  # a fork's first events
+    started_at: float = 1_800_000_000.0
+
+    # ---------------------------------------------------------------- reading a run
+    @classmethod
+    def from_store(cls, store: Store, run_id: str) -> Recording:
+        """The recording of a stored run. Raises RunNotFoundError (an unknown run),
+        ReplayError (a recorded value that is not JSON, a run still going)."""
+        record = store.get_run(run_id)
+        events = store.load_events(run_id)
+        state = RunState.from_events(run_id, events, [s["id"] for s in
+                                                      record.chain.get("steps", [])])
+        if state.status not in RUN_TERMINAL and state.status != RunStatus.SUSPENDED:
+            raise ReplayError(
+                f"run {run_id!r} is {state.status or 'not started'}: only a finished or "
+                "suspended run can be replayed; wait for it (run.wait()) and export again",
+                run_id=run_id)
+        seed: list[dict[str, Any]] = []
+        if record.meta.get("forked_from") is not None:
+            for ev in events:
+                if ev.kind not in _SEED:
+                    break
+                seed.append(ev.to_dict())
+        recording = cls(
+            run_id=run_id, chain=record.chain, context=record.context,
+            options=record.options, calls=list(_calls(events)),
+            decisions=list(_decisions(events)), expected=expected_of(state, events),
+            chains=record.chains, seed=seed,
+            started_at=events[0].ts if events else record.created_at)
+        recording.check_json()
+        return recording
+
+    def check_json(self) -> None:
+        """Raises ReplayError naming the step whose recorded value is not JSON data."""
+        for call in self.calls:
+            _json_or_raise(call.output, self.run_id, call.step_id, "output")
+            _json_or_raise(call.args, self.run_id, call.step_id, "args")
+        for step_id, st in self.expected.get("steps", {}).items():
+            _json_or_raise(st.get("output"), self.run_id, step_id, "output")
+        _json_or_raise(self.context, self.run_id, None, "context")
+
+    # ---------------------------------------------------------------- as a fixture
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "run_id": self.run_id, "chain": self.chain,
+                "chains": self.chains, "context": self.context, "options": self.options,
+                "started_at": self.started_at, "seed": self.seed,
+                "calls": [c.to_dict() for c in self.calls], "decisions": self.decisions,
+                "expected": self.expected}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "the fixture") -> Recording:
+        """Raises ReplayError for data that is not a recording of this format."""
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+            raise ReplayError(f"{source} is not a chainlab replay fixture (format {FORMAT}); "
+                              "write it again with `chainlab export-test`")
+        try:
+            return cls(run_id=data["run_id"], chain=data["chain"], context=data["context"],
+                       options=data["options"], chains=data.get("chains", {}),
+                       calls=[RecordedCall(**c) for c in data["calls"]],
+                       decisions=list(data["decisions"]), expected=data["expected"],
+                       seed=list(data.get("seed", [])),
+                       started_at=float(data.get("started_at", 1_800_000_000.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReplayError(f"{source} is not a complete replay fixture ({exc!r} is "
+                              "wrong or missing); write it again with `chainlab export-test`"
+                              ) from None
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n",
+                        encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recording:
+        """Raises ReplayError for a file that is missing or not a fixture."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ReplayError(f"no replay fixture at {str(path)!r}; export the run again "
+                              "(`chainlab export-test RUN -o tests/test_NAME.py` writes it)"
+                              ) from None
+        except (OSError, ValueError) as exc:
+            raise ReplayError(f"cannot read the replay fixture {str(path)!r}: {exc}") from None
+        return cls.from_dict(data, source=repr(str(path)))
+
+    def tools_used(self) -> list[str]:
+        return sorted({c.tool for c in self.calls})
+
+
+def expected_of(state: RunState, events: Iterable[Event]) -> dict[str, Any]:
+    """What a replay must give again: status and output of every step, the run's status,
+    the steps that waited for confirmation (in order) and the usage totals."""
+    confirmations = [ev.step_id for ev in events
+                     if ev.kind == K.STEP_WAITING_CONFIRMATION and ev.step_id]
+    return {
+        "status": str(state.status),
+        "steps": {step_id: {"status": str(st.status), "output": st.output}
+                  for step_id, st in state.steps.items()},
+        "confirmations": confirmations,
+        "usage": dict(state.usage),
+    }
+
+
+def _json_or_raise(value: Any, run_id: str, step_id: str | None, what: str) -> None:
+    try:
+        data = to_json_value(value)
+        json.dumps(data, allow_nan=False)
+    except (NotJSONError, ValueError, TypeError) as exc:
+        where = f"step {step_id!r}" if step_id else f"run {run_id!r}"
+        raise ReplayError(
+            f"{where}: its recorded {what} is not JSON data ({exc}), so it cannot go into a "
+            "test fixture; make the tool return plain data or a pydantic model, run it "
+            "again and export that run", run_id=run_id, step_id=step_id) from None
+
+
+def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
+    """Every tool call that ran to an end, in the order they started. An attempt a crash
+    interrupted and recovery ran again is not one (the re-run is); one that recovery
+    reconciled (it took effect) or left in doubt is, with that outcome."""
+    open_: dict[tuple[str, str], dict[str, Any]] = {}
+    for ev in events:
+        step_id = ev.step_id or ""
+        p = ev.payload
+        if ev.kind == K.STEP_STARTED and not p.get("subchain"):
+            open_[(step_id, "call")] = {"step_id": step_id, "kind": "call",
+                                        "attempt": ev.attempt or 1, "tool": p.get("tool"),
+                                        "args": p.get("args") or {}, "code": p.get("code")}
+        elif ev.kind == K.COMPENSATION_STARTED:
+            open_[(step_id, "compensation")] = {
+                "step_id": step_id, "kind": "compensation", "attempt": ev.attempt or 1,
+                "tool": p.get("tool"), "args": p.get("args") or {}, "code": None}
+        elif ev.kind in _END:
+            kind = "compensation" if ev.kind in (K.COMPENSATION_SUCCEEDED,
+                                                 K.COMPENSATION_FAILED) else "call"
+            call = open_.pop((step_id, kind), None)
+            if call is None or p.get("resolved"):
+                continue  # a person's resolution: no call (a decision, replayed as one)
+            # (a call a crash interrupted that recovery found took effect, or that went in
+            # doubt, is replayed as a call that answered so: the replay has no crash)
+            if p.get("error_kind") == "invalid_input":
+                continue  # the tool was not called: the replay's validation says it again
+            fate = _END[ev.kind]
+            if kind == "compensation" and ev.kind == K.COMPENSATION_FAILED \
+                    and p.get("will_retry"):
+                fate = "retry"
+            yield RecordedCall(**call, fate=fate, output=p.get("output"),
+                               error_kind=p.get("error_kind"), error=p.get("error"),
+                               usage=p.get("usage"))
+        elif ev.kind == K.STEP_READY and p.get("recovery"):
+            open_.pop((step_id, "call"), None)
+
+
+def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:
+    """Every person's decision, in order, as the arguments of the Run method that makes it."""
+    asked: dict[str | None, Any] = {}  # the args hash each step last waited with
+    for ev in events:
+        p, step_id = ev.payload, ev.step_id
+        if ev.kind == K.STEP_WAITING_CONFIRMATION:
+            asked[step_id] = p.get("args_hash")
+        elif ev.kind == K.STEP_APPROVED:
+            decision: dict[str, Any] = {"action": "approve", "step_id": step_id,
+                                        "args": p.get("args"), "note": p.get("note"),
+                                        "asked_hash": asked.get(step_id)}
+            if p.get("budget") is not None or p.get("over_budget"):
+                decision["budget"] = p.get("budget")
+            yield decision
+        elif ev.kind == K.STEP_REJECTED:
+            yield {"action": "reject", "step_id": step_id, "reason": p.get("reason")}
+        elif ev.kind == K.RUN_ROLLBACK_STARTED and p.get("reason") == "rollback requested":
+            yield {"action": "rollback", "step_id": None}  # run.rollback(): a person asked
+        elif p.get("resolved") == "output":
+            yield {"action": "resolve", "step_id": step_id, "output": p.get("output")}
+        elif p.get("resolved") in ("retry", "fail"):
+            yield {"action": "resolve", "step_id": step_id, p["resolved"]: True,
+                   "note": p.get("note")}
