@@ -61,8 +61,11 @@ def test_plan_validation_reports_invalid_args_with_the_field() -> None:
         {"id": "b", "tool": "create", "args": {"title": "{{ steps.a.output.id }}"}}]})
     with pytest.raises(PlanError) as info:
         chain.validate(box)
-    assert sorted((p.step_id, p.field) for p in info.value.problems) == [
-        ("a", "args.tags"), ("a", "args.title"), ("a", "args.x")]
+    # b's whole reference is checked against a's output schema too (issue 29): an integer id
+    # cannot fill a string title
+    assert sorted((p.step_id, p.field, p.code) for p in info.value.problems) == [
+        ("a", "args.tags", "invalid_args"), ("a", "args.title", "invalid_args"),
+        ("a", "args.x", "invalid_args"), ("b", "args.title", "reference_type")]
 
 
 def test_output_is_checked_against_the_output_schema() -> None:
