@@ -82,6 +82,16 @@ class Prelaid:
         self.header = W.HTML()
 
 
+def stale_html(run_id: str) -> str:
+    """The one line a run widget shows once its kernel session has ended (a restart, a
+    reopened notebook): what happened and the commands that reattach to the run."""
+    rid = html.escape(run_id)
+    return ("<div class=\"cl-stale-line\">This run widget belongs to a kernel session that "
+            "has ended, so its buttons no longer reach the run. Reattach: "
+            f"<code>%chain show {rid}</code> (or <code>%chain resume {rid}</code> to drive "
+            "it on)</div>")
+
+
 class RunWidget(W.VBox):
     """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one);
     the :class:`~.host.RunHost` of its panels."""
@@ -104,8 +114,13 @@ class RunWidget(W.VBox):
         self._pending = False
         self.header = prelaid.header if prelaid is not None else W.HTML()
         self.header.value = header_html(run, run.status, last_seq=run.last_seq)
+        # issue 29 item 10: hidden by the CSS while the widget's kernel is connected; after
+        # a kernel restart the front end marks every view `jupyter-widgets-disconnected`
+        # and this line shows instead of dead buttons
+        self.stale_note = W.HTML(stale_html(run.run_id))
+        self.stale_note.add_class("cl-stale")
         super().__init__([prelaid.style if prelaid is not None else W.HTML(style_tag()),
-                          self.header])
+                          self.stale_note, self.header])
         self.add_class("cl-run")
         if defer and self._loop is not None:
             # issue 29: building the panels takes 40-150 ms on the kernel's loop; a run
@@ -189,9 +204,9 @@ class RunWidget(W.VBox):
         failure.add_class("cl-failure-line")
         if self.dag.clicks is not None:
             self.dag.clicks.observe(self._node_clicked, names="selected")
-        self.children = [self.children[0], self.header, toolbar, self.rollback_confirm,
-                         self.scrubber, self.queue, self.error, failure, self.dag, self.tabs,
-                         self.faults]
+        self.children = [self.children[0], self.stale_note, self.header, toolbar,
+                         self.rollback_confirm, self.scrubber, self.queue, self.error, failure,
+                         self.dag, self.tabs, self.faults]
         self.attach(run)
         early = self.__dict__.pop("_early_events", None)
         if early is not None:  # deferred: catch up with what happened before the build
