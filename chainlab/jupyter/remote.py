@@ -187,15 +187,17 @@ class ApprovalsInbox(W.VBox):
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:
         """Run a card's decision (``Runtime.decide`` through the watched run), then read
-        the list again; an error is shown on the card (``on_error``) and above the list."""
+        the list again; an error is shown on the card (``on_error``), else above the list."""
         if call_on(self._loop, self.act, what, make, on_error=on_error):
             return
         self.error.value = ""
 
         def failed(exc: BaseException) -> None:
-            self.show_error(exc, action=what)
-            if on_error is not None:
-                on_error(exc)
+            if on_error is None:
+                self.show_error(exc, action=what)
+                return
+            self.last_error = exc  # a card's action: the card shows it, once (issue 29)
+            on_error(exc)
 
         async def decide_then_refresh() -> None:
             await make()

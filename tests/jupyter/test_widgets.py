@@ -131,12 +131,16 @@ async def test_approve_edited_args(env: Env) -> None:
     card.edit.value = '{"amount": "lots"}'
     card.approve_button.click()
     assert "args do not fit tool" in card.message.value  # validated again, shown in the card
-    assert "args do not fit tool" in w.error.value and isinstance(w.last_error, DecisionError)
+    # issue 29 item 8: once, in the card; not a second copy above the DAG that goes stale
+    assert w.error.value == "" and isinstance(w.last_error, DecisionError)
+    assert card.message.value.count("args do not fit tool") == 1
     card.edit.value = "{not json"
     card.approve_button.click()
     assert "the edited args is not valid JSON" in card.message.value
+    assert "args do not fit tool" not in card.message.value + w.error.value  # replaced
     card.edit.value = '{"amount": 12}'
     card.approve_button.click()
+    assert card.message.value == "" and w.error.value == ""  # the next action clears it
     result = await run.wait()
     assert result.outputs["charge"] == "paid 12" and run.steps["charge"].approval["edited"]
 

@@ -91,8 +91,9 @@ class CardHost(Protocol):
 
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:
-        """Run the coroutine ``make()`` on the run's loop now; show an error it raises
-        (``could not WHAT``) and hand it to ``on_error``."""
+        """Run the coroutine ``make()`` on the run's loop now; an error it raises goes to
+        ``on_error`` when given (shown once, where the action was), else is shown in the
+        host's error line (``could not WHAT``)."""
         ...
 
 

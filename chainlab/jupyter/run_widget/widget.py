@@ -449,7 +449,8 @@ class RunWidget(W.VBox):
 
     def act(self, what: str, make: Callable[[], Coroutine[Any, Any, Any]], *,
             on_error: Callable[[BaseException], None] | None = None) -> None:
-        """Run a control coroutine now (see :func:`eager`); show any error it raises.
+        """Run a control coroutine now (see :func:`eager`); show any error it raises: above
+        the DAG, or only through ``on_error`` when given (a card shows its own error).
 
         A click handled on another thread (a JupyterLab comm subshell) is handed over to the
         run's loop first: the run's state and events belong to it (issue 18, stuck run)."""
@@ -458,9 +459,11 @@ class RunWidget(W.VBox):
         self._set(self.error, "")
 
         def failed(exc: BaseException) -> None:
-            self.show_error(exc, action=what)
-            if on_error is not None:
-                on_error(exc)
+            if on_error is None:
+                self.show_error(exc, action=what)
+                return
+            self.last_error = exc  # a card's action: the card shows it, once (issue 29)
+            on_error(exc)
 
         try:
             eager(make(), on_error=failed)
