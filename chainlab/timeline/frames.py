@@ -219,7 +219,21 @@ def estimates_frame(estimates: Iterable[Any]) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(e, c) for c in cols} for e in estimates], columns=cols)
 
 
+class _WholeText(pd.DataFrame):
+    """A frame whose cells print whole: pandas cuts a cell at ``display.max_colwidth`` (50
+    characters), and a fork plan's reason puts its key words last ("...; side-effecting:
+    needs approval"). Slicing it gives a plain frame."""
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_colwidth", None):
+            return super().__repr__()
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+
 def fork_plan_frame(plan: Any) -> pd.DataFrame:
     """A fork plan (:class:`chainlab.runtime.history.fork.ForkPlan`) as a frame: step, tool,
-    parent (its status in the parent run), decision, reason."""
-    return pd.DataFrame(plan.table(), columns=["step", "tool", "parent", "decision", "reason"])
+    parent (its status in the parent run), decision, reason (shown uncut, issue 29)."""
+    return _WholeText(plan.table(), columns=["step", "tool", "parent", "decision", "reason"])

@@ -3,6 +3,7 @@ of a stored run, through their Python API (``button.click()``, ``slider.value = 
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -202,6 +203,11 @@ async def test_fork_magic_plan_and_start(shop: Harness) -> None:
     assert frame[["step", "decision"]].values.tolist() == [["get", "reuse"], ["out", "reuse"]]
     frame = await sh.ok("%chain fork run --tools tb --plan --args get='{\"n\": 2}'")
     assert frame["decision"].tolist() == ["rerun", "confirm"]
+    # issue 29 item 9: the reason column is shown whole (pandas cuts cells at 50 characters)
+    reasons = frame["reason"].tolist()
+    assert max(map(len, reasons)) > 50, reasons
+    text, page = repr(frame), frame._repr_html_()
+    assert all(r in text and html.escape(r, quote=False) in page for r in reasons), text
     sh.displayed()
     fork = await sh.ok("%chain fork run --tools tb --from get")
     assert fork.record.meta["forked_from"] == sh.ns["run"].run_id
