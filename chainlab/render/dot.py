@@ -40,10 +40,10 @@ from chainlab.render.style import (
     EDGE_COLOR,
     FONT_NAME,
     KIND_MARK,
-    LONGEST_CAPTION,
     MUTED_TEXT,
     NEUTRAL,
     PROBLEM,
+    RESERVED_LINE,
     StatusStyle,
     status_line,
     status_style,
@@ -113,7 +113,7 @@ class _Writer:
         if self.statuses is None:
             return None
         if self.reserve:
-            return LONGEST_CAPTION
+            return RESERVED_LINE
         return status_line(str(self.statuses.get(step_id, "pending")), self.badges.get(step_id))
 
     def _problem_text(self, step_id: str) -> str | None:
@@ -375,8 +375,8 @@ def chain_dot(
     ``notes`` a text to its tooltip. ``problems`` (``chain.problems(toolbox)``) marks the
     faulty steps; problems without a step are listed under the title. ``scope`` prefixes
     every SVG element id (default: a hash of the input, so equal inputs give equal ids).
-    ``reserve_status`` lays out a status line wide enough for any status (live views patch
-    it later).
+    ``reserve_status`` lays out a status line wide enough for any status and the usual
+    badges (``RESERVED_LINE``; live views patch it later).
     The legend is not part of the DOT: :func:`chainlab.render.chain_svg` adds it to the SVG.
 
     Raises ValueError for an unknown status value.

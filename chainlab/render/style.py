@@ -43,6 +43,7 @@ __all__ = [
     "MUTED_TEXT",
     "NEUTRAL",
     "PROBLEM",
+    "RESERVED_LINE",
     "STATUS_STYLE",
     "TIMES",
     "WAITING_MARK",
@@ -163,6 +164,14 @@ def status_line(status: str, badge: str | None = None) -> str:
     caption = status_style(status).caption
     return f"{caption} · {badge}" if badge else caption
 
+
+#: the status line a live view lays out in every node (so a node never grows when it
+#: changes): the longest caption, or the usual badged lines if longer ("⇥ skipped · upstream
+#: failed", "✓ succeeded · approved"), which were cut to "upstream…" / "approv…" (issue 29);
+#: a rarer, longer line still ends in an ellipsis inside the node (the tooltip has it all)
+RESERVED_LINE = max([LONGEST_CAPTION, status_line("skipped", "upstream failed"),
+                     status_line("compensated", "approved"),
+                     status_line("succeeded", f"{TIMES}2 · approved")], key=len)
 
 #: how a remote job's caption begins (chainlab.render.json.job_caption), and its mark
 JOB_CAPTIONS = ("waiting · job", "submitting · job")

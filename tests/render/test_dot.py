@@ -12,7 +12,13 @@ from chainlab.events.status import StepStatus
 from chainlab.render import STATUS_STYLE, chain_dot, element_id, run_dot
 from chainlab.render.dot import draw_chain
 from chainlab.render.ids import escape_id
-from chainlab.render.style import LONGEST_CAPTION, TIMES, status_line, step_kind
+from chainlab.render.style import (
+    LONGEST_CAPTION,
+    RESERVED_LINE,
+    TIMES,
+    status_line,
+    step_kind,
+)
 
 from .conftest import ALL_STEP_IDS, check_golden, demo_chain, demo_toolbox
 from .scenarios import Lab, chain_of, retry_chain, run_saga
@@ -174,8 +180,12 @@ def test_unknown_status_names_the_valid_ones() -> None:
 
 def test_reserved_status_line_fits_every_status() -> None:
     text = chain_dot(LINEAR, reserve_status=True)
-    assert all(len(status_line(s)) <= len(LONGEST_CAPTION) for s in STATUS_STYLE)
-    assert text.count(LONGEST_CAPTION) == 3
+    assert all(len(status_line(s)) <= len(LONGEST_CAPTION) <= len(RESERVED_LINE)
+               for s in STATUS_STYLE)
+    # and the usual badged lines (issue 29: they were cut to "upstream…", "approv…")
+    assert len(status_line("skipped", "upstream failed")) <= len(RESERVED_LINE)
+    assert len(status_line("succeeded", "approved")) <= len(RESERVED_LINE)
+    assert text.count(RESERVED_LINE) == 3
 
 
 def test_text_is_escaped_for_dot() -> None:

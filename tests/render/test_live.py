@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from chainlab import Chain
 from chainlab.render import (
     STATUS_STYLE,
     LiveDag,
@@ -223,3 +224,30 @@ def test_throttled_redraws_keep_the_latest_state(live: LiveDag) -> None:
 
 def test_width_and_dash_values_are_graphviz_equivalents() -> None:
     assert {dasharray(s.line) for s in STATUS_STYLE.values()} == {"none", "5,2", "1,5"}
+
+
+@pytest.mark.parametrize(("status", "badge"), [("skipped", "upstream failed"),
+                                               ("succeeded", "approved")])
+def test_a_live_node_is_wide_enough_for_its_usual_badged_line(backend: str, status: str,
+                                                              badge: str) -> None:
+    """Issue 29 item 9: the live DAG cut "⇥ skipped · upstream failed" to "upstream…" and
+    "✓ succeeded · approved" to "approv…": its nodes were laid out for the longest bare
+    caption only. Each status box is now at least as wide as the shape of a fresh layout that
+    shows that very line (the same Graphviz metrics), less the inset on both sides."""
+    from chainlab.render.live import _INSET, _x_span
+
+    chain = Chain.from_dict({"name": "w", "steps": [
+        {"id": "a", "tool": "fetch"}, {"id": "b", "tool": "pay", "depends_on": ["a"]}]})
+    live = LiveDag(chain, demo_toolbox(), scope="cl-dag-w", backend=backend)
+    fresh = chain_svg(chain, demo_toolbox(), statuses={"a": status, "b": status},
+                      badges={"a": badge, "b": badge}, scope="cl-dag-w", legend=False,
+                      backend=backend)
+    for step_id in ("a", "b"):
+        gid = live.element_id(step_id)
+        box = re.search(rf'id="{gid}"[\s\S]*?<foreignObject[^>]* width="([\d.]+)"', live.svg)
+        shape = re.search(rf'id="{gid}"[\s\S]*?(<(?:polygon|path)[^>]*>)', fresh)
+        assert box and shape, step_id
+        span = _x_span(shape[1])
+        assert span is not None
+        needed = span[1] - span[0] - 2 * _INSET
+        assert float(box[1]) >= needed - 0.5, (step_id, float(box[1]), needed)
