@@ -43,6 +43,33 @@ async def test_the_inbox_says_driven_here_for_this_kernels_runs(sh: Harness) -> 
     assert "driven here (by this kernel)" in line and "pid" not in line
 
 
+async def test_an_edit_args_error_shows_once_in_the_inbox_card(sh: Harness) -> None:
+    """Item 8: ``%chain approvals`` showed a failed decision in the card and again above the
+    list, where it stayed after the card's next error replaced its own copy."""
+    await sh.ok(TOOLS)
+    await sh.ok("%%chain bill --tools tb\nsteps:\n  - {id: pay, tool: pay, args: {amount: 5}}\n")
+    db = sh.tmp_path / "edit.db"
+    await sh.ok(f"a = %chain run bill --tools tb --db '{db}'")
+    await sh.ok("await a.wait()")
+    inbox = await sh.ok(f"%chain approvals --db '{db}' --tools tb")
+    pay = inbox.card(sh.ns["a"].run_id, "pay")
+    pay.edit_toggle.value = True
+    pay.edit.value = '{"amount": "lots"}'
+    pay.approve_button.click()
+    await sh.settle()
+    assert pay.message.value.count("args do not fit tool") == 1
+    assert inbox.error.value == "" and inbox.last_error is not None
+    pay.edit.value = '{"amount": 5,'
+    pay.approve_button.click()
+    assert "not valid JSON" in pay.message.value
+    assert "args do not fit" not in pay.message.value + inbox.error.value
+    pay.edit.value = '{"amount": 7}'
+    pay.approve_button.click()
+    assert pay.message.value == "" and inbox.error.value == ""  # the next action clears it
+    await sh.ok("r = await a.wait()")
+    assert sh.ns["r"].outputs["pay"] == "paid 7.0"
+
+
 def test_an_error_line_does_not_start_with_the_exception_class() -> None:
     shown = error_html(ValueError("write a reason before rejecting"), "reject")
     assert "ValueError" not in shown.split('title="')[0]
