@@ -22,7 +22,6 @@ Each cell is the median and p90 of the repetitions.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -135,10 +134,10 @@ def scrubbing(events: int, reps: int) -> dict[str, list[float]]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_history import build
 
+    from chainlab import Toolbox
     from chainlab.jupyter import RunWidget
     from chainlab.runtime import Runtime
     from chainlab.store import SQLiteStore
-    from chainlab import Toolbox
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "h.db"
@@ -171,7 +170,7 @@ def _cell(xs: list[float]) -> str:
     if not xs:
         return "-"
     xs = sorted(xs)
-    p90 = xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+    p90 = xs[min(len(xs) - 1, round(0.9 * (len(xs) - 1)))]
     return f"{statistics.median(xs):8.2f} / {p90:8.2f}"
 
 

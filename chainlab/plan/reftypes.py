@@ -172,7 +172,8 @@ def _down(schema: dict[str, Any], defs: Mapping[str, Any], path: tuple[Any, ...]
 
 
 def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
-            context: Mapping[str, Any] | None, save_as: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+            context: Mapping[str, Any] | None, save_as: Mapping[str, str],
+            ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
     """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
     if ref.root == "context":
         if context is None or not ref.path or not isinstance(ref.path[0], str) \

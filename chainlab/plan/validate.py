@@ -19,8 +19,8 @@ from chainlab._text import did_you_mean
 from chainlab.errors import CycleError, PlanError, Problem, by_line
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
 from chainlab.plan.parts import Rollback
-from chainlab.plan.reftypes import reference_type_findings
 from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
+from chainlab.plan.reftypes import reference_type_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 from chainlab.plan.yamltext import Lines
 

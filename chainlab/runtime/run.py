@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any

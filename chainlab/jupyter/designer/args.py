@@ -13,7 +13,6 @@ from typing import Any
 
 import ipywidgets as W
 
-
 from chainlab.errors import Problem
 from chainlab.jupyter.designer.draft import UNSET, Reference, type_name
 from chainlab.plan import yamltext

@@ -5,7 +5,6 @@ could start (issue 29). It edits the same context as the head bar's JSON box."""
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -88,8 +87,7 @@ class ContextForm(W.VBox):
         try:
             for key, box in self.rows.items():
                 shown = to_text(have[key], self.kinds[key]) if key in have else ""
-                if from_text(box.value, self.kinds[key]) != (have[key] if key in have
-                                                             else UNSET):
+                if from_text(box.value, self.kinds[key]) != have.get(key, UNSET):
                     box.value = shown
         finally:
             self._syncing = False

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import did_you_mean
 from chainlab.errors import ChainlabError, PlanError, Problem

@@ -100,7 +100,7 @@ def _clicks_class() -> type[W.DOMWidget] | None:
 _NODE_CLICKS: list[type[W.DOMWidget] | None] = []
 
 
-def NodeClicks() -> W.DOMWidget | None:  # noqa: N802 - a factory named like the widget
+def NodeClicks() -> W.DOMWidget | None:
     """A new node-click widget (None without anywidget: pick steps in the Inspector)."""
     if not _NODE_CLICKS:
         _NODE_CLICKS.append(_clicks_class())

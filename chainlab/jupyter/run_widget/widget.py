@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import html
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ipywidgets as W
 
@@ -66,9 +66,10 @@ _SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.
 _BUILD_AT_THE_LATEST_S = 0.25  # a deferred widget's panels, if no step started by then
 _BUILD_AFTER = frozenset({EventKind.STEP_STARTED, EventKind.STEP_WAITING_CONFIRMATION,
                           EventKind.RUN_PAUSED, *_SETTLING})
-_PARTS = frozenset({"failure", "show_failure", "error", "buttons", "next_step", "queue", "event_log", "scrubber",
-                    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs",
-                    "faults"})
+_PARTS = frozenset({
+    "failure", "show_failure", "error", "buttons", "next_step", "queue", "event_log", "scrubber",
+    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs", "faults",
+})
 
 
 class Prelaid:
@@ -204,7 +205,8 @@ class RunWidget(W.VBox):
         failure.add_class("cl-failure-line")
         if self.dag.clicks is not None:
             self.dag.clicks.observe(self._node_clicked, names="selected")
-        self.children = [self.children[0], self.stale_note, self.header, toolbar,
+        prelaid = cast("Any", self).children[0]  # (ipywidgets' traits are untyped)
+        self.children = [prelaid, self.stale_note, self.header, toolbar,
                          self.rollback_confirm, self.scrubber, self.queue, self.error, failure,
                          self.dag, self.tabs, self.faults]
         self.attach(run)
