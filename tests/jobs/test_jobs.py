@@ -441,22 +441,30 @@ async def test_fork_attaches_to_a_waiting_job_or_resubmits_after_approval(
 
 
 async def test_the_http_complete_endpoint(backend: FakeBackend) -> None:
+    """Against a real uvicorn on a loopback port (in this process, so the test's fake backend
+    serves the job the server's runtime waits on)."""
     import httpx
+    import uvicorn
 
     from chainlab.http.app import create_app
 
     tb = Toolbox()
     backend.register(tb, poll_every_s=30)
-    store = MemoryStore()
-    app = create_app(tb, token="t0ken", db=store)
-    async with app.router.lifespan_context(app):
+    app = create_app(tb, token="t0ken", db=MemoryStore())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on",
+                                           log_level="warning"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
         runtime = app.state.service.runtime
         run = await runtime.start(chain(job_step("a")))
         while (run.steps["a"].job or {}).get("phase") != "waiting":
             await anyio.sleep(0.005)
-        transport = httpx.ASGITransport(app=app)
         headers = {"Authorization": "Bearer t0ken"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://x",
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
                                      headers=headers) as client:
             url = f"/runs/{run.run_id}/steps/a/complete"
             bad = await client.post(url, json={})
@@ -467,6 +475,7 @@ async def test_the_http_complete_endpoint(backend: FakeBackend) -> None:
             assert again.status_code == 409 and "second completion" in again.text
         assert (await run.wait()).status == "succeeded"
         assert run.outputs["a"] == {"via": "http"}
+        server.should_exit = True
 
 
 async def test_confirmation_and_compensation_apply_to_a_job_as_to_any_tool(
