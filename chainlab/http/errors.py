@@ -45,7 +45,6 @@ from chainlab.errors import (
     MissingExtraError,
     PlanError,
     Problem,
-    RunNotActiveError,
     RunNotFoundError,
     RunStateError,
     StaleEpochError,
@@ -153,9 +152,7 @@ def api_error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "conflict", str(exc),
                         fix="send the request to the process that drives the run, or "
                             "resume with {\"force\": true} to take it over")
-    if isinstance(exc, RunNotActiveError):
-        return ApiError(409, "conflict", str(exc))
-    if isinstance(exc, RunStateError):
+    if isinstance(exc, RunStateError):  # (RunNotActiveError too)
         return ApiError(409, "conflict", str(exc))
     if isinstance(exc, StaleEpochError):
         return ApiError(409, "conflict", str(exc),
