@@ -98,6 +98,7 @@ class Runtime:
             store = SQLiteStore()
         self.store = store
         self.executor = executor or LocalExecutor()
+        self._own_executor = executor is None  # made here: its idle threads end at aclose
         self.clock = clock or SystemClock()
         self._chains: dict[str, Chain] = dict(chains or {})
         self.id_factory = id_factory
@@ -161,6 +162,8 @@ class Runtime:
                 await task
         self._active.clear()
         await self.toolbox.aclose()  # its MCP sessions (they reopen on the next call)
+        if self._own_executor and isinstance(self.executor, LocalExecutor):
+            self.executor.close()  # idle worker threads end (they start again when needed)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn(*args)``, a store read or write: in a worker thread when the store's

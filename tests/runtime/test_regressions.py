@@ -283,3 +283,55 @@ def test_the_cli_says_a_timed_out_body_still_runs() -> None:
     st = StepState("a", status=StepStatus.FAILED, error_kind="timeout", error="no answer",
                    background=True)
     assert step_note(st).startswith(BACKGROUND_NOTE)
+
+
+# ------------------------------------------------------------------ worker threads end
+def _tool_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "chainlab-tool" and t.is_alive())
+
+
+async def test_a_closed_runtime_leaves_no_idle_worker_threads_behind() -> None:
+    """A process that makes many runtimes (a test suite, a notebook re-running cells) kept
+    one daemon thread per concurrent sync body of every past runtime: 356 in one pytest
+    worker, which then hung in a Dask test. aclose now ends the idle ones."""
+    tb = Toolbox("threads")
+
+    @tb.tool
+    def slow(i: int) -> int:
+        import time
+        time.sleep(0.05)
+        return i
+
+    chain = Chain.from_dict({"name": "fan", "options": {"mode": "parallel"}, "steps": [
+        {"id": f"s{i}", "tool": "slow", "args": {"i": i}} for i in range(6)]})
+    before = _tool_threads()
+    for _ in range(3):
+        runtime = Runtime(tb, MemoryStore())
+        async with runtime:
+            run = await runtime.start(chain)
+            assert (await run.wait()).ok
+        pool = runtime.executor._threads  # type: ignore[attr-defined]
+        assert pool.threads == 0
+    for _ in range(100):  # a closed thread leaves once it takes its end-of-work marker
+        if _tool_threads() <= before:
+            break
+        await anyio.sleep(0.02)
+    assert _tool_threads() <= before
+
+
+def test_an_idle_worker_thread_ends_and_the_pool_grows_again() -> None:
+    from chainlab.runtime.engine.executors import _DaemonThreads
+
+    pool = _DaemonThreads(4, idle_s=0.05)
+    done = threading.Event()
+    pool.submit(done.set)
+    assert done.wait(5)
+    for _ in range(200):
+        if pool.threads == 0:
+            break
+        threading.Event().wait(0.01)
+    assert pool.threads == 0
+    again = threading.Event()
+    pool.submit(again.set)  # after the idle thread ended, a new one takes the job
+    assert again.wait(5)
+    pool.close()

@@ -103,14 +103,22 @@ class Pending:
 
 class _DaemonThreads:
     """A small pool of daemon threads that grows up to ``max_threads`` (a stuck body holds
-    one thread; the others go on)."""
+    one thread; the others go on). A thread idle for ``idle_s`` ends, and :meth:`close`
+    ends the idle ones at once, so a process that makes many runtimes does not keep a
+    thread per past body; the pool grows again on the next :meth:`submit`."""
 
-    def __init__(self, max_threads: int):
+    def __init__(self, max_threads: int, idle_s: float = 30.0):
         self.max_threads = max_threads
-        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.idle_s = idle_s
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+
+    @property
+    def threads(self) -> int:
+        """How many worker threads are alive (busy or idle)."""
+        return self._threads
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
@@ -125,9 +133,27 @@ class _DaemonThreads:
         if spawn:
             threading.Thread(target=self._loop, name="chainlab-tool", daemon=True).start()
 
+    def close(self) -> None:
+        """End the idle threads now (busy ones finish their body and stay for the next)."""
+        with self._lock:
+            retire, self._idle = self._idle, 0
+            self._threads -= retire
+        for _ in range(retire):
+            self._queue.put(None)
+
     def _loop(self) -> None:
         while True:
-            job = self._queue.get()
+            try:
+                job = self._queue.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle == 0:  # every idle thread is promised a queued job
+                        continue
+                    self._idle -= 1
+                    self._threads -= 1
+                return
+            if job is None:  # close(): counted out already
+                return
             job()
             del job
             with self._lock:
@@ -139,6 +165,11 @@ class LocalExecutor:
 
     def __init__(self, max_threads: int = 64):
         self._threads = _DaemonThreads(max_threads)
+
+    def close(self) -> None:
+        """End the idle worker threads (the runtime that made this executor calls it from
+        ``aclose``; a later call starts threads again)."""
+        self._threads.close()
 
     def submit(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Pending:
         """Start a SYNC tool body in a worker thread (asyncio only)."""
