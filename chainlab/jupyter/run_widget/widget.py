@@ -40,11 +40,13 @@ from chainlab.jupyter.run_widget.controls import (
     queue_html,
 )
 from chainlab.jupyter.run_widget.dag import DagView
+from chainlab.jupyter.run_widget.event_log import EventLog
 from chainlab.jupyter.run_widget.faults import FaultsPanel
 from chainlab.jupyter.run_widget.inbox import Inbox
-from chainlab.jupyter.run_widget.inspector import EventLog, StepInspector, TimelineTab
+from chainlab.jupyter.run_widget.inspector import StepInspector
 from chainlab.jupyter.run_widget.legend import BREAK_MARK
 from chainlab.jupyter.run_widget.scrubber import RunAt, Scrubber
+from chainlab.jupyter.run_widget.timeline_tab import TimelineTab
 from chainlab.jupyter.views import error_html
 from chainlab.plan.schema import Chain
 from chainlab.render.display import step_badges
