@@ -1,22 +1,27 @@
 """Forks in the run widget: "Fork from here" on the inspected step (:class:`ForkPanel`,
-part of the step inspector). The panel takes its widget as a :class:`~.host.RunHost`."""
+part of the step inspector) and the note a fork's approval cards carry, what the parent run
+already did with the step (:func:`fork_notes`). The panel takes its widget as a
+:class:`~.host.RunHost`."""
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Reversible
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
+from chainlab.events import Event
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter.views import error_html
 
 if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.host import RunHost
+    from chainlab.jupyter.run_widget.host import RunHost, RunView
+    from chainlab.jupyter.run_widget.inbox import Inbox
     from chainlab.jupyter.run_widget.inspector import StepInspector
 
-__all__ = ["ForkPanel"]
+__all__ = ["ForkPanel", "fork_notes"]
 
 esc = html.escape
 
@@ -148,3 +153,25 @@ class ForkPanel(W.VBox):
 
         self.widget.act("fork", go)
 
+
+def fork_notes(run: RunView, inbox: Inbox, events: Reversible[Event]) -> None:
+    """On a fork's approval cards: what the parent run already did with the step (read from
+    the fork's ``step_waiting_confirmation`` events); each card gets its note once."""
+    if "forked_from" not in run.record.meta:
+        return
+    for step_id, card in inbox.cards.items():
+        if getattr(card, "_fork_note", False):
+            continue
+        note = _fork_note(events, step_id)
+        if note:
+            card._fork_note = True  # type: ignore[attr-defined]
+            card.children = (*card.children, W.HTML(
+                f'<div class="cl-note cl-fork-note">↳ fork: {html.escape(note)}</div>'))
+
+
+def _fork_note(events: Reversible[Event], step_id: str) -> str | None:
+    for ev in reversed(events):
+        if ev.kind == "step_waiting_confirmation" and ev.step_id == step_id:
+            fork = ev.payload.get("fork")
+            return fork.get("note") if isinstance(fork, dict) else None
+    return None
