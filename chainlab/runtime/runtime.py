@@ -52,7 +52,8 @@ from chainlab.runtime.history.estimates import (
 )
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.preparing import Prepared
-from chainlab.runtime.run import Run, RunResult
+from chainlab.runtime.run import Run
+from chainlab.runtime.run_view import RunResult
 from chainlab.store.base import RunRecord, Store, check_run_id
 from chainlab.tools import NotJSONError, Toolbox, default_toolbox, to_json_value
 
