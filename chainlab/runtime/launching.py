@@ -1,10 +1,11 @@
 """``Launching``: every way a run of a :class:`~chainlab.runtime.runtime.Runtime` begins, a
 base of that class. :meth:`~Launching.start` (a new run), :meth:`~Launching.resume` (a
-stored run claimed by this process: check-and-claim, or a takeover), :meth:`~Launching.fork`
-(a new run from a finished or suspended one, with :meth:`~Launching.fork_plan` to preview
-it) and ``run.rollback()`` all build a kernel and hand it to :meth:`Launching._launch`, the
-one tail that marks the run as driven here and drives it in the background (``_drive``:
-heartbeat and mailbox while it moves, then the run leaves the active set).
+stored run claimed by this process: check-and-claim, or a takeover) and
+:meth:`~Launching.fork` (a new run from a finished or suspended one, previewed by
+:meth:`~Launching.fork_plan`) each build a kernel (``_new_kernel``; a new run's log opens
+in ``_create``) and hand the run to ``_launch``, as ``run.rollback()`` does with its own:
+the one tail that marks the run as driven here and drives it in the background
+(``_drive``: heartbeat and mailbox while it moves, then the run leaves the active set).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``RunView``: the read side of a run's handle (its state, live or stored; time travel
-with ``state_at``; what a finished run did and what it would undo; the views: frames, plot
-and rich display), and ``RunResult``, its summary. :class:`~chainlab.runtime.run.Run` adds
-the control verbs and the event stream to it; a handle with no kernel is only this."""
+with ``state_at``; what a finished run did and what it would undo; the timeline views), and
+``RunResult``, its summary. :class:`~chainlab.runtime.run.Run` adds to it what needs the run
+driven by this process (waiting, the control verbs, the live event stream) and its rich
+display; a handle of a stored run (no kernel) answers only what is here."""
 
 from __future__ import annotations
 
