@@ -253,7 +253,7 @@ LAYERS: dict[str, int] = {
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
-    ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
+    ("chainlab.runtime.run_view", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
     ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
@@ -262,8 +262,8 @@ HOOKS = frozenset({
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
 #: Runtime (and the faults demo, which starts a second Runtime) sit on top
 RUNTIME_SUBLAYERS: dict[str, int] = {
-    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4, "runtime": 4,
-    "faults": 4,
+    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
+    "hosting": 4, "launching": 4, "runtime": 4, "faults": 4,
 }
 
 
