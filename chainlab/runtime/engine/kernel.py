@@ -52,8 +52,8 @@ from chainlab.events.status import (
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import RunOptions
 from chainlab.runtime.engine.attempt import run as run_attempt
-from chainlab.runtime.engine.attempt import start_deferred_timers
 from chainlab.runtime.engine.compile import Graph, Node
+from chainlab.runtime.engine.fate import start_deferred_timers
 from chainlab.runtime.engine.recovery import finish_recovery
 from chainlab.runtime.engine.saga import finish_stopped
 from chainlab.runtime.engine.scheduler import Breakpoint, Scheduler
