@@ -17,6 +17,7 @@ from chainlab.plan.schema import ErrorKind
 from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.call import Failure, Outcome, call_tool
 from chainlab.runtime.engine.fate import record
+from chainlab.runtime.engine.flow import finished, request_confirmation
 from chainlab.runtime.engine.jobsubmit import run_job
 from chainlab.tools import CallContext, args_hash, idempotency_key
 from chainlab.tools.job import JobTool
@@ -51,7 +52,7 @@ async def run(k: Kernel, node: Node) -> None:
     confirm_first = k.state.confirm_first
     if confirm or (confirm_first and step_id in confirm_first):
         if st.approved_hash != args_hash(args):
-            k.request_confirmation(node, args)  # (not approved for these args: ask again)
+            request_confirmation(k, node, args)  # (not approved for these args: ask again)
             k.sched.park(step_id)
             return
         confirm = True
@@ -89,7 +90,7 @@ async def run(k: Kernel, node: Node) -> None:
     if outcome.failure is None and outcome.background is None:  # the common case, inline
         k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output}
                if outcome.usage is None else {"output": outcome.output, "usage": outcome.usage})
-        k.finished(node)
+        finished(k, node)
         return
     record(k, node, attempt, outcome)
     if outcome.background is not None:

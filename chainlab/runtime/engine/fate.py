@@ -23,6 +23,7 @@ import anyio
 
 from chainlab.events import EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind, RetryPolicy
+from chainlab.runtime.engine.flow import finished, make_ready
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.call import Failure, Outcome
@@ -66,7 +67,7 @@ def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
         if outcome.usage:
             payload["usage"] = outcome.usage
         k.emit(K.STEP_SUCCEEDED, step_id, attempt, payload)
-        k.finished(node)
+        finished(k, node)
         return
     assert node.tool is not None
     fate = fate_of(failure, node.tool, node.retry, attempt)
@@ -98,10 +99,10 @@ def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
     elif fate in (Fate.CANCELLED, Fate.RETRY):  # RETRY here: the run is stopping
         k.emit(K.STEP_CANCELLED, step_id, attempt, {**payload, "reason": "cancelled"})
         if not k.stopping:  # when stopping, cancel_remaining settles the rest
-            k.finished(node)
+            finished(k, node)
     else:
         k.emit(K.STEP_FAILED, step_id, attempt, payload)
-        k.finished(node)
+        finished(k, node)
 
 
 def start_timer(k: Kernel, node: Node, delay: float) -> None:
@@ -128,7 +129,7 @@ async def _backoff(k: Kernel, node: Node, delay: float, scope: anyio.CancelScope
             await k.clock.sleep(delay)
             if k.steps[node.id].status == S.RETRY_WAIT and not k.stopping:
                 k.emit(K.STEP_READY, node.id)
-                k.make_ready(node)
+                make_ready(k, node)
                 k.wake_workers(0)
     finally:
         k.timers.pop(node.id, None)

@@ -24,6 +24,7 @@ from chainlab.events import EventKind
 from chainlab.plan.schema import ErrorKind
 from chainlab.runtime.engine.call import Failure, Outcome, bad_output, error_text, short_repr
 from chainlab.runtime.engine.fate import record
+from chainlab.runtime.engine.flow import make_ready
 from chainlab.tools import CallContext
 from chainlab.tools.job import JOB_STATES, JobStatus, JobTool
 
@@ -180,7 +181,7 @@ async def _wait_job(k: Kernel, node: Node, attempt: int, first_delay: float,
             **({"progress": 1.0} if state == "succeeded" else {})})
     if state == "not_found" and spec.on_not_found == "resubmit" and not k.stopping:
         k.emit(K.STEP_READY, step_id, attempt, {"recovery": "resubmit_not_found"})
-        k.make_ready(node)
+        make_ready(k, node)
         k.wake_workers(0)
         return
     record(k, node, attempt, outcome)

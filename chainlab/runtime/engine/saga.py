@@ -19,6 +19,7 @@ from chainlab.plan.schema import RetryPolicy
 from chainlab.runtime.engine.call import call_tool
 from chainlab.runtime.engine.compile import compile_value
 from chainlab.runtime.engine.fate import Fate, fate_of
+from chainlab.runtime.engine.flow import resolver
 from chainlab.tools import CallContext, args_hash, idempotency_key
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
 def _resolver(k: Kernel, step_id: str) -> Any:
     node = k.nodes[step_id]
     st = k.steps[step_id]
-    base = k.resolver(node)
+    base = resolver(k, node)
 
     def resolve(ref: Ref) -> Any:
         if ref.root == "input":
