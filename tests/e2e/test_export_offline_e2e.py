@@ -23,8 +23,15 @@ from typing import Any
 import pytest
 
 from .lab import CHROME_ARGS, CHROMIUM, Lab, browser_page, write_notebook
-from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, REPO, \
-    require_chromium
+from .test_lab import (
+    ARTIFACTS,
+    IDLE,
+    JS_ALL_CELLS_RAN,
+    JS_KERNEL_READY,
+    PANEL,
+    REPO,
+    require_chromium,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -209,7 +216,7 @@ def test_the_offline_export_of_a_run_waiting_for_approval_says_how_to_act(
                                                     ["sum", "total", "succeeded"],
                                                     ["publish", "publish",
                                                      "waiting_confirmation"]]
-    todo = picture.locator(".cl-static-next")
+    todo = first_output(page).locator(".cl-static-next")
     expect(todo).to_be_visible()
     line = todo.inner_text()
     assert "publish waits for approval" in line
