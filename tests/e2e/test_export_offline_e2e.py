@@ -7,7 +7,8 @@ widget manager from a CDN). The HTML file is opened in Debian's Chromium with ev
 but the file itself aborted and the context offline, and the statuses are read from what the
 page shows (the inner text of visible elements), not from the HTML source. A run that waits
 for approval, exported while it waits, shows that and says how to act on it. In a live
-JupyterLab the widget is shown and the static picture hidden. Screenshots of the offline
+JupyterLab the widget is shown and the static picture hidden (shown again once a kernel
+restart has cut the widget off). Screenshots of the offline
 export (light and dark theme) go to tests/artifacts/.
 """
 
@@ -236,7 +237,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def test_live_jupyterlab_shows_the_widget_not_the_static_picture(lab: Lab) -> None:
     """The same notebook run in JupyterLab: the live widget, and the static picture that sits
-    next to it for exports hidden (not shown twice)."""
+    next to it for exports hidden (not shown twice); after a kernel restart, both the
+    widget's reattach line and the picture."""
     from playwright.sync_api import expect
 
     with browser_page(ARTIFACTS / "export-live-failure.png") as page:
@@ -254,3 +256,13 @@ def test_live_jupyterlab_shows_the_widget_not_the_static_picture(lab: Lab) -> No
         static = cell.locator(".cl-static-run")
         expect(static).to_have_count(1)  # the output is there (saved with the notebook) ...
         expect(static).to_be_hidden()  # ... and hidden while the live widget shows
+        cell.screenshot(path=str(ARTIFACTS / "export-live-lab.png"))
+        # the kernel restarts: the widget is marked disconnected (its reattach line shows)
+        # and the picture of the run's last state is no longer hidden
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext"
+                      ".session.kernel.restart()")
+        expect(cell.locator(".cl-run.jupyter-widgets-disconnected")).to_have_count(1)
+        expect(cell.locator(".cl-stale-line")).to_be_visible()
+        expect(static).to_be_visible()
+        assert static.locator("p").first.inner_text().strip() == "export-demo · run succeeded"
+        cell.screenshot(path=str(ARTIFACTS / "export-live-lab-after-restart.png"))

@@ -43,7 +43,9 @@ async def test_the_widget_output_is_replaced_when_the_run_settles(shop: Harness)
     assert statuses_in(html) == ["succeeded"] * len(shop.ns["run"].steps)
     assert "<svg" in html  # the DAG, statuses baked in
     assert "cl-static-next" not in html  # the run ended: nothing to act on
-    assert update["data"]["text/plain"] == "trip · run succeeded"
+    # the same words as the first picture's: nbval keeps the first (it ignores updates)
+    assert update["data"]["text/plain"] == picture["data"]["text/plain"] == (
+        f"picture of run {shop.ns['run'].run_id} (chain 'trip')")
 
 
 async def test_a_waiting_run_s_picture_says_how_to_act_on_it(shop: Harness) -> None:

@@ -79,10 +79,10 @@ def next_html(run: Run) -> str:
 
 def picture_bundle(run: Run, picture: str) -> dict[str, Any]:
     """The static output of a run's widget: ``picture`` (:func:`run_html`) and
-    :func:`next_html` as ``text/html``, the same in words as ``text/plain``."""
-    said = "".join(t for t, _ in _next_text(run))
-    text = f"{run.chain.name} · run {run.status}" + (f"\n{said}" if said else "")
-    return {"text/html": picture + next_html(run), "text/plain": text}
+    :func:`next_html` as ``text/html``. Its ``text/plain`` names the run and never changes:
+    a front end that ignores display updates (nbval) keeps the first one."""
+    return {"text/html": picture + next_html(run),
+            "text/plain": f"picture of run {run.run_id} (chain {run.chain.name!r})"}
 
 
 def publish_update(bundle: dict[str, Any], display_id: str) -> None:
