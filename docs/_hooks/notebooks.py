@@ -2,10 +2,11 @@
 
 Each executed notebook is converted at build time with nbconvert's MarkdownExporter, so the
 site always shows the notebooks as committed (they are executed and checked by nbval): no
-copy to go stale. Why nbconvert markdown and not mkdocs-jupyter: the Markdown exporter picks
-the ``text/html`` static picture that every chainlab widget output carries next to its widget
-view, while an HTML export of a notebook with saved widget state pulls the widget manager
-script from a CDN; here nothing is loaded from outside the site. An output that is only an
+copy to go stale. Why nbconvert markdown and not mkdocs-jupyter: the Markdown exporter shows
+the ``text/html`` static picture that follows every chainlab widget view in an output of its
+own (the widget view itself, live only, is left out), while an HTML export of a notebook with
+saved widget state pulls the widget manager script from a CDN; here nothing is loaded from
+outside the site. An output that is only an
 image (PNG, SVG) becomes a file beside the page. The "Tutorials" section of the nav is
 filled here too, titled by each notebook's first heading, so a new notebook needs no edit of
 mkdocs.yml.
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 PAGE_DIR = "tutorials"
 NAME = re.compile(r"^\d\d-[a-z0-9-]+\.ipynb$")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def tutorial_notebooks() -> list[Path]:
@@ -62,6 +64,8 @@ def notebook_markdown(path: Path) -> tuple[str, dict[str, bytes]]:
 
     notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     for cell in notebook.cells:
+        if "outputs" in cell:  # a bare widget view is live only (a run's picture follows it)
+            cell.outputs = [o for o in cell.outputs if not _bare_widget_view(o)]
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if "text/html" in data:  # one raw HTML block: Markdown must not split it
@@ -78,6 +82,11 @@ def notebook_markdown(path: Path) -> tuple[str, dict[str, bytes]]:
     note = (f'!!! note "An executed notebook"\n    This page is `{source}` as committed, outputs '
             "included. Open it in JupyterLab (`./run.sh demo`) to run it yourself.\n\n")
     return _after_title(body, note), outputs
+
+
+def _bare_widget_view(output: Any) -> bool:
+    data = output.get("data", {})
+    return WIDGET_VIEW in data and "text/html" not in data
 
 
 def _after_title(body: str, note: str) -> str:

@@ -66,10 +66,16 @@ class Harness:
         return str(err)
 
     def displayed(self, mime: str = "text/plain") -> list[str]:
-        """What was displayed so far (``mime`` of each output), then forget it."""
-        out = [d["data"].get(mime, "") for d in self.pub.outputs]
+        """What was displayed so far (``mime`` of each output), then forget it. A run
+        widget's static picture (the output after its view, for exports; a live front end
+        hides it next to the live widget) is left out: :meth:`pictures` has those."""
+        out = [d["data"].get(mime, "") for d in self.pub.outputs if not is_picture(d)]
         self.pub.outputs.clear()
         return out
+
+    def pictures(self) -> list[str]:
+        """The ``text/html`` of the run widgets' static pictures displayed so far."""
+        return [d["data"]["text/html"] for d in self.pub.outputs if is_picture(d)]
 
     async def settle(self) -> None:
         """Let background tasks started by buttons/magics finish their store flushes."""
@@ -79,6 +85,13 @@ class Harness:
                 break
             await asyncio.wait(tasks, timeout=5)
         await asyncio.sleep(0)
+
+
+def is_picture(output: dict[str, Any]) -> bool:
+    """A run widget's static picture: its own output, under the widget's display id."""
+    display_id = (output.get("transient") or {}).get("display_id") or ""
+    return (display_id.startswith("chainlab-run-")
+            and "application/vnd.jupyter.widget-view+json" not in output["data"])
 
 
 @pytest.fixture(scope="session")

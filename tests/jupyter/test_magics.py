@@ -121,11 +121,11 @@ async def test_run_displays_as_widget_when_shown(shop: Harness) -> None:
     await shop.ok("x = 1")  # a later cell (a kernel gives each cell its execution count)
     data, _ = shop.ip.display_formatter.format(shop.ns["run"])  # what Out[] / display() use
     assert data == {}  # the widget displayed itself, with a display id (issue 18)
-    out, = shop.pub.outputs
+    out, picture = shop.pub.outputs  # the widget view, then its static picture (issue 29)
     assert "application/vnd.jupyter.widget-view+json" in out["data"]
     assert out["data"]["text/plain"].startswith("RunWidget(run ")
-    assert 'class="cl-static-run"' in out["data"]["text/html"]
-    assert out["transient"]["display_id"].startswith("chainlab-run-")
+    assert 'class="cl-static-run"' in picture["data"]["text/html"]
+    assert picture["transient"]["display_id"].startswith("chainlab-run-")
 
 
 async def test_a_bare_run_magic_shows_its_widget_once(shop: Harness) -> None:

@@ -1,5 +1,6 @@
 """Issue 18, item 2: an executed notebook exported with nbconvert shows the run's last state
-(the static fallback next to the widget view, replaced when the run ended).
+(the static picture in its own output after the widget view's, replaced when the run ended;
+tests/e2e/test_export_offline_e2e.py opens a plain ``--execute`` export offline in Chromium).
 
 The notebook is executed the way a notebook saved from JupyterLab looks (no widget state
 saved: JupyterLab does not save it by default), exported to HTML, and the HTML is checked for
@@ -66,11 +67,13 @@ def test_nbconvert_html_shows_the_final_statuses(tmp_path: Path) -> None:
 
     nb = execute(CELLS, tmp_path)
     assert nb.cells[1].outputs[0]["text"] == "succeeded 6\n"
-    shown = nb.cells[0].outputs
-    assert len(shown) == 1  # one output, replaced in place (display id) when the run ended
-    static = shown[0]["data"]["text/html"]
+    widget, picture = nb.cells[0].outputs  # the widget view, then the static picture in an
+    # output of its own (issue 29 item 7), replaced in place (display id) when the run ended
+    assert "application/vnd.jupyter.widget-view+json" in widget["data"]
+    assert "text/html" not in widget["data"]
+    static = picture["data"]["text/html"]
     assert 'run <span class="cl-run-status">succeeded</span>' in static
-    assert "application/vnd.jupyter.widget-view+json" in shown[0]["data"]
+    assert "cl-static-next" not in static  # an ended run needs no "how to act" line
 
     body, _ = HTMLExporter().from_notebook_node(nb)
     if os.environ.get("CHAINLAB_EXPORT_HTML"):
@@ -112,5 +115,5 @@ def test_a_run_that_ends_between_two_cells_is_shown_ended(tmp_path: Path) -> Non
     drops it); the next cell sends it again, so the saved notebook holds the final state."""
     nb = execute(RACE, tmp_path)
     assert nb.cells[2].outputs[0]["text"] == "succeeded\n"
-    static = nb.cells[0].outputs[0]["data"]["text/html"]
+    static = nb.cells[0].outputs[1]["data"]["text/html"]
     assert 'run <span class="cl-run-status">succeeded</span>' in static

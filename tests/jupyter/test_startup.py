@@ -48,7 +48,7 @@ async def test_the_first_steps_start_before_the_widget_is_built(quick: Harness) 
     w = quick.session.widgets[run.run_id]
     assert isinstance(w, RunWidget)
     assert not w.built  # shown in the cell, panels not built yet: nothing delays the run
-    shown, = quick.displayed("text/html")
+    shown, = quick.pictures()
     assert 'class="cl-static-run"' in shown and "<svg" in shown
     result = await quick.ok("r = await run.wait()\nr")
     assert str(result.status) == "succeeded"

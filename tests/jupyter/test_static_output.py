@@ -22,23 +22,46 @@ def statuses_in(html: str) -> list[str]:
 
 async def test_the_widget_output_is_replaced_when_the_run_settles(shop: Harness) -> None:
     await shop.ok("run = %chain run trip\nrun")  # the magic shows it; `run` adds nothing
-    first, = shop.pub.outputs
+    view, picture = shop.pub.outputs  # the widget view, then its picture in its own output
     await shop.ok("run")  # shown again in a later cell: the same widget, same display id
-    first, again = shop.pub.outputs
-    display_id = first["transient"]["display_id"]
+    _, _, view2, again = shop.pub.outputs
+    assert WIDGET in view["data"] and "text/html" not in view["data"]
+    assert view2["data"][WIDGET] == view["data"][WIDGET]
+    display_id = picture["transient"]["display_id"]
     assert again["transient"]["display_id"] == display_id  # one widget, updated everywhere
-    assert WIDGET in first["data"] and not first.get("update")
+    assert WIDGET not in picture["data"] and not picture.get("update")
+    assert 'class="cl-static-run"' in picture["data"]["text/html"]
     shop.pub.outputs.clear()
     await shop.ok("r = await run.wait()\nimport asyncio\nawait asyncio.sleep(0)")
     # the redraw after the last event is throttled: draw it now
     await shop.ok("from chainlab.jupyter import widget\nwidget(run)._throttle.flush()")
     update, = [o for o in shop.pub.outputs if o.get("update")]
     assert update["transient"]["display_id"] == display_id
-    assert WIDGET in update["data"]
+    assert WIDGET not in update["data"]  # only the picture is replaced, never the live view
     html = update["data"]["text/html"]
     assert "run <span class=\"cl-run-status\">succeeded</span>" in html
     assert statuses_in(html) == ["succeeded"] * len(shop.ns["run"].steps)
     assert "<svg" in html  # the DAG, statuses baked in
+    assert "cl-static-next" not in html  # the run ended: nothing to act on
+    # the same words as the first picture's: nbval keeps the first (it ignores updates)
+    assert update["data"]["text/plain"] == picture["data"]["text/plain"] == (
+        f"picture of run {shop.ns['run'].run_id} (chain 'trip')")
+
+
+async def test_a_waiting_run_s_picture_says_how_to_act_on_it(shop: Harness) -> None:
+    """Exported while it waits for a person, the picture says what waits and the commands
+    (issue 29 item 7)."""
+    await shop.ok("run = %chain run shop --db w.db\nr = await run.wait()")
+    run = shop.ns["run"]
+    waiting = [s for s, st in run.steps.items() if str(st.status) == "waiting_confirmation"]
+    assert waiting == ["out"] and str(run.status) == "suspended"
+    await shop.ok("from chainlab.jupyter import widget\nwidget(run)._throttle.flush()")
+    html = [o for o in shop.pub.outputs if o.get("update")][-1]["data"]["text/html"]
+    rid = run.run_id
+    assert f"<code>{waiting[0]}</code> waits for approval" in html
+    assert f"<code>%chain resume {rid}</code>" in html
+    assert f"<code>%chain approve {rid} {waiting[0]}</code>" in html
+    assert f"<code>%chain show {rid}</code>" in html
 
 
 async def test_a_bare_run_without_the_widget_has_the_same_static_html(shop: Harness) -> None:

@@ -349,32 +349,38 @@ class RunWidget(W.VBox):
     def static_bundle(self) -> dict[str, Any]:
         """The widget view plus a static picture of the run (``text/html``: DAG with
         statuses and a status table) for nbconvert, GitHub and a reopened notebook."""
+        bundle = dict(super()._repr_mimebundle_() or {})
+        bundle["text/html"] = self.picture_bundle()["text/html"]
+        return bundle
+
+    def picture_bundle(self) -> dict[str, Any]:
+        """The static output shown after the widget view (:mod:`.static`)."""
+        from chainlab.jupyter.run_widget.static import picture_bundle
         from chainlab.render.display import run_html
 
-        bundle = dict(super()._repr_mimebundle_() or {})
         if self._pending and self._dag is not None:  # the DAG laid out before the start:
             svg = self._dag.static_svg({s: str(st.status) for s, st in self.run.steps.items()})
-            bundle["text/html"] = run_html(self.run, svg=svg)  # no second Graphviz layout
-        else:
-            bundle["text/html"] = run_html(self.run)
-        return bundle
+            return picture_bundle(self.run, run_html(self.run, svg=svg))  # no second layout
+        return picture_bundle(self.run, run_html(self.run))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.static_bundle()
 
     def _ipython_display_(self) -> None:
-        """Shown with a display id, so the static picture is replaced when the run settles."""
+        """The widget view, then the static picture in an output of its own (what an export
+        shows, :mod:`.static`), shown with a display id: replaced when the run settles."""
         from IPython import get_ipython
         from IPython.display import display
 
         self._static_status = self.run.status
         shell = get_ipython()
         self.shown_in_cell = getattr(shell, "execution_count", None)
-        display(self.static_bundle(), raw=True, display_id=self.display_id)
+        display(super()._repr_mimebundle_(), raw=True)
+        display(self.picture_bundle(), raw=True, display_id=self.display_id)
 
     @property
     def display_id(self) -> str:
-        """The display id of this widget's outputs (every place it is shown)."""
+        """The display id of this widget's static outputs (every place it is shown)."""
         return f"chainlab-run-{self.model_id}"
 
     def _sync_static(self) -> None:
@@ -386,7 +392,7 @@ class RunWidget(W.VBox):
         from chainlab.jupyter.run_widget.static import publish_update
 
         self._static_status = status
-        publish_update(self.static_bundle(), self.display_id)
+        publish_update(self.picture_bundle(), self.display_id)
 
     def __repr__(self) -> str:
         return f"RunWidget(run {self.run.run_id}, chain {self.run.chain.name!r})"
