@@ -55,6 +55,7 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "InputError",
     "MCPServerError",
     "MissingExtraError",
     "PermanentError",
@@ -151,6 +152,11 @@ class CycleError(PlanError):
     def __init__(self, problems: Sequence[Problem], cycle: Sequence[str], **kw: Any):
         self.cycle = list(cycle)
         super().__init__(problems, **kw)
+
+
+class InputError(PlanError):
+    """A context (or a sub-chain's args) does not fit the chain's declared ``inputs``; each
+    problem names the key (``missing_input``, ``invalid_input``, ``undeclared_input``)."""
 
 
 class ToolDefinitionError(ChainlabError, TypeError):

@@ -1,7 +1,8 @@
 """Do references fit the fields they feed? A whole-value reference (``"{{ steps.a.output }}"``,
 ``"{{ context.customer }}"``) is checked against the target parameter's JSON Schema: the type
 of a step output comes from its tool's output schema (a field path goes down its
-properties), the type of a context key from the value given (when a context is given).
+properties), the type of a context key from its declared input (``inputs:``), else from the
+value given (when a context is given).
 
 Only a clear mismatch is a problem (code ``reference_type``): a string where an array or an
 object is wanted, an array where a number is wanted, ... Values a tool's validation may still
@@ -176,6 +177,10 @@ def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
             ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
     """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
     if ref.root == "context":
+        declared = chain.inputs.get(str(ref.path[0])) if chain.inputs and ref.path else None
+        if declared is not None and declared.types:  # typed by its declaration
+            sub = _down(declared.json_schema(), {}, tuple(ref.path[1:]))
+            return (sub, {}, f"input {ref.path[0]!r}") if sub is not None else None
         if context is None or not ref.path or not isinstance(ref.path[0], str) \
                 or ref.path[0] not in context:
             return None

@@ -49,6 +49,7 @@ from chainlab.events.status import (
     StopReason,
     releases,
 )
+from chainlab.plan.inputs import select_output
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.plan.schema import RunOptions
 from chainlab.runtime.engine.attempt import run as run_attempt
@@ -483,6 +484,8 @@ class Kernel:
             prefix = group.id + "/"
             output = {k.step_id[len(prefix) :]: k.output for k in kids
                       if k.status in RELEASES_DEPENDANTS}
+            if group.subchain is not None and group.subchain.output is not None:
+                output = select_output(group.subchain, output, st.args or {})
             self.emit(K.STEP_SUCCEEDED, group.id, st.attempts, {"output": output})
         self.finished(group)
 
