@@ -49,6 +49,7 @@ __all__ = [
     "declaration_problems",
     "fit_args",
     "inputs_json_schema",
+    "needed_inputs",
     "select_output",
     "subchain_arg_findings",
     "undeclared_reference",
@@ -110,6 +111,18 @@ class Input(PlanModel):
         if self.default is not None:
             out["default"] = self.default
         return out
+
+    def summary(self) -> str:
+        """``string, required: who asks`` / ``integer, default 10``: one line for a person."""
+        parts = [self.type_text() if self.enum is None
+                 else "one of " + ", ".join(safe_repr(v) for v in self.enum)]
+        if self.default is not None:
+            parts.append(f"default {safe_repr(self.default)}")
+        elif self.is_required:
+            parts.append("required")
+        else:
+            parts.append("optional")
+        return ", ".join(parts) + (f": {self.description}" if self.description else "")
 
     def misfit(self, value: Any) -> str | None:
         """Why ``value`` does not fit this input (None when it does)."""
@@ -248,7 +261,7 @@ def _fit(inputs: Mapping[str, Input], given: Mapping[str, Any], words: _ContextW
     out: list[Problem] = []
     for key, spec in inputs.items():
         if key not in given:
-            if spec.is_required and spec.default is None:
+            if spec.is_required and spec.default is None:  # (needed_inputs)
                 out.append(Problem(words.missing_code, words.missing(key, spec), None,
                                    words.field(key)))
             continue
@@ -290,11 +303,17 @@ def fit_args(child: Chain, args: Mapping[str, Any]) -> dict[str, Any]:
     return apply_defaults(child, args)
 
 
+def needed_inputs(chain: Chain) -> list[str]:
+    """The declared inputs a context must give (required, no default), in declared order."""
+    return [k for k, spec in (chain.inputs or {}).items()
+            if spec.is_required and spec.default is None]
+
+
 def inputs_json_schema(chain: Chain) -> dict[str, Any] | None:
     """The declared inputs as the JSON Schema of an object (None when nothing is declared)."""
     if chain.inputs is None:
         return None
-    required = [k for k, spec in chain.inputs.items() if spec.is_required and spec.default is None]
+    required = needed_inputs(chain)
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {k: spec.json_schema() for k, spec in chain.inputs.items()},
