@@ -27,7 +27,7 @@ from chainlab.plan.inputs import (
 from chainlab.plan.parts import Rollback
 from chainlab.plan.problem_lines import duplicate_message, with_lines
 from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
-from chainlab.plan.reftypes import reference_type_findings
+from chainlab.plan.reftypes import reference_type_findings, subchain_reference_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
 if TYPE_CHECKING:
@@ -376,3 +376,6 @@ class _Checker:
         needed = {r.path[0] for r in refs
                   if r.root == "context" and r.path and isinstance(r.path[0], str)}
         self.add_all(step, subchain_arg_findings(step.args, child, needed))
+        if self.toolbox is not None:  # references whose type cannot fit a declared input
+            self.add_all(step, subchain_reference_findings(step, child, self.chain, self.toolbox,
+                                                           self.context, self.save_as))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from chainlab import Chain, InputError, Toolbox
+from chainlab import Chain, InputError, PlanError, Toolbox
 from chainlab.events import RunStatus
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
@@ -28,6 +28,10 @@ def _toolbox() -> Toolbox:
     @tb.tool
     def measure(text: str) -> dict:
         return {"text": text, "length": len(text)}
+
+    @tb.tool
+    def untyped(text: str) -> Any:  # no output schema: a misfit is only seen at run time
+        return {"text": text}
 
     @tb.tool
     def boom(text: str) -> str:
@@ -134,9 +138,23 @@ async def test_a_subchain_step_takes_its_inputs_as_args_and_gives_its_output() -
     assert result.output == " ".join(["hi x"] * 11)
 
 
-async def test_a_subchain_arg_that_does_not_fit_at_run_time_fails_the_step() -> None:
+async def test_a_subchain_arg_of_a_known_wrong_type_is_refused_at_start() -> None:
     chain = Chain.from_dict({"name": "outer", "steps": [
         {"id": "m", "tool": "measure", "args": {"text": "abc"}},
+        {"id": "h", "tool": "chain:hello", "args": {"who": "{{ steps.m.output }}"}},
+    ]})
+    async with Runtime(_toolbox(), MemoryStore()) as rt:
+        with pytest.raises(PlanError) as info:
+            await rt.start(chain)
+    (problem,) = info.value.problems
+    assert (problem.code, problem.step_id, problem.field) == ("reference_type", "h", "args.who")
+    assert "is object (the output of 'measure'), but sub-chain 'hello' wants 'who' as " \
+           "string" in problem.message
+
+
+async def test_a_subchain_arg_that_does_not_fit_at_run_time_fails_the_step() -> None:
+    chain = Chain.from_dict({"name": "outer", "steps": [
+        {"id": "m", "tool": "untyped", "args": {"text": "abc"}},
         {"id": "h", "tool": "chain:hello", "args": {"who": "{{ steps.m.output }}"}},
     ]})
     async with Runtime(_toolbox(), MemoryStore()) as rt:
