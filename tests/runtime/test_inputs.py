@@ -164,3 +164,16 @@ async def test_a_subchain_arg_that_does_not_fit_at_run_time_fails_the_step() -> 
     error: Any = result.errors["h"]
     assert "declared as string" in error and "sub-chain 'hello'" in error
     assert run.steps["h/g"].status == "skipped"
+
+
+async def test_a_fork_checks_its_context_against_the_inputs_and_selects_its_output() -> None:
+    async with Runtime(_toolbox(), MemoryStore()) as rt:
+        parent = await rt.start(Chain.from_yaml(TOP), {"customer": "ann"})
+        await parent.wait()
+        with pytest.raises(PlanError) as info:
+            await rt.fork(parent.run_id, context={"times": "3"})
+        assert [(p.code, p.field) for p in info.value.problems] == [
+            ("invalid_input", "context.times")]
+        child = await rt.fork(parent.run_id, context={"times": 2})
+        result = await child.wait()
+    assert result.ok and result.output == {"text": "hi ann hi ann", "length": 13}
