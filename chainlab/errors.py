@@ -41,13 +41,29 @@
         └── ArgsError             ... in a magic's arguments
 
 Errors carry structured fields so that front ends never parse messages.
+
+This module is the tree's public home: every name above that is not marked with another
+module imports from here. Three parts are defined below it and re-exported: the root
+(``chainlab._error_root``), the plan's :class:`Problem` values (``chainlab._problems``) and
+the StoreError branch (``chainlab._store_errors``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+# below the tree, public here: its root, the plan's problems (values, not exceptions) and
+# the store's branch
+from chainlab._error_root import ChainlabError
+from chainlab._problems import Problem, by_line, listing
+from chainlab._store_errors import (
+    RunNotFoundError,
+    StaleEpochError,
+    StoreError,
+    StoreFileError,
+    StoreServerError,
+)
 
 __all__ = [
     "ChainlabError",
@@ -68,6 +84,7 @@ __all__ = [
     "RunStateError",
     "StaleEpochError",
     "StoreError",
+    "StoreFileError",
     "StoreServerError",
     "ToolDefinitionError",
     "ToolError",
@@ -79,46 +96,12 @@ __all__ = [
     "by_line",
 ]
 
-
-class ChainlabError(Exception):
-    """Root of every error chainlab raises on purpose."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a plan.
-
-    ``code`` is one of a fixed vocabulary (see ``chainlab.plan.validate.PROBLEM_CODES``),
-    ``step_id`` the step it concerns (None for chain-level problems), ``field`` the field
-    (dotted path such as ``args.rows`` or ``retry.max_attempts``), ``line`` the 1-based line
-    in the YAML/JSON source when known.
-    """
-
-    code: str
-    message: str
-    step_id: str | None = None
-    field: str | None = None
-    line: int | None = None
-    column: int | None = None
-
-    def __str__(self) -> str:
-        where = []
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.step_id is not None:
-            where.append(f"step {self.step_id!r}")
-        if self.field:
-            where.append(self.field)
-        prefix = ", ".join(where)
-        return f"[{self.code}] {prefix + ': ' if prefix else ''}{self.message}"
-
-
-def by_line(problems: Iterable[Problem]) -> list[Problem]:
-    """Problems in the order a reader meets them in the text: by line, then column;
-    problems without a line (data not loaded from text) keep their order, after the rest."""
-    return sorted(
-        problems, key=lambda p: (p.line is None, p.line or 0, p.column or 0)
-    )
+# the classes that live below name this module, their public home, as theirs (tracebacks,
+# pickles and the API pages show ``chainlab.errors.StoreFileError`` as before)
+for _cls in (ChainlabError, RunNotFoundError, StaleEpochError, StoreError, StoreFileError,
+             StoreServerError):
+    _cls.__module__ = __name__
+del _cls
 
 
 class PlanError(ChainlabError, ValueError):
@@ -130,14 +113,7 @@ class PlanError(ChainlabError, ValueError):
             [problems] if isinstance(problems, Problem) else problems
         )
         self.chain_name = chain_name
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        n = len(self.problems)
-        head = f"chain {self.chain_name!r}" if self.chain_name else "plan"
-        lines = [f"{head} has {n} problem{'s' if n != 1 else ''}:"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
+        super().__init__(listing(self.problems, chain_name))
 
     @property
     def codes(self) -> list[str]:
@@ -216,45 +192,6 @@ class UnknownStepError(RunStateError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return str(self.args[0])
-
-
-class StoreError(ChainlabError):
-    """The store cannot do what was asked."""
-
-
-class RunNotFoundError(StoreError, KeyError):
-    """No run with that id in the store."""
-
-    def __init__(self, run_id: str, known: Iterable[str] = ()):
-        from chainlab._text import did_you_mean
-
-        self.run_id = run_id
-        super().__init__(f"no run {run_id!r} in the store{did_you_mean(run_id, known)}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class StaleEpochError(StoreError):
-    """A newer writer took over the run (its epoch is higher); this writer must stop.
-
-    Nothing this writer tried to commit after the takeover was written.
-    """
-
-    def __init__(self, run_id: str, epoch: int, current: int | None, *,
-                 moved_on: tuple[int, int] | None = None):
-        self.run_id = run_id
-        self.epoch = epoch
-        self.current = current
-        self.moved_on = moved_on
-        if moved_on is not None:
-            text = (f"run {run_id!r} moved on since it was read (last event {moved_on[0]}, "
-                    f"now {moved_on[1]}): another process decided or drives it; read it again")
-        else:
-            text = (f"run {run_id!r}: writer epoch {epoch} is stale (the store is at epoch "
-                    f"{current}); another process resumed this run, so this one stops "
-                    "without writing")
-        super().__init__(text)
 
 
 class PlannerError(ChainlabError):
@@ -339,50 +276,6 @@ class DecisionError(RunStateError):
         super().__init__(message, run_id=run_id)
         self.step_id = step_id
         self.field = field
-
-
-class StoreFileError(StoreError):
-    """The store's database file cannot be used as it is; the message ends with the fix.
-
-    ``.path`` is the file, ``.fix`` what to do, ``.fault`` one of :attr:`FAULTS`:
-    ``"gone"`` deleted or replaced while in use (nothing written since is durable),
-    ``"readonly"`` this process may not write the file or its directory, ``"corrupt"`` not
-    a database or a damaged one, ``"locked"`` another process kept a write transaction open
-    too long, ``"old_schema"`` opened read-only but needs a migration, ``"unavailable"``
-    cannot be opened or created (missing, no such directory, disk full, I/O error).
-    """
-
-    FAULTS = ("gone", "readonly", "corrupt", "locked", "old_schema", "unavailable")
-
-    def __init__(self, path: str, fault: str, message: str, fix: str):
-        if fault not in self.FAULTS:
-            raise ValueError(f"fault must be one of {self.FAULTS}, got {fault!r}")
-        self.path = path
-        self.fault = fault
-        self.fix = fix
-        super().__init__(f"{message}; {fix}")
-
-
-class StoreServerError(StoreError):
-    """The store's database server cannot be used; the message ends with the fix.
-
-    ``.where`` is the server and database (the URL without its password), ``.fix`` what to
-    do, ``.fault`` one of :attr:`FAULTS`: ``"unreachable"`` no server answers there,
-    ``"credentials"`` the server refused the user or password, ``"no_database"`` the database
-    does not exist, ``"newer_schema"`` a newer chainlab migrated it, ``"dropped"`` the
-    connection was lost mid-operation (what was committed before is kept), ``"server"`` any
-    other refusal of the server.
-    """
-
-    FAULTS = ("unreachable", "credentials", "no_database", "newer_schema", "dropped", "server")
-
-    def __init__(self, where: str, fault: str, message: str, fix: str):
-        if fault not in self.FAULTS:
-            raise ValueError(f"fault must be one of {self.FAULTS}, got {fault!r}")
-        self.where = where
-        self.fault = fault
-        self.fix = fix
-        super().__init__(f"{message}; {fix}")
 
 
 class DriverAliveError(RunStateError):

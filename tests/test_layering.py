@@ -21,7 +21,8 @@ FORBIDDEN = frozenset({
     "httpx_sse", "mcp",
 })
 CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py",
-              "tools/**/*.py", "errors.py", "_json.py")
+              "tools/**/*.py", "errors.py", "_error_root.py", "_problems.py", "_store_errors.py",
+              "_json.py")
 
 
 def core_modules() -> list[Path]:
@@ -52,7 +53,8 @@ def forbidden_imports(source: str, filename: str = "<src>") -> list[tuple[int, s
 
 def test_the_core_is_where_we_think() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in core_modules()}
-    assert {"tools/__init__.py", "errors.py", "_json.py", "plan/__init__.py", "plan/schema.py",
+    assert {"tools/__init__.py", "errors.py", "_error_root.py", "_problems.py",
+            "_store_errors.py", "_json.py", "plan/__init__.py", "plan/schema.py",
             "plan/refs.py", "plan/graph.py", "plan/io.py", "plan/validate.py",
             "plan/jsonschema.py"} <= names
 
@@ -192,7 +194,9 @@ def test_import_chainlab_loads_only_the_exception_tree() -> None:
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, cwd=ROOT.parent)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == ["chainlab", "chainlab.errors"]
+    # (the tree's public home and the three parts of it defined below it)
+    assert json.loads(proc.stdout) == ["chainlab", "chainlab._error_root", "chainlab._problems",
+                                       "chainlab._store_errors", "chainlab.errors"]
 
 
 def test_without_its_source_the_block_simply_runs(tmp_path: Path) -> None:
@@ -213,7 +217,8 @@ def test_without_its_source_the_block_simply_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["chainlab.errors", "chainlab._json", "chainlab.tools", "chainlab.plan",
+    "module", ["chainlab.errors", "chainlab._error_root", "chainlab._problems",
+               "chainlab._store_errors", "chainlab._json", "chainlab.tools", "chainlab.plan",
                "chainlab.plan.schema", "chainlab.plan.refs", "chainlab.plan.graph",
                "chainlab.plan.io", "chainlab.plan.validate", "chainlab.plan.jsonschema",
                "chainlab.plan.parts", "chainlab.plan.syntax", "chainlab.plan.conditions",
@@ -234,7 +239,7 @@ def test_core_module_all_is_sorted_and_resolves(module: str) -> None:
 # at module level AND inside functions (imports under `if TYPE_CHECKING:` never run and are
 # not counted). The few deliberate upward hooks are listed by name below.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_text": 0, "_json": 0,
+    "errors": 0, "_error_root": 0, "_problems": 0, "_store_errors": 0, "_text": 0, "_json": 0,
     "events": 1,
     "plan": 2, "tools": 2,
     "store": 3,
@@ -248,7 +253,7 @@ LAYERS: dict[str, int] = {
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
-    ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
+    ("chainlab.runtime.run_view", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
     ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
@@ -257,8 +262,8 @@ HOOKS = frozenset({
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
 #: Runtime (and the faults demo, which starts a second Runtime) sit on top
 RUNTIME_SUBLAYERS: dict[str, int] = {
-    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4, "runtime": 4,
-    "faults": 4,
+    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
+    "hosting": 4, "launching": 4, "runtime": 4, "faults": 4,
 }
 
 

@@ -3,7 +3,10 @@
 * :mod:`chainlab.events.event`: :class:`Event` and the :class:`EventKind` vocabulary;
 * :mod:`chainlab.events.status`: step, run and attempt status enums with their transition
   tables;
-* :mod:`chainlab.events.fold`: :class:`RunState`, the run's state derived from its events.
+* :mod:`chainlab.events.fold`: :class:`RunState`, the run's state derived from its events
+  (its handlers, by group: :mod:`~chainlab.events.fold_steps`,
+  :mod:`~chainlab.events.fold_decisions`, :mod:`~chainlab.events.fold_jobs`,
+  :mod:`~chainlab.events.fold_run`).
 
 Plan-independent readers (views, the timeline, a store, a watcher in another process) import
 this package without the scheduler kernel or a store (stdlib only).

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from chainlab.jupyter._loop import eager
-from chainlab.jupyter.run_widget.widget import Prelaid, RunWidget
+from chainlab.jupyter.run_widget.deferred import Prelaid
+from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems

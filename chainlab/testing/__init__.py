@@ -1,9 +1,11 @@
 """Test doubles for chains and your own tools: an injected clock, flaky/slow/recording tools,
 an event recorder, (in :mod:`chainlab.testing.openai_server`) a scripted
-OpenAI-compatible HTTP server for planner tests and demos, and (in
+OpenAI-compatible HTTP server for planner tests and demos (its script items in
+:mod:`chainlab.testing.openai_script`), and (in
 :mod:`chainlab.testing.mcp_server`, ``python -m chainlab.testing.mcp_server``) a real MCP
 server whose tools cover every annotation case, (in :mod:`chainlab.testing.job_server`) a
-real job backend for remote jobs (``JobServer``), and (in :mod:`chainlab.testing.replay`
+real job backend for remote jobs (``JobServer``; the server process itself in
+:mod:`chainlab.testing.job_backend`), and (in :mod:`chainlab.testing.replay`
 and :mod:`chainlab.testing.export`) the replay of a recorded run and its export as a
 pytest regression test. They are product code (tested like
 it) because users need them too; nothing outside tests and demos uses them.

@@ -2,25 +2,11 @@
 
 For tests, tutorials and demos: the real ``openai`` client talks HTTP to it, so everything
 between the planner and the wire is exercised. Each ``POST .../chat/completions`` consumes
-the next script item, in order:
-
-==================  ==========================================================
-script item         the server answers
-==================  ==========================================================
-``dict`` / Chain    200, the message content is the plan as JSON text
-``str``             200, the message content is exactly this text
-``int``             that HTTP status with an OpenAI-style error body
-``float``           waits that many seconds, then 504 (the client has usually
-                    timed out by then)
-``Delay(s, item)``  waits ``s`` seconds, then answers ``item``
-``Reply(...)``      full control: content, status, delay, refusal, raw body
-callable            ``fn(request: RecordedRequest) -> item`` (dynamic answers)
-==================  ==========================================================
-
+the next item of its script, in order (:mod:`chainlab.testing.openai_script` lists what an
+item can be: a plan, text, an HTTP status, a delay, ``Delay``, ``Reply`` or a callable).
 When the script is used up, the server answers 500 and counts ``server.unexpected``.
-Every request is recorded (``server.requests``: path, headers, parsed JSON body), so tests
-can assert the repair prompt and the ``response_format``. ``GET .../models`` lists
-``model``.
+Every request is recorded (``server.requests``, each a ``RecordedRequest``), so tests can
+assert the repair prompt and the ``response_format``. ``GET .../models`` lists ``model``.
 
 ``like`` makes the server take only what a kind of real server takes (:data:`SERVER_KINDS`);
 a request asking for more is refused the way that server refuses it, without consuming a
@@ -53,82 +39,13 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chainlab.plan.schema import Chain
+from chainlab.testing.openai_script import RecordedRequest, Reply, as_reply
 
-__all__ = ["SERVER_KINDS", "Delay", "FakeOpenAI", "RecordedRequest", "Reply", "Responder",
-           "ServerKind"]
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted answer. ``content`` is the assistant message text; ``status`` != 200
-    sends an error body instead (``error`` is its message); ``body`` replaces the whole JSON
-    body; ``delay_s`` waits first."""
-
-    content: str | None = None
-    status: int = 200
-    delay_s: float = 0.0
-    refusal: str | None = None
-    error: str | None = None
-    body: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Delay:
-    """Wait ``seconds``, then answer ``then`` (None: 504)."""
-
-    seconds: float
-    then: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """A request the server received (``headers`` keys are lower-case)."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any = None
-    received_at: float = field(default_factory=time.time)
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The chat messages sent (``[]`` when the body has none)."""
-        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
-
-    @property
-    def response_format(self) -> dict[str, Any] | None:
-        return self.body.get("response_format") if isinstance(self.body, dict) else None
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
-
-    @property
-    def tools(self) -> list[dict[str, Any]] | None:
-        """The ``tools`` sent (None when the request has none)."""
-        return self.body.get("tools") if isinstance(self.body, dict) else None
-
-    @property
-    def forced_function(self) -> str | None:
-        """The function name ``tool_choice`` forces, if any."""
-        choice = self.body.get("tool_choice") if isinstance(self.body, dict) else None
-        if isinstance(choice, dict):
-            name = (choice.get("function") or {}).get("name")
-            return name if isinstance(name, str) else None
-        return None
-
-    def text(self) -> str:
-        """All message contents joined (handy for ``assert "..." in request.text()``)."""
-        return "\n".join(str(m.get("content", "")) for m in self.messages)
-
-
-#: A dynamic script item: called with the request, returns a script item.
-Responder = Callable[[RecordedRequest], Any]
+__all__ = ["SERVER_KINDS", "FakeOpenAI", "ServerKind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,30 +106,6 @@ SERVER_KINDS: dict[str, ServerKind] = {
     "no-response-format": ServerKind("no-response-format", frozenset(), False,
                                      _plain_chat_refusal),
 }
-
-
-def as_reply(item: Any) -> Reply:
-    """Normalize a script item (see the module docstring). Raises TypeError."""
-    if isinstance(item, Reply):
-        return item
-    if isinstance(item, Chain):
-        return Reply(content=item.to_json(indent=None))
-    if isinstance(item, dict):
-        return Reply(content=json.dumps(item))
-    if isinstance(item, str):
-        return Reply(content=item)
-    if isinstance(item, bool):
-        raise TypeError("a script item may not be a bool")
-    if isinstance(item, int):
-        return Reply(status=item)
-    if isinstance(item, float):
-        return Reply(status=504, delay_s=item, error="fake server: delayed answer")
-    if isinstance(item, Delay):
-        then = as_reply(item.then) if item.then is not None else Reply(status=504)
-        return Reply(then.content, then.status, item.seconds + then.delay_s, then.refusal,
-                     then.error, then.body)
-    raise TypeError(f"unsupported script item {item!r}: use a plan dict, text, an HTTP "
-                    "status, a delay in seconds, Delay, Reply or a callable")
 
 
 class FakeOpenAI:

@@ -99,7 +99,12 @@ def design_and_run(lab: Lab, page: Any) -> None:
     expect(n).to_be_visible()
     expect(designer.locator(".cl-dsg-problems")).to_contain_text("invalid_args")
     click(n)
-    n.type("3")
+    # fill, not key presses: right after "run all cells" JupyterLab may still move focus to
+    # the notebook (its own timing, slower under load), and a key pressed then goes nowhere;
+    # fill focuses the box and types in one step. The value is checked first so that a lost
+    # edit (the box) and a lost round trip (the problems) fail with different messages.
+    n.fill("3")
+    expect(n).to_have_value("3")
     expect(designer.locator(".cl-dsg-problems")).to_have_count(0)
     click(designer.locator(".cl-dsg-add", has_text="total"))
     pick = designer.locator(".cl-dsg-arg-items .cl-dsg-refpick select")

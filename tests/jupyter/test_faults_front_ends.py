@@ -146,7 +146,7 @@ async def test_chain_fault_magic(sh: Harness) -> None:
 
 def test_the_event_log_says_what_was_injected_and_what_was_refused() -> None:
     from chainlab.events import Event
-    from chainlab.jupyter.run_widget.inspector import event_line
+    from chainlab.jupyter.run_widget.event_log import event_line
 
     fault = Event("r", 7, 0.0, 1, EventKind.FAULT_INJECTED, "b",
                   payload={"fault": "raise", "error_kind": "permanent", "by": "widget"})

@@ -349,7 +349,7 @@ async def test_inspector_log_and_timeline_tabs(env: Env) -> None:
 
 
 async def test_event_lines() -> None:
-    from chainlab.jupyter.run_widget.inspector import event_line
+    from chainlab.jupyter.run_widget.event_log import event_line
     from chainlab.store import Event
 
     ev = Event("r", 12, 0.0, 1, "step_retry_scheduled", "fetch", 2,
@@ -360,7 +360,7 @@ async def test_event_lines() -> None:
 
 
 def test_event_log_fills_gaps_from_the_store() -> None:
-    from chainlab.jupyter.run_widget.inspector import EventLog
+    from chainlab.jupyter.run_widget.event_log import EventLog
     from chainlab.store import Event
 
     def ev(seq: int) -> Event:

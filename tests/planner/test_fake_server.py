@@ -14,14 +14,8 @@ import openai
 import pytest
 
 from chainlab import Chain
-from chainlab.testing.openai_server import (
-    Delay,
-    FakeOpenAI,
-    RecordedRequest,
-    Reply,
-    as_reply,
-    error_body,
-)
+from chainlab.testing.openai_script import Delay, RecordedRequest, Reply, as_reply
+from chainlab.testing.openai_server import FakeOpenAI, error_body
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,8 @@ import pytest
 from chainlab.planner import plan_and_start
 from chainlab.planner.output import OutputMode, forget_modes, remembered_mode
 from chainlab.planner.policy import model_schema
-from chainlab.testing.openai_server import Delay, FakeOpenAI, ServerKind, error_body
+from chainlab.testing.openai_script import Delay
+from chainlab.testing.openai_server import FakeOpenAI, ServerKind, error_body
 
 from .conftest import REQUEST, Project, planner_for, valid_plan
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from chainlab.planner.openai import OpenAIPlanner
-from chainlab.testing.openai_server import Delay, FakeOpenAI, Reply
+from chainlab.testing.openai_script import Delay, Reply
+from chainlab.testing.openai_server import FakeOpenAI
 
 from .conftest import REQUEST, Project, chain_args, planner_for, valid_plan
 

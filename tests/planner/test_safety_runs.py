@@ -12,7 +12,8 @@ import pytest
 from chainlab import Chain
 from chainlab.planner import FallbackPlanner, plan_and_start
 from chainlab.runtime import RunStatus
-from chainlab.testing.openai_server import Delay, FakeOpenAI
+from chainlab.testing.openai_script import Delay
+from chainlab.testing.openai_server import FakeOpenAI
 
 from .conftest import REQUEST, Project, planner_for, valid_plan
 

@@ -23,6 +23,7 @@ again only when its DOT text changes (a literal edit only restyles it), at most 
 ``DAG_DELAY_S`` while someone types.
 
 The parts: :mod:`.widget` (:class:`ChainDesigner`: the panels and the Python API),
+:mod:`.editing` (the step edits of the Python API, a base of :class:`ChainDesigner`),
 :mod:`.draft` (the draft, no widgets), :mod:`.edits` (the API's edits as functions of the
 draft), :mod:`.head` (name, verdict, context, Run, Write cell), :mod:`.view` (palette and
 DAG), :mod:`.editor` with :mod:`.form` and :mod:`.args` (the step form and the YAML tab),

@@ -1,27 +1,27 @@
 """``ChainDesigner``: the widget that drafts and edits a chain (what it is and its parts:
 :mod:`chainlab.jupyter.designer`). It composes the panels (head bar, palette, DAG, step form,
 YAML tab), holds the Python API that scripts, tests and the panels call (the form and the
-palette take it as a :class:`~.host.DesignerHost`), and redraws after every change of the
-draft."""
+palette take it as a :class:`~.host.DesignerHost`; the step edits are :mod:`.editing`), and
+redraws after every change of the draft."""
 
 from __future__ import annotations
 
 import contextlib
 import html
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
 import chainlab.jupyter.designer.cell as cell
-import chainlab.jupyter.designer.edits as edits
 import chainlab.jupyter.launch as launch
 from chainlab.errors import PlanError, Problem
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, home_loop
 from chainlab.jupyter.designer.context import ContextForm
 from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference
+from chainlab.jupyter.designer.editing import StepEdits
 from chainlab.jupyter.designer.editor import Editor
 from chainlab.jupyter.designer.head import HeadBar
 from chainlab.jupyter.designer.view import DagPreview, Later, Palette
@@ -40,9 +40,9 @@ DAG_DELAY_S = 0.15  # the DAG is laid out at most this often while someone types
 
 
 # ============================================================================ the designer
-class ChainDesigner(W.VBox):
+class ChainDesigner(StepEdits, W.VBox):
     """Draft and edit a chain without typing YAML; the same Python API for scripts, tests
-    and the widget's own controls.
+    and the widget's own controls (its step edits: :class:`~.editing.StepEdits`).
 
     ``ChainDesigner(toolbox, chain=None, *, name="draft", context=None, db=None)``;
     display it to get the palette, the step form, the DAG, the YAML tab, Run and Write cell.
@@ -174,64 +174,6 @@ class ChainDesigner(W.VBox):
         keys, outputs and output fields of steps that do not depend on it, save_as keys."""
         return self._draft.references(step_id)
 
-    def add_step(self, tool: str, step_id: str | None = None, args: Mapping[str, Any] | None
-                 = None, depends_on: Iterable[str] | None = None, save_as: str | None = None,
-                 when: str | None = None) -> str:
-        """Append a step calling ``tool``; returns its id (default: the tool's name, made
-        unique). Raises DesignerError for a taken or malformed id. An unknown tool is not
-        an error here: it is an ``unknown_tool`` problem, like everything validation finds."""
-        step_id, data = edits.add_step(self._draft, tool, step_id, args, depends_on, save_as,
-                                       when)
-        self._draft.write(data, self._origin)
-        return step_id
-
-    def update_step(self, step_id: str, **fields: Any) -> None:
-        """Set fields of a step (``tool``, ``args`` (replaced whole), ``depends_on``,
-        ``save_as``, ``when``, ``retry``, ``timeout_s``, ``rollback``, ``confirm``,
-        ``description``); ``None`` resets a field to its default; ``id=`` renames (see
-        :meth:`rename_step`). Raises DesignerError for an unknown step or field."""
-        if "id" in fields:
-            new = fields.pop("id")
-            if new != step_id:
-                self.rename_step(step_id, new)
-                step_id = new
-        self._draft.write(edits.update_step(self._draft, step_id, fields), self._origin)
-
-    def set_arg(self, step_id: str, name: str, value: Any) -> None:
-        """Set one argument (a literal, or a reference such as ``"{{ steps.a.output }}"``).
-        Raises DesignerError for an unknown step."""
-        self._draft.write(edits.set_arg(self._draft, step_id, name, value), self._origin)
-
-    def unset_arg(self, step_id: str, name: str) -> None:
-        """Leave an argument out (a required one becomes an ``invalid_args`` problem)."""
-        data = edits.unset_arg(self._draft, step_id, name)
-        if data is not None:
-            self._draft.write(data, self._origin)
-
-    def remove_step(self, step_id: str) -> None:
-        """Remove a step. Other steps' ``depends_on`` entries and breakpoints naming it go
-        too; references to its output stay and show as ``unknown_reference`` problems, so
-        you see what needs a new source. Raises DesignerError for an unknown step."""
-        data = edits.remove_step(self._draft, step_id)
-        if self.selected == step_id:
-            self.selected = edits.neighbour(self._draft, step_id)
-        self._draft.write(data, self._origin)
-
-    def rename_step(self, old: str, new: str) -> None:
-        """Rename a step; ``depends_on`` entries, references (``{{ steps.OLD.output }}``
-        in args, ``when`` and rollback args) and breakpoints follow. Raises DesignerError
-        for an unknown step or a taken or malformed new id."""
-        data = edits.rename_step(self._draft, old, new)
-        if data is None:
-            return
-        self._draft.write(data, self._origin)
-        if self.selected == old:
-            self.select(new)
-
-    def set_name(self, name: str) -> None:
-        """Rename the chain (``name`` must match ``[A-Za-z0-9_.-]+``; else a problem)."""
-        self._draft.write(edits.set_name(self._draft, name), self._origin)
-
     def revalidate(self) -> None:
         """Check the draft again (after tools were added to or removed from the toolbox)."""
         self.palette.build(self.toolbox)
@@ -294,12 +236,6 @@ class ChainDesigner(W.VBox):
         self._say(cell.write(self.cell_text(), self.dag.canvas, self.model_id))
 
     # ------------------------------------------------------------------ reacting
-    def _edit_from(self, origin: str, fn: Callable[[], Any]) -> Any:
-        before, self._origin = self._origin, origin
-        try:
-            return fn()
-        finally:
-            self._origin = before
 
     def _changed(self, origin: str) -> None:
         self._refresh(origin)

@@ -194,7 +194,7 @@ def show_timeline(run: Run, *, all_columns: bool = False) -> None:
 
     frame = attempts_frame(run.runtime.store, run.run_id)
     if not all_columns:
-        from chainlab.jupyter.run_widget.inspector import SHOWN_COLUMNS
+        from chainlab.jupyter.run_widget.timeline_tab import SHOWN_COLUMNS
 
         frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
         frame = frame.astype(object).where(frame.notna(), "")

@@ -19,8 +19,8 @@ from chainlab.events.status import RunStatus, StepStatus
 if TYPE_CHECKING:
     from chainlab.events import Event
     from chainlab.events.fold import StepState
+    from chainlab.jupyter.run_widget.event_log import EventLog
     from chainlab.jupyter.run_widget.host import RunHost
-    from chainlab.jupyter.run_widget.inspector import EventLog
     from chainlab.runtime.runtime import Run
 
 __all__ = ["RunAt", "Scrubber"]

@@ -12,85 +12,54 @@ that made it returned, and while a cell awaits ``run.wait()``.
 The widget is the host of its panels (:mod:`.host`): each panel gets the widget as a
 :class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view``
 to draw (the run, or the scrubber's past state, :mod:`.scrubber`). The toolbar's rules and
-the header lines are pure functions in :mod:`.controls`.
+the header lines are pure functions in :mod:`.controls`; the toolbar is :mod:`.toolbar`,
+the tabs :mod:`.tabs`, the failure line :mod:`.failure`. What is built before the run
+starts and when the rest is built (a run never waits for its widget) is :mod:`.deferred`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 import ipywidgets as W
 
-from chainlab.events import Event, EventKind
+from chainlab.events import Event
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop
-from chainlab.jupyter.run_widget.choices import set_choices
 from chainlab.jupyter.run_widget.confirm import RollbackConfirm
-from chainlab.jupyter.run_widget.controls import (
-    BUTTONS,
-    enabled,
-    failure_html,
-    first_failure,
-    header_html,
-    pending_breakpoints,
-    queue_html,
-)
+from chainlab.jupyter.run_widget.controls import header_html, pending_breakpoints, queue_html
 from chainlab.jupyter.run_widget.dag import DagView
+from chainlab.jupyter.run_widget.deferred import SETTLING, DeferredBuild, Prelaid
+from chainlab.jupyter.run_widget.event_log import EventLog
+from chainlab.jupyter.run_widget.failure import FailureLine
 from chainlab.jupyter.run_widget.faults import FaultsPanel
-from chainlab.jupyter.run_widget.inbox import Inbox
-from chainlab.jupyter.run_widget.inspector import EventLog, StepInspector, TimelineTab
+from chainlab.jupyter.run_widget.fork import fork_notes
 from chainlab.jupyter.run_widget.legend import BREAK_MARK
 from chainlab.jupyter.run_widget.scrubber import RunAt, Scrubber
+from chainlab.jupyter.run_widget.stale import stale_note
+from chainlab.jupyter.run_widget.tabs import RunTabs
+from chainlab.jupyter.run_widget.toolbar import Toolbar
 from chainlab.jupyter.views import error_html
-from chainlab.plan.schema import Chain
 from chainlab.render.display import step_badges
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
-from chainlab.tools import Toolbox
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunView
     from chainlab.jupyter.session import NotebookSession
 
-__all__ = ["Prelaid", "RunWidget"]
+__all__ = ["RunWidget"]
 
 REDRAW_RATE = 10.0  # redraws per second, at most
-_SETTLING = frozenset({EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED,
-                       EventKind.RUN_ROLLED_BACK, EventKind.RUN_ROLLBACK_FAILED,
-                       EventKind.RUN_SUSPENDED})
-_BUILD_AT_THE_LATEST_S = 0.25  # a deferred widget's panels, if no step started by then
-_BUILD_AFTER = frozenset({EventKind.STEP_STARTED, EventKind.STEP_WAITING_CONFIRMATION,
-                          EventKind.RUN_PAUSED, *_SETTLING})
 _PARTS = frozenset({
     "failure", "show_failure", "error", "buttons", "next_step", "queue", "event_log", "scrubber",
-    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs", "faults",
+    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs", "faults", "toolbar",
+    "failure_line",
 })
-
-
-class Prelaid:
-    """What a run's widget can build before the run starts (``%chain run``, the designer's
-    Run): the DAG laid out by Graphviz and the first widgets, so that between the run's
-    creation and its first step only the widget's box is made (issue 29)."""
-
-    def __init__(self, chain: Chain, toolbox: Toolbox, chains: Mapping[str, Chain]):
-        self.dag = DagView(chain, toolbox, chains)
-        self.style = W.HTML(style_tag())
-        self.header = W.HTML()
-
-
-def stale_html(run_id: str) -> str:
-    """The one line a run widget shows once its kernel session has ended (a restart, a
-    reopened notebook): what happened and the commands that reattach to the run."""
-    rid = html.escape(run_id)
-    return ("<div class=\"cl-stale-line\">This run widget belongs to a kernel session that "
-            "has ended, so its buttons no longer reach the run. Reattach: "
-            f"<code>%chain show {rid}</code> (or <code>%chain resume {rid}</code> to drive "
-            "it on)</div>")
 
 
 class RunWidget(W.VBox):
@@ -104,7 +73,6 @@ class RunWidget(W.VBox):
         self.session = session
         self.last_error: BaseException | None = None
         self._loop = home_loop()  # where runs are driven; clicks may arrive on another thread
-        self._was_waiting = 0  # cards in the inbox at the last refresh
         self._unsubscribe: Callable[[], None] | None = None
         self._soon = False
         self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
@@ -115,11 +83,7 @@ class RunWidget(W.VBox):
         self._pending = False
         self.header = prelaid.header if prelaid is not None else W.HTML()
         self.header.value = header_html(run, run.status, last_seq=run.last_seq)
-        # issue 29 item 10: hidden by the CSS while the widget's kernel is connected; after
-        # a kernel restart the front end marks every view `jupyter-widgets-disconnected`
-        # and this line shows instead of dead buttons
-        self.stale_note = W.HTML(stale_html(run.run_id))
-        self.stale_note.add_class("cl-stale")
+        self.stale_note = stale_note(run.run_id)  # shown once the kernel session ended
         super().__init__([prelaid.style if prelaid is not None else W.HTML(style_tag()),
                           self.stale_note, self.header])
         self.add_class("cl-run")
@@ -128,22 +92,9 @@ class RunWidget(W.VBox):
             # started from a cell must not wait for them. Build once its first steps have
             # started (or it stopped, or soon anyway); the widget catches up from the log.
             self._pending = True
-            self._early_events: list[Event] = []
-            self._early = run.subscribe(self._early_event)
-            self._loop.call_later(_BUILD_AT_THE_LATEST_S, self._build_soon)
-            if run.paused:  # started paused (step-through): no step will start by itself
-                self._build_soon()
+            self._deferred = DeferredBuild(run, self._loop, self.build)
         else:
-            self._build()
-
-    def _early_event(self, ev: Event) -> None:
-        self._early_events.append(ev)  # the log may not be committed yet when we build
-        if ev.kind in _BUILD_AFTER:
-            self._build_soon()
-
-    def _build_soon(self) -> None:
-        if self._pending and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon(self.build)
+            self._build(None)
 
     def __getattr__(self, name: str) -> Any:
         # a panel asked for before the deferred build (a script, a test): build it now
@@ -163,54 +114,37 @@ class RunWidget(W.VBox):
         if not self.__dict__.get("_pending"):
             return
         self._pending = False
-        early = self.__dict__.pop("_early", None)
-        if early is not None:
-            early()
-        self._build()
+        deferred = self.__dict__.pop("_deferred", None)
+        self._build(deferred.stop() if deferred is not None else None)
 
-    def _build(self) -> None:
+    def _build(self, early: list[Event] | None) -> None:
+        """``early``: a deferred build, the events recorded before it."""
         run = self.run
         self.built_at = run.last_seq
         self.error = W.HTML()
-        self.buttons: dict[str, W.Button] = {}
-        for name, label, icon, tip in BUTTONS:
-            b = W.Button(description=label, icon=icon, tooltip=tip,
-                         layout=W.Layout(width="auto"))
-            b.on_click(lambda _, name=name: self.press(name))
-            self.buttons[name] = b
-        self.next_step = W.Dropdown(description="next", options=[], layout=W.Layout(width="16em"))
+        self.rollback_confirm = RollbackConfirm(self)  # asks before Rollback (issue 18)
+        self.toolbar = Toolbar(self, self.rollback_confirm)
+        self.buttons, self.next_step = self.toolbar.buttons, self.toolbar.next_step
         self.queue = W.HTML()
-        toolbar = W.HBox([*self.buttons.values(), self.next_step])
-        toolbar.add_class("cl-toolbar")
         self.event_log = EventLog(self._log_lines)
         self.scrubber = Scrubber(self, self.event_log)
-        self.rollback_confirm = RollbackConfirm(self)  # asks before Rollback (issue 18)
         self.dag = self._dag if self._dag is not None else DagView(
             run.chain, run.runtime.toolbox, run.runtime.chains)
-        self.inbox = Inbox(self)
-        self.inspector = StepInspector(self)
-        self.timeline = TimelineTab(self)
-        self.tabs = W.Tab(children=[self.inbox, self.inspector, self.event_log, self.timeline])
-        self.tabs.titles = ("Approvals", "Inspector", "Events", "Timeline")
-        self.tabs.observe(self._tab_selected, names="selected_index")
+        self.tabs = RunTabs(self, self.event_log)
+        self.inbox, self.inspector, self.timeline = \
+            self.tabs.inbox, self.tabs.inspector, self.tabs.timeline
         self.faults = FaultsPanel(self)  # issue 19: demo fault injection, collapsed, off
         # issue 29: the first failure, named, one click from the inspector; a node click
         # selects its step there too
-        self.failure = W.HTML()
-        self.show_failure = W.Button(description="Show in inspector", icon="search",
-                                     tooltip="open this step in the Inspector",
-                                     layout=W.Layout(width="auto", display="none"))
-        self.show_failure.on_click(lambda _: self._show_failed())
-        failure = W.HBox([self.failure, self.show_failure])
-        failure.add_class("cl-failure-line")
+        self.failure_line = FailureLine(self, self.tabs)
+        self.failure, self.show_failure = self.failure_line.text, self.failure_line.button
         if self.dag.clicks is not None:
             self.dag.clicks.observe(self._node_clicked, names="selected")
         prelaid = cast("Any", self).children[0]  # (ipywidgets' traits are untyped)
-        self.children = [prelaid, self.stale_note, self.header, toolbar,
-                         self.rollback_confirm, self.scrubber, self.queue, self.error, failure,
-                         self.dag, self.tabs, self.faults]
+        self.children = [prelaid, self.stale_note, self.header, self.toolbar,
+                         self.rollback_confirm, self.scrubber, self.queue, self.error,
+                         self.failure_line, self.dag, self.tabs, self.faults]
         self.attach(run)
-        early = self.__dict__.pop("_early_events", None)
         if early is not None:  # deferred: catch up with what happened before the build
             try:
                 self.event_log.fill(run.history())  # (committed first)
@@ -247,9 +181,9 @@ class RunWidget(W.VBox):
     def close(self) -> None:
         self._throttle.cancel()
         self._pending = False
-        early = self.__dict__.pop("_early", None)
-        if early is not None:
-            early()
+        deferred = self.__dict__.pop("_deferred", None)
+        if deferred is not None:
+            deferred.stop()
         if isinstance(self.run, WatchedRun):
             self.run.stop()
         if self._unsubscribe is not None:
@@ -262,7 +196,7 @@ class RunWidget(W.VBox):
         # bookkeeping: record the event and redraw later, from a consistent state
         self.event_log.add(ev)
         self.schedule_refresh()
-        if ev.kind in _SETTLING:
+        if ev.kind in SETTLING:
             # the run's last event (or it waits for a person): replace the static output NOW,
             # before `await run.wait()` returns and the cell that awaits it ends (nbclient
             # keeps only the outputs of the cell it executes)
@@ -294,10 +228,6 @@ class RunWidget(W.VBox):
             self.refresh()
         except Exception as exc:
             self.show_error(exc, action="redraw")
-
-    def _tab_selected(self, change: dict[str, Any]) -> None:
-        if change["new"] == 3:
-            self.timeline.shown()
 
     # ------------------------------------------------------------------ drawing
     @property
@@ -337,74 +267,25 @@ class RunWidget(W.VBox):
         self.dag.update(self.statuses(), self.badges())
         self._set(self.header, header_html(view, status, last_seq=self.scrubber.last))
         ready = view.ready_steps()
-        set_choices(self.next_step, ready)  # release order; the first is preselected
+        self.toolbar.sync(view, status, ready)
         self._set(self.queue, queue_html(view, ready))
-        can = enabled(view, status, ready)
-        for name, button in self.buttons.items():
-            if button.disabled == can[name]:
-                button.disabled = not can[name]
-        self.next_step.layout.display = "" if can["step"] else "none"
-        self.inbox.sync()
-        waiting = len(self.inbox.cards)
-        titles = (f"Approvals ({waiting})" if waiting else "Approvals", "Inspector", "Events",
-                  "Timeline")
-        if tuple(self.tabs.titles) != titles:
-            self.tabs.titles = titles
-        if waiting and self.tabs.selected_index != 0 and self._was_waiting == 0:
-            self.tabs.selected_index = 0  # a new decision is due: show the inbox
-        self._was_waiting = waiting
-        self.inspector.refresh()
-        self._draw_failure(view)
+        self.tabs.sync()
+        self.failure_line.sync(view)
         self.faults.refresh()
         if self.event_log.gap:
             self._read_stored_events(view)
         self.event_log.upto = self.scrubber.seq
         self.event_log.refresh()
-        self._fork_notes()
-
-    def _draw_failure(self, view: RunView) -> None:
-        self._set(self.failure, failure_html(view))
-        found = first_failure(view)
-        self.show_failure.layout.display = "" if found else "none"
-        if found is not None:
-            self.show_failure.description = f"Show {found[0]!r}"
-            if not self.inspector.picked and self.inspector.picker.value != found[0]:
-                self.inspector.select_quietly(found[0])  # the inspector opens on it
-
-    def _show_failed(self) -> None:
-        found = first_failure(self.view)
-        if found is not None:
-            self.inspect(found[0])
+        fork_notes(self.run, self.inbox, self.event_log.events)
 
     def inspect(self, step_id: str) -> None:
         """Show ``step_id`` in the Inspector tab (what a click on its node does)."""
-        self.inspector.select(step_id)
-        self.tabs.selected_index = 1
+        self.tabs.inspect(step_id)
 
     def _node_clicked(self, change: dict[str, Any]) -> None:
         step_id = change["new"]
         if step_id and step_id in self.view.steps:
             self.inspect(step_id)
-
-    def _fork_notes(self) -> None:
-        """On a fork's approval cards: what the parent run already did with the step."""
-        if "forked_from" not in self.run.record.meta:
-            return
-        for step_id, card in self.inbox.cards.items():
-            if getattr(card, "_fork_note", False):
-                continue
-            note = self._fork_note(step_id)
-            if note:
-                card._fork_note = True  # type: ignore[attr-defined]
-                card.children = (*card.children, W.HTML(
-                    f'<div class="cl-note cl-fork-note">↳ fork: {html.escape(note)}</div>'))
-
-    def _fork_note(self, step_id: str) -> str | None:
-        for ev in reversed(self.event_log.events):
-            if ev.kind == "step_waiting_confirmation" and ev.step_id == step_id:
-                fork = ev.payload.get("fork")
-                return fork.get("note") if isinstance(fork, dict) else None
-        return None
 
     @staticmethod
     def _set(widget: W.HTML, value: str) -> None:
@@ -413,23 +294,9 @@ class RunWidget(W.VBox):
 
     # ------------------------------------------------------------------ actions
     def press(self, name: str) -> None:
-        """What each toolbar button does (``widget.buttons[name].click()`` calls this)."""
-        run = self.run
-        if name == "continue":
-            self.act("continue", run.unpause)
-        elif name == "pause":
-            self.act("pause", run.pause)
-        elif name == "step":
-            chosen = self.next_step.value
-            self.act("step", lambda: run.step(chosen))
-        elif name == "resume":
-            self.act("resume", self.live)
-        elif name == "cancel":
-            self.act("cancel", run.cancel)
-        elif name == "rollback":
-            self.rollback_confirm.ask()  # says what will be compensated; Roll back acts
-        else:
-            raise ValueError(f"no button {name!r}; buttons: {', '.join(self.buttons)}")
+        """What the toolbar button ``name`` does, as ``widget.buttons[name].click()`` (see
+        :meth:`.toolbar.Toolbar.press`)."""
+        self.toolbar.press(name)
 
     async def live(self) -> Run:
         """The run driven by this kernel: itself, or resumed from its store (then shown

@@ -1,0 +1,71 @@
+"""The fold's handlers for what a person decides (part of the fold,
+:mod:`chainlab.events.fold`, which dispatches every event kind to one handler).
+
+A step waits for a person (its tool asks, a fork asks first, or the run's budget ran out),
+then is approved (perhaps with edited args, perhaps raising the run's budget) or rejected;
+a step in doubt is resolved by a person through the step events (see
+:mod:`chainlab.events.fold_steps`), which record that decision with
+:func:`record_decision` too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chainlab.events.event import Event, EventKind
+from chainlab.events.status import StepStatus
+
+if TYPE_CHECKING:
+    from chainlab.events.fold import Handler, RunState, StepState
+
+__all__ = ["HANDLERS", "record_decision"]
+
+S = StepStatus
+
+
+def record_decision(st: StepState, ev: Event, action: str) -> None:
+    """Keep the last person's decision on step ``st``: ``action``, who (``by``) and when."""
+    st.decided = {"action": action, "by": ev.payload.get("by"), "ts": ev.ts}
+
+
+def _on_waiting(state: RunState, ev: Event) -> None:
+    st = state.step(ev.step_id or "")
+    state.set_status(st, S.WAITING_CONFIRMATION)
+    p = ev.payload
+    st.args = p.get("args")
+    st.args_hash = p.get("args_hash")
+    st.preview = p.get("preview")
+    st.approved_hash = None
+    st.waiting_since = ev.ts
+    st.reason = p.get("reason")  # budget_exceeded, or None: the tool asks
+
+
+def _on_approved(state: RunState, ev: Event) -> None:
+    st = state.step(ev.step_id or "")
+    state.set_status(st, S.READY)
+    st.reason = None
+    p = ev.payload
+    if p.get("args") is not None:
+        st.args = p["args"]
+    st.args_hash = p.get("args_hash", st.args_hash)
+    st.approved_hash = st.args_hash
+    st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts,
+                   "by": p.get("by"), "over_budget": bool(p.get("over_budget"))}
+    if p.get("budget") is not None:  # a person raised the run's budget
+        state.budget = dict(p["budget"])
+    record_decision(st, ev, "approved")
+
+
+def _on_rejected(state: RunState, ev: Event) -> None:
+    st = state.step(ev.step_id or "")
+    state.set_status(st, S.REJECTED)
+    st.reason = ev.payload.get("reason")
+    st.ended_at = ev.ts
+    record_decision(st, ev, "rejected")
+
+
+HANDLERS: dict[str, Handler] = {
+    EventKind.STEP_WAITING_CONFIRMATION: _on_waiting,
+    EventKind.STEP_APPROVED: _on_approved,
+    EventKind.STEP_REJECTED: _on_rejected,
+}
