@@ -4,7 +4,8 @@
 
     ChainlabError
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
-    │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
+    │   ├── CycleError            ... because its dependencies form a cycle (``.cycle``)
+    │   └── InputError            ... a context that does not fit the declared ``inputs``
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
     │   ├── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
     │   └── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
