@@ -204,3 +204,12 @@ async def test_the_context_form_comes_from_the_declared_inputs(d: ChainDesigner)
     offered = [str(label) for label, _ in d.form.rows["total"].ref.options]
     assert [o for o in offered if o.startswith("context.")] == [
         "context.copies", "context.currency", "context.customer"]
+
+
+async def test_renaming_a_step_renames_it_in_the_selected_output(d: ChainDesigner) -> None:
+    d.context = {"customer": "Ada"}
+    d.yaml = DECLARED + "output: '{{ steps.text.output }}'\n"
+    assert d.problems == []
+    d.rename_step("text", "invoice")
+    assert d.problems == [] and d.chain is not None
+    assert d.chain.output == "{{ steps.invoice.output }}"
