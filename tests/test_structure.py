@@ -1,7 +1,7 @@
 """Guardrails of the layout (issue 24): no import cycle among the imports that run, no module
 but the Runtime's own two reaching into its private members, no capability probed with
-``getattr`` on a store or an executor, and identities that stored runs depend on pinned
-byte for byte."""
+``getattr`` on a store or an executor, at most four modules over 400 lines, and identities
+that stored runs depend on pinned byte for byte."""
 
 from __future__ import annotations
 
@@ -297,3 +297,31 @@ def test_every_package_all_is_sorted_and_resolves(module: str) -> None:
     assert len(set(names)) == len(names), module
     for name in names:
         assert hasattr(mod, name), f"{module}.{name}"
+
+
+# ---------------------------------------------------------------------------- module size
+LONG_LINES = 400
+AT_MOST_LONG = 4  # issue 24: 16 modules were over 400 lines (kernel.py 745) before the split
+
+
+def long_modules(root: Path = ROOT, limit: int = LONG_LINES) -> dict[str, int]:
+    """chainlab modules over ``limit`` lines (as ``wc -l`` counts them) -> their length."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        n = path.read_bytes().count(b"\n")
+        if n > limit:
+            out[path.relative_to(root).as_posix()] = n
+    return out
+
+
+def test_the_size_counter_counts_lines(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text("x = 1\n" * 401)
+    (tmp_path / "small.py").write_text("x = 1\n" * 400)
+    assert long_modules(tmp_path) == {"big.py": 401}
+
+
+def test_at_most_four_modules_are_over_400_lines() -> None:
+    """A module a reader has to scroll through for a concept is a module with more than one
+    concept: split by concept (not by squeezing lines) before this fails."""
+    long = long_modules()
+    assert len(long) <= AT_MOST_LONG, f"{len(long)} modules over {LONG_LINES} lines: {long}"

@@ -7,7 +7,7 @@
     await run.inject("kill", "load")           # SIGKILL this process when load's call runs:
                                                # only in a disposable driver process
 
-Faults live beneath the one seam that calls a tool (``attempt.call_tool``): the run's
+Faults live beneath the one seam that calls a tool (``call.call_tool``): the run's
 executor is wrapped, so an injected failure is classified, retried, put in doubt and
 recorded exactly like a real one. Every injection is an event (``fault_injected``: the
 fault, the step, who injected it); a stale driver's refused write is recorded by the new

@@ -311,6 +311,10 @@ async def test_a_closed_runtime_leaves_no_idle_worker_threads_behind() -> None:
             run = await runtime.start(chain)
             assert (await run.wait()).ok
         pool = runtime.executor._threads  # type: ignore[attr-defined]
+        for _ in range(100):  # a body that just returned ends its thread right after
+            if pool.threads == 0:
+                break
+            await anyio.sleep(0.02)
         assert pool.threads == 0
     for _ in range(100):  # a closed thread leaves once it takes its end-of-work marker
         if _tool_threads() <= before:
@@ -335,3 +339,25 @@ def test_an_idle_worker_thread_ends_and_the_pool_grows_again() -> None:
     pool.submit(again.set)  # after the idle thread ended, a new one takes the job
     assert again.wait(5)
     pool.close()
+
+
+def test_a_full_pool_runs_its_backlog_even_when_closed_meanwhile() -> None:
+    """Jobs queued while every thread was busy are run by those threads, also when close()
+    came in between (a busy thread retires only when nothing waits for it)."""
+    from chainlab.runtime.engine.executors import _DaemonThreads
+
+    pool = _DaemonThreads(2)
+    gate = threading.Event()
+    done: list[int] = []
+    for i in range(2):
+        pool.submit(lambda i=i: (gate.wait(5), done.append(i)))
+    for i in range(2, 6):
+        pool.submit(lambda i=i: done.append(i))
+    pool.close()
+    gate.set()
+    for _ in range(500):
+        if len(done) == 6 and pool.threads == 0:
+            break
+        threading.Event().wait(0.01)
+    assert sorted(done) == list(range(6))
+    assert pool.threads == 0

@@ -1,5 +1,7 @@
 """The engine: ONE run in ONE process (DESIGN §4-8). Compile a chain into a graph, schedule
-it (the pure :mod:`.scheduler`), drive it (:mod:`.kernel`), run each attempt
-(:mod:`.attempt`: the one place a tool is called), apply a person's decisions
-(:mod:`.decisions`), recover an interrupted run (:mod:`.recovery`) and compensate
-(:mod:`.saga`). Imports nothing else from ``chainlab.runtime``."""
+it (the pure :mod:`.scheduler`), drive it (:mod:`.kernel`; its loop :mod:`.driver`, a step's
+way through the graph :mod:`.flow`), run each attempt (:mod:`.attempt`; :mod:`.call`: the
+one place a tool is called; :mod:`.fate`: what its outcome means; a remote job:
+:mod:`.jobsubmit`, :mod:`.jobwait`), apply a person's decisions (:mod:`.decisions`), recover
+an interrupted run (:mod:`.recovery`) and compensate (:mod:`.saga`). Imports nothing else
+from ``chainlab.runtime``."""

@@ -114,6 +114,8 @@ class _DaemonThreads:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+        self._retire = 0  # busy threads that end after their body (close() was called)
+        self._backlog = 0  # jobs queued while every thread was busy and none could start
 
     @property
     def threads(self) -> int:
@@ -128,16 +130,20 @@ class _DaemonThreads:
             elif self._threads < self.max_threads:
                 self._threads += 1
                 spawn = True
-            # else: queued until a thread is free
+            else:  # queued until a busy thread is free
+                self._backlog += 1
         self._queue.put(job)
         if spawn:
             threading.Thread(target=self._loop, name="chainlab-tool", daemon=True).start()
 
     def close(self) -> None:
-        """End the idle threads now (busy ones finish their body and stay for the next)."""
+        """End the idle threads now and the busy ones once their body returned (a thread
+        hands its result to the loop before it counts itself idle, so a body that just
+        returned may still count as busy here)."""
         with self._lock:
             retire, self._idle = self._idle, 0
             self._threads -= retire
+            self._retire = self._threads
         for _ in range(retire):
             self._queue.put(None)
 
@@ -157,6 +163,13 @@ class _DaemonThreads:
             job()
             del job
             with self._lock:
+                if self._backlog > 0:  # a queued job is this thread's next
+                    self._backlog -= 1
+                    continue
+                if self._retire > 0:
+                    self._retire -= 1
+                    self._threads -= 1
+                    return
                 self._idle += 1
 
 

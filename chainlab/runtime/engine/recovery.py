@@ -5,7 +5,7 @@ A completed step is never recomputed. An attempt that started but never ended is
 * else reconciled when the tool has ``reconcile`` (did the call take effect?),
 * else left ``in_doubt`` for a person (``run.resolve``).
 A remote job (``chainlab.tools.job``) is waited on again on its recorded handle, never
-submitted twice (``attempt.recover_job``).
+submitted twice (``jobsubmit.recover_job``).
 A run that was stopping (fail_fast failure, cancel) stops again instead of releasing more.
 A rollback interrupted by a crash carries on without compensating anything twice.
 """
@@ -19,8 +19,10 @@ import anyio
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
-from chainlab.runtime.engine.attempt import recover_job, start_timer
 from chainlab.runtime.engine.compile import Node
+from chainlab.runtime.engine.fate import start_timer
+from chainlab.runtime.engine.flow import child_done, finished, make_ready, resolver, unblocked
+from chainlab.runtime.engine.jobsubmit import recover_job
 from chainlab.runtime.engine.scheduler import Phase
 from chainlab.tools import JobTool, Reconciliation
 
@@ -71,7 +73,7 @@ def recover_now(k: Kernel) -> list[Node]:
                 to_reconcile.append(node)
         elif status == S.READY:
             args = dict(st.args) if st.approved_hash and st.args is not None else _args(k, node)
-            k.make_ready(node, args)
+            make_ready(k, node, args)
         elif status == S.RETRY_WAIT:
             k.args[step_id] = _args(k, node)
             k.sched.park(step_id)
@@ -82,7 +84,7 @@ def recover_now(k: Kernel) -> list[Node]:
             k.sched.park(step_id)
     for step_id, node in k.nodes.items():
         if node.is_group and k.steps[step_id].status == S.RUNNING:
-            k._child_done(node)
+            child_done(k, node)
     return to_reconcile
 
 
@@ -103,11 +105,11 @@ def _recover_pending(k: Kernel, node: Node) -> None:
         )
         reason = SkipReason.REJECTED if rejected else SkipReason.UPSTREAM_FAILED
         k.emit(K.STEP_SKIPPED, node.id, payload={"reason": reason, "because": blocked[0]})
-        k.finished(node)
+        finished(k, node)
     elif all(releases(k.steps[d].status, k.steps[d].reason) for d in node.deps):
         if k.sched.phase(node.id) == Phase.BLOCKED:
             k.sched.unblock(node.id)
-        k._unblocked(node)
+        unblocked(k, node)
 
 
 async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
@@ -139,7 +141,7 @@ def _restore_stopping(k: Kernel) -> None:
 def _args(k: Kernel, node: Node) -> dict[str, Any]:
     if node.static_args is not None:
         return node.static_args
-    return node.render_args(k.resolver(node))  # type: ignore[no-any-return]
+    return node.render_args(resolver(k, node))  # type: ignore[no-any-return]
 
 
 def _recover_attempt(k: Kernel, node: Node) -> bool:
@@ -155,11 +157,11 @@ def _recover_attempt(k: Kernel, node: Node) -> bool:
             return True  # reserved (or recorded): recover_job, never a blind resubmit
         # started, nothing reserved: submit was not called (the reservation precedes it)
         k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
-        k.make_ready(node)
+        make_ready(k, node)
         return False
     if tool.safe_to_repeat:
         k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
-        k.make_ready(node)
+        make_ready(k, node)
         return False
     if tool.reconcile is not None:
         return True
@@ -187,11 +189,11 @@ async def _reconcile_attempt(k: Kernel, node: Node) -> None:
             note = f"reconcile said the call took effect but its output is bad: {exc}"
         else:
             k.emit(K.STEP_SUCCEEDED, step_id, st.attempts, {"output": output, "reconciled": True})
-            k.finished(node)
+            finished(k, node)
             return
     elif isinstance(answer, Reconciliation):
         k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "reconciled_no_effect"})
-        k.make_ready(node)
+        make_ready(k, node)
         return
     else:
         note = "reconcile could not tell whether the call took effect"

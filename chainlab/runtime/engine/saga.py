@@ -16,9 +16,10 @@ from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatu
 from chainlab.events.status import StopReason
 from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
-from chainlab.runtime.engine import attempt as att
-from chainlab.runtime.engine.attempt import call_tool
+from chainlab.runtime.engine.call import call_tool
 from chainlab.runtime.engine.compile import compile_value
+from chainlab.runtime.engine.fate import Fate, fate_of
+from chainlab.runtime.engine.flow import resolver
 from chainlab.tools import CallContext, args_hash, idempotency_key
 
 if TYPE_CHECKING:
@@ -255,8 +256,8 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
             k.emit(K.COMPENSATION_SUCCEEDED, step_id, attempt, {"tool": rb.tool}
                    if outcome.usage is None else {"tool": rb.tool, "usage": outcome.usage})
             return True
-        fate = att.fate_of(failure, tool, policy, attempt)
-        retry = fate == att.Fate.RETRY
+        fate = fate_of(failure, tool, policy, attempt)
+        retry = fate == Fate.RETRY
         delay = policy.delay(attempt) if retry else None
         k.emit(
             K.COMPENSATION_FAILED,
@@ -278,7 +279,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
 def _resolver(k: Kernel, step_id: str) -> Any:
     node = k.nodes[step_id]
     st = k.steps[step_id]
-    base = k.resolver(node)
+    base = resolver(k, node)
 
     def resolve(ref: Ref) -> Any:
         if ref.root == "input":
