@@ -4,7 +4,8 @@
 
     ChainlabError
     ├── PlanError                 a plan (YAML, JSON, dict, LLM output) is not a valid chain
-    │   └── CycleError            ... because its dependencies form a cycle (``.cycle``)
+    │   ├── CycleError            ... because its dependencies form a cycle (``.cycle``)
+    │   └── InputError            ... a context that does not fit the declared ``inputs``
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
     │   ├── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
     │   └── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
@@ -71,6 +72,7 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "InputError",
     "MCPServerError",
     "MissingExtraError",
     "PermanentError",
@@ -127,6 +129,11 @@ class CycleError(PlanError):
     def __init__(self, problems: Sequence[Problem], cycle: Sequence[str], **kw: Any):
         self.cycle = list(cycle)
         super().__init__(problems, **kw)
+
+
+class InputError(PlanError):
+    """A context (or a sub-chain's args) does not fit the chain's declared ``inputs``; each
+    problem names the key (``missing_input``, ``invalid_input``, ``undeclared_input``)."""
 
 
 class ToolDefinitionError(ChainlabError, TypeError):

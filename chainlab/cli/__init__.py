@@ -51,7 +51,8 @@ from chainlab.cli.options import (
     QuietOpt,
     ToolsOpt,
 )
-from chainlab.plan.schema import RunOptions
+from chainlab.plan.inputs import needed_inputs
+from chainlab.plan.schema import Chain, RunOptions
 
 __all__ = ["app", "main"]
 
@@ -116,9 +117,25 @@ def validate(
             after = ", ".join(sorted(deps[step.id]))
             io.out.print(f"  {step.id}: {step.tool}" + (f"  (after {after})" if after else ""),
                          markup=False)
+        for line in _interface_lines(chain, ctx):
+            io.out.print(line, markup=False)
         if toolbox is None:
             io.err.print("note: without --tools only the structure was checked (ids, graph, "
                          "templates), not tool names or args", markup=False, style="dim")
+
+
+def _interface_lines(chain: Chain, context: dict[str, Any] | None) -> list[str]:
+    """What ``validate`` says about the chain's declared inputs and output."""
+    out = []
+    if chain.inputs is not None:
+        out.append("inputs:" + ("" if chain.inputs else " none (the chain reads no context)"))
+        out += [f"  {name}: {spec.summary()}" for name, spec in chain.inputs.items()]
+        missing = [k for k in needed_inputs(chain) if context is None or k not in context]
+        if missing:
+            out.append(f"a run needs --context with {', '.join(missing)}")
+    if chain.output is not None:
+        out.append(f"output: {json.dumps(chain.output)}")
+    return out
 
 
 @app.command()

@@ -13,6 +13,7 @@ from chainlab._text import did_you_mean
 from chainlab.errors import PlanError, UsageError
 from chainlab.http.errors import ApiError, problem_dict
 from chainlab.plan.graph import value_refs
+from chainlab.plan.inputs import inputs_json_schema
 from chainlab.plan.refs import (
     TemplateSyntaxError,
     is_template,
@@ -136,7 +137,12 @@ def context_schema(chain: Chain, toolbox: Toolbox) -> dict[str, Any]:
     """The JSON Schema of the context ``chain`` reads: one required property per key its
     steps reference (``{{ context.KEY... }}``). A key passed whole as a tool's argument
     (``amount: "{{ context.amount }}"``) takes that argument's schema; any other use
-    accepts any JSON value. Each property's description says where it is used."""
+    accepts any JSON value. Each property's description says where it is used. A chain that
+    declares its ``inputs`` has their schema (:func:`chainlab.plan.inputs.inputs_json_schema`).
+    """
+    declared = inputs_json_schema(chain)
+    if declared is not None:
+        return declared
     props: dict[str, dict[str, Any]] = {}
     uses: dict[str, list[str]] = {}
     for step in chain.steps:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from chainlab.plan.inputs import inputs_json_schema
+
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
@@ -16,7 +18,8 @@ def chain_json_schema(chain_type: type[Chain], toolbox: Toolbox | None = None) -
     """The JSON Schema of ``chain_type`` (the :class:`~chainlab.plan.schema.Chain` class, handed
     in by ``Chain.json_schema``). With a toolbox, each step must be one of the toolbox's tools
     (``tool`` is a constant) with ``args`` following that tool's input schema; sub-chains
-    registered in the toolbox appear as ``chain:NAME``."""
+    registered in the toolbox appear as ``chain:NAME``, their args following their declared
+    ``inputs`` when they declare them."""
     schema = chain_type.model_json_schema()
     if toolbox is None:
         return schema
@@ -33,7 +36,10 @@ def chain_json_schema(chain_type: type[Chain], toolbox: Toolbox | None = None) -
         args_schema["description"] = _tool_note(tool)
         variants.append(_variant(base_step, tool.name, args_schema, tool.description))
     for name, chain in toolbox.chains.items():
-        args = {"type": "object", "description": f"context for sub-chain {name!r}"}
+        args = inputs_json_schema(chain) or {"type": "object"}
+        _allow_references(args)
+        args["description"] = (f"the inputs of sub-chain {name!r}" if chain.inputs is not None
+                               else f"context for sub-chain {name!r}")
         variants.append(_variant(base_step, f"chain:{name}", args, chain.description))
     defs["Step"] = {"anyOf": variants, "title": "Step"} if variants else base_step
     schema["description"] = (

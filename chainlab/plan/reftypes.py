@@ -1,7 +1,8 @@
 """Do references fit the fields they feed? A whole-value reference (``"{{ steps.a.output }}"``,
 ``"{{ context.customer }}"``) is checked against the target parameter's JSON Schema: the type
 of a step output comes from its tool's output schema (a field path goes down its
-properties), the type of a context key from the value given (when a context is given).
+properties), the type of a context key from its declared input (``inputs:``), else from the
+value given (when a context is given).
 
 Only a clear mismatch is a problem (code ``reference_type``): a string where an array or an
 object is wanted, an array where a number is wanted, ... Values a tool's validation may still
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["reference_type_findings", "schema_types", "type_text", "value_schema"]
+__all__ = ["reference_type_findings", "schema_types", "subchain_reference_findings",
+           "type_text", "value_schema"]
 
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # (source type, target type) pairs a tool's (lax) validation may still accept
@@ -176,6 +178,10 @@ def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
             ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
     """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
     if ref.root == "context":
+        declared = chain.inputs.get(str(ref.path[0])) if chain.inputs and ref.path else None
+        if declared is not None and declared.types:  # typed by its declaration
+            sub = _down(declared.json_schema(), {}, tuple(ref.path[1:]))
+            return (sub, {}, f"input {ref.path[0]!r}") if sub is not None else None
         if context is None or not ref.path or not isinstance(ref.path[0], str) \
                 or ref.path[0] not in context:
             return None
@@ -208,13 +214,28 @@ def reference_type_findings(step: Step, tool: Tool, chain: Chain, toolbox: Toolb
                             save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """``reference_type`` findings of ``step``'s args: whole references whose source type
     cannot fit the parameter they feed."""
-    out: list[tuple[str, str, str]] = []
     try:
         params_schema = tool.input_schema()
     except Exception:  # pragma: no cover - pydantic describes every input model it built
-        return out
-    props = params_schema.get("properties", {})
-    tdefs = params_schema.get("$defs", {})
+        return []
+    return _findings(step, params_schema.get("properties", {}), params_schema.get("$defs", {}),
+                     f"tool {tool.name!r}", "change the tool", chain, toolbox, context, save_as)
+
+
+def subchain_reference_findings(step: Step, child: Chain, chain: Chain, toolbox: Toolbox,
+                                context: Mapping[str, Any] | None,
+                                save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """The same for a step calling sub-chain ``child``: its args feed the child's declared
+    inputs (none when it declares none, or an input has no type)."""
+    props = {k: spec.json_schema() for k, spec in (child.inputs or {}).items() if spec.types}
+    return _findings(step, props, {}, f"sub-chain {child.name!r}", "change the input's type",
+                     chain, toolbox, context, save_as)
+
+
+def _findings(step: Step, props: Mapping[str, Any], tdefs: Mapping[str, Any], who: str,
+              other_fix: str, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
+              save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
     for key, value in step.args.items():
         if not isinstance(value, str) or "{{" not in value or key not in props:
             continue
@@ -233,9 +254,9 @@ def reference_type_findings(step: Step, tool: Tool, chain: Chain, toolbox: Toolb
             continue
         out.append((
             "reference_type",
-            f"{ref.source!r} is {type_text(source, sdefs)} ({origin}), but tool {tool.name!r} "
+            f"{ref.source!r} is {type_text(source, sdefs)} ({origin}), but {who} "
             f"wants {key!r} as {type_text(target, tdefs)}; refer to a value of that type "
-            "(a field of the output: steps.ID.output.FIELD) or change the tool",
+            f"(a field of the output: steps.ID.output.FIELD) or {other_fix}",
             f"args.{key}",
         ))
     return out

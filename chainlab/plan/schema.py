@@ -3,7 +3,8 @@ parts it is made of (:mod:`chainlab.plan.parts`: Step, RetryPolicy, Rollback, Ru
 
 Every model is strict (``extra="forbid"``) and every field is documented;
 ``Chain.json_schema()`` exports them. The chain's methods are thin: loading and dumping are
-in :mod:`chainlab.plan.io`, the checks in :mod:`chainlab.plan.validate`, the graph in
+in :mod:`chainlab.plan.io`, the checks in :mod:`chainlab.plan.validate`, the declared
+``inputs`` and the selected ``output`` in :mod:`chainlab.plan.inputs`, the graph in
 :mod:`chainlab.plan.graph`, the schema for a toolbox in :mod:`chainlab.plan.jsonschema`.
 Those modules never import this one (``io`` is handed the class it builds), so the imports
 read top-down: parts < io, graph, validate, jsonschema < schema.
@@ -13,14 +14,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, JsonValue, PrivateAttr
 
 from chainlab.errors import PlanError, Problem, UnknownChainStepError
 from chainlab.events.status import ErrorKind
 from chainlab.plan.graph import dependencies
+from chainlab.plan.inputs import Input
 from chainlab.plan.io import dump_yaml, load_data, load_text
 from chainlab.plan.jsonschema import chain_json_schema
 from chainlab.plan.parts import (
+    KEY_PATTERN,
     STEP_ID_PATTERN,
     PlanModel,
     RetryPolicy,
@@ -39,6 +42,7 @@ __all__ = [
     "STEP_ID_PATTERN",
     "Chain",
     "ErrorKind",
+    "Input",
     "RetryPolicy",
     "Rollback",
     "RunOptions",
@@ -64,7 +68,11 @@ class Chain(PlanModel):
 
     name: Annotated[str, Field(pattern=CHAIN_NAME_PATTERN, max_length=100)]
     description: str = ""
+    # the context keys the chain takes (None: any key, undeclared), see chainlab.plan.inputs
+    inputs: dict[Annotated[str, Field(pattern=KEY_PATTERN, max_length=100)], Input] | None = None
     steps: list[Step] = Field(default_factory=list)
+    # what a run gives: templates over step outputs (None: no selected output)
+    output: JsonValue = None
     options: RunOptions = Field(default_factory=RunOptions)
 
     # ------------------------------------------------------------------ loading / dumping

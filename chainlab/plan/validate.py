@@ -5,24 +5,30 @@ args, pools) in :mod:`chainlab.plan.toolbox_fit`.
 Problem codes (stable strings, documented in README):
 duplicate_step, unknown_dependency, self_dependency, cycle, unknown_tool, unknown_reference,
 duplicate_save_as, invalid_args, bad_template, bad_condition, recursive_chain, invalid_field,
-bad_syntax, reference_type.
+bad_syntax, reference_type, and for declared inputs (:mod:`chainlab.plan.inputs`)
+undeclared_input, missing_input, invalid_input.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chainlab._text import did_you_mean
 from chainlab.errors import CycleError, PlanError, Problem, by_line
 from chainlab.plan.graph import find_cycle, ref_target, value_refs
+from chainlab.plan.inputs import (
+    context_problems,
+    declaration_problems,
+    subchain_arg_findings,
+    undeclared_reference,
+)
 from chainlab.plan.parts import Rollback
+from chainlab.plan.problem_lines import duplicate_message, with_lines
 from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
-from chainlab.plan.reftypes import reference_type_findings
+from chainlab.plan.reftypes import reference_type_findings, subchain_reference_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
-from chainlab.plan.yamltext import Lines
 
 if TYPE_CHECKING:
     from chainlab.plan.parts import Step
@@ -46,6 +52,9 @@ PROBLEM_CODES = (
     "invalid_field",
     "bad_syntax",
     "reference_type",
+    "undeclared_input",
+    "missing_input",
+    "invalid_input",
 )
 
 
@@ -86,42 +95,13 @@ def _collect(
     known_chains.update(chains or {})
     checker = _Checker(chain, toolbox, context, known_chains)
     checker.run()
+    checker.check_output()
+    checker.problems += declaration_problems(chain)
+    if context is not None:  # against the declared inputs (when there are)
+        checker.problems += context_problems(chain, context)
     checker.check_subchains(stack=(chain.name,), prefix="")
-    return by_line(_with_lines(chain, checker.problems, checker.at, checker.first)), \
+    return by_line(with_lines(chain, checker.problems, checker.at, checker.first)), \
         checker.cycle
-
-
-def _with_lines(
-    chain: Chain, problems: list[Problem], at: Mapping[int, int], first: Mapping[int, int]
-) -> list[Problem]:
-    """Point problems at lines of the text the chain was loaded from (when it was).
-
-    ``at`` maps a problem (by ``id``) to the index of the step it is about (its id may be
-    repeated); ``first`` maps a duplicate_step problem to the index of the first step with
-    that id: the problem names both lines."""
-    source = chain._source
-    if not source or "\n" not in source.strip() or not problems:
-        return problems  # a one-line text (compact JSON from a model): lines tell nothing
-    lines = Lines(source)  # composed once, for all the problems
-    index = {s.id: i for i, s in reversed(list(enumerate(chain.steps)))}
-    out = []
-    for p in problems:
-        path: tuple[Any, ...] = ()
-        if id(p) in first and p.step_id is not None:
-            one, two = (lines.locate(("steps", i, "id")) for i in (first[id(p)], at[id(p)]))
-            if one is not None and two is not None:
-                out.append(replace(p, line=two,
-                                   message=_duplicate_message(p.step_id, (one, two))))
-                continue
-        if id(p) in at or p.step_id in index:
-            path = ("steps", at[id(p)] if id(p) in at else index[str(p.step_id)])
-            if p.field:
-                path += tuple(p.field.split("."))
-        elif p.field and p.field.startswith("options."):
-            path = tuple(p.field.split("."))
-        line = lines.locate(path) if path else None
-        out.append(replace(p, line=line) if line is not None else p)
-    return out
 
 
 class _Checker:
@@ -158,7 +138,7 @@ class _Checker:
         first_at: dict[str, int] = {}
         for i, step in enumerate(self.chain.steps):
             if step.id in first_at:
-                self.add("duplicate_step", _duplicate_message(step.id), step, "id")
+                self.add("duplicate_step", duplicate_message(step.id), step, "id")
                 self.first[id(self.problems[-1])] = first_at[step.id]
             first_at.setdefault(step.id, i)
             if step.save_as:
@@ -231,7 +211,18 @@ class _Checker:
                 self.add("bad_condition", str(exc), step, "when")
         return out
 
-    def check_ref(self, step: Step, field: str, ref: Ref, *, allow_io: bool) -> set[str]:
+    def check_output(self) -> None:
+        """The chain's ``output`` refers to steps, memory keys and inputs that exist."""
+        try:
+            refs = list(value_refs(self.chain.output))
+        except TemplateSyntaxError as exc:
+            self.add("bad_template", str(exc), None, "output")
+            return
+        for ref in refs:
+            self.check_ref(None, "output", ref, allow_io=False)
+
+    def check_ref(self, step: Step | None, field: str, ref: Ref, *, allow_io: bool
+                  ) -> set[str]:
         if ref.root in ("input", "output"):
             if not allow_io:
                 self.add(
@@ -242,8 +233,12 @@ class _Checker:
                 )
             return set()
         if ref.root == "context":
-            if (
-                self.context is not None
+            undeclared = undeclared_reference(self.chain, ref)
+            if undeclared is not None:
+                self.add("undeclared_input", undeclared, step, field)
+            elif (
+                self.chain.inputs is None
+                and self.context is not None
                 and ref.path
                 and isinstance(ref.path[0], str)
                 and ref.path[0] not in self.context
@@ -268,7 +263,7 @@ class _Checker:
                 field,
             )
             return set()
-        if target == step.id and not allow_io:
+        if step is not None and target == step.id and not allow_io:
             self.add(
                 "self_dependency", f"{ref.source!r} refers to the step's own output", step, field
             )
@@ -376,27 +371,11 @@ class _Checker:
             self.check_subchain_args(step, child)
 
     def check_subchain_args(self, step: Step, child: Chain) -> None:
-        needed: set[str] = set()
-        for s in child.steps:
-            try:
-                refs = [r for _, rs in _Checker(child, None, None, {}).step_refs(s) for r in rs]
-            except TemplateSyntaxError:  # pragma: no cover - step_refs records, never raises
-                continue
-            needed |= {
-                r.path[0]
-                for r in refs
-                if r.root == "context" and r.path and isinstance(r.path[0], str)
-            }
-        for key in sorted(needed - set(step.args)):
-            self.add(
-                "invalid_args",
-                f"sub-chain {child.name!r} reads context.{key}; pass it as an arg of this step",
-                step,
-                f"args.{key}",
-            )
-
-
-def _duplicate_message(step_id: str, lines: tuple[int, int] | None = None) -> str:
-    where = f" (lines {lines[0]} and {lines[1]})" if lines else ""
-    return f"step id {step_id!r} is used more than once{where}; give each step its own id"
-
+        reader = _Checker(child, None, None, {})
+        refs = [r for s in child.steps for _, rs in reader.step_refs(s) for r in rs]
+        needed = {r.path[0] for r in refs
+                  if r.root == "context" and r.path and isinstance(r.path[0], str)}
+        self.add_all(step, subchain_arg_findings(step.args, child, needed))
+        if self.toolbox is not None:  # references whose type cannot fit a declared input
+            self.add_all(step, subchain_reference_findings(step, child, self.chain, self.toolbox,
+                                                           self.context, self.save_as))

@@ -35,6 +35,9 @@ Rules:
 6. Put a short explanation of the plan in "description"; give the chain a short "name"
    (letters, digits, ".", "_", "-").
 7. Step fields you may set: {step_fields}. Run options you may set: {options}.
+8. Optionally select the result with "output", e.g. "{{{{ steps.LAST.output }}}}". If you
+   declare "inputs" (context KEY -> {{"type": JSON type, "description"}}), declare every
+   context key the chain reads.
 Tools:
 {tools}{subchains}"""
 
@@ -53,14 +56,17 @@ def chat_messages(request: str, toolbox: Toolbox, context: Mapping[str, Any] | N
               "confirm (true only)", *sorted(policy.model_step_fields)]
     if policy.rollback_tools:
         fields.append(f"rollback (tool one of {sorted(policy.rollback_tools)})")
-    chains = [{"name": f"chain:{name}", "description": c.description}
+    chains = [{"name": f"chain:{name}", "description": c.description,
+               **({"args": {k: spec.summary() for k, spec in c.inputs.items()}}
+                  if c.inputs is not None else {})}
               for name, c in toolbox.chains.items()]
     system = SYSTEM_PROMPT.format(
         subchains_rule=' and the sub-chains as "chain:NAME"' if chains else "",
         step_fields=", ".join(fields), options=", ".join(sorted(policy.model_options))
         or "none", tools=json.dumps(toolbox.describe(), separators=(",", ":"),
                                     default=str),
-        subchains=("\nSub-chains (their args become the sub-chain's context):\n"
+        subchains=("\nSub-chains (their args become the sub-chain's context; \"args\": the "
+                   "inputs they declare):\n"
                    + json.dumps(chains, separators=(",", ":"))) if chains else "")
     if context:
         keys = ", ".join(f"{k} ({_json_type(v)})" for k, v in context.items())

@@ -23,6 +23,7 @@ from chainlab.events import (
     read_run,
 )
 from chainlab.events.status import DrivePhase
+from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
@@ -67,7 +68,8 @@ class Launching(Hosting):
         ``planning``: ``(kind, payload)`` planning events to record at the head of the log
         (the planner's report, see chainlab.planner).
 
-        Raises PlanError if the chain (with this context) does not validate.
+        Raises PlanError if the chain (with this context) does not validate, InputError (a
+        PlanError) if the context does not fit the chain's declared ``inputs``.
         """
         try:
             data: dict[str, Any] = to_json_value(dict(context or {}))
@@ -75,6 +77,7 @@ class Launching(Hosting):
             raise PlanError(
                 Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
             ) from None
+        data = check_context(chain, data)  # the declared inputs: checked, defaults filled
         if run_id is not None:
             try:
                 check_run_id(run_id)

@@ -20,6 +20,7 @@ from chainlab.events import (
 )
 from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
+from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
@@ -42,6 +43,8 @@ class RunResult:
     steps: dict[str, str]
     waiting: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # the chain's declared ``output`` selected from a succeeded run (else None)
+    output: Any = None
 
     @property
     def ok(self) -> bool:
@@ -208,6 +211,8 @@ class RunView:
             steps={step_id: str(s.status) for step_id, s in st.steps.items()},
             waiting=self.waiting(),
             errors={step_id: s.error for step_id, s in st.steps.items() if s.error},
+            output=select_output(self.chain, st.outputs, self.record.context)
+            if self.status == RunStatus.SUCCEEDED else None,
         )
 
     # ------------------------------------------------------------------ views

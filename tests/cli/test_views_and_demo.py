@@ -141,6 +141,39 @@ steps:
     assert "[self_dependency]" in r2.err and "[unknown_reference]" in r2.err
 
 
+def test_validate_shows_and_checks_the_declared_inputs_and_output(tmp_path: Path) -> None:
+    typed = write(tmp_path / "typed.yaml", """
+name: typed
+inputs:
+  x: {type: integer, description: the first term}
+  y: {type: integer, default: 1}
+steps:
+  - {id: a, tool: add, args: {a: "{{ context.x }}", b: "{{ context.y }}"}}
+output: "{{ steps.a.output }}"
+""")
+    r = chainlab("validate", str(typed), "--tools", TOOLS, cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert "inputs:\n  x: integer, required: the first term\n  y: integer, default 1" in r.out
+    assert "a run needs --context with x" in r.out
+    assert 'output: "{{ steps.a.output }}"' in r.out
+    ok = chainlab("validate", str(typed), "--tools", TOOLS, "--context", '{"x": 2}',
+                  cwd=tmp_path)
+    assert ok.code == 0 and "a run needs" not in ok.out
+    wrong = chainlab("validate", str(typed), "--tools", TOOLS, "--context", '{"x": "two"}',
+                     cwd=tmp_path)
+    assert wrong.code == 2
+    assert "[invalid_input] context.x: the value is 'two' (string), but it is declared as " \
+           "integer" in wrong.err
+    undeclared = write(tmp_path / "undeclared.yaml", """
+name: undeclared
+inputs: {x: {type: integer}}
+steps:
+  - {id: a, tool: add, args: {a: "{{ context.x }}", b: "{{ context.z }}"}}
+""")
+    r2 = chainlab("validate", str(undeclared), "--tools", TOOLS, cwd=tmp_path)
+    assert r2.code == 2 and "[undeclared_input]" in r2.err and "'z' is not a declared" in r2.err
+
+
 def test_plan_with_the_fallback_planner(tmp_path: Path) -> None:
     r = chainlab("plan", "add two numbers", "--tools", TOOLS, "-o", "planned.yaml",
                  cwd=tmp_path)

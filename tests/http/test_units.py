@@ -21,7 +21,7 @@ from tests.http.served_tools import toolbox
 
 #: the status each chainlab error gets (a new error class must be added here, and mapped)
 EXPECTED = {
-    "PlanError": 422, "CycleError": 422, "UsageError": 400, "CliError": 400,
+    "PlanError": 422, "CycleError": 422, "InputError": 422, "UsageError": 400, "CliError": 400,
     "SessionError": 400, "ArgsError": 400, "RunNotFoundError": 404, "UnknownStepError": 404,
     "UnknownChainStepError": 404, "DecisionTimeoutError": 504, "DriverAliveError": 409,
     "RunNotActiveError": 409, "RunStateError": 409, "InvalidTransition": 409,
@@ -69,6 +69,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "MissingExtraError": lambda: cls("p", "e", "f"),
         "MCPServerError": lambda: cls("python -m srv", "exits at once", "run it by hand"),
         "PlanError": lambda: cls([errors.Problem("invalid_field", "m")]),
+        "InputError": lambda: cls([errors.Problem("missing_input", "m")]),
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),
     }
     if cls.__name__ in made:
@@ -117,6 +118,17 @@ def test_the_context_schema_takes_each_key_from_where_it_is_used() -> None:
     assert "type" not in schema["properties"]["who"]  # interpolated into text: anything
     assert "type" not in schema["properties"]["cost"]  # a path into it: an object
     assert schema["properties"]["go"]["description"] == "used by p.when"
+
+
+def test_the_context_schema_of_a_chain_with_declared_inputs_is_their_schema() -> None:
+    chain = Chain.from_dict({"name": "c", "inputs": {
+        "n": {"type": "integer", "description": "how many"}, "b": {"default": 1}},
+        "steps": [{"id": "a", "tool": "add", "args": {"a": "{{ context.n }}",
+                                                     "b": "{{ context.b }}"}}]})
+    schema = context_schema(chain, toolbox)
+    assert schema == {"type": "object", "additionalProperties": False, "required": ["n"],
+                      "properties": {"n": {"type": "integer", "description": "how many"},
+                                     "b": {"default": 1}}}
 
 
 @pytest.mark.anyio

@@ -145,3 +145,71 @@ async def test_run_is_disabled_for_a_chain_without_steps(d: ChainDesigner) -> No
     assert d.run_button.tooltip == "add a step first"
     with pytest.raises(DesignerError, match="no steps"):
         d.run()
+
+
+DECLARED = """\
+name: bill
+inputs:
+  customer: {type: string, description: who is billed}
+  copies: {type: integer, default: 1}
+  currency: {enum: [EUR, USD], default: EUR}
+steps:
+- id: orders
+  tool: fetch_orders
+  args:
+    customer: '{{ context.customer }}'
+- id: sum
+  tool: total
+  args:
+    orders: '{{ steps.orders.output }}'
+- id: text
+  tool: line
+  args:
+    customer: '{{ context.customer }}'
+    total: '{{ steps.sum.output }}'
+    copies: '{{ context.copies }}'
+"""
+
+
+async def test_the_context_form_comes_from_the_declared_inputs(d: ChainDesigner) -> None:
+    """Issue 29, item 4b: declared inputs are the form (in their order, typed, described,
+    an enum as a dropdown); only the required ones without a default are needed."""
+    d.yaml = DECLARED
+    assert d.problems == []
+    assert "valid plan · needs context: customer" in d.head.status.value  # copies defaults
+    boxes = d.context_form.rows
+    assert list(boxes) == ["customer", "copies", "currency"]  # declared, not referenced, order
+    assert boxes["customer"].placeholder == "string, required"
+    assert boxes["customer"].tooltip == "who is billed"
+    assert boxes["copies"].placeholder == "integer, default 1"
+    currency = boxes["currency"]
+    assert [label for label, _ in currency.options] == ["(one of 'EUR', 'USD', default 'EUR')",
+                                                        "EUR", "USD"]
+    boxes["customer"].value = "Ada"
+    assert d.context == {"customer": "Ada"}
+    assert "✓ valid" in d.head.status.value and not d.run_button.disabled
+    currency.value = 1
+    assert d.context == {"customer": "Ada", "currency": "USD"}
+    boxes["copies"].value = "two"  # the plan layer's invalid_input, as start() would say
+    assert [(p.code, p.field) for p in d.problems] == [("invalid_input", "context.copies")]
+    assert d.run_button.disabled
+    boxes["copies"].value = "2"
+    assert d.context == {"customer": "Ada", "currency": "USD", "copies": 2}
+    assert d.problems == [] and not d.run_button.disabled
+    # a reference to a key that is not declared is a problem, and the reference dropdown
+    # offers the declared inputs only
+    d.yaml = DECLARED.replace("'{{ context.copies }}'", "'{{ context.n }}'")
+    assert [(p.code, p.step_id) for p in d.problems] == [("undeclared_input", "text")]
+    d.select("text")
+    offered = [str(label) for label, _ in d.form.rows["total"].ref.options]
+    assert [o for o in offered if o.startswith("context.")] == [
+        "context.copies", "context.currency", "context.customer"]
+
+
+async def test_renaming_a_step_renames_it_in_the_selected_output(d: ChainDesigner) -> None:
+    d.context = {"customer": "Ada"}
+    d.yaml = DECLARED + "output: '{{ steps.text.output }}'\n"
+    assert d.problems == []
+    d.rename_step("text", "invoice")
+    assert d.problems == [] and d.chain is not None
+    assert d.chain.output == "{{ steps.invoice.output }}"

@@ -298,6 +298,82 @@ BAD: list[Bad] = [
           - {id: a, tool: "chain:sub"}
         """), [("invalid_args", "a")], fields=["args.text"],
         says={0: ["sub-chain 'sub' reads context.text"]}),
+    # ------------------------------------------------------------------ declared inputs
+    Bad("undeclared_input_reference", y("""
+        name: c
+        inputs:
+          user: {type: string}
+        steps:
+          - {id: a, tool: split, args: {text: "{{ context.usr }}"}}
+        """), [("undeclared_input", "a")], fields=["args.text"], lines=[5],
+        says={0: ["'usr' is not a declared input", "did you mean 'user'?", "inputs:"]}),
+    Bad("undeclared_input_in_a_condition_and_the_output", y("""
+        name: c
+        inputs: {}
+        steps:
+          - {id: a, tool: split, args: {text: hi}, when: "context.go"}
+        output: "{{ context.mode }}"
+        """), [("undeclared_input", "a"), ("undeclared_input", None)],
+        fields=["when", "output"], lines=[4, 5], says={1: ["declared: none"]}),
+    Bad("missing_input_in_the_context", y("""
+        name: c
+        inputs:
+          user: {type: string, description: who asks}
+          limit: {type: integer, default: 3}
+        steps:
+          - {id: a, tool: split, args: {text: "{{ context.user }}"}}
+        """), [("missing_input", None)], context={}, fields=["context.user"],
+        says={0: ["needs input 'user' (string): who asks", "pass it in the context",
+                  "or give it a default"]}),
+    Bad("invalid_input_in_the_context", y("""
+        name: c
+        inputs:
+          user: {type: string}
+          mode: {enum: [fast, slow], default: fast}
+        steps:
+          - {id: a, tool: split, args: {text: "{{ context.user }}"}}
+        """), [("invalid_input", None), ("invalid_input", None)],
+        context={"user": 3, "mode": "medium"}, fields=["context.user", "context.mode"],
+        says={0: ["3 (integer)", "declared as string"], 1: ["one of 'fast', 'slow'"]}),
+    Bad("undeclared_key_in_the_context", y("""
+        name: c
+        inputs:
+          user: {type: string, default: ann}
+        steps:
+          - {id: a, tool: split, args: {text: "{{ context.user }}"}}
+        """), [("undeclared_input", None)], context={"usr": "bob"}, fields=["context.usr"],
+        says={0: ["does not declare", "did you mean 'user'?"]}),
+    Bad("input_default_of_the_wrong_type", y("""
+        name: c
+        inputs:
+          n: {type: integer, default: ten}
+          m: {type: integer, default: 1, required: true}
+        steps: []
+        """), [("invalid_field", None), ("invalid_field", None)],
+        fields=["inputs.n.default", "inputs.m.required"], lines=[3, 4],
+        says={0: ["'ten' (string)", "declared as integer"], 1: ["never be used"]}),
+    Bad("declared_input_type_into_a_list", y("""
+        name: c
+        inputs:
+          customer: {type: string}
+        steps:
+          - {id: est, tool: estimate, args: {tasks: "{{ context.customer }}"}}
+        """), [("reference_type", "est")],
+        says={0: ["'context.customer' is string (input 'customer')",
+                  "wants 'tasks' as array of string"]}),
+    Bad("output_with_a_bad_template", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+        output: {words: "{{ steps.b.output }}", n: "{{ steps.a.output"}
+        """), [("bad_template", None)], fields=["output"], lines=[4]),
+    Bad("output_refers_to_a_missing_step", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+        output: "{{ steps.b.output }}"
+        """), [("unknown_reference", None)], fields=["output"], lines=[4],
+        says={0: ["no step 'b'", "(known: a)"]}),
     # ------------------------------------------------------------------ bad_template
     Bad("template_unclosed", y("""
         name: c

@@ -74,7 +74,8 @@ def test_plain_schema_describes_a_chain() -> None:
     json.dumps(schema)  # plain JSON data
     assert schema["type"] == "object"
     assert schema["required"] == ["name"]
-    assert set(schema["properties"]) == {"name", "description", "steps", "options"}
+    assert set(schema["properties"]) == {"name", "description", "inputs", "steps", "output",
+                                         "options"}
     assert schema["additionalProperties"] is False
     step = _resolve(schema, schema["properties"]["steps"]["items"])
     assert step["required"] == ["id", "tool"]

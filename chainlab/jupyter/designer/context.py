@@ -1,11 +1,16 @@
-"""The designer's context form: one box per context key the draft refers to, typed from
-where it is used (the parameter a ``{{ context.KEY }}`` feeds), so that "valid" means a run
-could start (issue 29). It edits the same context as the head bar's JSON box."""
+"""The designer's context form: one box per context key the draft takes, so that "valid"
+means a run could start (issue 29). A chain that declares ``inputs:`` gets one box per
+declared input, typed, described and defaulted by its declaration (an ``enum`` is a
+dropdown); otherwise one box per key the draft refers to, typed from where it is used (the
+parameter a ``{{ context.KEY }}`` feeds). It edits the same context as the head bar's JSON
+box."""
 
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as W
@@ -15,7 +20,7 @@ from chainlab.jupyter.designer.draft import UNSET, Draft
 from chainlab.plan.refs import TemplateSyntaxError, parse_template
 from chainlab.plan.reftypes import type_text
 
-__all__ = ["ContextForm", "context_types"]
+__all__ = ["ContextField", "ContextForm", "context_fields", "context_types"]
 
 _KINDS = {"string": "string", "integer": "integer", "number": "number"}
 
@@ -49,32 +54,75 @@ def context_types(draft: Draft) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ContextField:
+    """One box of the form: the key, the type its value is parsed as, the box's placeholder
+    and tooltip, and the values a dropdown offers (a declared ``enum``)."""
+
+    key: str
+    kind: str  # string | integer | number | json
+    placeholder: str
+    tooltip: str = ""
+    choices: tuple[Any, ...] = ()
+
+
+def context_fields(draft: Draft) -> list[ContextField]:
+    """The form's boxes: the draft's declared inputs (when it declares them), else the keys
+    it refers to, typed from where they are used (:func:`context_types`)."""
+    chain = draft.parsed
+    if chain is not None and chain.inputs is not None:
+        out = []
+        for key, spec in chain.inputs.items():
+            types = spec.types or ()
+            kind = _KINDS.get(types[0], "json") if len(types) == 1 else "json"
+            hint = spec.summary().split(": ", 1)[0] if spec.description else spec.summary()
+            out.append(ContextField(key, kind, hint, spec.description,
+                                    tuple(spec.enum) if spec.enum is not None else ()))
+        return out
+    return [ContextField(k, _KINDS.get(t, "json"), t or "any JSON value")
+            for k, t in context_types(draft).items()]
+
+
+def _label(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 class ContextForm(W.VBox):
-    """``needs context`` rows: one Text per key, its type as the placeholder."""
+    """``needs context`` rows: one Text per key (a Dropdown for a declared ``enum``), its
+    type as the placeholder."""
 
     def __init__(self, set_key: Callable[[str, Any], None]):
         self.set_key = set_key  # (key, value); UNSET removes the key
-        self.rows: dict[str, W.Text] = {}
+        self.rows: dict[str, W.Text | W.Dropdown] = {}
         self.kinds: dict[str, str] = {}
+        self.fields: list[ContextField] = []
         self.title = W.HTML()
         self._syncing = False
         super().__init__([])
         self.add_class("cl-dsg-context")
 
+    def _box(self, f: ContextField) -> W.Text | W.Dropdown:
+        common: dict[str, Any] = {"description": f.key, "tooltip": f.tooltip or None,
+                                  "layout": W.Layout(width="22em"),
+                                  "style": {"description_width": "initial"}}
+        if f.choices:
+            options = [(f"({f.placeholder})", UNSET),
+                       *((_label(v), i) for i, v in enumerate(f.choices))]
+            box: W.Text | W.Dropdown = W.Dropdown(options=options, value=UNSET, **common)
+            box.observe(lambda change, f=f: self._chosen(f, change["new"]), names="value")
+        else:
+            box = W.Text(placeholder=f.placeholder, continuous_update=False, **common)
+            box.observe(lambda change, key=f.key: self._typed(key, change["new"]),
+                        names="value")
+        box.add_class(f"cl-dsg-ctx-{f.key}")
+        return box
+
     def sync(self, draft: Draft) -> None:
-        types = context_types(draft)
-        if list(types) != list(self.rows) or any(
-                self.rows[k].placeholder != (t or "any JSON value") for k, t in types.items()):
-            self.rows, self.kinds = {}, {}
-            for key, kind in types.items():
-                box = W.Text(description=key, placeholder=kind or "any JSON value",
-                             continuous_update=False, layout=W.Layout(width="22em"),
-                             style={"description_width": "initial"})
-                box.add_class(f"cl-dsg-ctx-{key}")
-                box.observe(lambda change, key=key: self._typed(key, change["new"]),
-                            names="value")
-                self.rows[key] = box
-                self.kinds[key] = _KINDS.get(kind, "json")
+        fields = context_fields(draft)
+        if fields != self.fields:
+            self.fields = fields
+            self.rows = {f.key: self._box(f) for f in fields}
+            self.kinds = {f.key: f.kind for f in fields}
             self.children = [self.title, *self.rows.values()] if self.rows else []
         missing = draft.missing_context()
         title = ('<span class="cl-dsg-ctxtitle">context</span> <span class="cl-note">'
@@ -85,12 +133,23 @@ class ContextForm(W.VBox):
         have = draft.context or {}
         self._syncing = True
         try:
-            for key, box in self.rows.items():
-                shown = to_text(have[key], self.kinds[key]) if key in have else ""
-                if from_text(box.value, self.kinds[key]) != have.get(key, UNSET):
+            for f in self.fields:
+                box = self.rows[f.key]
+                if isinstance(box, W.Dropdown):
+                    index = next((i for i, v in enumerate(f.choices)
+                                  if f.key in have and v == have[f.key]), UNSET)
+                    if box.value != index:
+                        box.value = index
+                    continue
+                shown = to_text(have[f.key], f.kind) if f.key in have else ""
+                if from_text(box.value, f.kind) != have.get(f.key, UNSET):
                     box.value = shown
         finally:
             self._syncing = False
+
+    def _chosen(self, f: ContextField, index: Any) -> None:
+        if not self._syncing:
+            self.set_key(f.key, UNSET if index == UNSET else f.choices[index])
 
     def _typed(self, key: str, text: str) -> None:
         if self._syncing:

@@ -21,6 +21,7 @@ from chainlab._text import did_you_mean
 from chainlab.errors import ChainlabError, PlanError, Problem
 from chainlab.plan import yamltext
 from chainlab.plan.graph import edges
+from chainlab.plan.inputs import needed_inputs
 from chainlab.plan.io import dump_yaml
 from chainlab.plan.schema import STEP_ID_PATTERN, Chain, Step
 from chainlab.tools import Toolbox
@@ -146,12 +147,18 @@ class Draft:
         return self.chain is not None and bool(self.step_ids) and not self.missing_context()
 
     def context_keys(self) -> list[str]:
-        """The context keys the draft refers to, sorted."""
+        """The context keys the draft takes: its declared inputs (in their order) when it
+        declares them, else the keys it refers to, sorted."""
+        if self.parsed is not None and self.parsed.inputs is not None:
+            return list(self.parsed.inputs)
         return sorted(_context_keys(self.steps))
 
     def missing_context(self) -> list[str]:
-        """The context keys the draft refers to that the context does not have."""
+        """The keys a run needs that the context does not have: the declared inputs that are
+        required and have no default, else every key the draft refers to."""
         have = self.context or {}
+        if self.parsed is not None and self.parsed.inputs is not None:
+            return [k for k in needed_inputs(self.parsed) if k not in have]
         return [k for k in self.context_keys() if k not in have]
 
     @property
@@ -219,7 +226,9 @@ class Draft:
         """What an argument of ``step_id`` can refer to: context keys, the outputs (and
         their fields) of steps that do not depend on it, save_as keys."""
         out: list[Reference] = []
-        keys = set(self.context or {}) | _context_keys(self.steps)
+        declared = self.parsed is not None and self.parsed.inputs is not None
+        keys = set(self.context_keys()) if declared \
+            else set(self.context or {}) | _context_keys(self.steps)
         out += [Reference(f"context.{k}", f"context.{k}") for k in sorted(keys)]
         later = self.downstream(step_id) | {step_id}
         for s in self.steps:

@@ -101,7 +101,8 @@ def remove_step(draft: Draft, step_id: str) -> Data:
 
 
 def rename_step(draft: Draft, old: str, new: str) -> Data | None:
-    """A step renamed, with its ``depends_on`` entries, references and breakpoints; None
+    """A step renamed, with its ``depends_on`` entries, references (the chain's ``output``
+    too) and breakpoints; None
     when ``new`` is its name already."""
     i = draft.index(old)
     if new == old:
@@ -119,6 +120,8 @@ def rename_step(draft: Draft, old: str, new: str) -> Data | None:
             step["when"] = rename_condition(step["when"], old, new)
         if isinstance(step.get("rollback"), dict):
             step["rollback"] = rename_value(step["rollback"], old, new)
+    if "output" in data:  # the chain's selected output follows the step too
+        data["output"] = rename_value(data["output"], old, new)
     options = data.get("options")
     if isinstance(options, dict) and isinstance(options.get("breakpoints"), list):
         options["breakpoints"] = [new if b == old else b for b in options["breakpoints"]]

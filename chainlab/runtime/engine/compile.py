@@ -2,7 +2,10 @@
 
 Sub-chain steps become *group* nodes: when a group starts, its children (ids namespaced
 ``parent/child``) are released on the same scheduler; the group holds no slot and completes
-when its children are done. Args are pre-parsed once so the hot path only walks them.
+when its children are done. A sub-chain that declares ``inputs`` gets its group's args
+checked against them (defaults filled in) and one that declares an ``output`` gives it as
+the group's output (:mod:`chainlab.plan.inputs`). Args are pre-parsed once so the hot
+path only walks them.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chainlab.errors import InputError
 from chainlab.plan.graph import dependencies
+from chainlab.plan.inputs import fit_args
 from chainlab.plan.refs import Expr, Ref, parse_condition, parse_template
 from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
 from chainlab.runtime.engine.scheduler import Topology
@@ -52,6 +57,7 @@ class Node:
     group: str | None = None
     succ: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    subchain: Chain | None = None  # the chain a group node runs
     # a sub-chain step (no tool of its own); a field, not a property: read once per step
     is_group: bool = field(init=False)
     # whether the step waits for a person, when that does not depend on its args (None:
@@ -137,7 +143,10 @@ def _compile_level(
     for i, step in enumerate(chain.steps):
         step_id = prefix + step.id
         tool = None if step.is_subchain else toolbox.get(step.tool)
+        child = chains[step.subchain_name or ""] if step.is_subchain else None
         render, static = compile_value(step.args)
+        if child is not None and child.inputs is not None:
+            render, static = _fitting(child, render), False
         node = Node(
             id=step_id,
             step=step,
@@ -159,11 +168,11 @@ def _compile_level(
             or options.default_timeout_s,
             rollback=_rollback(step, tool),
             group=group,
+            subchain=child,
         )
         nodes[step_id] = node
         ids.append(step_id)
-        if step.is_subchain:
-            child = chains[step.subchain_name or ""]
+        if child is not None:
             node.children = _compile_level(
                 child,
                 toolbox,
@@ -178,6 +187,19 @@ def _compile_level(
         for d in nodes[step_id].deps:
             nodes[d].succ.append(step_id)
     return ids
+
+
+def _fitting(child: Chain, render: Renderer) -> Renderer:
+    """A sub-chain step's args renderer that checks them against the child's declared inputs
+    and fills in its defaults (a misfit fails the step before it starts, as a bad reference
+    does)."""
+    def fitted(resolve: Callable[[Ref], Any]) -> Any:
+        try:
+            return fit_args(child, render(resolve))
+        except InputError as exc:
+            raise TypeError("; ".join(p.message for p in exc.problems)) from None
+
+    return fitted
 
 
 def _rollback(step: Step, tool: Tool | None) -> Rollback | None:

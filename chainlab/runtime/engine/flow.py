@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
 from chainlab.events.status import RELEASES_DEPENDANTS, UNSETTLED, StopReason, releases
+from chainlab.plan.inputs import select_output
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.tools import args_hash, to_json_value
 
@@ -209,6 +210,8 @@ def child_done(k: Kernel, group: Node) -> None:
         prefix = group.id + "/"
         output = {kid.step_id[len(prefix) :]: kid.output for kid in kids
                   if kid.status in RELEASES_DEPENDANTS}
+        if group.subchain is not None and group.subchain.output is not None:
+            output = select_output(group.subchain, output, st.args or {})
         k.emit(K.STEP_SUCCEEDED, group.id, st.attempts, {"output": output})
     finished(k, group)
 
