@@ -17,7 +17,8 @@ shown by its repr).
      "outputs": {"charge": {"id": "ch-10"}},
      "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
                   "preview": {...}, "error": None, "since": 1800000000.5}],
-     "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031}}
+     "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031},
+     "output": {"invoice": "Ada: 38.25 EUR"} | None}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
   ``parent/child``); ``attempts`` lists its tool calls and compensations in start order
@@ -28,6 +29,9 @@ shown by its repr).
   ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
   :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
 * ``outputs``: the outputs of the steps that succeeded, in the order they did.
+* ``output``: the chain's declared ``output`` selected from a succeeded run (what
+  ``RunResult.output`` is, :func:`chainlab.plan.inputs.select_output`); None while the run
+  has not succeeded or when the chain declares no output.
 * ``usage``: what the run consumed (tokens, cost, models: :mod:`chainlab.events.usage`),
   the sum of its attempts' and its planner's; each step and attempt has its own ``usage``
   (None when it reported nothing; a step a fork reused made no call, so None).
@@ -43,13 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
-from chainlab.events.status import RUN_TERMINAL, StepStatus
+from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from chainlab.events.fold import AttemptRecord, RunState, StepState
     from chainlab.store.base import RunRecord
 
-__all__ = ["attempt_dict", "job_caption", "job_dict", "job_short_id", "lineage_dict",
+__all__ = ["attempt_dict", "declared_output", "job_caption", "job_dict", "job_short_id", "lineage_dict",
            "record_dict", "run_dict", "step_dict", "waiting_dicts"]
 
 #: the step statuses that wait for a person, and the kind of decision each one needs
@@ -76,7 +80,19 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
         "outputs": _plain(state.outputs),
         "waiting": waiting_dicts(record, state),
         "usage": _plain(state.usage),
+        "output": _plain(declared_output(record, state)),
     }
+
+
+def declared_output(record: RunRecord, state: RunState) -> Any:
+    """The chain's declared ``output`` of a succeeded run (the run's ``RunResult.output``);
+    None before it succeeded or when the chain declares none."""
+    if record.chain.get("output") is None or state.status != RunStatus.SUCCEEDED:
+        return None
+    from chainlab.plan.inputs import select_output
+    from chainlab.plan.schema import Chain
+
+    return select_output(Chain.from_dict(record.chain), state.outputs, record.context)
 
 
 def record_dict(record: RunRecord) -> dict[str, Any]:

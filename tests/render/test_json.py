@@ -64,6 +64,7 @@ async def test_a_run_with_a_retry() -> None:
         "outputs": {"fetch": "ok", "parse": PARSED},
         "waiting": [],
         "usage": {},
+        "output": None,
     }
 
 
@@ -84,6 +85,7 @@ async def test_a_confirmation_then_a_step_in_doubt() -> None:
                      "args": {"amount": 5}, "preview": {"amount": 5}, "error": None,
                      "since": T0 + 0.5}],
         "usage": {},
+        "output": None,
     }
     lab.clock.advance(3.0)
     await run.approve("pay", note="ok")
@@ -145,6 +147,7 @@ async def test_a_fork_carries_its_lineage_and_what_it_reused() -> None:
         "outputs": {"fetch": "ok", "parse": PARSED},
         "waiting": [],
         "usage": {},
+        "output": None,
     }
     assert record_dict(lab.store.get_run(fork.run_id)) == {
         "run_id": "run-2", "chain": "retries", "status": "succeeded", "epoch": 1,

@@ -101,7 +101,12 @@ async def test_defaults_reach_the_run_and_the_result_is_the_selected_output() ->
     assert record.context == {"customer": "ann", "times": 1}  # the default is recorded
     # a handle read back from the store selects the same output
     async with Runtime(_toolbox(), store) as rt:
-        assert rt.get_run(record.run_id).result().output == {"text": "hi ann", "length": 6}
+        again = rt.get_run(record.run_id)
+        assert again.result().output == {"text": "hi ann", "length": 6}
+        # and so does THE JSON view of a run (show --json, GET /runs/ID)
+        from chainlab.render.json import run_dict
+
+        assert run_dict(record, again.state)["output"] == {"text": "hi ann", "length": 6}
 
 
 async def test_a_run_that_did_not_succeed_has_no_output() -> None:
@@ -112,6 +117,10 @@ async def test_a_run_that_did_not_succeed_has_no_output() -> None:
         result = await (await rt.start(chain)).wait()
     assert result.status == RunStatus.FAILED
     assert result.output is None
+    from chainlab.render.json import run_dict
+
+    (record,) = rt.store.list_runs()
+    assert run_dict(record, rt.get_run(record.run_id).state)["output"] is None
 
 
 async def test_a_chain_without_declarations_runs_as_before() -> None:
