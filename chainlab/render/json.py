@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from chainlab.events.fold import AttemptRecord, RunState, StepState
     from chainlab.store.base import RunRecord
 
-__all__ = ["attempt_dict", "declared_output", "job_caption", "job_dict", "job_short_id", "lineage_dict",
-           "record_dict", "run_dict", "step_dict", "waiting_dicts"]
+__all__ = ["attempt_dict", "declared_output", "job_caption", "job_dict", "job_short_id",
+           "lineage_dict", "record_dict", "run_dict", "step_dict", "waiting_dicts"]
 
 #: the step statuses that wait for a person, and the kind of decision each one needs
 _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_doubt"}
