@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
+from chainlab.runtime.engine.attempt.call import invalid_input
 from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
-from chainlab.runtime.engine.call import invalid_input
 from chainlab.tools import NotJSONError, args_hash, to_json_value
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ says what a step's end releases, these functions act on it.
     start_group   a sub-chain step: its children run, it holds no slot; ``child_done``
                   settles it when they have
 
-The kernel (:meth:`.kernel.Kernel.apply`), an attempt's outcome (:mod:`.fate`), recovery
+The kernel (:meth:`.kernel.Kernel.apply`), an attempt's outcome (:mod:`.attempt.fate`), recovery
 (:mod:`.recovery`) and the saga (:func:`resolver`, for rollback args) come in here.
 """
 

@@ -19,10 +19,10 @@ import anyio
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
+from chainlab.runtime.engine.attempt.fate import start_timer
+from chainlab.runtime.engine.attempt.jobsubmit import recover_job
 from chainlab.runtime.engine.compile import Node
-from chainlab.runtime.engine.fate import start_timer
 from chainlab.runtime.engine.flow import child_done, finished, make_ready, resolver, unblocked
-from chainlab.runtime.engine.jobsubmit import recover_job
 from chainlab.runtime.engine.scheduler import Phase
 from chainlab.tools import JobTool, Reconciliation
 

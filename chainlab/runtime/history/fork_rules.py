@@ -294,7 +294,7 @@ class Planner:
         try:
             node.tool.validate_args(args)
         except ValidationError as exc:
-            from chainlab.runtime.engine.call import invalid_input
+            from chainlab.runtime.engine.attempt.call import invalid_input
 
             raise PlanError(Problem(
                 "invalid_args", f"edited args do not fit tool {node.tool.name!r}: "

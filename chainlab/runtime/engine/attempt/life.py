@@ -14,11 +14,11 @@ import anyio
 
 from chainlab.events import RUN_TERMINAL, EventKind
 from chainlab.plan.schema import ErrorKind
+from chainlab.runtime.engine.attempt.call import Failure, Outcome, call_tool
+from chainlab.runtime.engine.attempt.fate import record
+from chainlab.runtime.engine.attempt.jobsubmit import run_job
 from chainlab.runtime.engine.budget import check_budget
-from chainlab.runtime.engine.call import Failure, Outcome, call_tool
-from chainlab.runtime.engine.fate import record
 from chainlab.runtime.engine.flow import finished, request_confirmation
-from chainlab.runtime.engine.jobsubmit import run_job
 from chainlab.tools import CallContext, args_hash, idempotency_key
 from chainlab.tools.job import JobTool
 

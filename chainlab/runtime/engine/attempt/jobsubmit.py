@@ -19,9 +19,9 @@ import anyio
 
 from chainlab.events import EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.call import Failure, Outcome, call_tool, error_text, short_repr
-from chainlab.runtime.engine.fate import record
-from chainlab.runtime.engine.jobwait import arm_job, job_in_doubt, job_tool
+from chainlab.runtime.engine.attempt.call import Failure, Outcome, call_tool, error_text, short_repr
+from chainlab.runtime.engine.attempt.fate import record
+from chainlab.runtime.engine.attempt.jobwait import arm_job, job_in_doubt, job_tool
 from chainlab.tools import CallContext, NotJSONError, to_json_value
 
 if TYPE_CHECKING:

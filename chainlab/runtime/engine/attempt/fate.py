@@ -11,7 +11,7 @@ failed, so the step fails.
 
 :func:`record` writes an attempt's outcome and acts on its fate: the step finished, parked
 ``in_doubt``, or parked with its back-off timer (:func:`start_timer`). Step attempts
-(:mod:`.attempt`) and remote jobs (:mod:`.jobwait`) record through it.
+(:mod:`.life`) and remote jobs (:mod:`.jobwait`) record through it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from chainlab.plan.schema import ErrorKind, RetryPolicy
 from chainlab.runtime.engine.flow import finished, make_ready
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.call import Failure, Outcome
+    from chainlab.runtime.engine.attempt.call import Failure, Outcome
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.kernel import Kernel
     from chainlab.tools import Tool

@@ -22,8 +22,14 @@ import anyio
 from chainlab.errors import RunStateError
 from chainlab.events import EventKind
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.call import Failure, Outcome, bad_output, error_text, short_repr
-from chainlab.runtime.engine.fate import record
+from chainlab.runtime.engine.attempt.call import (
+    Failure,
+    Outcome,
+    bad_output,
+    error_text,
+    short_repr,
+)
+from chainlab.runtime.engine.attempt.fate import record
 from chainlab.runtime.engine.flow import make_ready
 from chainlab.tools import CallContext
 from chainlab.tools.job import JOB_STATES, JobStatus, JobTool
