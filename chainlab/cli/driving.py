@@ -26,7 +26,7 @@ from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.render.json import run_dict
+from chainlab.render.json import declared_output, run_dict
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
@@ -73,6 +73,10 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
         return exit_code_for(status)
     io.out.print(steps_table(state, chain, limit=50))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
+    if chain is not None and chain.output is not None and status == RunStatus.SUCCEEDED:
+        output = declared_output(store.get_run(run_id), state)  # what RunResult.output is
+        io.out.print(f"output: {json.dumps(output, default=str)}", soft_wrap=True,
+                     markup=False, highlight=False)
     hints = next_steps(run_id, state, db_flag(db)) if status == RunStatus.SUSPENDED else None
     if hints is not None:
         io.out.print(hints, soft_wrap=True)

@@ -174,6 +174,25 @@ steps:
     assert r2.code == 2 and "[undeclared_input]" in r2.err and "'z' is not a declared" in r2.err
 
 
+def test_run_prints_the_declared_output_and_json_carries_it(tmp_path: Path) -> None:
+    typed = write(tmp_path / "typed.yaml", """
+name: typed
+inputs:
+  x: {type: integer}
+  y: {type: integer, default: 1}
+steps:
+  - {id: a, tool: add, args: {a: "{{ context.x }}", b: "{{ context.y }}"}}
+output: {sum: "{{ steps.a.output }}", x: "{{ context.x }}"}
+""")
+    r = chainlab("run", str(typed), "--tools", TOOLS, "--context", '{"x": 2}', cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert 'output: {"sum": 3, "x": 2}' in r.out
+    shown = chainlab("show", r.run_id(), "--json", cwd=tmp_path).json
+    assert shown["output"] == {"sum": 3, "x": 2}
+    missing = chainlab("run", str(typed), "--tools", TOOLS, cwd=tmp_path)
+    assert missing.code == 2 and "[missing_input]" in missing.err
+
+
 def test_plan_with_the_fallback_planner(tmp_path: Path) -> None:
     r = chainlab("plan", "add two numbers", "--tools", TOOLS, "-o", "planned.yaml",
                  cwd=tmp_path)
