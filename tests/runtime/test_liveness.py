@@ -46,11 +46,19 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path,
 
 
 async def driven(runtime: Runtime, run_id: str = "r1") -> Any:
-    """Start the pay-once chain in ``runtime`` and wait until it waits for ``pay`` and its
-    heartbeat is in the store."""
+    """Start the pay-once chain in ``runtime`` and wait until it waits for ``pay`` IN THE
+    STORE (the handle's status runs ahead of the group-committed log: a driver cancelled
+    right after the handle said "suspended" could leave a log in which ``pay`` was never
+    asked for, and a takeover then asks again, asynchronously) and its heartbeat is there."""
     run = await runtime.start(chain(), {}, run_id=run_id)
+
+    def stored_suspended() -> bool:
+        kinds = [e.kind for e in runtime.store.load_events(run_id)]
+        return EventKind.RUN_SUSPENDED in kinds
+
     with anyio.fail_after(30):
-        while run.status != RunStatus.SUSPENDED or runtime.store.driver_of(run_id) is None:
+        while run.status != RunStatus.SUSPENDED or runtime.store.driver_of(run_id) is None \
+                or not stored_suspended():
             await anyio.sleep(0.01)
     return run
 
