@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from chainlab.plan.inputs import value_type
+
 if TYPE_CHECKING:
     from chainlab.errors import Problem
     from chainlab.planner.policy import PlanPolicy
@@ -69,7 +71,7 @@ def chat_messages(request: str, toolbox: Toolbox, context: Mapping[str, Any] | N
                    "inputs they declare):\n"
                    + json.dumps(chains, separators=(",", ":"))) if chains else "")
     if context:
-        keys = ", ".join(f"{k} ({_json_type(v)})" for k, v in context.items())
+        keys = ", ".join(f"{k} ({value_type(v)})" for k, v in context.items())
         ctx = f"Context keys available as {{{{ context.KEY }}}}: {keys}"
     else:
         ctx = "No context keys are available."
@@ -81,17 +83,3 @@ def chat_messages(request: str, toolbox: Toolbox, context: Mapping[str, Any] | N
 def repair_message(problems: list[Problem]) -> str:
     """The user message that sends a round's problems back."""
     return REPAIR_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null" if value is None else type(value).__name__
