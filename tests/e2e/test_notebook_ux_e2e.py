@@ -1,7 +1,8 @@
 """Issue 29 in a real JupyterLab and a real browser, what a person sees: a failed run names
 its step and error above the DAG; a click on a DAG node opens that step in the Inspector;
 the history scrubber follows a drag; the designer says "needs context" until the context
-form is filled, then "valid"; a reference of the wrong type is a ``reference_type`` problem.
+form is filled, then "valid"; a reference of the wrong type is a ``reference_type`` problem;
+a chain that declares ``inputs:`` gets its form from them (issue 29 item 4b).
 
 Screenshots (light and dark theme) go to tests/artifacts/ (``CHAINLAB_SHOTS=DIR`` elsewhere).
 """
@@ -61,6 +62,24 @@ steps:
   - {id: sum, tool: total, args: {orders: "{{ steps.orders.output }}"}}
 '''
 DESIGN = "%chain design bill --tools tb"
+QUOTE_NOTEBOOK = "inputs_e2e.ipynb"
+QUOTE_TOOLS = '''%load_ext chainlab
+import chainlab
+
+tb = chainlab.Toolbox("quotes")
+
+@tb.tool
+def price(customer: str, tier: str) -> str:
+    """Quote a price."""
+    return f"{customer}: {40 if tier == 'pro' else 10} EUR"'''
+QUOTE = '''%%chain quote --tools tb
+inputs:
+  customer: {type: string, description: who the quote is for}
+  tier: {type: string, enum: [basic, pro], default: basic, description: the price list}
+steps:
+  - {id: price, tool: price, args: {customer: "{{ context.customer }}", tier: "{{ context.tier }}"}}
+output: "{{ steps.price.output }}"
+'''
 JS_CELL_SOURCES = """() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells
   .map(c => c.getSource())"""
 JS_THEME = """theme => window.jupyterapp.commands.execute('apputils:change-theme',
@@ -78,7 +97,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     require_chromium()
     work = tmp_path_factory.mktemp("lab-ux")
     path = write_notebook(work / NOTEBOOK, [TOOLS, FLOW, RUN, BILL, DESIGN])
-    with Lab(work / "lab", [path]) as server:
+    quote = write_notebook(work / QUOTE_NOTEBOOK,
+                           [QUOTE_TOOLS, QUOTE, "%chain design quote --tools tb"])
+    with Lab(work / "lab", [path, quote]) as server:
         yield server
 
 
@@ -192,3 +213,40 @@ def test_what_a_person_sees(lab: Lab, page: Any) -> None:
     after = page.evaluate(JS_CELL_SOURCES)
     assert len(after) == len(before) + 1
     assert sum(c.startswith("%%chain bill") for c in after) == 2  # BILL's and the written one
+
+
+def test_the_designer_form_comes_from_the_declared_inputs(lab: Lab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    lab.shutdown_kernels()
+    page.goto(lab.url(QUOTE_NOTEBOOK))
+    page.wait_for_selector(IDLE, timeout=60_000)
+    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+    shots = shots_dir()
+    designer = page.locator(f"{PANEL} .cl-designer")
+    expect(designer).to_be_visible(timeout=30_000)
+    badge = designer.locator(".cl-dsg-head .cl-badge")
+    # tier has a default: only customer is needed
+    expect(badge).to_contain_text("valid plan · needs context: customer", timeout=30_000)
+    customer = designer.locator(".cl-dsg-ctx-customer input")
+    expect(customer).to_have_attribute("placeholder", "string, required")
+    # each declared description is written beside its box
+    row = designer.locator(".cl-dsg-ctxrow", has=page.locator(".cl-dsg-ctx-customer"))
+    expect(row).to_contain_text("who the quote is for")
+    tier = designer.locator(".cl-dsg-ctx-tier select")
+    expect(tier.locator("option")).to_have_text(
+        ["(one of 'basic', 'pro', default 'basic')", "basic", "pro"])
+    designer.screenshot(path=str(shots / "ux-designer-inputs-light.png"))
+    themed(page, "JupyterLab Dark")
+    designer.screenshot(path=str(shots / "ux-designer-inputs-dark.png"))
+    themed(page, "JupyterLab Light")
+    customer.fill("Ada")
+    customer.press("Enter")
+    tier.select_option("pro")
+    expect(badge).to_have_text(re.compile(r"✓ valid$"), timeout=10_000)
+    designer.locator(".cl-dsg-head button", has_text="Run").click()
+    run = designer.locator(".cl-run")
+    expect(run.locator(".cl-badge.cl-r-succeeded")).to_be_visible(timeout=30_000)
+    designer.screenshot(path=str(shots / "ux-designer-inputs-ran-light.png"))

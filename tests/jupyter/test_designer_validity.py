@@ -180,7 +180,9 @@ async def test_the_context_form_comes_from_the_declared_inputs(d: ChainDesigner)
     boxes = d.context_form.rows
     assert list(boxes) == ["customer", "copies", "currency"]  # declared, not referenced, order
     assert boxes["customer"].placeholder == "string, required"
-    assert boxes["customer"].tooltip == "who is billed"
+    described = [c for c in d.context_form.children if "cl-dsg-ctxrow" in c._dom_classes]
+    assert [row.children[0] for row in described] == [boxes["customer"]]  # only it has one
+    assert "who is billed" in described[0].children[1].value  # written beside its box
     assert boxes["copies"].placeholder == "integer, default 1"
     currency = boxes["currency"]
     assert [label for label, _ in currency.options] == ["(one of 'EUR', 'USD', default 'EUR')",

@@ -1,9 +1,9 @@
 """The designer's context form: one box per context key the draft takes, so that "valid"
 means a run could start (issue 29). A chain that declares ``inputs:`` gets one box per
-declared input, typed, described and defaulted by its declaration (an ``enum`` is a
-dropdown); otherwise one box per key the draft refers to, typed from where it is used (the
-parameter a ``{{ context.KEY }}`` feeds). It edits the same context as the head bar's JSON
-box."""
+declared input, typed and defaulted by its declaration (an ``enum`` is a dropdown), its
+description written beside it; otherwise one box per key the draft refers to, typed from
+where it is used (the parameter a ``{{ context.KEY }}`` feeds). It edits the same context
+as the head bar's JSON box."""
 
 from __future__ import annotations
 
@@ -56,13 +56,14 @@ def context_types(draft: Draft) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class ContextField:
-    """One box of the form: the key, the type its value is parsed as, the box's placeholder
-    and tooltip, and the values a dropdown offers (a declared ``enum``)."""
+    """One box of the form: the key, the type its value is parsed as, the box's placeholder,
+    the declared description (shown beside the box) and the values a dropdown offers (a
+    declared ``enum``)."""
 
     key: str
     kind: str  # string | integer | number | json
     placeholder: str
-    tooltip: str = ""
+    description: str = ""
     choices: tuple[Any, ...] = ()
 
 
@@ -102,8 +103,7 @@ class ContextForm(W.VBox):
         self.add_class("cl-dsg-context")
 
     def _box(self, f: ContextField) -> W.Text | W.Dropdown:
-        common: dict[str, Any] = {"description": f.key, "tooltip": f.tooltip or None,
-                                  "layout": W.Layout(width="22em"),
+        common: dict[str, Any] = {"description": f.key, "layout": W.Layout(width="22em"),
                                   "style": {"description_width": "initial"}}
         if f.choices:
             options = [(f"({f.placeholder})", UNSET),
@@ -117,13 +117,25 @@ class ContextForm(W.VBox):
         box.add_class(f"cl-dsg-ctx-{f.key}")
         return box
 
+    def _row(self, f: ContextField) -> W.Widget:
+        """The box, and its declared description beside it (written out: ipywidgets draws
+        no tooltip for a box that has a label)."""
+        box = self.rows[f.key]
+        if not f.description:
+            return box
+        note = W.HTML(f'<span class="cl-note cl-dsg-ctxdesc">{html.escape(f.description)}'
+                      "</span>")
+        row = W.HBox([box, note])
+        row.add_class("cl-dsg-ctxrow")
+        return row
+
     def sync(self, draft: Draft) -> None:
         fields = context_fields(draft)
         if fields != self.fields:
             self.fields = fields
             self.rows = {f.key: self._box(f) for f in fields}
             self.kinds = {f.key: f.kind for f in fields}
-            self.children = [self.title, *self.rows.values()] if self.rows else []
+            self.children = [self.title, *map(self._row, fields)] if self.rows else []
         missing = draft.missing_context()
         title = ('<span class="cl-dsg-ctxtitle">context</span> <span class="cl-note">'
                  + (f"a run needs {html.escape(', '.join(missing))}" if missing
