@@ -16,8 +16,13 @@ from chainlab.store import open_store
 from tests.jupyter.test_remote_widgets import Driver
 
 from .lab import Lab, browser_page, write_notebook
-from .test_designer_e2e import JS_THEME, shots_dir
-from .test_lab import IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
+from .test_lab import (
+    PANEL,
+    require_chromium,
+    run_all,
+    shots_dir,
+    themed,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -60,12 +65,7 @@ def test_team_inbox_and_watch_widget_in_both_themes(lab: tuple[Lab, Driver], pag
     from playwright.sync_api import expect
 
     server, driver = lab
-    server.shutdown_kernels()
-    page.goto(server.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=60_000)
+    run_all(page, server, NOTEBOOK)
     inbox = page.locator(f"{PANEL} .cl-team-inbox")
     expect(inbox).to_contain_text("2 decisions wait in 2 runs", timeout=30_000)
     expect(inbox.locator(".cl-card")).to_have_count(2)
@@ -79,15 +79,11 @@ def test_team_inbox_and_watch_widget_in_both_themes(lab: tuple[Lab, Driver], pag
     page.wait_for_timeout(300)
     inbox.screenshot(path=str(shots / "approvals-light.png"))
     watch.screenshot(path=str(shots / "watch-light.png"))
-    page.evaluate(JS_THEME, "JupyterLab Dark")
-    page.wait_for_selector('body[data-jp-theme-light="false"]', state="attached",
-                           timeout=30_000)
+    themed(page, "JupyterLab Dark")
     page.wait_for_timeout(500)  # the theme's colours settle
     inbox.screenshot(path=str(shots / "approvals-dark.png"))
     watch.screenshot(path=str(shots / "watch-dark.png"))
-    page.evaluate(JS_THEME, "JupyterLab Light")
-    page.wait_for_selector('body[data-jp-theme-light="true"]', state="attached",
-                           timeout=30_000)
+    themed(page, "JupyterLab Light")
 
     pay_card = inbox.locator(".cl-card", has_text="waits for approval")
     pay_card.locator("button.jupyter-button", has_text="Approve").click()

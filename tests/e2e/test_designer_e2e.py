@@ -8,15 +8,19 @@ Screenshots (light and dark theme) go to tests/artifacts/ (``CHAINLAB_SHOTS=DIR`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .lab import Lab, browser_page, write_notebook
-from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
+from .test_lab import (
+    PANEL,
+    require_chromium,
+    run_all,
+    shots_dir,
+    themed,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -43,14 +47,7 @@ def publish(text: str, channel: str = "news") -> str:
 DESIGNER = f"{PANEL} .cl-designer"
 JS_CELL_SOURCES = """() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells
   .map(c => c.getSource())"""
-JS_THEME = """theme => window.jupyterapp.commands.execute('apputils:change-theme',
-  {theme: theme})"""
 
-
-def shots_dir() -> Path:
-    out = Path(os.environ.get("CHAINLAB_SHOTS") or ARTIFACTS)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +72,7 @@ def test_design_and_run_a_two_step_chain(lab: Lab, page: Any) -> None:
 def design_and_run(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
-    lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=60_000)
+    run_all(page, lab, NOTEBOOK)
     designer = page.locator(DESIGNER)
     expect(designer).to_be_visible(timeout=30_000)
     expect(designer.locator(".cl-dsg-emptydag")).to_be_visible()
@@ -158,13 +150,11 @@ def design_and_run(lab: Lab, page: Any) -> None:
     assert "items: '{{ steps.fetch.output }}'" in sources[2]
 
     # 5. the dark theme
-    page.evaluate(JS_THEME, "JupyterLab Dark")
-    page.wait_for_selector('body[data-jp-theme-light="false"]', state="attached",
-                           timeout=20_000)
+    themed(page, "JupyterLab Dark")
     designer.locator(".cl-dsg-add", has_text="publish").click()
     expect(canvas.locator("g.node")).to_have_count(3)
     page.wait_for_timeout(300)  # the theme's fonts and colours settle
     designer.screenshot(path=str(shots / "designer-dark.png"))
-    page.evaluate(JS_THEME, "JupyterLab Light")
+    themed(page, "JupyterLab Light")
     errors = [e for e in page.errors if "favicon" not in e]
     assert not [e for e in errors if "Error displaying widget" in e or "anywidget" in e], errors

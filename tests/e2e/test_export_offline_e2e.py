@@ -26,12 +26,10 @@ import pytest
 from .lab import CHROME_ARGS, CHROMIUM, Lab, browser_page, write_notebook
 from .test_lab import (
     ARTIFACTS,
-    IDLE,
-    JS_ALL_CELLS_RAN,
-    JS_KERNEL_READY,
     PANEL,
     REPO,
     require_chromium,
+    run_all,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
@@ -242,13 +240,7 @@ def test_live_jupyterlab_shows_the_widget_not_the_static_picture(lab: Lab) -> No
     from playwright.sync_api import expect
 
     with browser_page(ARTIFACTS / "export-live-failure.png") as page:
-        lab.shutdown_kernels()
-        page.goto(lab.url("export-live.ipynb"))
-        page.wait_for_selector(IDLE, timeout=60_000)
-        page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function(JS_ALL_CELLS_RAN, timeout=60_000)
-        page.wait_for_selector(IDLE, timeout=30_000)
+        run_all(page, lab, "export-live.ipynb")
         cell = page.locator(f"{PANEL} .jp-CodeCell").first
         widget = cell.locator(".cl-run")
         expect(widget).to_be_visible()

@@ -9,6 +9,7 @@ that the DAG shows the approved step as succeeded. Screenshots go to tests/artif
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,14 +71,43 @@ def page(lab: Lab) -> Iterator[Any]:
         yield page
 
 
-def open_and_run_all(page: Any, lab: Lab) -> None:
+def open_and_run_all(page: Any, lab: Lab, notebook: str = NOTEBOOK) -> None:
+    """A fresh kernel, ``notebook`` opened, "run all cells" fired (and forgotten: the
+    command's promise resolves only when every cell has run, and a cell may wait for a
+    click)."""
     lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
+    page.goto(lab.url(notebook))
     page.wait_for_selector(IDLE, timeout=60_000)
     page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    # fire and forget: the command's promise resolves only when every cell has run, and one
-    # cell waits for our click
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+
+def run_all(page: Any, lab: Lab, notebook: str) -> None:
+    """:func:`open_and_run_all`, then wait until every cell has run and the kernel idles."""
+    open_and_run_all(page, lab, notebook)
+    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+    page.wait_for_selector(IDLE, timeout=30_000)
+
+
+JS_THEME = """theme => window.jupyterapp.commands.execute('apputils:change-theme',
+  {theme: theme})"""
+
+
+def themed(page: Any, theme: str) -> None:
+    """Switch JupyterLab's theme (``"JupyterLab Dark"`` / ``"JupyterLab Light"``): wait until
+    the page says it changed, then let its fonts and colours settle."""
+    page.evaluate(JS_THEME, theme)
+    light = "false" if "Dark" in theme else "true"
+    page.wait_for_selector(f'body[data-jp-theme-light="{light}"]', state="attached",
+                           timeout=30_000)
+    page.wait_for_timeout(500)
+
+
+def shots_dir() -> Path:
+    """Where screenshots go: tests/artifacts/ (``CHAINLAB_SHOTS=DIR`` elsewhere)."""
+    out = Path(os.environ.get("CHAINLAB_SHOTS") or ARTIFACTS)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def test_approve_in_the_browser(lab: Lab, page: Any) -> None:

@@ -9,17 +9,20 @@ Screenshots (light and dark theme) go to tests/artifacts/ (``CHAINLAB_SHOTS=DIR`
 
 from __future__ import annotations
 
-import os
 import re
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .lab import Lab, browser_page, write_notebook
-from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
+from .test_lab import (
+    PANEL,
+    require_chromium,
+    run_all,
+    shots_dir,
+    themed,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -82,14 +85,7 @@ output: "{{ steps.price.output }}"
 '''
 JS_CELL_SOURCES = """() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells
   .map(c => c.getSource())"""
-JS_THEME = """theme => window.jupyterapp.commands.execute('apputils:change-theme',
-  {theme: theme})"""
 
-
-def shots_dir() -> Path:
-    out = Path(os.environ.get("CHAINLAB_SHOTS") or ARTIFACTS)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -113,21 +109,11 @@ def node(scope: Any, page: Any, step_id: str) -> Any:
     return scope.locator("g.node", has=page.locator("title", has_text=step_id)).first
 
 
-def themed(page: Any, theme: str) -> None:
-    page.evaluate(JS_THEME, theme)
-    time.sleep(1.5)
-
 
 def test_what_a_person_sees(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
-    lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
-    page.wait_for_selector(IDLE, timeout=30_000)
+    run_all(page, lab, NOTEBOOK)
     shots = shots_dir()
 
     # 1. the failed run names its step and error; one click shows it in the Inspector
@@ -218,12 +204,7 @@ def test_what_a_person_sees(lab: Lab, page: Any) -> None:
 def test_the_designer_form_comes_from_the_declared_inputs(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
-    lab.shutdown_kernels()
-    page.goto(lab.url(QUOTE_NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+    run_all(page, lab, QUOTE_NOTEBOOK)
     shots = shots_dir()
     designer = page.locator(f"{PANEL} .cl-designer")
     expect(designer).to_be_visible(timeout=30_000)

@@ -12,26 +12,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .lab import Lab, browser_page
-from .test_lab import (
-    IDLE,
-    JS_ALL_CELLS_RAN,
-    JS_KERNEL_READY,
-    JS_NODE_LOOK,
-    PANEL,
-    require_chromium,
-)
+from .test_lab import ARTIFACTS, JS_NODE_LOOK, NOTEBOOKS, PANEL, require_chromium, run_all, themed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
-REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = REPO / "notebooks"
-ARTIFACTS = REPO / "tests" / "artifacts"
 NOTEBOOK = "06-time-travel.ipynb"
 
 
@@ -67,6 +56,17 @@ def caption_of(widget: Any, page: Any, step_id: str) -> str:
     return str(caption).strip('"')
 
 
+def caption_becomes(widget: Any, page: Any, step_id: str, want: str,
+                    timeout: float = 10.0) -> str:
+    """The step's caption once it reads ``want`` (or at the timeout): the badge and the
+    DAG's style patch arrive in separate messages."""
+    deadline = time.monotonic() + timeout
+    while (caption := caption_of(widget, page, step_id)) != want \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return caption
+
+
 def settled_seq(widget: Any, page: Any, timeout: float = 20.0) -> int:
     """The scrubbed event once the header and the DAG agree on it (the header and the style
     patch arrive in separate messages; a dragged or keyed slider may pass through values)."""
@@ -89,18 +89,12 @@ def scrubbed_seq(widget: Any) -> int:
 def test_scrub_back_in_the_browser(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
-    lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
-    page.wait_for_selector(IDLE, timeout=30_000)
+    run_all(page, lab, NOTEBOOK)
 
     first = page.locator(f"{PANEL} .cl-run").first
     first.scroll_into_view_if_needed()
     expect(first.locator(".cl-badge.cl-r-failed")).to_be_visible(timeout=30_000)
-    assert caption_of(first, page, "parse") == "✗ failed"
+    assert caption_becomes(first, page, "parse", "✗ failed") == "✗ failed"
 
     # drag the slider's handle to a quarter of its track: an earlier event
     track = first.locator(".cl-scrubber .widget-slider .noUi-base, .cl-scrubber .slider")
@@ -135,18 +129,11 @@ def test_scrub_back_in_the_browser(lab: Lab, page: Any) -> None:
     expect(first.locator(".cl-head")).to_contain_text(f"after event {earlier + 1} of 16",
                                                       timeout=10_000)
 
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                  "{theme: 'JupyterLab Dark'})")
-    time.sleep(1.5)
+    themed(page, "JupyterLab Dark")
     first.scroll_into_view_if_needed()
     first.screenshot(path=str(ARTIFACTS / "e2e-06-scrubber-dark.png"))
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                  "{theme: 'JupyterLab Light'})")
-    time.sleep(1.0)
+    themed(page, "JupyterLab Light")
 
     first.locator(".cl-scrubber button", has_text="Live").click()
     expect(first.locator(".cl-head")).not_to_contain_text("history:", timeout=10_000)
-    deadline = time.monotonic() + 5
-    while caption_of(first, page, "parse") != "✗ failed" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert caption_of(first, page, "parse") == "✗ failed"
+    assert caption_becomes(first, page, "parse", "✗ failed") == "✗ failed"

@@ -19,8 +19,13 @@ from typing import Any
 import pytest
 
 from .lab import Lab, browser_page, write_notebook
-from .test_designer_e2e import JS_THEME
-from .test_lab import ARTIFACTS, IDLE, JS_ALL_CELLS_RAN, JS_KERNEL_READY, PANEL, require_chromium
+from .test_lab import (
+    ARTIFACTS,
+    PANEL,
+    require_chromium,
+    run_all,
+    themed,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
@@ -85,13 +90,7 @@ def node(widget: Any, page: Any, step_id: str) -> Any:
 def test_continue_after_pause_and_approve_in_an_idle_kernel(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
-    lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=60_000)
-    page.wait_for_selector(IDLE, timeout=30_000)  # from here on no cell runs: the kernel idles
+    run_all(page, lab, NOTEBOOK)
 
     w = page.locator(f"{PANEL} .cl-run").first
     head = w.locator(".cl-head")
@@ -124,10 +123,8 @@ def test_continue_after_pause_and_approve_in_an_idle_kernel(lab: Lab, page: Any)
     expect(light_png).to_be_visible(timeout=30_000)
     expect(w.locator("img.cl-theme-dark-only")).to_be_hidden()
     w.screenshot(path=str(ARTIFACTS / "e2e-run-widget-light.png"))
-    page.evaluate(JS_THEME, "JupyterLab Dark")
-    page.wait_for_selector('body[data-jp-theme-light="false"]', state="attached",
-                           timeout=30_000)
+    themed(page, "JupyterLab Dark")
     expect(w.locator("img.cl-theme-dark-only")).to_be_visible()
     expect(light_png).to_be_hidden()
     w.screenshot(path=str(ARTIFACTS / "e2e-run-widget-dark.png"))
-    page.evaluate(JS_THEME, "JupyterLab Light")
+    themed(page, "JupyterLab Light")

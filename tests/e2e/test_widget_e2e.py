@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 
 from .lab import Lab, browser_page, write_notebook
-from .test_designer_e2e import JS_THEME, shots_dir
 from .test_lab import (
     ARTIFACTS,
-    IDLE,
-    JS_ALL_CELLS_RAN,
-    JS_KERNEL_READY,
     JS_NODE_LOOK,
     PANEL,
     require_chromium,
+    run_all,
+    shots_dir,
+    themed,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
@@ -86,13 +85,7 @@ def test_wide_and_tall_dags_scroll_legend_and_next(lab: Lab, page: Any) -> None:
     from playwright.sync_api import expect
 
     shots = shots_dir()
-    lab.shutdown_kernels()
-    page.goto(lab.url(NOTEBOOK))
-    page.wait_for_selector(IDLE, timeout=60_000)
-    page.wait_for_function(JS_KERNEL_READY, timeout=60_000)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=90_000)
-    page.wait_for_selector(IDLE, timeout=30_000)
+    run_all(page, lab, NOTEBOOK)
     wide, tall = page.locator(f"{PANEL} .cl-run").nth(0), page.locator(f"{PANEL} .cl-run").nth(1)
     expect(wide.locator(".cl-head")).to_contain_text("1 ready", timeout=20_000)
     expect(tall.locator(".cl-head")).to_contain_text("25 succeeded", timeout=20_000)
@@ -143,14 +136,12 @@ def test_wide_and_tall_dags_scroll_legend_and_next(lab: Lab, page: Any) -> None:
     expect(tall.locator(".cl-loading")).to_be_hidden()
 
     tall.locator(".lm-TabBar-tab", has_text="Approvals").click()
-    page.evaluate(JS_THEME, "JupyterLab Dark")
-    page.wait_for_selector('body[data-jp-theme-light="false"]', state="attached",
-                           timeout=30_000)
+    themed(page, "JupyterLab Dark")
     page.wait_for_timeout(300)  # the theme's colours settle
     legend.locator("button", has_text="Legend").click()
     expect(key.locator("svg")).to_be_visible()
     wide.screenshot(path=str(shots / "widget-wide-dark.png"))
     tall.screenshot(path=str(shots / "widget-tall-dark.png"))
-    page.evaluate(JS_THEME, "JupyterLab Light")
+    themed(page, "JupyterLab Light")
     errors = [e for e in page.errors if "favicon" not in e]
     assert not [e for e in errors if "Error displaying widget" in e], errors
