@@ -12,7 +12,7 @@ pass. :mod:`chainlab.plan.validate` reports the findings; the designer shows the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chainlab.plan.graph import ref_target
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from chainlab.tools import Tool, Toolbox
 
 __all__ = ["reference_type_findings", "schema_types", "subchain_reference_findings",
-           "type_text", "value_schema"]
+           "type_text", "value_schema", "whole_arg_refs"]
 
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # (source type, target type) pairs a tool's (lax) validation may still accept
@@ -232,19 +232,27 @@ def subchain_reference_findings(step: Step, child: Chain, chain: Chain, toolbox:
                      chain, toolbox, context, save_as)
 
 
-def _findings(step: Step, props: Mapping[str, Any], tdefs: Mapping[str, Any], who: str,
-              other_fix: str, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
-              save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    out: list[tuple[str, str, str]] = []
-    for key, value in step.args.items():
+def whole_arg_refs(args: Mapping[str, Any], props: Mapping[str, Any]
+                   ) -> Iterator[tuple[str, Ref]]:
+    """``(parameter, reference)`` for each arg that is one whole reference
+    (``"{{ steps.a.output }}"``) feeding a parameter in ``props``: the values whose type is
+    the reference's source's, not text."""
+    for key, value in args.items():
         if not isinstance(value, str) or "{{" not in value or key not in props:
             continue
         try:
             ref = parse_template(value).whole
         except TemplateSyntaxError:
             continue
-        if ref is None:
-            continue
+        if ref is not None:
+            yield key, ref
+
+
+def _findings(step: Step, props: Mapping[str, Any], tdefs: Mapping[str, Any], who: str,
+              other_fix: str, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
+              save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    for key, ref in whole_arg_refs(step.args, props):
         found = _source(ref, step, chain, toolbox, context, save_as)
         if found is None:
             continue

@@ -17,8 +17,7 @@ import ipywidgets as W
 
 from chainlab.jupyter.designer.args import from_text, to_text
 from chainlab.jupyter.designer.draft import UNSET, Draft
-from chainlab.plan.refs import TemplateSyntaxError, parse_template
-from chainlab.plan.reftypes import type_text
+from chainlab.plan.reftypes import type_text, whole_arg_refs
 
 __all__ = ["ContextField", "ContextForm", "context_fields", "context_types"]
 
@@ -39,14 +38,8 @@ def context_types(draft: Draft) -> dict[str, str]:
             continue
         props, defs = schema.get("properties", {}), schema.get("$defs", {})
         args = step.get("args")
-        for name, value in (args.items() if isinstance(args, dict) else ()):
-            if not isinstance(value, str) or "{{" not in value or name not in props:
-                continue
-            try:
-                ref = parse_template(value).whole
-            except TemplateSyntaxError:
-                continue
-            if ref is None or ref.root != "context" or len(ref.path) != 1:
+        for name, ref in whole_arg_refs(args if isinstance(args, dict) else {}, props):
+            if ref.root != "context" or len(ref.path) != 1:
                 continue
             key = ref.path[0]
             if isinstance(key, str) and key in out and not out[key]:
