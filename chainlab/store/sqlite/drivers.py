@@ -42,15 +42,16 @@ class SQLiteLiveness:
 
         def _conn(self) -> sqlite3.Connection: ...
         def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
-        def _refusal(self, run_id: str, first_unsaved: int | None = None
+        def _refusal(self, run_id: str | None, first_unsaved: int | None = None
                      ) -> StoreError | None: ...
         def _run_ids(self, conn: sqlite3.Connection) -> list[str]: ...
         def _sqlite_errors(self, doing: str, run_id: str | None = None
                            ) -> contextlib.AbstractContextManager[None]: ...
 
     @contextlib.contextmanager
-    def _write(self, run_id: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction (rolled back on any error), errors mapped once."""
+    def _write(self, run_id: str | None) -> Iterator[sqlite3.Connection]:
+        """One write transaction (rolled back on any error), errors mapped once; ``run_id``
+        is the run it writes (None: the queue's tables), named when it fails."""
         refused = self._refusal(run_id)
         if refused is not None:
             raise refused
