@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
 from chainlab.http.errors import ApiError
+from chainlab.store.queue import QUEUE_NAME
 
 __all__ = [
     "RUN_ID_PATTERN",
@@ -67,6 +68,10 @@ class StartRun(Body):
     run_id: Annotated[str | None, Field(default=None, pattern=RUN_ID_PATTERN, description=(
         "A client-chosen run id: a retried request with the same id returns the same run "
         "(as the Idempotency-Key header does)."))]
+    queue: Annotated[str | None, Field(default=None, pattern=QUEUE_NAME.pattern, description=(
+        "Enqueue the run in this queue instead of driving it in this server: it is stored "
+        "'queued' and a worker of the fleet (chainlab worker --queue NAME) claims and drives "
+        "it. A simple identifier, e.g. 'default'."))]
 
 
 class Approve(Body):

@@ -69,6 +69,9 @@ class RunView:
         self._static: RunState | None = None
         self._events: list[Event] | None = None  # the log of a finished stored run
         self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
+        #: True for the handle an idempotent start returned for a run an earlier call with
+        #: the same ``idempotency_key`` (and the same request) made: nothing new started
+        self.replayed = False
 
     # ------------------------------------------------------------------ state
     @property

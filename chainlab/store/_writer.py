@@ -26,7 +26,7 @@ from chainlab.events.event import Event
 from chainlab.store.base import DriverInfo, RunRecord, raise_if_refused
 
 __all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "insert_run",
-           "not_text", "record_of", "sort_batch", "wait_for"]
+           "not_text", "record_of", "run_select", "sort_batch", "wait_for"]
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,22 @@ def event_rows(events: tuple[Event, ...]) -> list[tuple[Any, ...]] | StoreError:
 def dumps(value: Any) -> str:
     """Compact, strict JSON (no NaN): what the stores write."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def run_select(dialect: str) -> str:
+    """``SELECT``'s columns and ``FROM`` that :func:`record_of` reads (add ``WHERE`` /
+    ``ORDER BY``): a commit touches only the events table unless the status changes (the hot
+    path writes one page less), so a run's ``updated_at`` is the later of the row's and its
+    last event's time; the driver (with its fleet worker's name) is joined in when it holds
+    the run's current epoch. ``dialect``: ``"sqlite"`` or ``"postgres"``."""
+    later = "greatest" if dialect == "postgres" else "max"
+    return (
+        f"runs.run_id, chain_name, status, runs.epoch, created_at, {later}(updated_at, "
+        "coalesce((SELECT e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq "
+        "DESC LIMIT 1), updated_at)), chain, chains, context, options, meta, queue, "
+        "concurrency_key, d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
+        "FROM runs LEFT JOIN drivers d ON d.run_id = runs.run_id AND d.epoch = runs.epoch "
+        "LEFT JOIN workers w ON w.worker_id = d.driver_id")
 
 
 def record_of(row: tuple[Any, ...] | Any) -> RunRecord:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from chainlab.errors import RunNotFoundError, StoreError
-from chainlab.store._writer import record_of
+from chainlab.store._writer import record_of, run_select
 from chainlab.store.base import DriverInfo, RunRecord
 from chainlab.store.postgres.drivers import put_driver
 from chainlab.store.postgres.errors import PoolTimeout, _server_error
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresQueue"]
+
+_RUNS = run_select("postgres")
 
 #: the advisory-lock namespace of claims (the first key of the two-key lock)
 _CLAIM_LOCKS = 0x636C61  # "cla"
@@ -48,9 +50,7 @@ class _PostgresTx:
                           (_CLAIM_LOCKS, name))
 
     def record(self, run_id: str) -> RunRecord:
-        from chainlab.store.postgres.store import _RUN_COLUMNS
-
-        row = self.conn.execute(f"SELECT {_RUN_COLUMNS} WHERE runs.run_id = %s",
+        row = self.conn.execute(f"SELECT {_RUNS} WHERE runs.run_id = %s",
                                 (run_id,)).fetchone()
         if row is None:
             raise RunNotFoundError(run_id)

@@ -48,6 +48,7 @@ from chainlab.store._writer import (
     insert_run,
     not_text,
     record_of,
+    run_select,
     sort_batch,
 )
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
@@ -69,14 +70,7 @@ __all__ = ["CHANNEL", "PostgresStore"]
 #: the NOTIFY channel of committed events (payload ``"<run_id> <last seq>"``)
 CHANNEL = "chainlab_events"
 _RETRIES = 3  # a batch that met a deadlock or a serialization failure is tried again
-# the driver (and its fleet worker's name) is read with the run, if it holds the current epoch
-_RUN_COLUMNS = (
-    "runs.run_id, chain_name, status, runs.epoch, created_at, greatest(updated_at, coalesce(("
-    "SELECT e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), "
-    "updated_at)), chain, chains, context, options, meta, queue, concurrency_key, "
-    "d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
-    "FROM runs LEFT JOIN drivers d ON d.run_id = runs.run_id AND d.epoch = runs.epoch "
-    "LEFT JOIN workers w ON w.worker_id = d.driver_id")
+_RUN_COLUMNS = run_select("postgres")
 
 
 class PostgresStore(PostgresQueue, PostgresLiveness, WriterStore):

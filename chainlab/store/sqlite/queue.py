@@ -10,13 +10,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from chainlab.errors import RunNotFoundError
-from chainlab.store._writer import record_of
+from chainlab.store._writer import record_of, run_select
 from chainlab.store.base import DriverInfo, RunRecord
 from chainlab.store.queue import WorkerInfo
 from chainlab.store.sql_queue import SqlQueue, Tx
 from chainlab.store.sqlite.drivers import SQLiteLiveness
 
 __all__ = ["SQLiteQueue"]
+
+_RUNS = run_select("sqlite")
 
 
 class _SQLiteTx:
@@ -37,9 +39,7 @@ class _SQLiteTx:
         """Nothing: a ``BEGIN IMMEDIATE`` transaction is the only writer already."""
 
     def record(self, run_id: str) -> RunRecord:
-        from chainlab.store.sqlite.store import _RUN_COLUMNS
-
-        row = self.conn.execute(f"SELECT {_RUN_COLUMNS} WHERE runs.run_id = ?",
+        row = self.conn.execute(f"SELECT {_RUNS} WHERE runs.run_id = ?",
                                 (run_id,)).fetchone()
         if row is None:
             raise RunNotFoundError(run_id)

@@ -51,6 +51,7 @@ from chainlab.store._writer import (
     insert_run,
     not_text,
     record_of,
+    run_select,
 )
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.sqlite.errors import _fault
@@ -63,16 +64,7 @@ __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
 DEFAULT_PATH = Path(".chainlab") / "chainlab.db"
 
 _SYNC_MODES = ("full", "normal", "off")
-# a commit touches only the events table unless the status changes (the hot path writes one
-# page less), so a run's updated_at is the later of the row's and its last event's time; the
-# driver (and its fleet worker's name) is read with the run, if it holds the current epoch
-_RUN_COLUMNS = (
-    "runs.run_id, chain_name, status, runs.epoch, created_at, max(updated_at, coalesce(("
-    "SELECT e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), "
-    "updated_at)), chain, chains, context, options, meta, queue, concurrency_key, "
-    "d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
-    "FROM runs LEFT JOIN drivers d ON d.run_id = runs.run_id AND d.epoch = runs.epoch "
-    "LEFT JOIN workers w ON w.worker_id = d.driver_id")
+_RUN_COLUMNS = run_select("sqlite")
 
 
 class SQLiteStore(SQLiteQueue, WriterStore):
