@@ -281,6 +281,7 @@ class Launching(Hosting):
                 "options": record.options,
                 **order,
                 **(lineage or {}),
+                **self.liveness.signature(),
             },
             run_status=RunStatus.RUNNING,
         )

@@ -11,7 +11,7 @@ hand it to ``_launch`` through ``_recover``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
@@ -25,6 +25,9 @@ from chainlab.runtime.launching import Launching
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import Claim
+
+if TYPE_CHECKING:
+    from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Resuming"]
 
@@ -113,7 +116,18 @@ class Resuming(Launching):
             self._launch(run, DrivePhase.START)
             return run
         state = self._rebuilt(record, events, graph)
-        return await self._recover(chain, graph, opts, record, events, state, claim.epoch)
+        if claim.kind != "decided":
+            return await self._recover(chain, graph, opts, record, events, state, claim.epoch)
+        # the decisions that brought it back are applied BEFORE its driver starts: it never
+        # settles (re-suspends) in between, which would give back the slot the claim took
+        pending = await self.run_io(self.store.pending_requests, record.run_id, 0)
+        run = await self._recover(chain, graph, opts, record, events, state, claim.epoch,
+                                  launch=False)
+        for request in pending:
+            if not await self.liveness.answer(cast("Runtime", self), run, request):
+                break
+        self._launch(run, DrivePhase.RECOVER)
+        return run
 
     def _compiled(self, record: RunRecord) -> tuple[Chain, Graph, RunOptions]:
         """A stored run's chain, compiled against this runtime's toolbox (its own sub-chains
@@ -139,8 +153,10 @@ class Resuming(Launching):
         return RunState.from_events(record.run_id, events, graph.nodes)
 
     async def _recover(self, chain: Chain, graph: Graph, opts: RunOptions, record: RunRecord,
-                       events: list[Event], state: RunState, epoch: int) -> Run:
-        """Drive a stored run this runtime now owns at ``epoch`` from its rebuilt state."""
+                       events: list[Event], state: RunState, epoch: int, *,
+                       launch: bool = True) -> Run:
+        """Drive a stored run this runtime now owns at ``epoch`` from its rebuilt state
+        (``launch=False``: rebuilt, its driver not started yet; the caller launches it)."""
         run_id = record.run_id
         started: dict[str, Any] = next(
             (e.payload for e in events if e.kind == EventKind.RUN_STARTED), {}
@@ -151,7 +167,8 @@ class Resuming(Launching):
         was = state.status
         kernel.emit(
             EventKind.RUN_RESUMED,
-            payload={"reason": "recovery", "epoch": epoch, "was": str(was)},
+            payload={"reason": "recovery", "epoch": epoch, "was": str(was),
+                     **self.liveness.signature()},
             run_status=None
             if was in RUN_TERMINAL
             else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
@@ -164,5 +181,6 @@ class Resuming(Launching):
         else:
             # rebuilt here, synchronously: control methods work as soon as this returns
             kernel.to_reconcile = recover_now(kernel)
-            self._launch(run, DrivePhase.RECOVER)
+            if launch:
+                self._launch(run, DrivePhase.RECOVER)
         return run

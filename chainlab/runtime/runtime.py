@@ -142,8 +142,11 @@ class Runtime(Resuming):
         ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
         another live process (sent to it through the store; it applies the decision with the
         same checks and answers), or by nobody
-        (this runtime takes the run over, applies it, and drives the run on). ``by`` says
-        who decides (default ``user@host``). Returns ``"applied"``.
+        (this runtime takes the run over, applies it, and drives the run on). A run of a
+        queue (DESIGN §19) is never taken over here: the decision is checked, recorded and
+        left to the worker fleet, and the answer waited for up to ``timeout``. ``by`` says
+        who decides (default ``user@host``). Returns ``"applied"``, or ``"recorded"`` for a
+        queue's run no worker answered for yet (a worker applies it when one runs).
 
         Raises ValueError (unknown action, arguments of another action), RunNotFoundError,
         RunStateError / UnknownStepError / DecisionError (the step does not wait for this

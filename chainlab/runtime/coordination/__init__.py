@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from chainlab.events import RunState
     from chainlab.runtime.coordination.liveness import Liveness
+    from chainlab.runtime.engine.executors import Executor
     from chainlab.runtime.run import Run
     from chainlab.store.base import Store
     from chainlab.store.queue import Claim
@@ -27,6 +28,7 @@ class Host(Protocol):
 
     store: Store
     liveness: Liveness
+    executor: Executor
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call a store method (in a worker thread when the store blocks)."""
@@ -46,3 +48,6 @@ class Host(Protocol):
 
     def release(self, run_id: str) -> bool:
         """Stop driving a suspended run here, leaving it in the store (True when it was)."""
+
+    async def aclose(self) -> None:
+        """Stop driving every run here (they stay in the store for the next driver)."""
