@@ -157,7 +157,8 @@ class RunView:
 
     @property
     def status(self) -> RunStatus:
-        return self.state.status or RunStatus.RUNNING
+        """The fold's status; a run with no event yet has its record's (``queued``)."""
+        return self.state.status or RunStatus(self.record.status)
 
     @property
     def steps(self) -> dict[str, StepState]:

@@ -55,9 +55,12 @@ class DriverInfo:
         return max(0.0, now - self.beat_at)
 
     def describe(self) -> str:
-        """``pid 123 on host 'x' (epoch 4)`` (``worker 'w2', pid ...`` for a fleet worker)."""
-        who = f"worker {self.worker!r}, " if self.worker else ""
-        return f"{who}pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
+        """``pid 123 on host 'x' (epoch 4)``; for a fleet worker ``worker 'w2' on host 'x'
+        (pid 123, epoch 4)``."""
+        if self.worker:
+            return (f"worker {self.worker!r} on host {self.host!r} (pid {self.pid}, epoch "
+                    f"{self.epoch})")
+        return f"pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +284,8 @@ class Drivers(Protocol):
         took over), RunNotFoundError if unknown."""
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
-        """The run's last recorded driver (None when none beats for it)."""
+        """The run's last recorded driver (None when none beats for it), with the name of
+        its fleet worker when a worker drives it."""
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:
         """Forget the run's driver if it is ``driver_id`` (a driver that stops cleanly)."""

@@ -44,6 +44,7 @@ class MemoryLiveness:
         _lock: threading.Lock
         _mail: MemoryMail
         _runs: dict[str, RunRecord]
+        _fleet: MemoryFleet
 
         def _get_live(self, run_id: str) -> Any: ...
 
@@ -56,7 +57,11 @@ class MemoryLiveness:
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
         with self._lock:
-            return self._mail.drivers.get(run_id)
+            found = self._mail.drivers.get(run_id)
+            worker = self._fleet.workers.get(found.driver_id) if found else None
+            if found is None or worker is None:
+                return found
+            return replace(found, worker=worker.name)
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:
         with self._lock:

@@ -91,8 +91,9 @@ class SQLiteLiveness:
             (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
-        rows = self._fetch("SELECT driver_id, host, pid, epoch, beat_at FROM drivers "
-                           "WHERE run_id = ?", (run_id,))
+        rows = self._fetch("SELECT d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
+                           "FROM drivers d LEFT JOIN workers w ON w.worker_id = d.driver_id "
+                           "WHERE d.run_id = ?", (run_id,))
         return DriverInfo(*rows[0]) if rows else None
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:
