@@ -45,9 +45,10 @@ def queue_schema(dialect: str) -> str:
     return f"""
     ALTER TABLE runs ADD COLUMN queue TEXT;
     ALTER TABLE runs ADD COLUMN concurrency_key TEXT;
-    CREATE INDEX runs_queue ON runs (queue, status, created_at) WHERE queue IS NOT NULL;
-    CREATE INDEX runs_key ON runs (concurrency_key, status)
-        WHERE concurrency_key IS NOT NULL;
+    CREATE INDEX runs_queue ON runs (queue, status, created_at, run_id)
+        WHERE queue IS NOT NULL;
+    CREATE INDEX runs_key_held ON runs (concurrency_key)
+        WHERE concurrency_key IS NOT NULL AND status IN ({_KEY_HELD});
     CREATE INDEX drivers_driver ON drivers (driver_id);
     CREATE TABLE run_keys (
         idempotency_key TEXT PRIMARY KEY,

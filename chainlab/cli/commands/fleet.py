@@ -133,6 +133,11 @@ def register(app: typer.Typer) -> None:
             "--lapse", min=0.2, metavar="SECONDS",
             help="A run whose driver has not beaten for this long is taken over (give every "
                  "worker of a fleet the same).")] = 5.0,
+        same_host_check: Annotated[bool, typer.Option(
+            "--same-host-check/--no-same-host-check",
+            help="Notice a dead worker of this host at once by its pid (off where workers "
+                 "of one host name do not share a pid namespace: then only its lapsed "
+                 "heartbeats tell).")] = True,
         quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                             help="No line per run.")] = False,
     ) -> None:
@@ -151,7 +156,7 @@ def register(app: typer.Typer) -> None:
             fleet = new_worker(toolbox, store, name=name, queues=queue or [DEFAULT_QUEUE],
                                concurrency=concurrency, chains=subchains, poll_s=poll,
                                drain_s=drain_timeout, heartbeat_s=heartbeat,
-                               stale_after_s=lapse)
+                               stale_after_s=lapse, same_host_check=same_host_check)
             if not quiet:
                 logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                                     format="chainlab worker: %(message)s")
