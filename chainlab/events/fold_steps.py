@@ -21,6 +21,7 @@ from chainlab.events.status import (
     StepStatus,
     check_reuse,
     check_step,
+    step_exists,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +96,37 @@ def _on_reused(state: RunState, ev: Event) -> None:
     }
     st.started_at = st.ended_at = ev.ts
     state.completion.append(st.step_id)
+
+
+def _on_steps_added(state: RunState, ev: Event) -> None:
+    """A parent grew steps (a for_each step's instances, an agent's calls): one event, all
+    or nothing. Each new step is pending, except one a fork reused (``reused``: its
+    recorded output, as ``step_reused`` would copy it); ``confirm_first`` marks one that
+    waits for a person even if its tool does not ask (a fork's changed effect)."""
+    parent = ev.step_id or ""
+    p = ev.payload
+    added = state.children.setdefault(parent, [])
+    steps = state.steps
+    for spec in p["steps"]:
+        step_id = spec["id"]
+        if step_id in steps:
+            raise step_exists(step_id)
+        st = state.step(step_id)
+        added.append(step_id)
+        reused = spec.get("reused")
+        if reused is not None:
+            st.status = S.SUCCEEDED
+            st.output = reused.get("output")
+            st.args = reused.get("args")
+            st.reason = f"reused from run {reused.get('source_run')}"
+            st.reused = {k: reused.get(k) for k in
+                         ("decision", "source_run", "source_attempt", "code", "tool", "origin")}
+            st.started_at = st.ended_at = ev.ts
+            state.completion.append(step_id)
+        confirm = spec.get("confirm_first")
+        if confirm is not None:
+            state.confirm_first[step_id] = confirm
+    state.growth.append((parent, p))
 
 
 def _on_failed(state: RunState, ev: Event) -> None:
@@ -193,6 +225,7 @@ HANDLERS: dict[str, Handler] = {
     EventKind.STEP_IN_DOUBT: _on_in_doubt,
     EventKind.STEP_CANCELLED: _on_cancelled,
     EventKind.STEP_REUSED: _on_reused,
+    EventKind.STEPS_ADDED: _on_steps_added,
     EventKind.COMPENSATION_STARTED: _on_comp_started,
     EventKind.COMPENSATION_SUCCEEDED: _on_comp_succeeded,
     EventKind.COMPENSATION_FAILED: _on_comp_failed,

@@ -31,6 +31,7 @@ __all__ = [
     "check_run",
     "check_step",
     "releases",
+    "step_exists",
 ]
 
 
@@ -208,6 +209,11 @@ def check_reuse(step_id: str, old: StepStatus) -> None:
             f"step {step_id!r}: cannot reuse an output into a {old} step (only a pending one)",
             status=str(old),
         )
+
+
+def step_exists(step_id: str) -> InvalidTransition:
+    """The error for a graph that grows a step it already has (``steps_added``)."""
+    return InvalidTransition(f"step {step_id!r} already exists: a graph grows only new steps")
 
 
 def check_run(run_id: str, old: RunStatus, new: RunStatus) -> None:

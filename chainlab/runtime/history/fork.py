@@ -228,5 +228,5 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
 def _reuse_order(plan: ForkPlan, graph: Graph) -> list[ForkRow]:
     """Reused/overridden rows, a sub-chain's steps before the sub-chain step itself."""
     copied = [r for r in plan.rows if r.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE)]
-    groups = [r for r in copied if graph.nodes[r.step_id].is_group]
-    return [r for r in copied if not graph.nodes[r.step_id].is_group] + groups[::-1]
+    groups = [r for r in copied if graph.nodes[r.step_id].children]
+    return [r for r in copied if not graph.nodes[r.step_id].children] + groups[::-1]

@@ -22,13 +22,10 @@ from chainlab.events import (
     StepStatus,
 )
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.compile import Graph, Node
-from chainlab.tools import JobTool, NotJSONError
-
-if TYPE_CHECKING:
-    pass
-
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
+from chainlab.tools import NotJSONError
 
 S = StepStatus
 K = EventKind
@@ -75,7 +72,7 @@ class Planner:
         ps = self.pstate.steps.get(node.id)
         args = self.resolve_args(node)
         self.args[node.id] = args
-        if node.is_group:
+        if node.children:
             self.level(node.children)
         row = self._row(node, ps, args)
         self.rows[node.id] = row
@@ -86,7 +83,7 @@ class Planner:
             and ps.status == S.SUCCEEDED and same(row.output, ps.output)
         ):
             self.stale.add(node.id)
-        if node.is_group and row.decision != ForkDecision.REUSE:
+        if node.children and row.decision != ForkDecision.REUSE:
             self._rerun_children(node)
 
     def _row(self, node: Node, ps: StepState | None, args: dict[str, Any] | None) -> ForkRow:
@@ -100,7 +97,7 @@ class Planner:
                         parent_output=ps.output if ps.status != S.FAILED else None,
                         parent_source=(ps.reused or {}).get("source_run"))
         if node.id in self.outputs:
-            if tool is None:
+            if node.children:
                 raise DecisionError(
                     f"step {node.id!r} is a sub-chain step: give the outputs of its steps "
                     f"({', '.join(node.children)}) instead", step_id=node.id, field="outputs")
@@ -131,14 +128,12 @@ class Planner:
         """The parent's job when the fork can attach to it: a remote job step still waiting
         in the parent (handle recorded), same args, nothing upstream changed, not named in
         rerun."""
-        job = ps.job if ps is not None else None
-        if (job is None or ps is None or ps.status != S.RUNNING or job.get("handle") is None
-                or job.get("phase") == "ended" or not isinstance(node.tool, JobTool)
-                or node.id in self.rerun or any(d in self.stale for d in node.deps)
+        job = KINDS[node.kind].waiting_handle(ps)
+        if (job is None or ps is None or node.id in self.rerun
+                or any(d in self.stale for d in node.deps)
                 or args is None or not same(args, ps.args or {})):
             return None
-        return {"handle": job["handle"], "key": job.get("key"),
-                "submitted_at": job.get("submitted_at")}
+        return job
 
     def _why_not_reuse(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                        ) -> tuple[str | None, dict[str, Any]]:
@@ -161,7 +156,7 @@ class Planner:
             if ps.status == S.SKIPPED and ps.reason:
                 detail = f" ({ps.reason})"
             return f"{ps.status} in the parent{detail}", {}
-        if node.is_group:
+        if node.children:
             kids = [c for c in node.children if self.rows[c].decision != ForkDecision.REUSE]
             if kids:
                 return f"its sub-chain has steps to run ({', '.join(kids)})", {}
@@ -251,7 +246,7 @@ class Planner:
                 parent_source=row.parent_source)
             self.known.pop(child_id, None)
             self.stale.add(child_id)
-            if child.is_group:
+            if child.children:
                 self._rerun_children(child)
 
     # -------------------------------------------------------------- args and outputs

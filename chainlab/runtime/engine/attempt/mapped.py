@@ -1,0 +1,186 @@
+"""The ``for_each`` kind: a step that runs once per item of a list known only at run time
+(DESIGN §17).
+
+When a worker takes the step, its list is read (one whole reference); the step's instances
+``ID[0]``, ``ID[1]``, ... are recorded by ONE ``steps_added`` event (all or nothing: each
+instance's index and item) and start as the steps of a parent: each is an ordinary step of
+the step's tool for every rule (its own args with ``{{ item }}`` and ``{{ index }}``, its
+own ``when``, attempts, retries, timeout, in_doubt, confirmation bound to its own args,
+compensation), capped by the step's ``max_concurrency`` (a pool of the scheduler). The step
+holds no slot while they run; when the last has finished it succeeds with the list of their
+outputs in item order (an instance skipped by its ``when`` leaves no entry), or fails naming
+the instances that did not succeed. An empty list succeeds at once with ``[]``.
+
+A list that is not a list, or longer than :data:`~chainlab.plan.parts.FOR_EACH_LIMIT`, fails
+the step (``invalid_input``) naming the value's type or the count, and the reference.
+
+:func:`grow_nodes` rebuilds the instances from a recorded ``steps_added`` (recovery, and the
+readers of a stored run, through :mod:`chainlab.runtime.engine.growth`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from chainlab._text import safe_repr
+from chainlab.events import ErrorKind, EventKind, StepStatus
+from chainlab.events.status import RELEASES_DEPENDANTS
+from chainlab.plan.parts import FOR_EACH_LIMIT, INDEX_NAME
+from chainlab.runtime.engine.attempt.kind import Parent
+from chainlab.runtime.engine.compile import Node, compile_level
+from chainlab.runtime.engine.flow import (
+    children_failed,
+    finished,
+    make_ready,
+    resolver,
+    start_children,
+)
+
+if TYPE_CHECKING:
+    from chainlab.runtime.engine.compile import Graph
+    from chainlab.runtime.engine.core import RunCore
+
+K = EventKind
+S = StepStatus
+
+__all__ = ["ForEach", "grow_nodes", "instance_id"]
+
+
+def instance_id(step_id: str, index: int) -> str:
+    """The id of a ``for_each`` step's instance: ``ID[index]``."""
+    return f"{step_id}[{index}]"
+
+
+class ForEach(Parent):
+    """A step run once per item of a list known at run time (``for_each``)."""
+
+    name = "for_each"
+    what = "for_each step"
+
+    async def run(self, k: RunCore, node: Node) -> None:
+        """Read the list, record the instances (one ``steps_added``), start them."""
+        each = node.each
+        assert each is not None
+        st = k.steps[node.id]
+        attempt = st.attempts + 1
+        source = node.step.for_each
+        k.emit(K.STEP_STARTED, node.id, attempt, {"tool": node.step.tool, "args": {}})
+        try:
+            items = resolver(k, node)(each.source)
+        except (LookupError, TypeError) as exc:
+            self._fail(k, node, attempt, f"for_each {source!r} cannot be read: {exc}")
+            return
+        if not isinstance(items, list):
+            self._fail(k, node, attempt,
+                       f"for_each {source!r} is {_json_type(items)} ({safe_repr(items, 60)}), "
+                       "not a list: refer to a list (a field of that value that holds one: "
+                       f"{each.source.source}.FIELD)")
+            return
+        if len(items) > FOR_EACH_LIMIT:
+            self._fail(k, node, attempt,
+                       f"for_each {source!r} has {len(items):,} items; a for_each step runs "
+                       f"at most {FOR_EACH_LIMIT:,} instances: split the list over several "
+                       "steps, or batch the items in the tool")
+            return
+        specs = [{"id": instance_id(node.id, i), "index": i, "item": item}
+                 for i, item in enumerate(items)]
+        payload: dict[str, Any] = {"kind": self.name, "steps": specs, "count": len(specs)}
+        k.emit(K.STEPS_ADDED, node.id, attempt, payload)
+        ids = k.add_nodes(grow_nodes(k.graph, k.nodes, node, payload))
+        self.arm(k, node)
+        k.sched.park(node.id)  # holds no slot while its instances run
+        start_children(k, node, ids[:len(specs)])  # (the instances come first)
+
+    @staticmethod
+    def arm(k: RunCore, node: Node) -> None:
+        """The pool that caps the step's instances in flight (its ``max_concurrency``)."""
+        each = node.each
+        assert each is not None
+        if each.pool is not None and each.limit is not None:
+            k.sched.pools[each.pool] = each.limit
+
+    @staticmethod
+    def _fail(k: RunCore, node: Node, attempt: int, message: str) -> None:
+        k.emit(K.STEP_FAILED, node.id, attempt,
+               {"error_kind": ErrorKind.INVALID_INPUT, "error": message})
+        finished(k, node)
+
+    def child_settled(self, k: RunCore, node: Node) -> None:
+        st = k.steps[node.id]
+        if st.status != S.RUNNING:
+            return
+        ids = self.children(k, node)
+        bad = children_failed(k, ids)
+        if bad:
+            shown = ", ".join(f"{c} ({k.steps[c].status})" for c in bad[:10])
+            more = f" (+{len(bad) - 10} more)" if len(bad) > 10 else ""
+            k.emit(K.STEP_FAILED, node.id, st.attempts, {
+                "error_kind": ErrorKind.EXECUTION_FAILED,
+                "error": f"{len(bad)} of {len(ids)} instances did not succeed: {shown}{more}"})
+        else:
+            steps = k.steps
+            output = [steps[c].output for c in ids if steps[c].status in RELEASES_DEPENDANTS]
+            k.emit(K.STEP_SUCCEEDED, node.id, st.attempts, {"output": output})
+        finished(k, node)
+
+    def regrow(self, graph: Graph, nodes: Mapping[str, Node], parent: Node,
+               payload: Mapping[str, Any]) -> list[Node]:
+        return grow_nodes(graph, nodes, parent, payload)
+
+    def recover(self, k: RunCore, node: Node) -> bool:
+        """Grown before the process stopped: its instances recover one by one. Not grown
+        yet: it grows again (the list is read from recorded outputs: the same list)."""
+        if node.id in k.state.children:
+            self.arm(k, node)
+            return super().recover(k, node)
+        st = k.steps[node.id]
+        k.emit(K.STEP_READY, node.id, st.attempts, {"recovery": "rerun"})
+        make_ready(k, node, {})
+        return False
+
+
+def grow_nodes(graph: Graph, nodes: Mapping[str, Node], parent: Node,
+               payload: Mapping[str, Any]) -> list[Node]:
+    """The nodes a recorded ``steps_added`` of a ``for_each`` step adds: its instances in
+    item order, then (a sub-chain as its tool) each instance's steps."""
+    each = parent.each
+    assert each is not None
+    step, name, order = parent.step, parent.step.item_name, parent.order
+    out: list[Node] = []
+    inner: dict[str, Node] = {}
+    for spec in payload["steps"]:
+        index = spec["index"]
+        node = Node(
+            id=spec["id"], step=step, tool=parent.tool, order=(*order, index), deps=(),
+            ns=parent.ns, render_args=each.render_args, static_args=each.static_args,
+            when=each.when, retry=each.retry, timeout_s=each.timeout_s,
+            rollback=each.rollback, kind=each.kind, group=parent.id,
+            subchain=parent.subchain, bind={name: spec.get("item"), INDEX_NAME: index},
+            units=each.units,
+        )
+        out.append(node)
+        if parent.subchain is not None:  # a sub-chain per item: its steps under the instance
+            node.children = compile_level(graph, parent.subchain, inner,
+                                          prefix=node.id + "/", group=node.id,
+                                          order=node.order)
+    if inner:
+        clash = [step_id for step_id in inner if step_id in nodes]
+        if clash:  # pragma: no cover - ids with brackets are never a plan's
+            raise AssertionError(f"grown steps {clash[:3]} already exist")
+        out.extend(inner.values())
+    return out
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return f"a {type(value).__name__}"
