@@ -105,6 +105,11 @@ def _on_steps_added(state: RunState, ev: Event) -> None:
     waits for a person even if its tool does not ask (a fork's changed effect)."""
     parent = ev.step_id or ""
     p = ev.payload
+    owner = state.step(parent)
+    if owner.status == S.READY:  # a for_each step grows as it starts (it makes no call)
+        state.set_status(owner, S.RUNNING)
+        owner.attempts += 1
+        owner.started_at = owner.started_at or ev.ts
     added = state.children.setdefault(parent, [])
     steps = state.steps
     for spec in p["steps"]:

@@ -138,7 +138,8 @@ def releases(status: StepStatus, reason: str | None) -> bool:
 
 _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     S.PENDING: frozenset({S.READY, S.WAITING_CONFIRMATION, S.SKIPPED, S.CANCELLED, S.FAILED}),
-    S.READY: frozenset({S.RUNNING, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}),
+    # FAILED: its preparation failed before any call (a for_each list that is not a list)
+    S.READY: frozenset({S.RUNNING, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION, S.FAILED}),
     S.WAITING_CONFIRMATION: frozenset(
         {S.READY, S.REJECTED, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}
     ),

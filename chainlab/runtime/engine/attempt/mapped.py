@@ -3,7 +3,8 @@
 
 When a worker takes the step, its list is read (one whole reference); the step's instances
 ``ID[0]``, ``ID[1]``, ... are recorded by ONE ``steps_added`` event (all or nothing: each
-instance's index and item) and start as the steps of a parent: each is an ordinary step of
+instance's index and item; the step itself makes no call, so it records no attempt: that
+event starts it) and start as the steps of a parent: each is an ordinary step of
 the step's tool for every rule (its own args with ``{{ item }}`` and ``{{ index }}``, its
 own ``when``, attempts, retries, timeout, in_doubt, confirmation bound to its own args,
 compensation), capped by the step's ``max_concurrency`` (a pool of the scheduler). The step
@@ -29,13 +30,7 @@ from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.parts import FOR_EACH_LIMIT, INDEX_NAME
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.compile import Node, compile_level
-from chainlab.runtime.engine.flow import (
-    children_failed,
-    finished,
-    make_ready,
-    resolver,
-    start_children,
-)
+from chainlab.runtime.engine.flow import children_failed, finished, resolver, start_children
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Graph
@@ -62,10 +57,8 @@ class ForEach(Parent):
         """Read the list, record the instances (one ``steps_added``), start them."""
         each = node.each
         assert each is not None
-        st = k.steps[node.id]
-        attempt = st.attempts + 1
+        attempt = k.steps[node.id].attempts + 1
         source = node.step.for_each
-        k.emit(K.STEP_STARTED, node.id, attempt, {"tool": node.step.tool, "args": {}})
         try:
             items = resolver(k, node)(each.source)
         except (LookupError, TypeError) as exc:
@@ -102,7 +95,8 @@ class ForEach(Parent):
 
     @staticmethod
     def _fail(k: RunCore, node: Node, attempt: int, message: str) -> None:
-        k.emit(K.STEP_FAILED, node.id, attempt,
+        """It fails before it grows anything (it makes no call: no attempt is recorded)."""
+        k.emit(K.STEP_FAILED, node.id, None,
                {"error_kind": ErrorKind.INVALID_INPUT, "error": message})
         finished(k, node)
 
@@ -129,15 +123,10 @@ class ForEach(Parent):
         return grow_nodes(graph, nodes, parent, payload)
 
     def recover(self, k: RunCore, node: Node) -> bool:
-        """Grown before the process stopped: its instances recover one by one. Not grown
-        yet: it grows again (the list is read from recorded outputs: the same list)."""
-        if node.id in k.state.children:
-            self.arm(k, node)
-            return super().recover(k, node)
-        st = k.steps[node.id]
-        k.emit(K.STEP_READY, node.id, st.attempts, {"recovery": "rerun"})
-        make_ready(k, node, {})
-        return False
+        """It is running only once it grew (``steps_added`` starts it): its instances
+        recover one by one."""
+        self.arm(k, node)
+        return super().recover(k, node)
 
 
 def grow_nodes(graph: Graph, nodes: Mapping[str, Node], parent: Node,
