@@ -629,7 +629,7 @@ BAD: list[Bad] = [
         name: c
         steps:
           - {id: a, tool: split, args: {text: hi}}
-          - {id: b, tool: split, for_each: "items: {{ steps.a.output }}", args: {text: "{{ item }}"}}
+          - {id: b, tool: split, for_each: "items: {{ steps.a.output }}", args: {text: x}}
         """), [("bad_for_each", "b")], fields=["for_each"], lines=[4],
         says={0: ["must be one whole reference to a list", "steps.split.output"]}),
     Bad("for_each_as_collides_with_a_root_index_or_memory_key", y("""

@@ -47,7 +47,7 @@ def added(rec: Any) -> list[Any]:
 async def test_instances_run_and_the_output_is_their_outputs_in_item_order(h: Harness) -> None:
     make_tools(h)
     chain = chain_of(split(["a", "b", "c"]), fan(), join())
-    run, result, rec = await h.run(chain)
+    _run, result, rec = await h.run(chain)
     assert result.status == RunStatus.SUCCEEDED
     assert [o["tag"] for o in result.outputs["each"]] == ["a", "b", "c"]
     assert [s for s in result.outputs if s.startswith("each[")] == ["each[0]", "each[1]",
@@ -64,7 +64,7 @@ async def test_instances_run_and_the_output_is_their_outputs_in_item_order(h: Ha
 
 async def test_an_empty_list_succeeds_with_an_empty_list(h: Harness) -> None:
     make_tools(h)
-    run, result, rec = await h.run(chain_of(split([]), fan(), join()))
+    _run, result, rec = await h.run(chain_of(split([]), fan(), join()))
     assert result.status == RunStatus.SUCCEEDED
     assert result.outputs["each"] == []
     assert result.outputs["join"]["got"] == []

@@ -90,8 +90,12 @@ class Node:
     # whether the step waits for a person, when that does not depend on its args (None:
     # the tool's requires_confirmation is a function of them)
     fixed_confirm: bool | None = field(init=False)
+    # its tool has a serial key (resolved from its args when it is ready)
+    keyed: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self.keyed = self.each is None and self.tool is not None \
+            and self.tool.serial_key is not None
         if self.each is not None:
             self.fixed_confirm = False  # each instance asks for itself, with its own args
         elif self.step.confirm is not None:

@@ -79,9 +79,7 @@ def make_ready(k: RunCore, node: Node, args: dict[str, Any] | None = None) -> No
     if args is not None:
         k.args[node.id] = args
     tool = node.tool
-    key = None
-    if tool is not None and tool.serial_key is not None and node.each is None:
-        key = tool.resolve_serial_key(k.args[node.id])
+    key = tool.resolve_serial_key(k.args[node.id]) if node.keyed and tool else None
     k.sched.ready(node.id, key, node.units)
 
 
@@ -127,11 +125,11 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
         if root == "steps":
             value = steps[ns.prefix + (ref.target or "")].output
         elif root == "memory":
-            if bind is not None and ref.target in bind \
-                    and not ref.source.startswith("memory."):
-                value = bind[ref.target]  # a for_each instance's item or index
+            target = ref.target or ""
+            if bind is not None and target in bind and not ref.source.startswith("memory."):
+                value = bind[target]  # a for_each instance's item or index
             else:
-                value = steps[ns.save_as[ref.target or ""]].output
+                value = steps[ns.save_as[target]].output
         elif root == "context":
             value = k.context if ns.group is None else steps[ns.group].args
         else:

@@ -31,13 +31,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from chainlab.errors import RunStateError, UnknownStepError
 from chainlab.events import (
-    RUN_END_KINDS,
     RUN_TERMINAL,
-    Event,
     EventKind,
     RunState,
     RunStatus,
@@ -50,7 +46,6 @@ from chainlab.runtime.engine.compile import Graph, Node
 from chainlab.runtime.engine.core import RunCore
 from chainlab.runtime.engine.driver import drive, worker
 from chainlab.runtime.engine.flow import finished, make_ready
-from chainlab.runtime.engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.clock import Clock

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
 from chainlab.runtime.engine.attempt.fate import start_timer
