@@ -333,7 +333,7 @@ def test_at_most_four_modules_are_over_400_lines() -> None:
 #: compiler that reads the plan's and the tool's word for it (DESIGN §17)
 KIND_HOMES = ("chainlab/runtime/engine/attempt/", "chainlab/runtime/engine/compile.py")
 KIND_SWITCHES = re.compile(
-    r"\bJobTool\b|\.is_subchain\b|\.subchain_name\b|\.is_group\b|\bnode\.each\b"
+    r"\bJobTool\b|\.is_subchain\b|\.subchain_name\b|\.is_group\b|\bnode\.each\s+is\b"
     r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)")
 
 

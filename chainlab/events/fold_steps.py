@@ -102,7 +102,8 @@ def _on_steps_added(state: RunState, ev: Event) -> None:
     """A parent grew steps (a for_each step's instances, an agent's calls): one event, all
     or nothing. Each new step is pending, except one a fork reused (``reused``: its
     recorded output, as ``step_reused`` would copy it); ``confirm_first`` marks one that
-    waits for a person even if its tool does not ask (a fork's changed effect)."""
+    waits for a person even if its tool does not ask (a fork's changed effect: the payload's
+    ``confirm_first``, by step id, a grown sub-chain's steps included)."""
     parent = ev.step_id or ""
     p = ev.payload
     owner = state.step(parent)
@@ -128,9 +129,9 @@ def _on_steps_added(state: RunState, ev: Event) -> None:
                          ("decision", "source_run", "source_attempt", "code", "tool", "origin")}
             st.started_at = st.ended_at = ev.ts
             state.completion.append(step_id)
-        confirm = spec.get("confirm_first")
-        if confirm is not None:
-            state.confirm_first[step_id] = confirm
+    confirm = p.get("confirm_first")
+    if confirm:
+        state.confirm_first = {**state.confirm_first, **confirm}
     state.growth.append((parent, p))
 
 

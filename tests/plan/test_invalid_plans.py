@@ -651,6 +651,26 @@ BAD: list[Bad] = [
         """), [("unknown_reference", "a"), ("unknown_reference", "b"),
                ("unknown_reference", "b")], fields=["args.text", "args.text", "when"],
         says={0: ["only bound in the args and when of a for_each step"]}),
+    Bad("for_each_source_typed_as_something_other_than_a_list", y("""
+        name: c
+        inputs: {title: {type: string}}
+        steps:
+          - {id: a, tool: estimate, args: {tasks: [x]}}
+          - {id: b, tool: split, for_each: "{{ steps.a.output }}", args: {text: hi}}
+          - {id: c, tool: split, for_each: "{{ context.title }}", args: {text: "{{ item }}"}}
+        """), [("reference_type", "b"), ("reference_type", "c")], fields=["for_each"] * 2,
+        says={0: ["is object (the output of 'estimate'), not a list"],
+              1: ["is string (input 'title'), not a list"]}),
+    Bad("for_each_item_typed_against_the_parameter_it_feeds", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+          - {id: b, tool: estimate, for_each: "{{ steps.a.output }}", args: {tasks: "{{ item }}"}}
+          - {id: c, tool: split, for_each: "{{ steps.b.output }}", args: {text: "{{ item }}"}}
+        """), [("reference_type", "b"), ("reference_type", "c")],
+        fields=["args.tasks", "args.text"],
+        says={0: ["'item' is string (an item of the output of 'split')", "array of string"],
+              1: ["'item' is object (an item of the output of 'estimate')"]}),
     Bad("as_and_max_concurrency_without_for_each", y("""
         name: c
         steps:
@@ -933,7 +953,7 @@ GOOD: list[Good] = [
             max_concurrency: 2
             args: {text: "{{ word }} {{ index }} {{ item2[0] }}"}
             when: "word != 'x' and index < 3"
-          - {id: d, tool: estimate, args: {tasks: "{{ steps.c.output }}"}}
+          - {id: d, tool: estimate, args: {tasks: "{{ steps.c.output[0] }}"}}
         """), {"a": set(), "b": set(), "c": {"a", "b"}, "d": {"c"}}),
     Good("diamond_with_every_option", y("""
         name: diamond

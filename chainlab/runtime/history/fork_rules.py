@@ -23,9 +23,10 @@ from chainlab.events import (
 )
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.attempt.kinds import KINDS
+from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
 from chainlab.runtime.engine.compile import Graph, Node
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
-from chainlab.tools import NotJSONError
+from chainlab.tools import NotJSONError, args_hash
 
 S = StepStatus
 K = EventKind
@@ -55,7 +56,12 @@ class Planner:
         self.rerun = rerun
         self.outputs = outputs
         self.edited = edited
+        self.graph = graph
         self.rows: dict[str, ForkRow] = {}
+        # a for_each step -> its instances' rows (when its list is known before the fork
+        # runs), and what each of its parent's instances did (the fork's run reuses by it)
+        self.instance_rows: dict[str, list[ForkRow]] = {}
+        self.instances: dict[str, list[dict[str, Any]]] = {}
         self.known: dict[str, Any] = {}  # fork outputs known now (reuse, override)
         self.stale: set[str] = set()  # steps whose fork output may differ from the parent's
         self.args: dict[str, dict[str, Any] | None] = {}
@@ -70,6 +76,9 @@ class Planner:
 
     def decide(self, node: Node) -> None:
         ps = self.pstate.steps.get(node.id)
+        if KINDS[node.kind].grows:
+            self._grows(node, ps)
+            return
         args = self.resolve_args(node)
         self.args[node.id] = args
         if node.children:
@@ -122,6 +131,123 @@ class Planner:
             return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
         return ForkRow(**base, decision=ForkDecision.CONFIRM,
                        reason=f"{why}; side-effecting: needs approval")
+
+    # -------------------------------------------------------------- for_each steps
+    def _grows(self, node: Node, ps: StepState | None) -> None:
+        """A step that grows (for_each) grows again in the fork: each instance is reused
+        when the parent ran an instance with the same args and code whose effect still
+        stands, else it runs (after a person's approval when it changes the world). Shown
+        per instance when its list is known before the fork runs; decided as it grows."""
+        base: dict[str, Any] = {
+            "step_id": node.id, "tool": node.step.tool,
+            "parent_status": str(ps.status) if ps is not None else None, "args": {}}
+        self.args[node.id] = {}
+        parents = self.instances[node.id] = self._parent_instances(node.id)
+        if node.id in self.outputs:
+            output = self._check_list_output(node, self.outputs[node.id])
+            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.OVERRIDE,
+                                         reason="output given", output=output)
+            self.known[node.id] = output
+            if not (ps is not None and ps.status == S.SUCCEEDED and same(output, ps.output)):
+                self.stale.add(node.id)
+            return
+        try:
+            items = self._resolver(node)(node.each.source)  # type: ignore[union-attr]
+        except _Unknown as exc:
+            items, why = None, f"upstream {exc.step_id!r} runs first"
+        except (LookupError, TypeError) as exc:
+            items, why = None, f"it cannot be read now ({exc})"
+        else:
+            why = "it is not a list"
+        if not isinstance(items, list):
+            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.RERUN,
+                                         reason=f"grows again in the fork; its instances are "
+                                                f"decided as it grows ({why})")
+            self.stale.add(node.id)
+            return
+        specs = [{"id": instance_id(node.id, i), "index": i, "item": item}
+                 for i, item in enumerate(items)]
+        pool: dict[str, list[dict[str, Any]]] = {}
+        for entry in parents:
+            if entry["reusable"]:
+                pool.setdefault(entry["args_hash"], []).append(entry)
+        rows = []
+        for inst in grow_nodes(self.graph, self.nodes, node, {"steps": specs})[:len(specs)]:
+            rows.append(self._instance_row(node, inst, pool, parents))
+        self.instance_rows[node.id] = rows
+        counts = {d: sum(1 for r in rows if r.decision == d) for d in ForkDecision}
+        self.rows[node.id] = ForkRow(
+            **base, decision=ForkDecision.RERUN,
+            reason=f"grows again in the fork: {len(rows)} instances, "
+                   f"{counts[ForkDecision.REUSE]} reused, {counts[ForkDecision.RERUN]} run, "
+                   f"{counts[ForkDecision.CONFIRM]} after approval")
+        unchanged = (ps is not None and ps.status == S.SUCCEEDED and len(rows) == len(parents)
+                     and all(r.decision == ForkDecision.REUSE for r in rows))
+        if unchanged:
+            self.known[node.id] = ps.output  # type: ignore[union-attr]
+        else:
+            self.stale.add(node.id)
+
+    def _instance_row(self, node: Node, inst: Node, pool: dict[str, list[dict[str, Any]]],
+                      parents: list[dict[str, Any]]) -> ForkRow:
+        index = inst.bind["index"] if inst.bind else 0
+        was = parents[index] if index < len(parents) else None
+        args = self.resolve_args(inst)
+        base: dict[str, Any] = {
+            "step_id": inst.id, "tool": node.step.tool, "args": args,
+            "parent_status": was["status"] if was else None,
+            "parent_args": was["args"] if was else None,
+            "parent_output": was["output"] if was else None}
+        why = self._condition_changed(inst)
+        hit = pool.get(args_hash(args)) if args is not None and why is None else None
+        tool = inst.tool
+        if hit and (tool is None or hit[0]["code"] == tool.fingerprint):
+            entry = hit.pop(0)
+            return ForkRow(**base, decision=ForkDecision.REUSE,
+                           reason="an instance of the parent ran these args",
+                           output=entry["output"], source_run=entry["source_run"],
+                           source_attempt=entry["source_attempt"], code=entry["code"],
+                           origin=entry["origin"])
+        if why is None:
+            why = "a new item" if was is None else (
+                "args not known before upstream steps run" if args is None
+                else "its item or args changed" if was["status"] == S.SUCCEEDED
+                else f"{was['status']} in the parent")
+        if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
+            return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
+        return ForkRow(**base, decision=ForkDecision.CONFIRM,
+                       reason=f"{why}; side-effecting: needs approval")
+
+    def _parent_instances(self, step_id: str) -> list[dict[str, Any]]:
+        """What each instance of the parent's ``step_id`` did, in item order: its status,
+        args and output, and whether (and from which run and attempt) it can be reused."""
+        out = []
+        for index, child in enumerate(self.pstate.children.get(step_id, [])):
+            st = self.pstate.steps[child]
+            if st.reused:
+                source = {k: st.reused.get(k) for k in ("source_run", "source_attempt",
+                                                         "code", "origin", "tool")}
+            else:
+                rec = self.last_call.get(child)
+                source = {"source_run": self.run_id,
+                          "source_attempt": rec.attempt if rec else None,
+                          "code": rec.code if rec else None, "origin": "call",
+                          "tool": rec.tool if rec else None}
+            ok = st.status == S.SUCCEEDED and st.args is not None
+            if ok and st.reused and source["origin"] == "call":
+                ok = self._effect_gone(child, str(source["source_run"])) is None
+            out.append({"index": index, "status": str(st.status), "args": st.args,
+                        "args_hash": args_hash(st.args) if st.args is not None else None,
+                        "output": st.output if st.status == S.SUCCEEDED else None,
+                        "error": st.error, "reusable": ok, **source})
+        return out
+
+    def _check_list_output(self, node: Node, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise DecisionError(
+                f"output given for for_each step {node.id!r} must be a list (one output per "
+                f"item), got {type(value).__name__}", step_id=node.id, field="outputs")
+        return [self._check_output(node, item) for item in value]
 
     def _waiting_job(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                      ) -> dict[str, Any] | None:
@@ -260,9 +386,14 @@ class Planner:
 
     def _resolver(self, node: Node) -> Any:
         ns = node.ns
+        bind = node.bind
 
         def resolve(ref: Ref) -> Any:
             root = ref.root
+            if bind is not None and root == "memory" and (ref.target or "") in bind \
+                    and not ref.source.startswith("memory."):  # an instance's item, index
+                item = bind[ref.target or ""]
+                return walk_path(item, ref.path, ref.source) if ref.path else item
             if root == "context":
                 if ns.group is None:
                     value: Any = self.context

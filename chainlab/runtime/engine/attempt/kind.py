@@ -54,6 +54,8 @@ class Kind:
     #: it has steps of its own (a sub-chain's, a for_each step's instances): it holds no
     #: slot while they run, settles when they have, and a rollback undoes it through them
     has_children: ClassVar[bool] = False
+    #: its steps are made while the run goes (``steps_added``), not compiled with the chain
+    grows: ClassVar[bool] = False
 
     @staticmethod
     def children(k: RunCore, node: Node) -> list[str]:

@@ -28,9 +28,11 @@ from chainlab._text import safe_repr
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.parts import FOR_EACH_LIMIT, INDEX_NAME
+from chainlab.plan.refs import evaluate
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.compile import Node, compile_level
 from chainlab.runtime.engine.flow import children_failed, finished, resolver, start_children
+from chainlab.tools import args_hash
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Graph
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 K = EventKind
 S = StepStatus
 
-__all__ = ["ForEach", "grow_nodes", "instance_id"]
+__all__ = ["ForEach", "fork_marks", "grow_nodes", "instance_id"]
 
 
 def instance_id(step_id: str, index: int) -> str:
@@ -52,6 +54,7 @@ class ForEach(Parent):
 
     name = "for_each"
     what = "for_each step"
+    grows = True
 
     async def run(self, k: RunCore, node: Node) -> None:
         """Read the list, record the instances (one ``steps_added``), start them."""
@@ -76,11 +79,15 @@ class ForEach(Parent):
                        f"at most {FOR_EACH_LIMIT:,} instances: split the list over several "
                        "steps, or batch the items in the tool")
             return
-        specs = [{"id": instance_id(node.id, i), "index": i, "item": item}
-                 for i, item in enumerate(items)]
+        specs: list[dict[str, Any]] = [{"id": instance_id(node.id, i), "index": i, "item": item}
+                                       for i, item in enumerate(items)]
         payload: dict[str, Any] = {"kind": self.name, "steps": specs, "count": len(specs)}
+        nodes = grow_nodes(k.graph, k.nodes, node, payload)
+        forked = (k.state.forked_from or {}).get("instances", {}).get(node.id)
+        if forked is not None:  # a fork: reuse what the parent run did with the same args
+            fork_marks(k, node, nodes, specs, forked, payload)
         k.emit(K.STEPS_ADDED, node.id, attempt, payload)
-        ids = k.add_nodes(grow_nodes(k.graph, k.nodes, node, payload))
+        ids = k.add_nodes(nodes)
         self.arm(k, node)
         k.sched.park(node.id)  # holds no slot while its instances run
         start_children(k, node, ids[:len(specs)])  # (the instances come first)
@@ -127,6 +134,68 @@ class ForEach(Parent):
         recover one by one."""
         self.arm(k, node)
         return super().recover(k, node)
+
+
+def fork_marks(k: RunCore, node: Node, nodes: list[Node], specs: list[dict[str, Any]],
+               parents: list[dict[str, Any]], payload: dict[str, Any]) -> None:
+    """In a fork (DESIGN §11), before the instances are recorded: an instance whose args
+    (and tool code) are what a parent instance succeeded with is reused (its output copied,
+    the tool not called: the effect stays the parent's); any other instance that would
+    change the world runs only after a person approves it in the fork, and so does every
+    side-effecting step of a sub-chain it runs. Written into the ``steps_added`` payload,
+    so the decision is durable with the growth itself."""
+    pool: dict[str, list[dict[str, Any]]] = {}
+    for entry in parents:
+        if entry.get("reusable"):
+            pool.setdefault(entry["args_hash"], []).append(entry)
+    confirm: dict[str, Any] = {}
+    parent_run = (k.state.forked_from or {}).get("forked_from")
+    tool = node.tool
+    for inst, spec in zip(nodes[:len(specs)], specs, strict=True):
+        resolve = resolver(k, inst)
+        try:
+            args = inst.render_args(resolve) if inst.static_args is None else inst.static_args
+            go = inst.when is None or bool(evaluate(inst.when, resolve))
+        except (LookupError, TypeError):
+            args, go = None, False
+        same = pool.get(args_hash(args)) if args is not None and go else None
+        if same and (tool is None or same[0].get("code") == tool.fingerprint):
+            entry = same.pop(0)
+            spec["reused"] = {
+                "decision": "reuse", "output": entry["output"], "args": args,
+                **{key: entry.get(key) for key in ("source_run", "source_attempt", "code",
+                                                    "tool", "origin")}}
+            continue
+        index = spec["index"]
+        was = parents[index] if index < len(parents) else None
+        card = {"fork": {
+            "parent_run": parent_run, "parent_status": was and was.get("status"),
+            "parent_args": was and was.get("args"), "parent_output": was and was.get("output"),
+            "reason": "its item or args changed in the fork" if was else "a new item",
+            "note": _card(was, parent_run)}}
+        for step_id, grown in ([(inst.id, inst)] if inst.subchain is None else
+                               _below(nodes, inst)):
+            t = grown.tool
+            if t is not None and t.side_effects and not (t.idempotent and t.reconcile):
+                confirm[step_id] = card
+    if confirm:
+        payload["confirm_first"] = confirm
+
+
+def _below(nodes: list[Node], inst: Node) -> list[tuple[str, Node]]:
+    """The steps of a sub-chain an instance runs (compiled with it), as (id, node)."""
+    prefix = inst.id + "/"
+    return [(n.id, n) for n in nodes if n.id.startswith(prefix)]
+
+
+def _card(was: dict[str, Any] | None, parent_run: str | None) -> str:
+    if was is None:
+        return f"a new item: no instance of it ran in run {parent_run}"
+    status = was.get("status")
+    if status == S.SUCCEEDED:
+        return (f"the instance at this position ran in run {parent_run} with args "
+                f"{safe_repr(was.get('args'), 80)}, output {safe_repr(was.get('output'), 80)}")
+    return f"the instance at this position was {status} in run {parent_run}"
 
 
 def grow_nodes(graph: Graph, nodes: Mapping[str, Node], parent: Node,
