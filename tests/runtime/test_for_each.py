@@ -288,3 +288,31 @@ async def test_a_for_each_over_the_context(h: Harness) -> None:
     chain = chain_of(fan("{{ context.rows }}"))
     _, result, _ = await h.run(chain, {"rows": ["1", "2"]})
     assert [o["tag"] for o in result.outputs["each"]] == ["1", "2"]
+
+
+async def test_instances_rank_as_their_step_under_critical_path(h: Harness) -> None:
+    make_tools(h)
+    chain = chain_of(split(["a", "b"]), fan(), join(), priority="critical_path")
+    _, result, _ = await h.run(chain)
+    assert result.status == RunStatus.SUCCEEDED and h.starts() == ["a", "b", "join"]
+
+
+async def test_what_if_replays_a_grown_graph(h: Harness) -> None:
+    from chainlab import whatif
+
+    make_tools(h)
+    run, result, _ = await h.run(chain_of(split(list("abcd")), fan(), join()))
+    schedule = whatif(run, max_concurrency=1)
+    rows = list(schedule.frame["step_id"])
+    assert rows[:1] == ["split"] and rows[-1] == "join"
+    assert sorted(rows[1:-1]) == [f"each[{i}]" for i in range(4)]  # the step itself: no slot
+
+
+async def test_state_at_folds_the_growth(h: Harness) -> None:
+    make_tools(h)
+    run, result, rec = await h.run(chain_of(split(["a", "b"]), fan()))
+    grown = next(e.seq for e in rec.events if e.kind == K.STEPS_ADDED)
+    before, after = run.state_at(grown - 1), run.state_at(grown)
+    assert "each[0]" not in before.steps
+    assert after.children["each"] == ["each[0]", "each[1]"]
+    assert after.steps["each"].status == StepStatus.RUNNING
