@@ -301,7 +301,7 @@ async def test_what_if_replays_a_grown_graph(h: Harness) -> None:
     from chainlab import whatif
 
     make_tools(h)
-    run, result, _ = await h.run(chain_of(split(list("abcd")), fan(), join()))
+    run, _result, _ = await h.run(chain_of(split(list("abcd")), fan(), join()))
     schedule = whatif(run, max_concurrency=1)
     rows = list(schedule.frame["step_id"])
     assert rows[:1] == ["split"] and rows[-1] == "join"
@@ -310,7 +310,7 @@ async def test_what_if_replays_a_grown_graph(h: Harness) -> None:
 
 async def test_state_at_folds_the_growth(h: Harness) -> None:
     make_tools(h)
-    run, result, rec = await h.run(chain_of(split(["a", "b"]), fan()))
+    run, _result, rec = await h.run(chain_of(split(["a", "b"]), fan()))
     grown = next(e.seq for e in rec.events if e.kind == K.STEPS_ADDED)
     before, after = run.state_at(grown - 1), run.state_at(grown)
     assert "each[0]" not in before.steps
