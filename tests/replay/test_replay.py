@@ -297,5 +297,5 @@ async def test_a_run_that_grew_replays_instance_by_instance() -> None:
     replayed.assert_same()
     assert called == []
     grown = [e for e in replayed.run.event_list() if e.kind == EventKind.STEPS_ADDED]
-    assert [s["id"] for s in grown[0].payload["steps"]] == ["each[0]", "each[1]", "each[2]"]
+    assert grown[0].payload["ids"] == ["each[0]", "each[1]", "each[2]"]
     assert replayed.run.state.steps["each"].output == ["sent ann", "sent bo", "sent cy"]

@@ -55,8 +55,8 @@ async def test_instances_run_and_the_output_is_their_outputs_in_item_order(h: Ha
     assert result.outputs["join"]["got"] == result.outputs["each"]
     (ev,) = added(rec)  # ONE event grows the graph, all or nothing
     assert ev.step_id == "each"
-    assert [(s["id"], s["index"], s["item"]) for s in ev.payload["steps"]] == [
-        ("each[0]", 0, "a"), ("each[1]", 1, "b"), ("each[2]", 2, "c")]
+    assert ev.payload["ids"] == ["each[0]", "each[1]", "each[2]"]
+    assert ev.payload["items"] == ["a", "b", "c"]
     # join started after every instance ended
     log = h.log
     assert log.index(("start", "join")) > max(log.index(("end", t)) for t in "abc")
@@ -68,7 +68,7 @@ async def test_an_empty_list_succeeds_with_an_empty_list(h: Harness) -> None:
     assert result.status == RunStatus.SUCCEEDED
     assert result.outputs["each"] == []
     assert result.outputs["join"]["got"] == []
-    assert [e.payload["steps"] for e in added(rec)] == [[]]
+    assert [e.payload["ids"] for e in added(rec)] == [[]]
 
 
 @pytest.mark.parametrize(("value", "says"), [

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
 from chainlab.events.status import STEP_TERMINAL, StopReason, releases
+from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.tools import args_hash, to_json_value
 
@@ -118,7 +119,8 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
     """How ``node``'s references read the run: its namespace's steps, memory, context."""
     ns = node.ns
     steps = k.steps
-    bind = node.bind
+    index = node.index
+    name = node.step.item_name if index is not None else None
 
     def resolve(ref: Ref) -> Any:
         root = ref.root
@@ -126,8 +128,9 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
             value = steps[ns.prefix + (ref.target or "")].output
         elif root == "memory":
             target = ref.target or ""
-            if bind is not None and target in bind and not ref.source.startswith("memory."):
-                value = bind[target]  # a for_each instance's item or index
+            if index is not None and not ref.source.startswith("memory.") \
+                    and (target in (name, INDEX_NAME)):
+                value = node.item if target == name else index  # an instance's own
             else:
                 value = steps[ns.save_as[target]].output
         elif root == "context":
