@@ -59,13 +59,50 @@ def reason_text(status: str, reason: object) -> str:
     return text
 
 
-def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
+#: how a for_each step's instances are counted on its node, in this order: (symbol, word,
+#: the statuses counted)
+_COUNTED = (
+    ("✓", "", (S.SUCCEEDED,)),
+    ("◔", "", (S.RUNNING, S.READY, S.RETRY_WAIT)),
+    ("☐", " awaiting approval", (S.WAITING_CONFIRMATION,)),
+    ("⚠", " in doubt", (S.IN_DOUBT,)),
+    ("✗", "", (S.FAILED, S.REJECTED, S.COMPENSATION_FAILED)),
+    ("↩", " undone", (S.COMPENSATED, S.COMPENSATING)),
+    ("⇥", " skipped", (S.SKIPPED,)),
+    ("■", " cancelled", (S.CANCELLED,)),
+    ("○", " pending", (S.PENDING,)),
+)
+
+
+def instance_counts(steps: Mapping[str, StepState], ids: list[str]) -> str:
+    """A grown step's instances counted by status: ``"✓ 12 · ◔ 3 · ☐ 2 awaiting approval ·
+    ✗ 1"`` (one node stands for them all, whatever their number)."""
+    tally: dict[str, int] = {}
+    for step_id in ids:
+        st = steps.get(step_id)
+        status = st.status if st is not None else S.PENDING
+        tally[status] = tally.get(status, 0) + 1
+    parts = []
+    for symbol, word, statuses in _COUNTED:
+        n = sum(tally.get(s, 0) for s in statuses)
+        if n:
+            parts.append(f"{symbol} {n:,}{word}")
+    return " · ".join(parts) if parts else "0 items"
+
+
+def step_badges(steps: Mapping[str, StepState],
+                children: Mapping[str, list[str]] | None = None) -> dict[str, str]:
     """Short texts shown after a step's status: the attempt count when above one (``TIMES``
     and the number), repeated compensations (``undo`` and the count), why it was skipped /
-    is in doubt / was cancelled, and ``approved`` or ``edited`` for a confirmed step."""
+    is in doubt / was cancelled, ``approved`` or ``edited`` for a confirmed step, and for a
+    step that grew (``children``: a for_each step's instances) its instances counted by
+    status (:func:`instance_counts`)."""
     out: dict[str, str] = {}
     for step_id, st in steps.items():
         parts = []
+        grown = children.get(step_id) if children else None
+        if grown is not None:
+            parts.append(instance_counts(steps, grown))
         if st.attempts > 1:
             parts.append(f"{TIMES}{st.attempts}")
         if st.compensations > 1:
@@ -91,7 +128,7 @@ def run_statuses(run: Run) -> dict[str, str]:
 
 def run_badges(run: Run) -> dict[str, str]:
     """:func:`step_badges` of the run's steps (feed it to ``LiveDag.css``)."""
-    return step_badges(run.steps)
+    return step_badges(run.steps, run.state.children)
 
 
 def run_notes(run: Run) -> dict[str, str]:

@@ -246,7 +246,7 @@ class RunWidget(W.VBox):
         """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
         breakpoints a paused run has not passed yet (of :attr:`view`)."""
         view = self.view
-        out = step_badges(view.steps)
+        out = step_badges(view.steps, view.state.children)
         for step_id in pending_breakpoints(view):  # none once the run ended
             out[step_id] = " · ".join(b for b in (BREAK_MARK, out.get(step_id)) if b)
         return out
