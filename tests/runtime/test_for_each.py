@@ -316,3 +316,32 @@ async def test_state_at_folds_the_growth(h: Harness) -> None:
     assert "each[0]" not in before.steps
     assert after.children["each"] == ["each[0]", "each[1]"]
     assert after.steps["each"].status == StepStatus.RUNNING
+
+
+async def test_runtime_approve_all_decides_a_stored_run_nobody_drives(tmp_path: Any) -> None:
+    from chainlab import Toolbox
+    from chainlab.runtime import Runtime
+    from chainlab.store import SQLiteStore
+
+    tb = Toolbox("t")
+    made: list[str] = []
+
+    @tb.tool
+    def make(tag: str, items: list[str]) -> list[str]:
+        return items
+
+    @tb.tool(side_effects=True, requires_confirmation=True)
+    def work(tag: str) -> str:
+        made.append(tag)
+        return tag
+
+    db = tmp_path / "a.db"
+    async with Runtime(tb, SQLiteStore(db)) as first:
+        run = await first.start(chain_of(split(["a", "b"]), fan()))
+        assert (await run.wait()).status == RunStatus.SUSPENDED
+    async with Runtime(tb, SQLiteStore(db)) as second:  # nobody drives it now
+        approved = await second.approve_all(run.run_id, "each", by="ops")
+        assert approved == ["each[0]", "each[1]"]
+        result = await second.get_run(run.run_id).wait()
+        assert result.status == RunStatus.SUCCEEDED and made == ["a", "b"]
+        assert await second.approve_all(run.run_id, "each") == []
