@@ -24,6 +24,7 @@ from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
 from chainlab.events.status import STEP_TERMINAL, StopReason, releases
 from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def finished(k: RunCore, node: Node) -> None:
             k.open_children[group] = left
             if left == 0:
                 parent = k.nodes[group]
-                k.kind_of(parent).child_settled(k, parent)
+                kind_of(k, parent).child_settled(k, parent)
     ok = releases(st.status, st.reason)
     if node.children:  # the steps of a sub-chain step that never started never run
         why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
@@ -190,7 +191,7 @@ def start_children(k: RunCore, node: Node, ids: list[str]) -> None:
         elif st.status in STEP_TERMINAL:  # reused by a fork as it grew: done already
             finished(k, nodes[step_id])
     if not ids:
-        k.kind_of(node).child_settled(k, node)
+        kind_of(k, node).child_settled(k, node)
 
 
 def children_failed(k: RunCore, ids: list[str]) -> list[str]:
