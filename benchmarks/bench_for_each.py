@@ -18,6 +18,11 @@ run) and, apart, for one cold run with its chain (from the chain's data to the r
 the chain model and its compiled graph count too, as they do for a chain run once). ``expand`` is the
 time of the growth alone per item at each size (O(items): the per-item figure stays flat).
 Each cell is the fastest of ``--reps`` rounds, the two chains interleaved.
+
+Then the DAG: drawing a finished run whose for_each step has 10 instances and one whose step
+has 10,000 (``run_dot``: the DOT text with every status and badge; ``run_svg``: laid out by
+Graphviz), the fastest of ``--reps``: the step is one node with its instances counted, so
+both cost the same.
 """
 
 from __future__ import annotations
@@ -143,6 +148,28 @@ async def main(sizes: list[int], reps: int) -> None:
               f"{cold['fe']:>9,.0f}  {cold['wr']:>9,.0f}  {cold['fe'] / cold['wr']:>5.2f}x")
         for rt in runtimes.values():
             await rt.aclose()
+    await dag_cost(tb, reps)
+
+
+async def dag_cost(tb: Toolbox, reps: int) -> None:
+    from chainlab.render import run_dot, run_svg
+
+    print("\nthe DAG of a finished run: one node for the for_each step, whatever its instances")
+    print(f"{'instances':>9}  {'run_dot ms':>10}  {'run_svg ms':>10}  {'DOT bytes':>9}")
+    for n in (10, 10_000):
+        runtime = Runtime(tb, MemoryStore())
+        run = await runtime.start(grown(n))
+        await run.wait()
+        dot_ms = svg_ms = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            dot = run_dot(run)
+            dot_ms = min(dot_ms, (time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            run_svg(run)
+            svg_ms = min(svg_ms, (time.perf_counter() - t0) * 1e3)
+        print(f"{n:>9,}  {dot_ms:>10.2f}  {svg_ms:>10.1f}  {len(dot):>9,}")
+        await runtime.aclose()
 
 
 if __name__ == "__main__":
