@@ -63,7 +63,8 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
                      f"{queue!r} applies it when it takes run {run_id} (chainlab workers)",
                      markup=False, soft_wrap=True)
     elif queue is not None:
-        by = f" by {driver.describe()}" if driver is not None else " by a worker"
+        worker = _last_worker(store, run_id)  # (its driver row may be gone: it ended)
+        by = f" by worker {worker['name']!r} on host {worker['host']!r}" if worker else ""
         io.err.print(f"{action} {step_id}: applied{by}; run {run_id} goes on in the fleet",
                      markup=False, soft_wrap=True)
     else:
@@ -73,3 +74,11 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     chain, state = stored_state(store, run_id)
     report(io, run_id, chain, state, db, store)
     return ExitCode.OK
+
+
+def _last_worker(store: Store, run_id: str) -> dict[str, Any] | None:
+    """The fleet worker that took the run up last, as its log says (``run_started`` /
+    ``run_resumed`` name it)."""
+    named = [ev.payload["worker"] for ev in store.load_events(run_id)
+             if isinstance(ev.payload.get("worker"), dict)]
+    return named[-1] if named else None
