@@ -20,6 +20,7 @@ from chainlab.store.queue import (
     WorkerInfo,
     check_queue_limit,
     check_queue_name,
+    depths_from_rows,
 )
 
 __all__ = ["MemoryFleet", "MemoryQueue"]
@@ -120,19 +121,15 @@ class MemoryQueue:
                 self._fleet.limits[queue] = limit
 
     def queue_depths(self) -> list[QueueDepth]:
+        counts: dict[tuple[str, str], int] = {}
         with self._lock:
-            found: dict[str, dict[str, Any]] = {q: {"limit": n}
-                                                for q, n in self._fleet.limits.items()}
             for r in self._runs.values():
                 status = self._live[r.run_id].status
-                if r.queue is None or status not in (RunStatus.QUEUED, RunStatus.SUSPENDED,
-                                                     *IN_PROGRESS):
-                    continue
-                name = {RunStatus.QUEUED: "queued", RunStatus.SUSPENDED: "suspended"}.get(
-                    RunStatus(status), "in_progress")
-                slot = found.setdefault(r.queue, {})
-                slot[name] = slot.get(name, 0) + 1
-        return [QueueDepth(q, **found[q]) for q in sorted(found)]
+                if r.queue is not None and status in (RunStatus.QUEUED, RunStatus.SUSPENDED,
+                                                      *IN_PROGRESS):
+                    counts[(r.queue, status)] = counts.get((r.queue, status), 0) + 1
+            limits = list(self._fleet.limits.items())
+        return depths_from_rows([(q, s, n) for (q, s), n in counts.items()], limits)
 
     def beat_worker(self, worker: WorkerInfo) -> None:
         with self._lock:

@@ -196,7 +196,12 @@ class Worker:
             claim = None
             for i in range(len(queues)):
                 queue = queues[(self._turn + i) % len(queues)]
-                claim = await self.runtime.run_io(self._claim, queue)
+                try:
+                    claim = await self.runtime.run_io(self._claim, queue)
+                except ChainlabError as exc:  # e.g. the database is away: try again later
+                    log.warning("worker %s: cannot claim from %r: %s", self.info.name,
+                                queue, exc)
+                    return
                 if claim is not None:
                     self._turn = (self._turn + i + 1) % len(queues)
                     break
@@ -216,8 +221,12 @@ class Worker:
         try:
             run = await self.runtime.claimed(claim)
         except (PlanError, ToolDefinitionError) as exc:  # this toolbox cannot run it
-            await self.runtime.run_io(self.store.release_claim, run_id, claim.epoch,
-                                      claim.record.status, self.info.worker_id)
+            try:
+                await self.runtime.run_io(self.store.release_claim, run_id, claim.epoch,
+                                          claim.record.status, self.info.worker_id)
+            except ChainlabError as lost:  # not handed back: its claim lapses instead
+                log.warning("worker %s: run %s not handed back: %s", self.info.name,
+                            run_id, lost)
             why = [p.message for p in exc.problems] if isinstance(exc, PlanError) else []
             self.cannot[run_id] = "; ".join(why[:2]) or str(exc).splitlines()[0]
             log.warning("worker %s: run %s left for another worker: %s", self.info.name,
@@ -225,6 +234,9 @@ class Worker:
             await self._beat()  # say so now (chainlab workers shows the note)
             return
         except StaleEpochError:  # another worker took it meanwhile
+            return
+        except ChainlabError as exc:  # the store failed: its beats lapse, another takes it
+            log.warning("worker %s: run %s not taken up: %s", self.info.name, run_id, exc)
             return
         self.claims += 1
         self.running[run_id] = run
