@@ -141,11 +141,16 @@ class Resuming(Launching):
 
     @staticmethod
     def _rebuilt(record: RunRecord, events: list[Event], graph: Graph) -> RunState:
-        """The run's state from its log. A run with no event was never started: only a
-        queued run may be (and is then started by a worker's claim); any other is refused,
-        never driven from scratch (its creation did not complete: driving it from the start
-        could repeat what the run it came from did)."""
-        if not events and record.queue is None:
+        """The run's state from its log. A run with no event was never started and is
+        refused, never driven from scratch: an enqueued one is started by a worker's claim
+        only (:meth:`claimed`); any other did not complete its creation, and driving it from
+        the start could repeat what the run it came from did."""
+        if not events and record.queue is not None:
+            raise RunStateError(
+                f"run {record.run_id!r} of queue {record.queue!r} has not started yet: a "
+                "worker of its queue starts it (the claim of a worker that died lapses)",
+                run_id=record.run_id, status=str(record.status))
+        if not events:
             raise RunStateError(
                 f"run {record.run_id!r} has no events: its creation did not complete, so it "
                 "is not resumed (that would run it from scratch); start the chain again or "

@@ -258,7 +258,7 @@ def test_reusing_a_worker_name_never_strands_a_run(fleet: Fleet, store_url: str)
         old.pid}
     # a crash, then a restart under the same name at once: its run is not stuck
     crashed_run = anyio.run(enqueue, 4)
-    wait_for(lambda: store.get_run(crashed_run).driver, 30, "new w1's claim")
+    wait_for(lambda: store.load_events(crashed_run), 30, "new w1 to start the run")
     new.kill()
     again = fleet.registered(fleet.start("w1", concurrency=1), store)
     wait_for(lambda: store.get_run(crashed_run).status in ("succeeded", "suspended"), 60,
