@@ -128,12 +128,16 @@ class WatchedRun(Run):
 
     def driven_by(self) -> str:
         """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        queue = self.record.queue
+        if queue is not None and self.status == RunStatus.SUSPENDED:  # it holds no worker
+            return (f"no worker while it waits for a person (a decision taken here is left "
+                    f"to the fleet of queue {queue!r})")
         info = self.driver()
         if info is None and self.status in RUN_TERMINAL:
             return "no driver (the run has ended)"
-        if info is None and self.record.queue is not None:  # a worker fleet's run
+        if info is None and queue is not None:  # a worker fleet's run
             return (f"no worker right now (a decision taken here is left to the fleet of "
-                    f"queue {self.record.queue!r})")
+                    f"queue {queue!r})")
         if info is None:
             return "no live driver (a decision taken here takes the run over in this process)"
         return info.describe()
