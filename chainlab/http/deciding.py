@@ -30,7 +30,7 @@ from chainlab.errors import (
 )
 from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, Body, Reject, Resolve
-from chainlab.http.errors import ApiError, api_error
+from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
 from chainlab.runtime.engine import decisions
 
@@ -87,7 +87,7 @@ class Decider:
             except DecisionTimeoutError:
                 raise
             except DecisionError as exc:
-                if exc.field in ("args", "output", "resolution"):
+                if exc.field in INVALID_FIELDS:
                     raise
                 raise await self._refused(run_id, step_id, action, exc) from None
             except (RunStateError, StaleEpochError) as exc:

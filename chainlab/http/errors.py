@@ -54,7 +54,7 @@ from chainlab.errors import (
     UsageError,
 )
 
-__all__ = ["ApiError", "api_error", "problem_dict"]
+__all__ = ["INVALID_FIELDS", "ApiError", "api_error", "problem_dict"]
 
 
 class ApiError(ChainlabError):
@@ -119,7 +119,8 @@ def problem_dict(problem: Problem) -> dict[str, Any]:
 
 #: DecisionError.field values that mean "what you sent does not fit" (422); any other field
 #: (the action, when a remote driver refused) means the step no longer waits (409)
-_INVALID_FIELDS = frozenset({"args", "output", "resolution"})
+INVALID_FIELDS = frozenset({"args", "output", "resolution", "budget", "note", "reason", "by",
+                            "error"})
 
 
 def api_error(exc: BaseException) -> ApiError | None:
@@ -139,7 +140,7 @@ def api_error(exc: BaseException) -> ApiError | None:
         return ApiError(404, "not_found", str(exc),
                         fix="GET /runs/{run_id} lists the run's steps")
     if isinstance(exc, DecisionError):
-        if exc.field in _INVALID_FIELDS:
+        if exc.field in INVALID_FIELDS:
             return ApiError(422, "invalid_decision", str(exc),
                             fix=f"send {exc.field} that fit the step's tool",
                             extra={"step_id": exc.step_id, "field": exc.field})

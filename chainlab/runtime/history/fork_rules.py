@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from chainlab._json import join_path
 from chainlab.errors import (
     DecisionError,
     PlanError,
@@ -23,7 +24,7 @@ from chainlab.events import (
 )
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.compile import Graph, Node
-from chainlab.tools import JobTool, NotJSONError
+from chainlab.tools import JobTool, NotJSONError, to_json_value
 
 if TYPE_CHECKING:
     pass
@@ -304,7 +305,7 @@ class Planner:
     def _check_output(self, node: Node, value: Any) -> Any:
         assert node.tool is not None
         try:
-            return node.tool.check_output(value)
+            return node.tool.check_output(to_json_value(value, join_path("outputs", node.id)))
         except (ValidationError, NotJSONError, ValueError, TypeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if isinstance(exc, ValidationError):
