@@ -10,7 +10,8 @@ errors); the table in ``tests/http/test_errors.py`` checks that it stays complet
 code   error                   when
 =====  ======================  ==================================================
 400    bad_request             malformed JSON, a query parameter or body field of the
-                               wrong type, an unknown body field, a front end's
+                               wrong type, an unknown body field, a value the value
+                               gate refuses (its path in ``problems``), a front end's
                                UsageError
 401    unauthorized            no or a wrong ``Authorization: Bearer TOKEN``
 404    not_found               no such route, chain, run or step
@@ -37,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from chainlab._json import NotJSONError
 from chainlab.errors import (
     ChainlabError,
     DecisionError,
@@ -134,6 +136,8 @@ def api_error(exc: BaseException) -> ApiError | None:
                         problems=[problem_dict(p) for p in exc.problems])
     if isinstance(exc, UsageError):
         return ApiError(400, "bad_request", exc.message, fix=exc.hint)
+    if isinstance(exc, NotJSONError):  # (the doors turn it into their own errors first)
+        return ApiError(400, "bad_request", str(exc), fix="send JSON data within the limits")
     if isinstance(exc, RunNotFoundError):
         return ApiError(404, "not_found", str(exc), fix="list the runs with GET /runs")
     if isinstance(exc, UnknownStepError | UnknownChainStepError):

@@ -109,6 +109,24 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "tools": {"type": "array", "items": _OBJ},
         "context_schema": {"type": "object", "description": "JSON Schema of the context."},
         "definition": _OBJ}},
+    "EventStream": {
+        "type": "string", "contentMediaType": "text/event-stream",
+        "description": (
+            "Server-Sent Events, in this order: one `event: metadata` (no id; data: "
+            "{run_id, chain, status, last_seq, after, kinds}); then one frame per stored "
+            "event after `after`: `id:` its seq, `event:` its kind, `data:` the Event as "
+            "JSON (the Event schema); `: ping` comments to keep the connection open; "
+            "`event: end` (data: {run_id, status, last_seq}) once the run has ended and "
+            "nothing follows; or `event: error` (data: the Error schema) when the store "
+            "failed mid-stream. A client that does not read gets at most the server's "
+            "per-stream buffer, then the stream is closed (reconnect with Last-Event-ID)."),
+        "x-events": {"metadata": {"type": "object"},
+                     "<event kind>": {"$ref": "#/components/schemas/Event"},
+                     "end": {"type": "object", "properties": {
+                         "run_id": {"type": "string"}, "status": {"type": "string"},
+                         "last_seq": {"type": "integer"}}},
+                     "error": {"$ref": "#/components/schemas/Error"}},
+    },
     "Validation": {"type": "object", "properties": {
         "valid": {"type": "boolean"}, "chain": _STR_OR_NULL,
         "step_count": {"type": ["integer", "null"]},
@@ -154,7 +172,9 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
         for sub, value in schema.pop("$defs", {}).items():
             schemas.setdefault(sub, value)
         schemas[name] = schema
-        op["requestBody"] = {"required": False, "content": {
+        # optional only when every field is (an empty body is then {}): a reject needs its
+        # reason, a start its chain
+        op["requestBody"] = {"required": bool(schema.get("required")), "content": {
             t: {"schema": {"$ref": f"#/components/schemas/{name}"}} for t in ep.body_types}}
     elif ep.body_types != ("application/json",):
         op["requestBody"] = {"required": True, "content": {
@@ -162,6 +182,8 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": "OK" if ep.ok == 200 else "Created"}
     if ep.returns is not None:
         ok["content"] = {ep.produces: {"schema": {"$ref": f"#/components/schemas/{ep.returns}"}}}
+    elif ep.produces == "text/event-stream":
+        ok["content"] = {ep.produces: {"schema": {"$ref": "#/components/schemas/EventStream"}}}
     else:
         ok["content"] = {ep.produces: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {str(ep.ok): ok}
@@ -169,10 +191,22 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
         responses["200"] = {"description": "The same request again (Idempotency-Key or "
                                            "run_id): the run it started"}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    codes = ((401,) if ep.auth else ()) + ep.errors
+    codes = sorted(set(((401,) if ep.auth else ()) + ep.errors + _implied(ep)))
     for code in codes:
         responses[str(code)] = {"description": _REASONS.get(code, "Error"), "content": error}
     op["responses"] = responses
     if not ep.auth:
         op["security"] = []
     return op
+
+
+def _implied(ep: Endpoint) -> tuple[int, ...]:
+    """The error codes every endpoint of its kind can answer: one that reads a body (400
+    malformed or refused by the value gate, 413, 415), one with query parameters or headers
+    (400)."""
+    codes: tuple[int, ...] = ()
+    if ep.body is not None or ep.body_types != ("application/json",):
+        codes += (400, 413, 415)
+    if ep.params:
+        codes += (400,)
+    return codes

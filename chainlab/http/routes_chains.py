@@ -7,7 +7,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chainlab.http.api import Param, endpoint, json, service
-from chainlab.http.bodies import YAML_TYPES, media_type, parse_json_body, read_body
+from chainlab.http.bodies import (
+    YAML_TYPES,
+    media_type,
+    parse_json_body,
+    query_text,
+    read_body,
+)
 from chainlab.http.chains import chain_summary, validation
 from chainlab.http.errors import ApiError
 
@@ -75,7 +81,7 @@ async def validate_chain(request: Request) -> Response:
     except UnicodeDecodeError:
         raise ApiError(400, "bad_request", "the chain is not UTF-8 text") from None
     context = None
-    given = request.query_params.get("context")
+    given = query_text(request, "context")
     if given is not None:
         context = parse_json_body(given.encode(), what="?context=")
         if not isinstance(context, dict):

@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
-from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import EventSourceResponse, SendTimeoutError, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
-from chainlab._text import did_you_mean
+from chainlab._text import did_you_mean, safe_repr
 from chainlab.events import Event, EventKind
 from chainlab.http.api import P_AFTER, Param, endpoint, feeds, service
+from chainlab.http.bodies import parse_int, query_text
 from chainlab.http.errors import ApiError, api_error
 
 __all__: list[str] = []
@@ -48,24 +50,25 @@ def _data(value: object) -> str:
 
 def _after(request: Request) -> int:
     """Where to resume: ``Last-Event-ID`` (a reconnect) over ``?after=``."""
-    for source, text in (("Last-Event-ID", request.headers.get("last-event-id")),
-                         ("?after=", request.query_params.get("after"))):
+    for source, text in (("Last-Event-ID", query_text(request, "last-event-id", header=True)),
+                         ("?after=", query_text(request, "after"))):
         if text is None or not text.strip():
             continue
-        if not text.strip().isdigit():
-            raise ApiError(400, "bad_request", f"{source} {text!r} is not an event seq",
-                           fix="send the id of the last event received (an integer)")
-        return int(text)
+        seq = parse_int(text, source)
+        if seq < 0:
+            raise ApiError(400, "bad_request", f"{source} {seq} is not an event seq",
+                           fix="send the id of the last event received (an integer >= 0)")
+        return seq
     return 0
 
 
 def _kinds(request: Request) -> set[str] | None:
-    text = request.query_params.get("kinds")
+    text = query_text(request, "kinds")
     if not text:
         return None
     kinds = {k.strip() for k in text.split(",") if k.strip()}
     for kind in sorted(kinds - _KINDS):
-        raise ApiError(400, "bad_request", f"?kinds=: no event kind {kind!r}"
+        raise ApiError(400, "bad_request", f"?kinds=: no event kind {safe_repr(kind)}"
                        f"{did_you_mean(kind, _KINDS)}",
                        fix="kinds are the event vocabulary: run_started, step_started, ...")
     return kinds
@@ -90,10 +93,43 @@ async def stream(request: Request) -> Response:
     meta = {"run_id": run_id, "chain": record.chain_name, "status": str(state.status),
             "last_seq": state.last_seq, "after": after,
             "kinds": sorted(kinds) if kinds else None}
-    return EventSourceResponse(_events(request, run_id, after, kinds, meta),
+    return _Stream(_events(request, run_id, after, kinds, meta),
                                ping=svc.config.keepalive_s,
+                               send_timeout=svc.config.stream_send_timeout_s,
                                headers={"Cache-Control": "no-store",
                                         "X-Accel-Buffering": "no"})
+
+
+class _Stream(EventSourceResponse):
+    """An SSE response that ends when its client stopped reading (``send_timeout`` passed
+    with a write pending): a warning, no traceback, and the connection is closed (uvicorn
+    says the response did not complete: it cannot, the client takes nothing). The client
+    reconnects with Last-Event-ID and loses nothing."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except* SendTimeoutError:
+            log.warning("%s: the client took nothing for %g s; its stream is closed",
+                        scope.get("path"), self.send_timeout)
+
+
+#: about how many bytes one write of a stream carries (a frame larger than this is one write)
+STREAM_PIECE = 64 * 1024
+
+
+def pieces(frames: list[bytes], size: int = STREAM_PIECE) -> Iterator[bytes]:
+    """``frames`` joined into writes of about ``size`` bytes (whole frames each)."""
+    piece: list[bytes] = []
+    length = 0
+    for frame in frames:
+        if piece and length + len(frame) > size:
+            yield b"".join(piece)
+            piece, length = [], 0
+        piece.append(frame)
+        length += len(frame)
+    if piece:
+        yield b"".join(piece)
 
 
 def encode_event(ev: Event) -> bytes:
@@ -114,11 +150,13 @@ async def _events(request: Request, run_id: str, after: int, kinds: set[str] | N
                                              "last_seq": last_seq}), event="end")
                 return
             last_seq = batch[-1][0].seq
-            # frames encoded once by the feed for every stream of the run; a batch in one
-            # write (a replay of 600 events is one send, not 600)
-            frames = b"".join(frame for ev, frame in batch if kinds is None or ev.kind in kinds)
-            if frames:
-                yield frames
+            # frames encoded once by the feed for every stream of the run, sent in pieces
+            # of about STREAM_PIECE bytes (a replay of 600 small events is one send, not
+            # 600): the server writes a piece only once the client took the one before, so
+            # a client that stops reading holds one piece here, never the whole log
+            for piece in pieces([frame for ev, frame in batch
+                                 if kinds is None or ev.kind in kinds]):
+                yield piece
     except Exception as exc:  # the store failed mid-stream: say so, then close
         error = api_error(exc)
         if error is None:
