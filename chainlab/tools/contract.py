@@ -221,9 +221,10 @@ class Tool:
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             adapter = self.output_adapter
             assert adapter is not None  # (set whenever _check_out is)
-            # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
+            # e.g. object() under `-> dict`, or data nested too deeply for pydantic (a
+            # ValueError): left as is, to_json_value names where it sits
             with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError,
-                                     RecursionError):
+                                     RecursionError, ValueError):
                 # pydantic's JSON form writes NaN and infinities as null: look for them in
                 # its Python form first, so that no number is changed without a word
                 where = nonfinite_at(adapter.dump_python(value))

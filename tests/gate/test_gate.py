@@ -19,7 +19,6 @@ from chainlab._json import (
 )
 from chainlab.errors import ChainlabError
 from chainlab.testing.hostile import hostile_json, json_text, refusal, same_json
-
 from tests.gate.doors import Tally
 
 
