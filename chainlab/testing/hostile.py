@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - the extra is missing
     raise MissingExtraError("hypothesis", "test", "the hostile JSON strategy") from None
 
 __all__ = ["hostile_json", "hostile_numbers", "hostile_text", "json_text", "refusal",
-           "same_json"]
+           "same_json", "text_refusal"]
 
 _SURROGATES = ["\ud800", "\udfff", "\udc00x", "a\ud83d", "\ud83d\ude00"]  # last: a "pair"
 _TRICKY_TEXT = ["", " ", "\x00", "a.b", "[0]", "{{ context.x }}", "é", "😀", "\u2028",
@@ -133,6 +133,17 @@ def refusal(value: Any) -> str | None:
     except TypeError as exc:  # a key that is not a string, an object that is not JSON
         return str(exc)[:80]
     return None
+
+
+def text_refusal(text: str) -> str | None:
+    """:func:`refusal` for JSON text, as a door that reads text sees it: an escaped
+    surrogate PAIR (``\\ud83d\\ude00``) is one character there, text that does not parse
+    (an integer too long to read, nesting past the parser's limit) is refused."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return f"does not parse: {str(exc)[:80]}"
+    return refusal(value)
 
 
 def _measure(value: Any) -> tuple[int, int, int]:
