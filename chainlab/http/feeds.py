@@ -193,7 +193,8 @@ class Feeds:
                 if self.feeds.get(run_id) is feed:
                     del self.feeds[run_id]
 
-    async def events(self, run_id: str, after: int
+    async def events(self, run_id: str, after: int, *,
+                     opened: Callable[[int], object] | None = None
                      ) -> AsyncIterator[list[tuple[Event, bytes]] | None]:
         """Every committed event of the run after seq ``after`` with its frame, in order,
         each once, in batches (what the feed read at once: a stream sends a batch in one
@@ -201,8 +202,13 @@ class Feeds:
         (the end of the log). The first end is not the last word: a run that succeeded and
         was rolled back later has the rollback's events after its ``run_succeeded``, and
         they are sent too. A run that has ended with nothing after ``after`` gives None at
-        once. Raises what stopped the feed (a StoreError)."""
+        once. Raises what stopped the feed (a StoreError). ``opened`` is told the log's last
+        seq once the feed has read it, before the first batch."""
         async with self.listen(run_id) as feed:
+            while opened is not None and not (feed.events or feed.ended or feed.error):
+                await feed.changed()
+            if opened is not None:
+                opened(feed.last_seq)
             seen = after
             while True:
                 batch = feed.after(seen)

@@ -83,6 +83,19 @@ class Service:
             known = [r.run_id for r in await self.runtime.run_io(self.store.list_runs, 200)]
             raise RunNotFoundError(run_id, known) from None
 
+    async def record(self, run_id: str) -> Any:
+        """The run's stored record (after a flush, as :meth:`read`), without its log.
+        Raises RunNotFoundError with a did-you-mean."""
+        run = self.runtime.driven(run_id)
+        if run is not None:
+            with contextlib.suppress(ChainlabError):
+                await self.store.flush(run_id, run.epoch)
+        try:
+            return await self.runtime.run_io(self.store.get_run, run_id)
+        except RunNotFoundError:
+            known = [r.run_id for r in await self.runtime.run_io(self.store.list_runs, 200)]
+            raise RunNotFoundError(run_id, known) from None
+
     async def view(self, run_id: str) -> dict[str, Any]:
         """``GET /runs/{run_id}``: the JSON view of the run."""
         record, _, state = await self.read(run_id)

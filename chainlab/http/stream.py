@@ -89,15 +89,14 @@ async def stream(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after, kinds = _after(request), _kinds(request)
     svc = service(request)
-    record, _, state = await svc.read(run_id)  # a 404 before the stream begins
-    meta = {"run_id": run_id, "chain": record.chain_name, "status": str(state.status),
-            "last_seq": state.last_seq, "after": after,
-            "kinds": sorted(kinds) if kinds else None}
+    # a 404 before the stream begins; only the run's record: its log is read once, by the
+    # run's feed, for every stream of it (a stream costs no fold of the whole log)
+    record = await svc.record(run_id)
+    meta = {"run_id": run_id, "chain": record.chain_name, "status": str(record.status),
+            "last_seq": 0, "after": after, "kinds": sorted(kinds) if kinds else None}
     return _Stream(_events(request, run_id, after, kinds, meta),
-                               ping=svc.config.keepalive_s,
-                               send_timeout=svc.config.stream_send_timeout_s,
-                               headers={"Cache-Control": "no-store",
-                                        "X-Accel-Buffering": "no"})
+                   ping=svc.config.keepalive_s, send_timeout=svc.config.stream_send_timeout_s,
+                   headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
 class _Stream(EventSourceResponse):
@@ -139,11 +138,15 @@ def encode_event(ev: Event) -> bytes:
 
 async def _events(request: Request, run_id: str, after: int, kinds: set[str] | None,
                   meta: dict[str, object]) -> AsyncIterator[ServerSentEvent | bytes]:
-    yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
     svc = service(request)
     last_seq = after
+    opening = True  # the metadata goes first, once the feed read the log (its last_seq)
     try:
-        async for batch in feeds(request).events(run_id, after):
+        async for batch in feeds(request).events(
+                run_id, after, opened=lambda seq: meta.__setitem__("last_seq", seq)):
+            if opening:
+                opening = False
+                yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
             if batch is None:  # (the run's status commits with its last event)
                 record = await svc.runtime.run_io(svc.store.get_run, run_id)
                 yield ServerSentEvent(_data({"run_id": run_id, "status": str(record.status),
@@ -162,4 +165,6 @@ async def _events(request: Request, run_id: str, after: int, kinds: set[str] | N
         if error is None:
             log.exception("run %s: the stream stopped", run_id)
             error = ApiError(500, "internal", f"the stream stopped: {type(exc).__name__}")
+        if opening:
+            yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
         yield ServerSentEvent(_data(error.body()), event="error")
