@@ -168,11 +168,15 @@ async def _http_exception(request: Request, exc: HTTPException) -> Response:
 
 
 def _allowed_methods(path: str) -> str:
-    """The methods the endpoint table has for ``path`` (for a 405's ``Allow``)."""
-    methods = {ep.method for ep in ENDPOINTS
-               if Route(ep.path, _no_handler).matches({"type": "http", "path": path,
-                                                        "method": ep.method})[0]
-               is not Match.NONE}
+    """The methods the endpoint table has for ``path`` (for a 405's ``Allow``), as the
+    document lists them: a path written out (``/runs/wait``) has its own methods, not those
+    of the template it also fits (``/runs/{run_id}``)."""
+    fits = [ep for ep in ENDPOINTS
+            if Route(ep.path, _no_handler).matches({"type": "http", "path": path,
+                                                     "method": ep.method})[0]
+            is not Match.NONE]
+    exact = [ep for ep in fits if ep.path == path]
+    methods = {ep.method for ep in exact or fits}
     return ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
 
 

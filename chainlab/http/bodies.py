@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from chainlab._json import MAX_DEPTH, NotJSONError, to_json_value
 from chainlab._text import did_you_mean, safe_repr
+from chainlab.http.api import MAX_QUERY_INT
 from chainlab.http.errors import ApiError
 
 __all__ = [
@@ -54,9 +55,10 @@ Comment = Annotated[str | None, Field(default=None, max_length=4000,
 
 
 class Body(BaseModel):
-    """A request body: strict (unknown fields are refused), documented field by field."""
+    """A request body: strict (unknown fields are refused, and a value must have its field's
+    JSON type: ``0`` is not ``false``), documented field by field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Empty(Body):
@@ -102,6 +104,17 @@ class Reject(Body):
 class Resolve(Body):
     """``POST /runs/{run_id}/steps/{step_id}/resolve``: exactly one of ``output`` (the call
     took effect and returned this), ``retry: true`` or ``fail: true``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["output"], "properties": {"retry": {"const": False},
+                                                "fail": {"const": False}}},
+        {"required": ["retry"], "properties": {"retry": {"const": True},
+                                               "fail": {"const": False}},
+         "not": {"required": ["output"]}},
+        {"required": ["fail"], "properties": {"fail": {"const": True},
+                                              "retry": {"const": False}},
+         "not": {"required": ["output"]}},
+    ]})
 
     output: Any = Field(default=None, description="The call took effect; this is its output.")
     retry: bool = Field(default=False, description="Call the tool again.")
@@ -248,13 +261,21 @@ def field_problem(err: Any) -> dict[str, Any]:
 MAX_QUERY_CHARS = 8192
 
 
-def query_text(request: Request, name: str, *, header: bool = False) -> str | None:
+def query_text(request: Request, name: str, *, header: bool = False,
+               empty_ok: bool = True) -> str | None:
     """A query parameter's text (``header``: a request header's), through the value gate;
-    None when absent or empty. Raises ApiError 400 naming it."""
-    text = request.headers.get(name) if header else request.query_params.get(name)
+    None when absent, or empty and ``empty_ok`` (a text parameter; a number, a boolean or a
+    choice has no empty value: 400). Raises ApiError 400 naming it."""
+    given = request.headers.getlist(name) if header else request.query_params.getlist(name)
+    where = name if header else f"?{name}="
+    if len(given) > 1:
+        raise ApiError(400, "bad_request", f"{where} is given {len(given)} times; give it once")
+    text = given[0] if given else None
+    if text == "" and not empty_ok:
+        raise ApiError(400, "bad_request", f"{where} is empty",
+                       fix="leave it out, or give it a value")
     if text is None or text == "":
         return None
-    where = name if header else f"?{name}="
     if len(text) > MAX_QUERY_CHARS:
         raise ApiError(400, "bad_request", f"{where} is {len(text)} characters long; the limit "
                        f"is {MAX_QUERY_CHARS}")
@@ -267,7 +288,8 @@ def parse_int(text: str, where: str) -> int:
     Raises ApiError 400 naming ``where``."""
     digits = text.strip()
     plain = digits[1:] if digits.startswith("-") else digits
-    if not (plain.isascii() and plain.isdigit() and len(plain) <= 18):
+    # (at most 18 digits: MAX_QUERY_INT, what the document says)
+    if not (plain.isascii() and plain.isdigit() and len(plain) <= len(str(MAX_QUERY_INT))):
         raise ApiError(400, "bad_request", f"{where} {safe_repr(text)} is not an integer",
                        fix="write it in ASCII digits, e.g. 0 or 42")
     return int(digits)
@@ -276,7 +298,7 @@ def parse_int(text: str, where: str) -> int:
 def query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
               maximum: int | None = None) -> int | None:
     """An integer query parameter. Raises ApiError 400 naming it and the range."""
-    text = query_text(request, name)
+    text = query_text(request, name, empty_ok=False)
     if text is None:
         return default
     value = parse_int(text, f"?{name}=")
@@ -289,7 +311,7 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
 
 def query_float(request: Request, name: str, default: float, *, maximum: float) -> float:
     """A number of seconds (0..maximum). Raises ApiError 400."""
-    text = query_text(request, name)
+    text = query_text(request, name, empty_ok=False)
     if text is None:
         return default
     try:
@@ -305,7 +327,7 @@ def query_float(request: Request, name: str, default: float, *, maximum: float) 
 
 def query_bool(request: Request, name: str) -> bool | None:
     """``true``/``false`` (also 1/0, yes/no), None when absent. Raises ApiError 400."""
-    text = query_text(request, name)
+    text = query_text(request, name, empty_ok=False)
     if text is None:
         return None
     value = text.strip().lower()
@@ -318,7 +340,7 @@ def query_bool(request: Request, name: str) -> bool | None:
 
 def query_choice(request: Request, name: str, choices: Sequence[str]) -> str | None:
     """One of ``choices``, None when absent. Raises ApiError 400 listing them."""
-    text = query_text(request, name)
+    text = query_text(request, name, empty_ok=False)
     if text is None:
         return None
     if text not in choices:

@@ -61,7 +61,7 @@ async def chain_graph(request: Request) -> Response:
 @endpoint("POST", "/chains/validate", "Validate a chain (YAML or JSON)", tag="chains",
           body_types=("application/yaml", "application/json"), returns="Validation",
           params=(Param("context", "A JSON object: check the references to the context too.",
-                        {"type": "string"}),),
+                        {"type": "object"}, content="application/json"),),
           errors=(400, 413, 415))
 async def validate_chain(request: Request) -> Response:
     """The body is a chain's YAML or JSON text (``Content-Type: application/yaml`` or
@@ -80,6 +80,9 @@ async def validate_chain(request: Request) -> Response:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "bad_request", "the chain is not UTF-8 text") from None
+    if not text.strip():
+        raise ApiError(400, "bad_request", "the body is empty: send the chain's YAML or JSON",
+                       fix="curl --data-binary @chain.yaml -H 'Content-Type: application/yaml'")
     context = None
     given = query_text(request, "context")
     if given is not None:
@@ -106,4 +109,4 @@ async def openapi(request: Request) -> Response:
     from chainlab import __version__
     from chainlab.http.openapi import document
 
-    return json(document(__version__))
+    return json(document(__version__, chains=list(service(request).chains.all())))

@@ -10,12 +10,14 @@ from chainlab._text import safe_repr
 from chainlab.events import RunStatus
 from chainlab.http.api import (
     H_IDEMPOTENCY,
+    MAX_QUERY_INT,
     P_AFTER,
     P_TIMEOUT,
     Param,
     by_of,
     endpoint,
     json,
+    one_or_more,
     service,
 )
 from chainlab.http.bodies import (
@@ -73,14 +75,14 @@ async def start_and_wait(request: Request) -> Response:
 
 @endpoint("GET", "/runs", "List runs", tag="runs", returns="RunList", errors=(400,),
           params=(Param("status", "Only runs in these statuses (comma-separated).",
-                        {"type": "string"}),
+                        one_or_more(sorted(_STATUSES))),
                   Param("chain", "Only runs of this chain.", {"type": "string"}),
                   Param("waiting", "true: only runs where something waits for a person; "
                         "false: only the others.", {"type": "boolean"}),
                   Param("limit", "At most this many (default 50, at most 500).",
                         {"type": "integer", "minimum": 1, "maximum": 500}),
-                  Param("cursor", "The next_cursor of the previous page.",
-                        {"type": "string"})))
+                  Param("cursor", "The next_cursor of the previous page (opaque).",
+                        {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"})))
 async def list_runs(request: Request) -> Response:
     """Runs in the store (every process's), newest first, one page at a time:
     ``{runs, next_cursor}`` (None on the last page)."""
@@ -122,8 +124,8 @@ async def run_events(request: Request) -> Response:
 
 @endpoint("GET", "/runs/{run_id}/state", "The run as it was after one of its events",
           tag="runs", returns="Run", errors=(400, 404),
-          params=(Param("at", "The event's seq (0: before any event).",
-                        {"type": "integer", "minimum": 0}),))
+          params=(Param("at", "The event's seq (0: before any event; past the last: the run now).",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_QUERY_INT}),))
 async def run_state(request: Request) -> Response:
     """Time travel: the fold of the stored log up to event ``at`` (no tool runs), in the
     shape of ``GET /runs/{run_id}`` plus ``at``. Without ``at``: the run now."""

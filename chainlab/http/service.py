@@ -114,12 +114,10 @@ class Service:
 
     async def state_at(self, run_id: str, seq: int) -> dict[str, Any]:
         """``GET /runs/{run_id}/state?at=SEQ``: the run as it was right after event
-        ``seq`` (time travel: ``run.state_at``, the fold of the stored prefix)."""
+        ``seq`` (time travel: ``run.state_at``, the fold of the stored prefix; a seq past the
+        last event is the run now, and ``at`` says which seq it is)."""
         _, _, now = await self.read(run_id)
-        if seq > now.last_seq:
-            raise ApiError(400, "bad_request",
-                           f"run {run_id!r} has events 1..{now.last_seq}; there is no event "
-                           f"{seq}", fix=f"?at= between 0 and {now.last_seq}")
+        seq = min(seq, now.last_seq)  # (past the last event: the run as it is now)
 
         def fold() -> dict[str, Any]:
             run = self.runtime.get_run(run_id)

@@ -34,7 +34,7 @@ from starlette.types import Receive, Scope, Send
 
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.events import Event, EventKind
-from chainlab.http.api import P_AFTER, Param, endpoint, feeds, service
+from chainlab.http.api import P_AFTER, Param, endpoint, feeds, one_or_more, service
 from chainlab.http.bodies import parse_int, query_text
 from chainlab.http.errors import ApiError, api_error
 
@@ -49,17 +49,17 @@ def _data(value: object) -> str:
 
 
 def _after(request: Request) -> int:
-    """Where to resume: ``Last-Event-ID`` (a reconnect) over ``?after=``."""
-    for source, text in (("Last-Event-ID", query_text(request, "last-event-id", header=True)),
-                         ("?after=", query_text(request, "after"))):
-        if text is None or not text.strip():
-            continue
-        seq = parse_int(text, source)
+    """Where to resume: ``Last-Event-ID`` (a reconnect) over ``?after=`` (both checked)."""
+    found = [parse_int(text, source)
+             for source, text in (("Last-Event-ID", query_text(request, "last-event-id",
+                                                                header=True)),
+                                  ("?after=", query_text(request, "after")))
+             if text is not None and text.strip()]
+    for seq in found:
         if seq < 0:
-            raise ApiError(400, "bad_request", f"{source} {seq} is not an event seq",
+            raise ApiError(400, "bad_request", f"{seq} is not an event seq",
                            fix="send the id of the last event received (an integer >= 0)")
-        return seq
-    return 0
+    return found[0] if found else 0
 
 
 def _kinds(request: Request) -> set[str] | None:
@@ -78,10 +78,10 @@ def _kinds(request: Request) -> set[str] | None:
           tag="runs", produces="text/event-stream", errors=(400, 404),
           params=(P_AFTER,
                   Param("kinds", "Only these event kinds (comma-separated).",
-                        {"type": "string"}),
+                        one_or_more(sorted(_KINDS))),
                   Param("Last-Event-ID", "Resume after this seq (what EventSource sends on "
-                        "a reconnect; wins over ?after=).", {"type": "string"},
-                        where="header")))
+                        "a reconnect; wins over ?after=).",
+                        {"type": "string", "pattern": "^[0-9]{0,18}$"}, where="header")))
 async def stream(request: Request) -> Response:
     """A first ``metadata`` event, then every stored event after ``after`` (``id:`` = seq,
     ``event:`` = kind, ``data:`` = the event as JSON), live, then ``event: end`` when the
