@@ -117,10 +117,11 @@ class JobStatus:
                                      or not isinstance(progress, int | float)
                                      or not 0.0 <= progress <= 1.0):
             raise ValueError(f"progress must be a fraction in [0, 1], got {safe_repr(progress)}")
-        texts = {name: clean_text(str(value)) for name, value in
-                 (("note", self.note), ("message", self.message), ("kind", self.kind))
-                 if value is not None}
-        return dataclasses.replace(self, **texts) if texts else self
+        def text(value: str | None) -> str | None:
+            return None if value is None else clean_text(str(value))
+
+        return dataclasses.replace(self, note=text(self.note), message=text(self.message),
+                                   kind=text(self.kind))
 
 
 @dataclass(slots=True)

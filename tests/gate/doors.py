@@ -29,3 +29,4 @@ class Tally:
               f"{self.counts['taken']} taken")
         assert self.total >= minimum, (self.door, self.counts)
         assert self.counts["refused"] > 0 and self.counts["taken"] > 0, (self.door, self.counts)
+

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +16,7 @@ import pytest
 from chainlab.http.stream import STREAM_PIECE
 from tests.http.server import Server, wait_for
 
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("contract"),
-                 args=("--keepalive", "0.5", "--stream-send-timeout", "3")).start()
-    yield srv
-    srv.stop()
-    assert "Traceback" not in srv.log(), srv.log()[-4000:]
-
-
-@pytest.fixture(scope="module")
-def http(served: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.url, timeout=120,
-                      headers={"Authorization": f"Bearer {served.token}"}) as client:
-        yield client
+SERVE_ARGS = ("--stream-send-timeout", "3")
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +158,7 @@ def test_a_client_that_never_reads_costs_one_piece_not_the_log(
     assert log_mb > 20  # (each step's label is in its args and in its output)
     pid = served.proc.pid  # type: ignore[union-attr]
     closed = served.log().count("its stream is closed")
+    sockets_before = _sockets(pid)
     before = _settled(pid)
     socks = _silent_streams(served, run["run_id"], 1)
     # the first stream of the run opens its feed: the log read once, kept as events and as
@@ -191,13 +177,20 @@ def test_a_client_that_never_reads_costs_one_piece_not_the_log(
     for sock in socks:
         got = _drain(sock)
         assert STREAM_PIECE <= got < log_mb * 2**20 / 2, got
-    # and what the closed streams held is free: the same again costs nothing more
-    held = _settled(pid) - before
-    socks = _silent_streams(served, run["run_id"], 8)
-    again = _settled(pid) - before
-    for sock in socks:
-        sock.close()
-    assert again < max(held, feed) + log_mb, (again, held, feed, log_mb)
+    # and the server let go of them: their connections are closed on its side too (the
+    # memory they held went with them; how much of it the allocator hands back to the
+    # system is not a thing to assert)
+    wait_for(lambda: _sockets(pid) <= sockets_before, what="the server to close them")
+
+
+def _sockets(pid: int) -> int:
+    """How many sockets the process has open."""
+    fds = Path(f"/proc/{pid}/fd")
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            count += str(fd.readlink()).startswith("socket:")
+    return count
 
 
 def _read_all(http: httpx.Client, run_id: str) -> list[bytes]:

@@ -158,6 +158,21 @@ def _output(live: Live, run_id: str) -> Any:
     return state.steps["s"]
 
 
+def _judge(live: Live, tally: Tally, got: str, why: str | None, value: Any,
+           what: str) -> None:
+    """The door's verdict against the oracle's: it refused exactly what it must, and kept
+    anything else exactly (the step's output, read back from the store)."""
+    if got == "refused":
+        assert why is not None, f"a good {what} was refused"
+        tally.refused()
+        return
+    assert why is None, f"took a {what} it must refuse ({why})"
+    step = _output(live, got)
+    assert step.status == "succeeded" and same_json(step.output, value), (step.status,
+                                                                          step.error)
+    tally.taken()
+
+
 def test_context_door(live: Live) -> None:
     tally = Tally("context (runtime.start)")
     steps = {"tool": "echo", "args": {"x": "{{ context.v }}"}}
@@ -177,16 +192,9 @@ def test_context_door(live: Live) -> None:
             return run.run_id
 
         got = live.call(go)
-        if got == "refused":
-            assert why is not None, "a good context was refused"
-            tally.refused()
-            return
-        assert why is None, f"took a context it must refuse ({why})"
-        record, _, state = live.stored(got)
-        assert same_json(record.context["v"], value)
-        assert state.steps["s"].status == "succeeded" and same_json(state.steps["s"].output,
-                                                                     value)
-        tally.taken()
+        _judge(live, tally, got, why, value, "context")
+        if got != "refused":
+            assert same_json(live.stored(got)[0].context["v"], value)
 
     one()
     tally.check(minimum=EXAMPLES // 2)
@@ -220,15 +228,7 @@ def test_step_args_door(live: Live) -> None:
             await _ended(run)
             return run.run_id
 
-        got = live.call(go)
-        if got == "refused":
-            assert why is not None, "good args were refused"
-            tally.refused()
-            return
-        assert why is None, f"took args it must refuse ({why})"
-        step = _output(live, got)
-        assert step.status == "succeeded" and same_json(step.output, value)
-        tally.taken()
+        _judge(live, tally, live.call(go), why, value, "step arg")
 
     one()
     tally.check(minimum=EXAMPLES // 2)
@@ -255,15 +255,7 @@ def test_approve_args_door(live: Live) -> None:
             await _ended(run)
             return run.run_id
 
-        got = live.call(go)
-        if got == "refused":
-            assert why is not None, "good approval args were refused"
-            tally.refused()
-            return
-        assert why is None, f"took approval args it must refuse ({why})"
-        step = _output(live, got)
-        assert step.status == "succeeded" and same_json(step.output, value)
-        tally.taken()
+        _judge(live, tally, live.call(go), why, value, "approval arg")
 
     one()
     tally.check(minimum=EXAMPLES // 2)
@@ -300,15 +292,7 @@ def test_fork_edits_door(live: Live) -> None:
             await _ended(run)
             return run.run_id
 
-        got = live.call(go)
-        if got == "refused":
-            assert why is not None, f"a good {which} edit was refused"
-            tally.refused()
-            return
-        assert why is None, f"took a {which} edit it must refuse ({why})"
-        step = _output(live, got)
-        assert step.status == "succeeded" and same_json(step.output, value)
-        tally.taken()
+        _judge(live, tally, live.call(go), why, value, f"{which} edit")
 
     one()
     tally.check(minimum=EXAMPLES // 2)

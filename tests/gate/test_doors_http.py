@@ -7,7 +7,6 @@ escapes, 5,000-digit integers, 200,000-deep nesting (chainlab.testing.hostile.js
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -30,19 +29,7 @@ OK = {200, 201}
 CLIENT_ERRORS = {400, 404, 409, 413, 415, 422}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("doors"), args=("--keepalive", "0.5")).start()
-    yield srv
-    srv.stop()
-    assert "Traceback" not in srv.log(), srv.log()[-4000:]
-
-
-@pytest.fixture(scope="module")
-def http(served: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.url, timeout=120,
-                      headers={"Authorization": f"Bearer {served.token}"}) as client:
-        yield client
+SERVE_ARGS: tuple[str, ...] = ()
 
 
 def deep_text(depth: int) -> str:
