@@ -96,6 +96,18 @@ def join_path(path: str, key: str | int) -> str:
     return f"{path}[{json.dumps(key[:100] + ('...' if len(key) > 100 else ''))}]"
 
 
+def _unicode(text: str) -> bool:
+    """True when ``text`` is Unicode text: no surrogate code points (UTF-8 can encode it;
+    the encoder is C speed, a regex search is three times slower)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def scalar_problem(value: Any) -> str | None:
     """Why the gate refuses this number or string (None: it passes, or it is not a scalar).
     """
@@ -103,7 +115,7 @@ def scalar_problem(value: Any) -> str | None:
         if len(value) > MAX_STRING_CHARS:
             return (f"a string of {len(value)} characters; the limit is {MAX_STRING_CHARS} "
                     "(store large data elsewhere and pass a reference to it)")
-        if not value.isascii():
+        if not _unicode(value):
             found = _SURROGATE.search(value)
             if found is not None:
                 return (f"text with a lone surrogate ({found.group()!r} at character "
@@ -135,80 +147,140 @@ def value_size(value: Any) -> int:
 
 
 class _Gate:
-    """One walk of :func:`to_json_value` (the size counted so far)."""
+    """One walk of :func:`to_json_value` (the size counted so far). Where a value sits is
+    kept as a chain of ``(parent, key)`` pairs and written out as a path only for an error:
+    the walk of a good value formats nothing."""
 
     __slots__ = ("size",)
 
     def __init__(self) -> None:
         self.size = 0
 
-    def walk(self, value: Any, path: str, depth: int) -> Any:
-        if value is None or value is True or value is False:
-            self.size += 1
-            return value
+    def walk(self, value: Any, where: Any, depth: int) -> Any:
         kind = type(value)
-        if kind is str or kind is int or kind is float or isinstance(value, str | int | float):
-            why = scalar_problem(value)
-            if why is not None:
-                raise NotJSONError(path, value, why)
-            self.size += len(value) if isinstance(value, str) else 1
-            self._check_size(path, value)
+        if kind is str:
+            self.size += len(value)
+            if len(value) > MAX_STRING_CHARS or self.size > MAX_VALUE_SIZE \
+                    or not _unicode(value):
+                raise self._refused(where, value)
             return value
-        if isinstance(value, dict | list | tuple):
-            if depth >= MAX_DEPTH:
-                raise NotJSONError(path, value, f"nested more than {MAX_DEPTH} levels deep, "
-                                   "the limit; flatten the data")
+        if kind is int:
             self.size += 1
-            if isinstance(value, dict):
+            if int_too_long(value):
+                raise self._refused(where, value)
+            return value
+        if kind is float:
+            self.size += 1
+            if value - value != 0.0:  # (NaN and infinities; x - x is 0.0 for any other)
+                raise self._refused(where, value)
+            return value
+        if value is None or kind is bool:
+            self.size += 1
+            return value
+        if kind is dict or kind is list or kind is tuple:
+            if depth >= MAX_DEPTH:
+                raise NotJSONError(_path(where), value, f"nested more than {MAX_DEPTH} levels "
+                                   "deep, the limit; flatten the data")
+            self.size += 1
+            below = depth + 1
+            if kind is dict:
                 out = {}
                 for k, v in value.items():
-                    if not isinstance(k, str):
-                        raise NotJSONError(f"{path}[{safe_repr(k)}] (key)", k,
-                                           "not a string (JSON object keys are strings)")
-                    where = join_path(path, k)
-                    why = scalar_problem(k)
-                    if why is not None:
-                        raise NotJSONError(f"{where} (key)", k, why)
-                    self.size += len(k)
-                    out[k] = self.walk(v, where, depth + 1)
-                return out
-            return [self.walk(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+                    self._key(k, where)
+                    out[k] = self.walk(v, (where, k), below)
+                result: Any = out
+            else:
+                result = [self.walk(v, (where, i), below) for i, v in enumerate(value)]
+            if self.size > MAX_VALUE_SIZE:
+                raise self._refused(where, value)
+            return result
+        return self._other(value, where, depth)
+
+    def _key(self, key: Any, where: Any) -> None:
+        if type(key) is not str and not isinstance(key, str):
+            raise NotJSONError(f"{_path(where)}[{safe_repr(key)}] (key)", key,
+                               "not a string (JSON object keys are strings)")
+        self.size += len(key)
+        if len(key) > MAX_STRING_CHARS or not _unicode(key):
+            raise NotJSONError(f"{_path((where, key))} (key)", key, scalar_problem(key) or "")
+
+    def _other(self, value: Any, where: Any, depth: int) -> Any:
+        """Subclasses of the JSON types (an IntEnum, an OrderedDict), pydantic models, and
+        what is not JSON at all."""
+        if isinstance(value, str | int | float):  # (bool is an int: never here)
+            why = scalar_problem(value)
+            if why is not None:
+                raise NotJSONError(_path(where), value, why)
+            self.size += len(value) if isinstance(value, str) else 1
+            return value
+        if isinstance(value, dict):
+            return self.walk(dict(value), where, depth)
+        if isinstance(value, list | tuple):
+            return self.walk(list(value), where, depth)
         from pydantic import BaseModel  # (only here: chainlab.events uses the gate without it)
 
         if isinstance(value, BaseModel):
-            return self.walk(value.model_dump(mode="json"), path, depth)
-        raise NotJSONError(path, value)
+            return self.walk(value.model_dump(mode="json"), where, depth)
+        raise NotJSONError(_path(where), value)
 
-    def _check_size(self, path: str, value: Any) -> None:
-        if self.size > MAX_VALUE_SIZE:
-            raise NotJSONError(path, value, f"past the size limit: the value holds more than "
-                               f"{MAX_VALUE_SIZE} characters of data up to here; store large "
-                               "data elsewhere and pass a reference to it")
+    def _refused(self, where: Any, value: Any) -> NotJSONError:
+        why = scalar_problem(value) if not isinstance(value, dict | list | tuple) else None
+        if why is None:  # (within the rules for one value: over the size of all of them)
+            why = (f"past the size limit: the value holds more than {MAX_VALUE_SIZE} "
+                   "characters of data up to here; store large data elsewhere and pass a "
+                   "reference to it")
+        return NotJSONError(_path(where), value, why)
 
 
-def nonfinite_at(value: Any, path: str = "", depth: int = 0) -> tuple[str, float] | None:
+def _path(where: Any) -> str:
+    """The path a chain of ``(parent, key)`` pairs stands for (its root is a string)."""
+    keys: list[str | int] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(key)
+    path = where
+    for key in reversed(keys):
+        path = join_path(path, key)
+    return path  # type: ignore[no-any-return]
+
+
+def nonfinite_at(value: Any, path: str = "") -> tuple[str, float] | None:
     """Where the first NaN or infinity sits in Python data (dicts, lists, tuples, sets), and
     which: ``(path, value)``, or None. For data that is converted before the gate sees it
     (pydantic's JSON form writes them as null)."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
+    found = _nonfinite(value, path, 0)
+    return None if found is None else (_path(found[0]), found[1])
+
+
+def _nonfinite(value: Any, where: Any, depth: int) -> tuple[Any, float] | None:
+    kind = type(value)
+    if kind is float:
+        return None if value - value == 0.0 else (where, value)
     if depth > MAX_DEPTH:  # the gate refuses the nesting itself
         return None
-    if isinstance(value, dict):
-        items: Any = ((join_path(path, k if isinstance(k, str) else repr(k)), v)
-                      for k, v in value.items())
-    elif isinstance(value, list | tuple):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
-    elif isinstance(value, set | frozenset):
-        items = ((path, v) for v in value)
+    if kind is dict:
+        items: Any = value.items()
+    elif kind is list or kind is tuple:
+        items = enumerate(value)
+    elif isinstance(value, float):
+        return None if math.isfinite(value) else (where, value)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
     else:
         return None
-    for where, item in items:
-        if isinstance(item, float | dict | list | tuple | set | frozenset):
-            found = nonfinite_at(item, where, depth + 1)
-            if found is not None:
-                return found
+    for key, item in items:
+        if type(item) in _PLAIN_SCALARS:
+            continue
+        found = _nonfinite(item, (where, key if isinstance(key, str | int) else repr(key)),
+                           depth + 1)
+        if found is not None:
+            return found
     return None
+
+
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def to_json_value(value: Any, path: str = "") -> Any:
@@ -225,9 +297,7 @@ def to_json_value(value: Any, path: str = "") -> Any:
 def clean_text(text: str) -> str:
     """``text`` with every surrogate code point replaced by U+FFFD (what a person reads of
     an exception's message or a server's error: kept, never refused, always storable)."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return _SURROGATE.sub("\ufffd", text)
+    return text if _unicode(text) else _SURROGATE.sub("\ufffd", text)
 
 
 def code_fingerprint(fn: Callable[..., Any]) -> str:
