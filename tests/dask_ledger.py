@@ -1,11 +1,14 @@
 """Tools for the Dask kill tests (tests/test_dask_kills.py), in their own module so that Dask
 worker PROCESSES import them by name: a side-effecting, non-idempotent ``charge`` that writes
-one line per charge to a ledger file (the world), after saying which process runs it."""
+one line per charge to a ledger file (the world), after saying which process runs it. And
+the LocalCluster client both Dask test modules use."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +51,17 @@ def upsert(key: str, ledger: str, before_s: float, ctx: CallContext) -> str:
 def ledger_lines(ledger: str | Path, name: str) -> list[list[str]]:
     path = Path(ledger) / name
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@contextmanager
+def cluster_client(**cluster: Any) -> Iterator[Any]:
+    """A client of a new ``distributed.LocalCluster(**cluster)``, both closed after."""
+    import distributed
+
+    local = distributed.LocalCluster(dashboard_address=":0", **cluster)
+    client = distributed.Client(local)
+    try:
+        yield client
+    finally:
+        client.close()
+        local.close()

@@ -21,6 +21,7 @@ from chainlab.dask import DaskExecutor  # noqa: E402
 from chainlab.runtime import LocalExecutor, RunStatus, Runtime  # noqa: E402
 from chainlab.store import MemoryStore  # noqa: E402
 from chainlab.testing import ManualClock  # noqa: E402
+from tests.dask_ledger import cluster_client  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -32,14 +33,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
-                                       dashboard_address=":0")
-    client = distributed.Client(cluster)
-    try:
+    with cluster_client(n_workers=2, threads_per_worker=2, processes=False) as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 # ---------------------------------------------------------------------------- tools

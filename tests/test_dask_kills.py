@@ -27,7 +27,7 @@ from chainlab import Chain  # noqa: E402
 from chainlab.dask import DaskExecutor  # noqa: E402
 from chainlab.runtime import Runtime  # noqa: E402
 from chainlab.store import MemoryStore  # noqa: E402
-from tests.dask_ledger import ledger_lines, toolbox  # noqa: E402
+from tests.dask_ledger import cluster_client, ledger_lines, toolbox  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -46,14 +46,8 @@ def client() -> Iterator[Any]:
     import dask
 
     assert dask.config.get("distributed.scheduler.allowed-failures") == 3
-    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1,
-                                       processes=True, dashboard_address=":0")
-    client = distributed.Client(cluster)
-    try:
+    with cluster_client(n_workers=WORKERS, threads_per_worker=1, processes=True) as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def chain_for(ledger: Path, rng: random.Random) -> Chain:
