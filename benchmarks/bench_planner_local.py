@@ -63,7 +63,9 @@ from chainlab.planner.openai import OpenAIPlanner
 
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 CONTEXT = {"customer_id": "c-42", "email": "ana@example.com"}
-REQUESTS = [
+REQUESTS = [  # the refunds first: their tool has list, number, boolean, object parameters
+    "refund the customer's late orders, 5 euros each, notify them, reason late delivery",
+    "fetch the orders and refund them all at 12.5 each without notifying the customer",
     "fetch the orders of the customer and summarize them",
     "search the docs for the refund policy and summarize it",
     "translate the summary of the customer's orders into German",
@@ -74,8 +76,6 @@ REQUESTS = [
     "email the customer a short note that their refund is on the way",
     "fetch the orders, open a ticket listing them, and email the customer the ticket id",
     "search the docs for warranty terms, translate them into Spanish and email them",
-    "refund the customer's late orders, 5 euros each, notify them, reason late delivery",
-    "fetch the orders and refund them all at 12.5 each without notifying the customer",
 ]
 
 

