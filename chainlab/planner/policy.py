@@ -46,9 +46,12 @@ __all__ = [
 
 #: Step fields a policy can let a model set (everything else is fixed above).
 MODEL_STEP_FIELDS = frozenset({"retry", "timeout_s"})
-#: JSON Schema keywords some grammar converters do not implement (llguidance warns and
-#: ignores ``propertyNames``); the validation after the answer checks what they said
-_UNPORTABLE = frozenset({"propertyNames"})
+#: JSON Schema keywords left out of the model's schema (the validation after the answer
+#: checks what they said): ``propertyNames``, which llguidance does not implement, and
+#: ``maxLength``, which llama.cpp's GBNF converter writes as that many nested optional
+#: characters (``for_each``'s 1000 overflowed its recursion; 100 per id made every grammar
+#: big and its sampling slow)
+_UNPORTABLE = frozenset({"propertyNames", "maxLength"})
 
 
 @dataclass(frozen=True, slots=True)
