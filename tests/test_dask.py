@@ -323,6 +323,21 @@ async def test_a_second_start_of_one_attempt_refuses(client: Any) -> None:
     assert [s.outcome for s in other.submissions] == ["lost"]
 
 
+async def test_a_scheduler_that_cannot_take_the_claims_fails_the_step_before_any_call(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin the scheduler cannot load (as on a scheduler without chainlab): the step
+    fails, permanent and before any effect, naming the fix; no task was submitted."""
+    import chainlab.dask as dask_module
+
+    monkeypatch.setattr(dask_module, "_dask_dumps", lambda plugin: b"not a pickle")
+    executor = DaskExecutor(client)
+    run, result = await run_with(executor, chain_of(step("pay", "effect", n=1)))
+    st = run.steps["pay"]
+    assert result.status == RunStatus.FAILED and st.error_kind == "permanent"
+    assert "the scheduler needs chainlab installed" in st.error
+    assert list(executor.submissions) == []
+
+
 def test_the_claim_registry_is_bounded() -> None:
     """Claims of live tasks are kept; of ended ones the last ``keep``; epochs per run too."""
     from chainlab.dask.claims import AttemptClaims

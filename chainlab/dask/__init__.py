@@ -211,8 +211,14 @@ class DaskExecutor:
         second executor keeps the first one's claims)."""
         if self._claims_ready:
             return
-        await self._on_client_loop(self._scheduler().register_scheduler_plugin(
-            plugin=_dask_dumps(AttemptClaims()), name=AttemptClaims.name, idempotent=True))
+        try:
+            await self._on_client_loop(self._scheduler().register_scheduler_plugin(
+                plugin=_dask_dumps(AttemptClaims()), name=AttemptClaims.name, idempotent=True))
+        except Exception as exc:  # nothing was sent to run
+            raise PermanentError(
+                f"cannot register chainlab's attempt claims on the Dask scheduler "
+                f"({type(exc).__name__}: {exc}); the scheduler needs chainlab installed, as "
+                "the workers do", before_effect=True) from exc
         self._claims_ready = True
 
     async def _claim(self, claim: dict[str, Any], key: str) -> bool:
