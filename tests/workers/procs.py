@@ -194,7 +194,7 @@ def check_fleet_log(logs: dict[str, list[Event]], keys: dict[str, str | None], *
         for a, b, worker in segments(events):
             end = b if b is not None else time.time()
             runs_in_progress.append((a, end))
-            named.append((a, end, run_id, worker.get("name")))
+            named.append((a, end, run_id, (worker.get("name"), worker.get("pid"))))
             if worker:
                 by_worker[(worker["name"], worker["pid"])].append((a, end))
         if keys.get(run_id) and events:
@@ -206,7 +206,10 @@ def check_fleet_log(logs: dict[str, list[Event]], keys: dict[str, str | None], *
             "key": max((max_overlap(v) for v in held.values()), default=0)}
     if queue_limit is not None:
         assert seen["queue"] <= queue_limit, (seen, _crowded(named, queue_limit, logs))
-    assert seen["worker"] <= per_worker, seen
+    for worker, spans in by_worker.items():
+        if max_overlap(spans) > per_worker:
+            mine = [n for n in named if n[3] == worker]
+            raise AssertionError((seen, worker, _crowded(mine, per_worker, logs)))
     assert seen["key"] <= 1, seen
     return seen
 

@@ -64,10 +64,10 @@ def open_pg(url: str) -> Any:
 
 async def operate(runtime: Runtime, run_ids: list[str], ledger: Any) -> int:
     """One pass of the person at the desk: approve what waits for confirmation, resolve
-    what is in doubt from the ledger (it happened: its output; it did not, and no process
-    that started it is still there to finish it: retry; a frozen worker may finish its call
-    once continued, so until then it stays in doubt). Only runs with no decision pending.
-    Returns the decisions sent."""
+    what is in doubt from the ledger (it happened: its output; it did not, and the worker
+    that started the call is gone: retry; a frozen worker may finish a call it started once
+    it is continued, even one whose body had not begun, so until it is gone the step stays
+    in doubt). Only runs with no decision pending. Returns the decisions sent."""
     store = runtime.store
     sent = 0
     for run_id in run_ids:
@@ -83,13 +83,14 @@ async def operate(runtime: Runtime, run_ids: list[str], ledger: Any) -> int:
                                          timeout=0.5)
                 else:
                     key = run.state.steps[step_id].idempotency_key
-                    lines = [x for x in ledger.read() if x["key"] == key]
-                    done = [x for x in lines if x["what"] == "effect"]
+                    done = [x for x in ledger.read() if x["what"] == "effect"
+                            and x["key"] == key]
                     if done:
                         await runtime.decide(run_id, step_id, "resolve",
                                              output=done[0]["out"], timeout=0.5)
-                    elif not any(pid_alive(x["pid"]) for x in lines):
-                        # nobody can still finish the call: it did not happen, call it again
+                    elif not pid_alive(starter(store.load_events(run_id), step_id)):
+                        # the process that started the call is gone: nobody can finish it,
+                        # it did not happen: call it again
                         await runtime.decide(run_id, step_id, "resolve", retry=True,
                                              timeout=0.5)
                     else:  # a frozen worker may yet finish it: the outcome is not known
@@ -98,6 +99,15 @@ async def operate(runtime: Runtime, run_ids: list[str], ledger: Any) -> int:
             except ChainlabError:  # it moved on meanwhile: look again next pass
                 pass
     return sent
+
+
+def starter(events: list[Any], step_id: str) -> int:
+    """The pid of the worker that started the step's last attempt (its ``step_started``'s
+    epoch, named by that epoch's ``run_started`` / ``run_resumed``)."""
+    epoch = [ev.epoch for ev in events if str(ev.kind) == "step_started"
+             and ev.step_id == step_id][-1]
+    return int(next(ev.payload["worker"]["pid"] for ev in events if ev.epoch == epoch
+                    and str(ev.kind) in ("run_started", "run_resumed")))
 
 
 def test_a_fleet_drains_a_backlog_while_workers_die_and_freeze(fleet: Fleet,

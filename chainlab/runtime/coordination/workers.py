@@ -210,9 +210,11 @@ class Worker:
             await self._take(claim, tg)
 
     def _claim(self, queue: str) -> Claim | None:
+        # never its own runs: one whose beats lapsed here (a slow loop) goes to another
+        # worker, or comes back to this one once its drive here has ended
         return self.store.claim_next(  # type: ignore[no-any-return]
             self.info, queue, stale_after_s=self.runtime.liveness.stale_after_s,
-            skip=self.cannot)
+            skip={*self.cannot, *self.running})
 
     async def _take(self, claim: Claim, tg: anyio.abc.TaskGroup) -> None:
         run_id = claim.record.run_id
