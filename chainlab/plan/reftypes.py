@@ -7,7 +7,8 @@ value given (when a context is given).
 Only a clear mismatch is a problem (code ``reference_type``): a string where an array or an
 object is wanted, an array where a number is wanted, ... Values a tool's validation may still
 convert (a string into a number, an integer into a float) and anything without a known type
-pass. :mod:`chainlab.plan.validate` reports the findings; the designer shows them as they are.
+pass. :mod:`chainlab.plan.validate` reports the findings (one :class:`SourceTypes` per chain); the
+designer shows them as they are.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["reference_type_findings", "schema_types", "subchain_reference_findings",
-           "type_text", "value_schema", "whole_arg_refs"]
+__all__ = ["SourceTypes", "schema_types", "type_text", "value_schema", "whole_arg_refs"]
 
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # (source type, target type) pairs a tool's (lax) validation may still accept
@@ -144,18 +144,6 @@ def _arrays_fit(source: dict[str, Any], sdefs: Mapping[str, Any], target: dict[s
     return _fits(source["items"], sdefs, target["items"], tdefs, depth + 1)
 
 
-def _output_schema(tool: Tool | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    if tool is None:
-        return None
-    try:
-        schema = tool.output_schema()
-    except Exception:  # a return annotation pydantic cannot describe
-        return None
-    if not schema:
-        return None
-    return schema, schema.get("$defs", {})
-
-
 def _down(schema: dict[str, Any], defs: Mapping[str, Any], path: tuple[Any, ...]
           ) -> dict[str, Any] | None:
     """The schema of ``path`` inside ``schema`` (None once it is not known)."""
@@ -173,11 +161,85 @@ def _down(schema: dict[str, Any], defs: Mapping[str, Any], path: tuple[Any, ...]
     return schema
 
 
-def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
-            context: Mapping[str, Any] | None, save_as: Mapping[str, str],
-            ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
-    """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
-    if ref.root == "context":
+class SourceTypes:
+    """The reference type check of ONE chain against a toolbox. What it reads is computed once
+    per chain (the step index) and once per tool (its input and output schemas), never per
+    step or per reference: a chain of 10,000 steps costs 100 times one of 100.
+
+    ``save_as``: memory key -> step id (as validation collected it); ``context``: the run's
+    context when it is known (an undeclared context key is typed by its value).
+    """
+
+    def __init__(self, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
+                 save_as: Mapping[str, str]):
+        self.chain, self.toolbox, self.context, self.save_as = chain, toolbox, context, save_as
+        self._steps: dict[str, Step] = {}
+        for step in chain.steps:  # the first of a repeated id (a duplicate is its own problem)
+            self._steps.setdefault(step.id, step)
+        self._inputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._outputs: dict[str, tuple[dict[str, Any], dict[str, Any]] | None] = {}
+        # (producing tool, output path, consumer, parameter) -> the misfit, or None
+        self._misfits: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
+
+    def findings(self, step: Step, tool: Tool) -> list[tuple[str, str, str]]:
+        """``reference_type`` findings of ``step``'s args: whole references whose source type
+        cannot fit the parameter of ``tool`` they feed."""
+        props, defs = self._input_schema(tool)
+        return self._findings(step, props, defs, f"tool {tool.name!r}", "change the tool")
+
+    def subchain_findings(self, step: Step, child: Chain) -> list[tuple[str, str, str]]:
+        """The same for a step calling sub-chain ``child``: its args feed the child's declared
+        inputs (none when it declares none, or an input has no type)."""
+        props = {k: spec.json_schema() for k, spec in (child.inputs or {}).items() if spec.types}
+        return self._findings(step, props, {}, f"sub-chain {child.name!r}",
+                              "change the input's type")
+
+    def _input_schema(self, tool: Tool) -> tuple[dict[str, Any], dict[str, Any]]:
+        found = self._inputs.get(tool.name)
+        if found is None:
+            try:
+                schema = tool.input_schema()
+            except Exception:  # pragma: no cover - pydantic describes every model it built
+                schema = {}
+            found = self._inputs[tool.name] = (schema.get("properties", {}),
+                                               schema.get("$defs", {}))
+        return found
+
+    def _output_schema(self, name: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        if name not in self._outputs:
+            try:
+                schema = self.toolbox.get(name).output_schema()
+            except Exception:  # a return annotation pydantic cannot describe
+                schema = None
+            self._outputs[name] = (schema, schema.get("$defs", {})) if schema else None
+        return self._outputs[name]
+
+    def _producer(self, ref: Ref, current: Step) -> str | None:
+        """The tool whose output ``ref`` reads (a step or memory reference to another step
+        that calls a tool of the toolbox), else None."""
+        if ref.root not in ("steps", "memory") or ref.target is None:
+            return None
+        target = ref_target(ref, self.save_as)
+        step = self._steps.get(target) if target is not None else None
+        if step is None or step is current or step.is_subchain or step.tool not in self.toolbox:
+            return None
+        return step.tool
+
+    def _output_source(self, tool: str, path: tuple[str | int, ...]
+                       ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+        """The schema (with its defs) of ``path`` inside ``tool``'s output, and how to say
+        where it is from."""
+        found = self._output_schema(tool)
+        if found is None:
+            return None
+        schema, defs = found
+        sub = _down(schema, defs, path)
+        return (sub, defs, f"the output of {tool!r}") if sub is not None else None
+
+    def _context_source(self, ref: Ref) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+        if ref.root != "context":
+            return None
+        chain, context = self.chain, self.context
         declared = chain.inputs.get(str(ref.path[0])) if chain.inputs and ref.path else None
         if declared is not None and declared.types:  # typed by its declaration
             sub = _down(declared.json_schema(), {}, tuple(ref.path[1:]))
@@ -192,44 +254,43 @@ def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
             except (KeyError, IndexError, TypeError):
                 return None
         return value_schema(value), {}, "the context value"
-    if ref.root not in ("steps", "memory") or ref.target is None:
-        return None
-    target = ref_target(ref, save_as)
-    rest = ref.path
-    step = next((s for s in chain.steps if s.id == target), None)
-    if step is None or step is current or step.is_subchain or step.tool not in toolbox:
-        return None
-    found = _output_schema(toolbox.get(step.tool))
+
+    def _findings(self, step: Step, props: Mapping[str, Any], tdefs: Mapping[str, Any],
+                  who: str, other_fix: str) -> list[tuple[str, str, str]]:
+        out: list[tuple[str, str, str]] = []
+        for key, ref in whole_arg_refs(step.args, props):
+            tool = self._producer(ref, step)
+            if tool is None:
+                misfit = _misfit(self._context_source(ref), props[key], tdefs)
+            else:  # the same output path into the same parameter: judged once per chain
+                memo = (tool, ref.path, who, key)
+                if memo not in self._misfits:
+                    self._misfits[memo] = _misfit(self._output_source(tool, ref.path),
+                                                  props[key], tdefs)
+                misfit = self._misfits[memo]
+            if misfit is None:
+                continue
+            have, origin, want = misfit
+            out.append((
+                "reference_type",
+                f"{ref.source!r} is {have} ({origin}), but {who} wants {key!r} as {want}; "
+                f"refer to a value of that type (a field of the output: "
+                f"steps.ID.output.FIELD) or {other_fix}",
+                f"args.{key}",
+            ))
+        return out
+
+
+def _misfit(found: tuple[dict[str, Any], dict[str, Any], str] | None, target: Any,
+            tdefs: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(source type, where it is from, target type)`` when the source cannot fit the
+    target; None when it fits or its type is not known."""
     if found is None:
         return None
-    schema, defs = found
-    sub = _down(schema, defs, tuple(rest))
-    if sub is None:
+    source, sdefs, origin = found
+    if _fits(source, sdefs, target, tdefs):
         return None
-    return sub, defs, f"the output of {step.tool!r}"
-
-
-def reference_type_findings(step: Step, tool: Tool, chain: Chain, toolbox: Toolbox,
-                            context: Mapping[str, Any] | None,
-                            save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """``reference_type`` findings of ``step``'s args: whole references whose source type
-    cannot fit the parameter they feed."""
-    try:
-        params_schema = tool.input_schema()
-    except Exception:  # pragma: no cover - pydantic describes every input model it built
-        return []
-    return _findings(step, params_schema.get("properties", {}), params_schema.get("$defs", {}),
-                     f"tool {tool.name!r}", "change the tool", chain, toolbox, context, save_as)
-
-
-def subchain_reference_findings(step: Step, child: Chain, chain: Chain, toolbox: Toolbox,
-                                context: Mapping[str, Any] | None,
-                                save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """The same for a step calling sub-chain ``child``: its args feed the child's declared
-    inputs (none when it declares none, or an input has no type)."""
-    props = {k: spec.json_schema() for k, spec in (child.inputs or {}).items() if spec.types}
-    return _findings(step, props, {}, f"sub-chain {child.name!r}", "change the input's type",
-                     chain, toolbox, context, save_as)
+    return type_text(source, sdefs), origin, type_text(target, tdefs)
 
 
 def whole_arg_refs(args: Mapping[str, Any], props: Mapping[str, Any]
@@ -246,25 +307,3 @@ def whole_arg_refs(args: Mapping[str, Any], props: Mapping[str, Any]
             continue
         if ref is not None:
             yield key, ref
-
-
-def _findings(step: Step, props: Mapping[str, Any], tdefs: Mapping[str, Any], who: str,
-              other_fix: str, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
-              save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    out: list[tuple[str, str, str]] = []
-    for key, ref in whole_arg_refs(step.args, props):
-        found = _source(ref, step, chain, toolbox, context, save_as)
-        if found is None:
-            continue
-        source, sdefs, origin = found
-        target = props[key]
-        if _fits(source, sdefs, target, tdefs):
-            continue
-        out.append((
-            "reference_type",
-            f"{ref.source!r} is {type_text(source, sdefs)} ({origin}), but {who} "
-            f"wants {key!r} as {type_text(target, tdefs)}; refer to a value of that type "
-            f"(a field of the output: steps.ID.output.FIELD) or {other_fix}",
-            f"args.{key}",
-        ))
-    return out
