@@ -44,6 +44,7 @@ __all__ = [
     "Template",
     "TemplateSyntaxError",
     "evaluate",
+    "has_template",
     "is_template",
     "iter_refs",
     "parse_condition",
@@ -91,6 +92,17 @@ class Template:
 def is_template(value: object) -> bool:
     """True for a string that contains a reference opener."""
     return isinstance(value, str) and "{{" in value
+
+
+def has_template(value: Any) -> bool:
+    """True for a JSON value with a template anywhere inside (its strings, at any depth)."""
+    if isinstance(value, str):
+        return "{{" in value
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return False
 
 
 @functools.lru_cache(maxsize=65536)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from chainlab._text import did_you_mean, safe_repr
+from chainlab.plan.refs import has_template
 
 if TYPE_CHECKING:
     from chainlab.plan.parts import Rollback, Step
@@ -80,7 +81,7 @@ def arg_findings(tool: Tool, args: Mapping[str, Any], field: str) -> list[Findin
                     f"{field}.{key}",
                 ))
             continue
-        if _has_template(value):
+        if has_template(value):
             continue
         adapter = tool.field_adapter(key)
         try:
@@ -121,13 +122,3 @@ def pool_findings(chain: Chain, toolbox: Toolbox) -> list[tuple[Step, Finding]]:
                     "options.pools",
                 )))
     return out
-
-
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "{{" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False

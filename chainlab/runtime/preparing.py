@@ -4,7 +4,7 @@ compilation (by content), and the release order (re-ranked as durations are lear
 
 from __future__ import annotations
 
-import json
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ class Prepared:
     """A runtime's caches of compiled chains and release orders."""
 
     def __init__(self) -> None:
-        self._compiled: dict[str, tuple[Graph, dict[str, Any]]] = {}
+        self._compiled: dict[bytes, tuple[Graph, dict[str, Any]]] = {}
         self._orders: dict[tuple[int, str, str], tuple[Any, ...]] = {}
 
     def compile(self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any],
@@ -33,19 +33,22 @@ class Prepared:
         """Validate and compile, cached by content. Returns the graph and the chain as JSON
         data (read-only: shared by the records of its runs). Raises PlanError."""
         used = used_chains(chain, chains)
-        key = "\x1f".join(
+        # by a digest of the content: the text itself is as long as the chain, kept per entry
+        key = hashlib.sha256("\x1f".join(
             [
                 chain_json,
                 opts.model_dump_json(),
                 ",".join(sorted(context)),
                 *(c.model_dump_json() for c in used.values()),
             ]
-        )
+        ).encode("utf-8", "surrogatepass")).digest()
         cached = self._compiled.get(key)
         if cached is None:
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             raise_for_problems(checked, toolbox, context=context, chains=chains)
-            cached = compile_chain(chain, toolbox, chains, opts), json.loads(chain_json)
+            # (as data that shares its strings with the chain: a parse of the text would
+            # copy every one of them)
+            cached = compile_chain(chain, toolbox, chains, opts), chain.to_dict()
             if len(self._compiled) >= _KEEP:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = cached

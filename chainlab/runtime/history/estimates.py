@@ -18,10 +18,10 @@ from __future__ import annotations
 import graphlib
 import math
 import statistics
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chainlab.events import AttemptStatus, read_run
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Estimate",
     "History",
+    "Recent",
     "budget_estimates",
     "estimate",
     "history",
@@ -44,6 +45,7 @@ __all__ = [
 RECENT_RUNS = 200  # runs read for a history, newest first
 SAME_CHAIN_RUNS = 20  # of which at most this many of the same chain
 KEEP = 200  # most recent durations kept per step and per tool
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +63,31 @@ class Estimate:
     tokens: float | None = None
 
 
+class Recent(list[_T]):
+    """The most recent :data:`KEEP` values, oldest first. A list, not a ``deque(maxlen=)``:
+    a history keeps one per step, and a deque costs about 600 bytes even for one value (a
+    10,000-step chain learned 6 MB of them)."""
+
+    __slots__ = ()
+
+    def append(self, value: _T) -> None:
+        super().append(value)
+        if len(self) > KEEP:
+            del self[0]
+
+
 @dataclass(slots=True)
 class History:
     """Successful call durations: per (chain, step) and per tool."""
 
-    by_step: dict[tuple[str, str], deque[float]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
-    by_tool: dict[str, deque[float]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    by_step: dict[tuple[str, str], Recent[float]] = field(
+        default_factory=lambda: defaultdict(Recent))
+    by_tool: dict[str, Recent[float]] = field(default_factory=lambda: defaultdict(Recent))
     # usage of successful calls that reported any (cost, tokens), per (chain, step), per tool
-    usage_by_step: dict[tuple[str, str], deque[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
-    usage_by_tool: dict[str, deque[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    usage_by_step: dict[tuple[str, str], Recent[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(Recent))
+    usage_by_tool: dict[str, Recent[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(Recent))
 
     runs: int = 0  # runs added so far
 
