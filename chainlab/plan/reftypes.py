@@ -20,9 +20,9 @@ from chainlab.plan.graph import ref_target
 from chainlab.plan.refs import Ref, TemplateSyntaxError, parse_template
 
 if TYPE_CHECKING:
-    from chainlab.plan.parts import Step
-    from chainlab.plan.schema import Chain
-    from chainlab.tools import Tool, Toolbox
+    from chainlab.plan.parts import ChainData, Step
+    from chainlab.plan.toolbox_fit import ToolSource
+    from chainlab.tools.contract import Tool
 
 __all__ = ["SourceTypes", "schema_types", "type_text", "value_schema", "whole_arg_refs"]
 
@@ -170,7 +170,7 @@ class SourceTypes:
     context when it is known (an undeclared context key is typed by its value).
     """
 
-    def __init__(self, chain: Chain, toolbox: Toolbox, context: Mapping[str, Any] | None,
+    def __init__(self, chain: ChainData, toolbox: ToolSource, context: Mapping[str, Any] | None,
                  save_as: Mapping[str, str]):
         self.chain, self.toolbox, self.context, self.save_as = chain, toolbox, context, save_as
         self._steps: dict[str, Step] = {}
@@ -187,7 +187,7 @@ class SourceTypes:
         props, defs = self._input_schema(tool)
         return self._findings(step, props, defs, f"tool {tool.name!r}", "change the tool")
 
-    def subchain_findings(self, step: Step, child: Chain) -> list[tuple[str, str, str]]:
+    def subchain_findings(self, step: Step, child: ChainData) -> list[tuple[str, str, str]]:
         """The same for a step calling sub-chain ``child``: its args feed the child's declared
         inputs (none when it declares none, or an input has no type)."""
         props = {k: spec.json_schema() for k, spec in (child.inputs or {}).items() if spec.types}

@@ -31,9 +31,9 @@ from chainlab.plan.reftypes import SourceTypes
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
 if TYPE_CHECKING:
-    from chainlab.plan.parts import Step
-    from chainlab.plan.schema import Chain
-    from chainlab.tools import Tool, Toolbox
+    from chainlab.plan.parts import ChainData, Step
+    from chainlab.plan.toolbox_fit import ToolSource
+    from chainlab.tools.contract import Tool
 
 __all__ = ["PROBLEM_CODES", "find_problems", "raise_for_problems"]
 
@@ -59,11 +59,11 @@ PROBLEM_CODES = (
 
 
 def raise_for_problems(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     *,
     context: Mapping[str, Any] | None = None,
-    chains: Mapping[str, Chain] | None = None,
+    chains: Mapping[str, ChainData] | None = None,
 ) -> None:
     """Raise PlanError (CycleError when a cycle is among the problems) if anything is wrong."""
     problems, cycle = _collect(chain, toolbox, context, chains)
@@ -74,11 +74,11 @@ def raise_for_problems(
 
 
 def find_problems(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     *,
     context: Mapping[str, Any] | None = None,
-    chains: Mapping[str, Chain] | None = None,
+    chains: Mapping[str, ChainData] | None = None,
 ) -> list[Problem]:
     """Every problem of the chain, sorted by line when the chain was loaded from text
     (:func:`chainlab.errors.by_line`), else in a stable order (by step, then by check)."""
@@ -86,10 +86,10 @@ def find_problems(
 
 
 def _collect(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     context: Mapping[str, Any] | None,
-    chains: Mapping[str, Chain] | None,
+    chains: Mapping[str, ChainData] | None,
 ) -> tuple[list[Problem], list[str] | None]:
     known_chains = dict(toolbox.chains if toolbox is not None else {})
     known_chains.update(chains or {})
@@ -107,10 +107,10 @@ def _collect(
 class _Checker:
     def __init__(
         self,
-        chain: Chain,
-        toolbox: Toolbox | None,
+        chain: ChainData,
+        toolbox: ToolSource | None,
         context: Mapping[str, Any] | None,
-        chains: dict[str, Chain],
+        chains: dict[str, ChainData],
     ):
         self.chain = chain
         self.toolbox = toolbox
@@ -382,7 +382,7 @@ class _Checker:
                 self.add_all(step, self.types.subchain_findings(step, child))
 
 
-def _context_keys(chain: Chain) -> set[str]:
+def _context_keys(chain: ChainData) -> set[str]:
     """The context keys a chain's steps refer to (what a caller's args must give it)."""
     reader = _Checker(chain, None, None, {})
     refs = [r for s in chain.steps for _, rs in reader.step_refs(s) for r in rs]
