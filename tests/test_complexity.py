@@ -160,3 +160,52 @@ def test_the_counters_see_quadratic_work(monkeypatch: pytest.MonkeyPatch) -> Non
     assert big.visits > BIG // 10 / SMALL * small.visits * 5
     assert big.generations == BIG // 10 and small.generations == SMALL
     assert big.calls > BIG // 10 / SMALL * small.calls
+
+
+# ---------------------------------------------------------------------------- a run
+def run_chain(n: int, shape: str) -> Chain:
+    """A chain (each step reads the previous one's output) or a fan-out (every step reads
+    the root's), every step a no-op."""
+    prev = (lambda i: f"s{i - 1}") if shape == "chain" else (lambda i: "s0")
+    steps = [{"id": f"s{i}", "tool": "node",
+              "args": {"x": f"{{{{ steps.{prev(i)}.output }}}}"} if i else {}}
+             for i in range(n)]
+    return Chain.from_dict({"name": f"{shape}-{n}", "steps": steps})
+
+
+def run_counts(n: int, shape: str) -> tuple[int, int]:
+    """(Python function calls of one run, start to end; GC-tracked objects the finished
+    run keeps), the chain compiled by an earlier run of it (issue 38's kernel figures are
+    per step of a warm run)."""
+    import gc
+
+    async def main() -> tuple[int, int]:
+        runtime = Runtime(toolbox(), MemoryStore())
+        chain = run_chain(n, shape)
+        assert (await (await runtime.start(chain)).wait()).ok
+        gc.collect()
+        objects = len(gc.get_objects())
+        profile = cProfile.Profile()
+        profile.enable()
+        run = await runtime.start(chain)
+        assert (await run.wait()).ok
+        profile.disable()
+        gc.collect()
+        kept = len(gc.get_objects()) - objects
+        await runtime.aclose()
+        calls = sum(row[1] for row in pstats.Stats(profile).stats.values())  # type: ignore[attr-defined]
+        return calls, kept
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("shape", ["chain", "fan-out"])
+def test_a_run_does_the_same_work_per_step_at_100_and_10000_steps(shape: str) -> None:
+    """The kernel's work and what a finished run keeps grow with the steps and no faster:
+    function calls and kept objects per step at 10,000 steps are at most those at 100
+    (where the run's fixed costs weigh more)."""
+    small_calls, small_kept = run_counts(SMALL, shape)
+    big_calls, big_kept = run_counts(BIG, shape)
+    assert big_calls / BIG <= small_calls / SMALL, (small_calls, big_calls)
+    assert big_kept / BIG <= small_kept / SMALL * 1.05, (small_kept, big_kept)
+    assert big_kept / BIG < 10  # a step's events, state, attempt and args, no more
