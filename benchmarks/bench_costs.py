@@ -275,12 +275,10 @@ def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
         print(f"  {which:<10} kept {mem[which]:>7.0f}  peak {mem[which + ' peak']:>7.0f}  "
               f"previous kept {prev}   target {TARGETS['memory']}")
     if out.get("widget"):
-        w = out["widget"]
-        prev = previous.get("widget")
+        w, prev = out["widget"], previous.get("widget")
+        was = f"{statistics.median(prev):.2f} s" if prev else "-"
         print(f"\nwidget open, a stored run of 10,000 events: {statistics.median(w):.2f} s "
-              f"(min {min(w):.2f}); previous "
-              f"{statistics.median(prev):.2f} s" if prev else "; previous -",
-              f"  target {TARGETS['widget']}")
+              f"(min {min(w):.2f}); previous {was}   target {TARGETS['widget']}")
 
 
 def main() -> None:
