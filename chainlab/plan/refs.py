@@ -34,7 +34,13 @@ from typing import Any
 
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.plan.conditions import Expr, evaluate, iter_refs, parse_condition
-from chainlab.plan.syntax import Cursor, Ref, TemplateSyntaxError, parse_braced_ref
+from chainlab.plan.syntax import (
+    Cursor,
+    Ref,
+    TemplateSyntaxError,
+    parse_braced_ref,
+    parse_whole_path,
+)
 
 __all__ = [
     "ROOTS",
@@ -110,6 +116,9 @@ def parse_template(text: str) -> Template:
     """Parse a string with ``{{ ref }}`` parts. Raises :class:`TemplateSyntaxError`.
     Cached: templates are immutable and a plan's strings are parsed by validation, the
     graph and the runtime."""
+    whole = parse_whole_path(text)  # the usual case, in one step
+    if whole is not None:
+        return Template((whole,), text, (whole,))
     parts: list[str | Ref] = []
     cur = Cursor(text)
     literal_start = 0
