@@ -73,13 +73,9 @@ class Template:
     parts: tuple[str | Ref, ...]
     source: str
     refs: tuple[Ref, ...] = ()
-
-    @property
-    def whole(self) -> Ref | None:
-        """The reference when the string is exactly one reference (type-preserving)."""
-        if len(self.parts) == 1 and isinstance(self.parts[0], Ref):
-            return self.parts[0]
-        return None
+    #: the reference when the string is exactly one reference (type-preserving); a field, not
+    #: a property: every call's args read it
+    whole: Ref | None = None
 
     def render(self, resolve: Callable[[Ref], Any]) -> Any:
         whole = self.whole
@@ -118,7 +114,7 @@ def parse_template(text: str) -> Template:
     graph and the runtime."""
     whole = parse_whole_path(text)  # the usual case, in one step
     if whole is not None:
-        return Template((whole,), text, (whole,))
+        return Template((whole,), text, (whole,), whole)
     parts: list[str | Ref] = []
     cur = Cursor(text)
     literal_start = 0
@@ -133,7 +129,9 @@ def parse_template(text: str) -> Template:
         literal_start = cur.pos
     if literal_start < len(text):
         parts.append(text[literal_start:])
-    return Template(tuple(parts), text, tuple(p for p in parts if isinstance(p, Ref)))
+    refs = tuple(p for p in parts if isinstance(p, Ref))
+    return Template(tuple(parts), text, refs,
+                    refs[0] if len(parts) == 1 and len(refs) == 1 else None)
 
 
 def render_value(value: Any, resolve: Callable[[Ref], Any]) -> Any:

@@ -21,7 +21,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from chainlab.events import AttemptStatus, read_run
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Estimate",
     "History",
-    "Recent",
     "budget_estimates",
     "estimate",
     "history",
@@ -45,7 +44,6 @@ __all__ = [
 RECENT_RUNS = 200  # runs read for a history, newest first
 SAME_CHAIN_RUNS = 20  # of which at most this many of the same chain
 KEEP = 200  # most recent durations kept per step and per tool
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +61,21 @@ class Estimate:
     tokens: float | None = None
 
 
-class Recent(list[_T]):
-    """The most recent :data:`KEEP` values, oldest first. A list, not a ``deque(maxlen=)``:
-    a history keeps one per step, and a deque costs about 600 bytes even for one value (a
-    10,000-step chain learned 6 MB of them)."""
-
-    __slots__ = ()
-
-    def append(self, value: _T) -> None:
-        super().append(value)
-        if len(self) > KEEP:
-            del self[0]
-
-
 @dataclass(slots=True)
 class History:
-    """Successful call durations: per (chain, step) and per tool."""
+    """Successful call durations: per (chain, step) and per tool, the most recent
+    :data:`KEEP` of each, oldest first. Lists, not ``deque(maxlen=)``: a history keeps one
+    per step, and a deque costs about 600 bytes even for one value (a 10,000-step chain
+    learned 6 MB of them); :meth:`add_run`, the one writer, drops the oldest."""
 
-    by_step: dict[tuple[str, str], Recent[float]] = field(
-        default_factory=lambda: defaultdict(Recent))
-    by_tool: dict[str, Recent[float]] = field(default_factory=lambda: defaultdict(Recent))
+    by_step: dict[tuple[str, str], list[float]] = field(
+        default_factory=lambda: defaultdict(list))
+    by_tool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     # usage of successful calls that reported any (cost, tokens), per (chain, step), per tool
-    usage_by_step: dict[tuple[str, str], Recent[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(Recent))
-    usage_by_tool: dict[str, Recent[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(Recent))
+    usage_by_step: dict[tuple[str, str], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list))
+    usage_by_tool: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list))
 
     runs: int = 0  # runs added so far
 
@@ -102,11 +90,17 @@ class History:
             # it, so a release order and its recorded estimates stay plain numbers
             if took is None or rec.tool is None or not math.isfinite(took) or took < 0:
                 continue
-            self.by_step[(chain_name, rec.step_id)].append(took)
-            self.by_tool[rec.tool].append(took)
+            for recent, value in ((self.by_step[(chain_name, rec.step_id)], took),
+                                  (self.by_tool[rec.tool], took)):
+                recent.append(value)
+                if len(recent) > KEEP:
+                    del recent[0]
             if rec.usage:
-                self.usage_by_step[(chain_name, rec.step_id)].append(rec.usage)
-                self.usage_by_tool[rec.tool].append(rec.usage)
+                for used in (self.usage_by_step[(chain_name, rec.step_id)],
+                             self.usage_by_tool[rec.tool]):
+                    used.append(rec.usage)
+                    if len(used) > KEEP:
+                        del used[0]
 
 
 def history(store: Any, limit: int = RECENT_RUNS) -> History:
