@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chainlab.plan.graph import ref_target
-from chainlab.plan.refs import Ref, TemplateSyntaxError, parse_template
+from chainlab.plan.refs import Ref, TemplateSyntaxError, is_local, parse_template
 
 if TYPE_CHECKING:
     from chainlab.plan.parts import ChainData, Step
@@ -178,14 +178,30 @@ class SourceTypes:
             self._steps.setdefault(step.id, step)
         self._inputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._outputs: dict[str, tuple[dict[str, Any], dict[str, Any]] | None] = {}
-        # (producing tool, output path, consumer, parameter) -> the misfit, or None
+        # (producer, output path, consumer, parameter) -> the misfit, or None
         self._misfits: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
 
     def findings(self, step: Step, tool: Tool) -> list[tuple[str, str, str]]:
         """``reference_type`` findings of ``step``'s args: whole references whose source type
-        cannot fit the parameter of ``tool`` they feed."""
+        cannot fit the parameter of ``tool`` they feed; and a ``for_each`` whose source is
+        not a list."""
         props, defs = self._input_schema(tool)
-        return self._findings(step, props, defs, f"tool {tool.name!r}", "change the tool")
+        return self.for_each_findings(step) + self._findings(
+            step, props, defs, f"tool {tool.name!r}", "change the tool")
+
+    def for_each_findings(self, step: Step) -> list[tuple[str, str, str]]:
+        """A ``for_each`` whose source is typed as something other than a list."""
+        whole = _for_each_ref(step)
+        found = self._source(whole, step, local=False) if whole else None
+        if found is None:
+            return []
+        source, sdefs, origin = found
+        types = schema_types(source, sdefs)
+        if types is None or "array" in types:
+            return []
+        return [("reference_type",
+                 f"for_each {step.for_each!r} is {type_text(source, sdefs)} ({origin}), not a "
+                 "list: refer to a list (a field of that value that holds one)", "for_each")]
 
     def subchain_findings(self, step: Step, child: ChainData) -> list[tuple[str, str, str]]:
         """The same for a step calling sub-chain ``child``: its args feed the child's declared
@@ -214,27 +230,52 @@ class SourceTypes:
             self._outputs[name] = (schema, schema.get("$defs", {})) if schema else None
         return self._outputs[name]
 
-    def _producer(self, ref: Ref, current: Step) -> str | None:
+    def _producer(self, ref: Ref, current: Step) -> tuple[str, bool] | None:
         """The tool whose output ``ref`` reads (a step or memory reference to another step
-        that calls a tool of the toolbox), else None."""
+        that calls a tool of the toolbox) and whether that step is a ``for_each`` one (its
+        output: one of the tool's per item, in a list), else None."""
         if ref.root not in ("steps", "memory") or ref.target is None:
             return None
         target = ref_target(ref, self.save_as)
         step = self._steps.get(target) if target is not None else None
         if step is None or step is current or step.is_subchain or step.tool not in self.toolbox:
             return None
-        return step.tool
+        return step.tool, step.for_each is not None
 
-    def _output_source(self, tool: str, path: tuple[str | int, ...]
+    def _output_source(self, producer: tuple[str, bool], path: tuple[str | int, ...]
                        ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
-        """The schema (with its defs) of ``path`` inside ``tool``'s output, and how to say
-        where it is from."""
+        """The schema (with its defs) of ``path`` inside the output ``producer`` makes, and
+        how to say where it is from."""
+        tool, mapped = producer
         found = self._output_schema(tool)
         if found is None:
             return None
         schema, defs = found
+        if mapped:  # one output per instance, in item order
+            schema = {"type": "array", "items": schema}
         sub = _down(schema, defs, path)
         return (sub, defs, f"the output of {tool!r}") if sub is not None else None
+
+    def _source(self, ref: Ref, current: Step, *, local: bool = True
+                ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+        """The schema (with its defs) of what ``ref`` names, and how to say where it is from
+        (``local``: in the args or ``when`` of a for_each step, where its item is bound; its
+        ``for_each`` itself is read outside any instance)."""
+        if local and is_local(ref, current.local_names):  # a for_each step's item or index
+            if ref.target != current.item_name:
+                return ({"type": "integer"}, {}, "the item's index") if not ref.path else None
+            whole = _for_each_ref(current)
+            found = self._source(whole, current, local=False) if whole else None
+            if found is None:
+                return None
+            schema, defs, origin = found
+            items = _resolve(schema, defs).get("items")
+            sub = _down(items, defs, ref.path) if isinstance(items, dict) else None
+            return (sub, defs, f"an item of {origin}") if sub is not None else None
+        producer = self._producer(ref, current)
+        if producer is not None:
+            return self._output_source(producer, ref.path)
+        return self._context_source(ref)
 
     def _context_source(self, ref: Ref) -> tuple[dict[str, Any], dict[str, Any], str] | None:
         if ref.root != "context":
@@ -259,13 +300,13 @@ class SourceTypes:
                   who: str, other_fix: str) -> list[tuple[str, str, str]]:
         out: list[tuple[str, str, str]] = []
         for key, ref in whole_arg_refs(step.args, props):
-            tool = self._producer(ref, step)
-            if tool is None:
-                misfit = _misfit(self._context_source(ref), props[key], tdefs)
+            producer = None if is_local(ref, step.local_names) else self._producer(ref, step)
+            if producer is None:
+                misfit = _misfit(self._source(ref, step), props[key], tdefs)
             else:  # the same output path into the same parameter: judged once per chain
-                memo = (tool, ref.path, who, key)
+                memo = (producer, ref.path, who, key)
                 if memo not in self._misfits:
-                    self._misfits[memo] = _misfit(self._output_source(tool, ref.path),
+                    self._misfits[memo] = _misfit(self._output_source(producer, ref.path),
                                                   props[key], tdefs)
                 misfit = self._misfits[memo]
             if misfit is None:
@@ -291,6 +332,15 @@ def _misfit(found: tuple[dict[str, Any], dict[str, Any], str] | None, target: An
     if _fits(source, sdefs, target, tdefs):
         return None
     return type_text(source, sdefs), origin, type_text(target, tdefs)
+
+
+def _for_each_ref(step: Step) -> Ref | None:
+    if step.for_each is None:
+        return None
+    try:
+        return parse_template(step.for_each).whole
+    except TemplateSyntaxError:
+        return None
 
 
 def whole_arg_refs(args: Mapping[str, Any], props: Mapping[str, Any]

@@ -22,6 +22,8 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.runtime.engine.attempt.kinds import KINDS
+from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
@@ -175,18 +177,20 @@ class RunView:
         }
 
     def compiled(self) -> tuple[Graph, RunOptions] | None:
-        """The run's compiled graph and options (None when this process lacks its tools)."""
+        """The run's graph as it grew (its for_each steps' instances included) and its
+        options (None when this process lacks its tools)."""
         if self._kernel is not None:
-            return self._kernel.graph, self._kernel.options
+            return grown_graph(self._kernel.graph, self.state, KINDS), self._kernel.options
         from chainlab.runtime.engine.compile import compile_chain
 
         options = RunOptions.model_validate(self.record.options)
         chains = dict(self.runtime.chains)
         chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
         try:
-            return compile_chain(self.chain, self.runtime.toolbox, chains, options), options
+            graph = compile_chain(self.chain, self.runtime.toolbox, chains, options)
         except (KeyError, LookupError):  # a tool this process does not have
             return None
+        return grown_graph(graph, self.state, KINDS), options
 
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the

@@ -26,6 +26,10 @@ __all__ = ["Tool"]
 class Tool:
     """A registered tool: the function plus its schemas and side-effect contract."""
 
+    #: how the runtime runs a call of it (the name of its attempt kind: one call of the
+    #: function; a remote job says "job")
+    kind = "call"
+
     __slots__ = (
         "_aliases",
         "_check_out",

@@ -151,6 +151,7 @@ class JobTool(Tool):
     """A :class:`Tool` whose call is a remote job: ``fn`` is the instance's ``submit``."""
 
     __slots__ = ("job",)
+    kind = "job"  # submitted once, then waited on (chainlab.runtime.engine.attempt.job)
 
     def __init__(self, fn: Callable[..., Any], *, job: JobSpec, **meta: Any):
         super().__init__(fn, **meta)

@@ -36,6 +36,7 @@ __all__ = [
     "reject",
     "requester",
     "resolve",
+    "waiting_under",
 ]
 
 S = StepStatus
@@ -87,6 +88,19 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
             run_id=state.run_id,
             status=str(st.status),
         )
+
+
+def waiting_under(state: RunState, step_id: str) -> list[str]:
+    """The steps that wait for a confirmation at or under ``step_id``: the step itself, or
+    every waiting instance of a ``for_each`` step (``ID[i]``) and step of a sub-chain
+    (``ID/child``), in the order they were added. What "approve all" decides, each on its
+    own, bound to its own args. Raises UnknownStepError for a step the run does not have."""
+    if step_id not in state.steps:
+        raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
+    below = (step_id + "[", step_id + "/")
+    return [sid for sid, st in state.steps.items()
+            if st.status == S.WAITING_CONFIRMATION
+            and (sid == step_id or sid.startswith(below))]
 
 
 def check_completion(state: RunState, step_id: str) -> None:

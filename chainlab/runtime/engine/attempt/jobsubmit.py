@@ -26,7 +26,7 @@ from chainlab.tools import CallContext, NotJSONError, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 K = EventKind
 S = StepStatus
@@ -34,7 +34,7 @@ S = StepStatus
 __all__ = ["recover_job", "run_job", "submit_job"]
 
 
-async def run_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any], key: str) -> None:
+async def run_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any], key: str) -> None:
     """A job step's attempt as far as the worker goes: attach to a recorded handle, or
     reserve, submit and record; then arm the waiter (the slot goes back on return)."""
     step_id = node.id
@@ -63,7 +63,7 @@ async def run_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any], key
     await submit_job(k, node, attempt, args, job_key)
 
 
-async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
+async def submit_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any],
                      job_key: str) -> None:
     """Reserve (durable), submit, record the handle (durable), arm the waiter."""
     step_id = node.id
@@ -104,7 +104,7 @@ async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
     arm_job(k, node, attempt, spec.poll_every_s)
 
 
-def _handle_ok(k: Kernel, node: Node, attempt: int, handle: Any) -> bool:
+def _handle_ok(k: RunCore, node: Node, attempt: int, handle: Any) -> bool:
     try:
         job_tool(node).job.check_handle(handle)
     except (ValueError, TypeError) as exc:
@@ -121,7 +121,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
-async def recover_job(k: Kernel, node: Node) -> None:
+async def recover_job(k: RunCore, node: Node) -> None:
     """After a restart, a job step whose attempt was under way (recovery parked it):
     a recorded handle is waited on again, never submitted; a reservation without a handle
     asks ``find(key)`` -> attach; else resubmits under the same key when the backend
