@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab._text import did_you_mean
 from chainlab.errors import InputError, Problem
-from chainlab.plan.parts import JSON_TYPES, Input, value_type
+from chainlab.plan.parts import JSON_TYPES, Input, json_equal, value_type
 from chainlab.plan.refs import Ref, RefError, TemplateSyntaxError, render_value, walk_path
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "declaration_problems",
     "fit_args",
     "inputs_json_schema",
+    "json_equal",
     "needed_inputs",
     "select_output",
     "subchain_arg_findings",
