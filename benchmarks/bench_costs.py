@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_scheduler import asyncio_floor
 from bench_store import chainlab as durable_run
 from bench_store import raw_floor
-from workloads import as_chain, chain_workload, fanout_workload, node_toolbox
+from workloads import as_chain, chain_workload, fanout_workload, node_toolbox, retained
 
 from chainlab import Chain, Toolbox
 from chainlab.runtime import Runtime
@@ -134,17 +134,8 @@ async def memory_case() -> dict[str, float]:
     await (await runtime.start(as_chain(chain_workload(10), 8))).wait()  # imports, warm code
     out: dict[str, float] = {}
     for which in ("first run", "again"):
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
-        run = await runtime.start(chain)
-        assert (await run.wait()).ok
-        gc.collect()
-        after, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out[which] = (after - before) / wl.nodes
-        out[f"{which} peak"] = (peak - before) / wl.nodes
-        del run
+        kept, peak = await retained(runtime, chain)
+        out[which], out[f"{which} peak"] = kept / wl.nodes, peak / wl.nodes
     await runtime.aclose()
     floor = asyncio_floor(wl, 8)
     gc.collect()
