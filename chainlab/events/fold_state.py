@@ -143,6 +143,11 @@ class FoldState:
     def open_attempt(self, step_id: str, kind: str = "call") -> AttemptRecord | None:
         return self._open.get((step_id, kind))
 
+    def open_attempts(self, kind: str = "call") -> list[AttemptRecord]:
+        """The ``kind`` attempts that started and have not ended (running, or a remote job
+        waiting), in the order they started."""
+        return [rec for (_, of), rec in self._open.items() if of == kind]
+
     # ------------------------------------------------------------- the handlers' primitives
     # the handler groups change the state through these and step(): a transition checked
     # against the tables, an attempt opened, an attempt closed with its usage counted once
