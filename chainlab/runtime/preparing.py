@@ -1,6 +1,7 @@
 """What a start does before anything runs, cached so that starting the same chain again (a
-loop in a script, a benchmark, a notebook re-run) pays for it once: validation and
-compilation (by content), and the release order (re-ranked as durations are learned)."""
+loop in a script, a benchmark, a notebook re-run) pays for it once: the value gate on the
+chain's values, validation and compilation (by content), and the release order (re-ranked as
+durations are learned)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
+from chainlab._json import NotJSONError, to_json_value
+from chainlab.errors import PlanError, Problem
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
@@ -38,6 +43,16 @@ def _building() -> Iterator[None]:
             gc.enable()
 
 
+def _gate(chain: Chain, values: Any) -> None:
+    """The chain's values through the value gate (a chain built from Python objects did not
+    pass the plan loader's check). Raises PlanError naming the path of the bad value."""
+    try:
+        to_json_value(values, "chain")
+    except NotJSONError as exc:
+        raise PlanError(Problem("invalid_field", str(exc), field=exc.path),
+                        chain_name=chain.name) from None
+
+
 class Prepared:
     """A runtime's caches of compiled chains and release orders."""
 
@@ -45,15 +60,25 @@ class Prepared:
         self._compiled: dict[bytes, tuple[Graph, dict[str, Any]]] = {}
         self._orders: dict[tuple[int, str, str], tuple[Any, ...]] = {}
 
-    def compile(self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any],
+    def compile(self, chain: Chain, opts: RunOptions, context: dict[str, Any],
                 toolbox: Toolbox, chains: Mapping[str, Chain]) -> tuple[Graph, dict[str, Any]]:
-        """Validate and compile, cached by content. Returns the graph and the chain as JSON
-        data (read-only: shared by the records of its runs). Raises PlanError."""
+        """Gate the chain's values, validate and compile: once per content (a chain equal to
+        one done before, its values included, is done). Returns the graph and the chain as
+        JSON data (read-only: shared by the records of its runs). Raises PlanError (a bad
+        value names its path)."""
+        values = chain.model_dump(exclude_defaults=True)
         used = used_chains(chain, chains)
-        # by a digest of the content: the text itself is as long as the chain, kept per entry
+        # by a digest of the content (the text itself is as long as the chain, kept per
+        # entry); NaN and infinities written as such, so that no chain holding one is taken
+        # for the same chain with null there, which passed the gate
+        try:
+            text = to_json(values, inf_nan_mode="constants").decode()
+        except PydanticSerializationError:  # a value JSON cannot hold: the gate names it
+            _gate(chain, values)
+            raise
         key = hashlib.sha256("\x1f".join(
             [
-                chain_json,
+                text,
                 opts.model_dump_json(),
                 ",".join(sorted(context)),
                 *(c.model_dump_json() for c in used.values()),
@@ -61,6 +86,7 @@ class Prepared:
         ).encode("utf-8", "surrogatepass")).digest()
         cached = self._compiled.get(key)
         if cached is None:
+            _gate(chain, values)
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             with _building():
                 raise_for_problems(checked, toolbox, context=context, chains=chains)
