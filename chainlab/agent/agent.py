@@ -106,11 +106,12 @@ class Agent:
     @property
     def client(self) -> ModelClient:
         """What the agent asks (made on first use from the endpoint)."""
-        if self._client is None:
+        client = self._client
+        if client is None:
             from chainlab.agent.openai import OpenAIClient
 
-            self._client = OpenAIClient(self.endpoint, stream=self.stream)
-        return self._client
+            client = self._client = OpenAIClient(self.endpoint, stream=self.stream)
+        return client
 
     def with_client(self, client: ModelClient) -> Agent:
         """A copy of this agent that asks ``client`` (a replay's recorded model, a test's)."""

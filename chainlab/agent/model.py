@@ -103,7 +103,8 @@ class ModelClient(Protocol):
     """What asks a model (:class:`chainlab.agent.openai.OpenAIClient` over HTTP; a recorded
     run's turns in a replay). ``endpoint``: where it asks, for messages."""
 
-    endpoint: str
+    @property
+    def endpoint(self) -> str: ...
 
     async def complete(self, request: ModelRequest) -> ModelTurn:
         """The model's answer. Raises TransientError or PermanentError naming the

@@ -132,7 +132,8 @@ class OpenAIClient:
         if self.stream:
             turn = await _streamed(client, messages, params)
         else:
-            completion = await client.chat.completions.create(messages=messages, **params)
+            completion = await client.chat.completions.create(
+                messages=messages, **params)  # type: ignore[arg-type]
             turn = _turn(completion)
         if mode is not None:
             remember_mode(self.endpoint, self.config.model or "", mode)
@@ -157,7 +158,7 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
                     ) -> ModelTurn:
     """A streamed answer, put together: text pieces, tool calls by index (their arguments
     arrive in pieces), the finish reason and the last chunk's usage."""
-    stream = await client.chat.completions.create(
+    stream = await client.chat.completions.create(  # type: ignore[call-overload]
         messages=messages, stream=True, stream_options={"include_usage": True}, **params)
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
