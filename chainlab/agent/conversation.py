@@ -19,13 +19,14 @@ that do not fit the tool, and calls past ``max_calls_per_turn`` are refused to t
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chainlab._text import did_you_mean, safe_repr
+from chainlab._text import safe_repr
 from chainlab.agent.model import ModelCall, ModelTurn
 
 __all__ = ["MAX_ARGUMENTS_CHARS", "Accepted", "Offer", "Refused", "TurnRecord", "check_calls",
@@ -131,8 +132,9 @@ def check_calls(calls: Sequence[ModelCall], offers: Mapping[str, Offer],
             continue
         offer = offers.get(call.function)
         if offer is None:
-            out.append(Refused(index, f"unknown tool {call.function!r}"
-                               f"{did_you_mean(call.function, offers)}; the tools are: "
+            close = difflib.get_close_matches(call.function, list(offers), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            out.append(Refused(index, f"unknown tool {call.function!r}{hint or '.'} The tools are: "
                                f"{', '.join(offers) or 'none'}"))
             continue
         if len(call.arguments) > MAX_ARGUMENTS_CHARS:
@@ -158,8 +160,8 @@ def check_calls(calls: Sequence[ModelCall], offers: Mapping[str, Offer],
 
 
 def result_text(status: str, *, output: Any = None, error: str | None = None,
-                reason: str | None = None, edited_args: Mapping[str, Any] | None = None
-                ) -> str:
+                error_kind: str | None = None, reason: str | None = None,
+                edited_args: Mapping[str, Any] | None = None) -> str:
     """What the model is told about one call that became a step, by the step's status."""
     if status in ("succeeded", "compensated", "compensating", "compensation_failed"):
         text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
@@ -171,5 +173,6 @@ def result_text(status: str, *, output: Any = None, error: str | None = None,
     if status == "rejected":
         return f"a person rejected this call: {reason or 'no reason given'}"
     if status == "failed":
-        return f"error: {error or 'the call failed'}"
+        kind = f" ({error_kind})" if error_kind else ""
+        return f"error{kind}: {error or 'the call failed'}"
     return f"not run: the call was {status}" + (f" ({reason})" if reason else "")

@@ -64,8 +64,8 @@ def turn_records(state: RunState, turns: Iterable[Mapping[str, Any]]) -> list[Tu
 
 def _result(st: StepState) -> str:
     edited = st.args if st.approval is not None and st.approval.get("edited") else None
-    return result_text(str(st.status), output=st.output, error=st.error, reason=st.reason,
-                       edited_args=edited)
+    return result_text(str(st.status), output=st.output, error=st.error,
+                       error_kind=st.error_kind, reason=st.reason, edited_args=edited)
 
 
 def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
