@@ -15,6 +15,9 @@ tool's failure then success replays as such; the usage it reported is reported a
 call with args the recording never saw fails the step (``permanent``) with a diff of the
 args against the recorded ones. A replayed side-effecting tool is never really called.
 ``live=["tool"]`` keeps named tools real, to test a changed tool against the recorded rest.
+An agent step's model turns answer from the recording (:mod:`.replay_agent`): a request that
+differs from the recorded one (a changed tool output, changed instructions) fails the step
+with a diff of the two.
 
 :func:`replay_run` drives the replay: it starts the recorded chain (same context, options
 and run id) on an in-memory store and a manual clock, and when the run waits for a person it
@@ -42,6 +45,7 @@ from chainlab.events.usage import add_usage
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.testing.recording import RecordedCall, Recording, expected_of
+from chainlab.testing.replay_agent import RecordedModel, replay_agents
 from chainlab.tools import CallContext, Tool, Toolbox
 
 if TYPE_CHECKING:
@@ -188,6 +192,8 @@ def _toolbox(recording: Recording, toolbox: Toolbox, live: Iterable[str],
         out.add(tool if tool.name in live else _replayed(tool, answers, codes.get(tool.name)))
     for name, chain in toolbox.chains.items():
         out.chains[name] = chain
+    for agent in replay_agents(toolbox, RecordedModel(recording.turns), live):
+        out.add_agent(agent.agent)
     return out
 
 
