@@ -116,3 +116,30 @@ async def test_the_runs_budget_is_checked_before_each_model_turn(
     assert result.outputs["help"] == "labelled 3 orders"
     assert len(server.completions) == 4
     await runtime.aclose()
+
+
+async def test_a_fork_reuses_the_agents_answer_or_asks_again_with_its_effects_confirmed(
+        shop: Shop, server: FakeOpenAI) -> None:
+    shop.agent(server)
+    server.add(tool_calls(Call("lookup", {"order": 7}), Call("label", {"order": 7,
+                                                                       "text": "a"})),
+               "labelled", tool_calls(Call("lookup", {"order": 7}),
+                                      Call("label", {"order": 7, "text": "b"})), "again")
+    runtime, run = await start(shop, agent_chain())
+    assert (await run.wait()).ok
+    plan = await runtime.fork_plan(run.run_id)
+    assert [(r.step_id, str(r.decision)) for r in plan.rows] == [("help", "reuse")]
+    reused = await runtime.fork(run.run_id)
+    assert (await reused.wait()).outputs == {"help": "labelled"}  # the model not asked
+    assert len(server.completions) == 2
+    again = await runtime.fork(run.run_id, rerun=["help"])
+    result = await again.wait()
+    # the agent is asked anew; its call that changes the world waits for a person (the
+    # parent's agent may have made it already), the effect-free one runs
+    assert result.status == RunStatus.SUSPENDED
+    assert again.waiting() == {"help/1.2": "waiting_confirmation"}
+    assert again.steps["help/1.1"].status == StepStatus.SUCCEEDED
+    await again.approve("help/1.2")
+    assert (await again.wait()).outputs["help"] == "again"
+    assert [a["text"] for _, t, a in shop.calls if t == "label"] == ["a", "b"]
+    await runtime.aclose()

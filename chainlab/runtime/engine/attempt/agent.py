@@ -39,6 +39,7 @@ from chainlab.agent.model import ModelRequest
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agentcalls import (
     call_step_id,
+    fork_confirm,
     grow_calls,
     refused_streak,
     turn_records,
@@ -145,6 +146,10 @@ class AgentStep(Parent):
         """Record the turn (ONE ``steps_added``), then start its calls; the step holds no
         slot while they run. A third turn in a row that made no step fails the step."""
         nodes = grow_calls(k.graph, k.nodes, node, payload)
+        if k.state.forked_from is not None:  # a fork: what changes the world asks first
+            confirm = fork_confirm(nodes, k.state.forked_from.get("forked_from"))
+            if confirm:
+                payload["confirm_first"] = confirm
         k.emit(K.STEPS_ADDED, node.id, payload["attempt"], payload)
         ids = k.add_nodes(nodes)
         if refused_streak([*turns, payload]) >= FRUITLESS_TURNS:

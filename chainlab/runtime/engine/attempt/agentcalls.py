@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
-__all__ = ["call_step_id", "grow_calls", "refused_streak", "transcript", "turn_records",
-           "turns_of"]
+__all__ = ["call_step_id", "fork_confirm", "grow_calls", "refused_streak", "transcript",
+           "turn_records", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -105,6 +105,19 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
 def _given(args: dict[str, Any]) -> Any:
     """The renderer of args the model gave (nothing in them is a reference)."""
     return lambda resolve: args
+
+
+def fork_confirm(nodes: Iterable[Node], parent_run: str | None) -> dict[str, Any]:
+    """In a fork (DESIGN §11), the calls a re-asked agent makes that would change the world
+    (and such steps of a sub-chain it calls) wait for a person first: the agent of the run
+    it forks may have made them already. ``{step_id: card}`` for ``confirm_first``."""
+    card = {"fork": {
+        "parent_run": parent_run, "reason": "an agent step asked again in a fork",
+        "note": f"this run is a fork of run {parent_run}: the agent's model chose this call "
+                "anew, and the parent run's agent may have made it already"}}
+    return {node.id: card for node in nodes
+            if node.tool is not None and node.tool.side_effects
+            and not (node.tool.idempotent and node.tool.reconcile)}
 
 
 def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
