@@ -12,7 +12,7 @@ import pytest
 
 from chainlab import Agent, CallContext, Chain, PermanentError, Toolbox
 from chainlab.agent.modes import forget_modes
-from chainlab.runtime import Run, Runtime
+from chainlab.runtime import Run, RunResult, Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing.openai_script import RecordedRequest
 from chainlab.testing.openai_server import FakeOpenAI
@@ -124,6 +124,16 @@ async def start(shop: Shop, chain: Chain, **kw: Any) -> tuple[Runtime, Run]:
     runtime = Runtime(shop.toolbox, MemoryStore())
     run = await runtime.start(chain, **kw)
     return runtime, run
+
+
+async def run_agent(shop: Shop, server: FakeOpenAI, *answers: Any, chain: Chain | None = None,
+                    **agent: Any) -> tuple[Runtime, Run, RunResult]:
+    """Register the shop's agent (``agent``: its settings) on ``server``, script the model's
+    ``answers``, start ``chain`` (default: :func:`agent_chain`) and wait for the run."""
+    shop.agent(server, **agent)
+    server.add(*answers)
+    runtime, run = await start(shop, chain or agent_chain())
+    return runtime, run, await run.wait()
 
 
 def tool_messages(request: RecordedRequest) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from chainlab.runtime import RunStatus
 from chainlab.testing.openai_script import Call, Reply, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 
-from .conftest import Shop, agent_chain, start, tool_messages
+from .conftest import Shop, agent_chain, run_agent, start, tool_messages
 
 pytestmark = pytest.mark.anyio
 K = EventKind
@@ -270,10 +270,9 @@ SCHEMA = {"type": "object", "properties": {"refund": {"type": "integer"}},
 
 async def test_an_answer_that_does_not_fit_the_output_schema_goes_back_to_the_model(
         shop: Shop, server: FakeOpenAI) -> None:
-    shop.agent(server, output_schema=SCHEMA)
-    server.add("Sure! I will refund it.", '{"refund": "15"}', '```json\n{"refund": 15}\n```')
-    runtime, run = await start(shop, agent_chain())
-    result = await run.wait()
+    runtime, run, result = await run_agent(
+        shop, server, "Sure! I will refund it.", '{"refund": "15"}',
+        '```json\n{"refund": 15}\n```', output_schema=SCHEMA)
     assert result.status == RunStatus.SUCCEEDED
     assert result.outputs["help"] == {"refund": 15}  # the JSON, checked
     feedback = [g.payload["feedback"] for g in added(run)]
@@ -288,10 +287,8 @@ async def test_an_answer_that_does_not_fit_the_output_schema_goes_back_to_the_mo
 
 async def test_an_answer_that_never_fits_fails_the_step_clearly(
         shop: Shop, server: FakeOpenAI) -> None:
-    shop.agent(server, output_schema=SCHEMA)
-    server.add("no", "still no", "{}")
-    runtime, run = await start(shop, agent_chain())
-    result = await run.wait()
+    runtime, run, result = await run_agent(shop, server, "no", "still no", "{}",
+                                           output_schema=SCHEMA)
     assert result.status == RunStatus.FAILED
     assert run.steps["help"].error == (
         "the model's last 3 turns made no call that could run (the last: the answer does not "

@@ -23,9 +23,8 @@ from tests.durability.agentlib import (
     turn_of,
 )
 from tests.durability.chainlib import Ledger
-from tests.durability.crashsim import crashed_store, final_snapshot, open_calls, world_at
-from tests.durability.harness import Snapshot, check_finished, check_recovery_of
-from tests.durability.test_recovery import resume_and_settle, uninterrupted
+from tests.durability.harness import check_finished, check_recovery_of
+from tests.durability.test_recovery import every_crash, uninterrupted
 
 pytestmark = pytest.mark.anyio
 
@@ -53,32 +52,22 @@ async def test_an_agent_step_recovers_after_every_event(kind: str, fail: bool,
         steps = {s: str(st.status) for s, st in expected.steps.items()}
         seen = Counter[str]()
         asked_again = Counter[str]()
-        for cut in range(len(events) + 1):
-            prefix = events[:cut]
-            for in_flight_done in ([False, True] if open_calls(prefix) else [False]):
-                ledger = world_at(prefix, outputs, in_flight_done,
-                                  tmp_path / f"ledger-{cut}-{in_flight_done}.jsonl")
-                at_crash = Snapshot(prefix, ledger.read(), None)
-                store = await crashed_store(kind, record, prefix)
-                world.path = ledger.path
-                before = len(model.completions)
-                await resume_and_settle(store, toolbox, world)
-                final = final_snapshot(store, ledger)
-                store.close()
-                check_finished(final, outputs, AGENT_UNSAFE_STEPS,
-                               status=str(expected.status), steps=steps,
-                               compensable=AGENT_COMPENSABLE_STEPS)
-                grown = [e.payload["turn"] for e in final.events or ()
-                         if e.kind == "steps_added"]
-                assert grown == [1, 2], grown  # each turn grew exactly once
-                # the model is never asked again for a turn the log holds; each turn not
-                # recorded yet is asked once (a request in flight at the crash, again)
-                recorded = recorded_turns(prefix)
-                asked = [turn_of(r) for r in model.completions[before:]]
-                assert asked == list(range(recorded + 1, 4)), (cut, recorded, asked)
-                if at_crash.state is not None and at_crash.state.open_attempt("ag"):
-                    asked_again["a model turn in flight, asked again"] += 1
-                seen.update(check_recovery_of(at_crash, final))
+        before = len(model.completions)
+        async for prefix, at_crash, final in every_crash(kind, toolbox, events, record,
+                                                         outputs, world, tmp_path):
+            check_finished(final, outputs, AGENT_UNSAFE_STEPS, status=str(expected.status),
+                           steps=steps, compensable=AGENT_COMPENSABLE_STEPS)
+            grown = [e.payload["turn"] for e in final.events or () if e.kind == "steps_added"]
+            assert grown == [1, 2], grown  # each turn grew exactly once
+            # the model is never asked again for a turn the log holds; each turn not
+            # recorded yet is asked once (a request in flight at the crash, again)
+            recorded = recorded_turns(prefix)
+            asked = [turn_of(r) for r in model.completions[before:]]
+            assert asked == list(range(recorded + 1, 4)), (len(prefix), recorded, asked)
+            before = len(model.completions)
+            if at_crash.state is not None and at_crash.state.open_attempt("ag"):
+                asked_again["a model turn in flight, asked again"] += 1
+            seen.update(check_recovery_of(at_crash, final))
         assert {"charge in doubt (after its effect)", "charge in doubt (before its effect)",
                 "send reconciled: took effect", "send reconciled: no effect",
                 "upsert re-run", "compute re-run", "transfer in doubt (after its effect)",

@@ -88,12 +88,17 @@ async def record(module: ModuleType, db: Path) -> str:
     return run.run_id
 
 
+async def recording_of(module: ModuleType, tmp_path: Path) -> Recording:
+    """A run of the chain recorded in ``runs.db`` (refund rejected, then approved)."""
+    run_id = await record(module, tmp_path / "runs.db")
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        return Recording.from_store(store, run_id)
+
+
 async def test_a_replay_answers_the_model_from_the_recording(
         shop: tuple[ModuleType, Path]) -> None:
     module, tmp_path = shop
-    run_id = await record(module, tmp_path / "runs.db")
-    with SQLiteStore(tmp_path / "runs.db") as store:
-        recording = Recording.from_store(store, run_id)
+    recording = await recording_of(module, tmp_path)
     assert [(t["step_id"], t["turn"]) for t in recording.turns] == [
         ("help", 1), ("help", 2), ("help", 3)]
     assert "agent:support" not in recording.tools_used()  # turns are not tool calls
@@ -107,9 +112,7 @@ async def test_a_replay_answers_the_model_from_the_recording(
 async def test_a_changed_tool_output_fails_the_replay_with_the_requests_diff(
         shop: tuple[ModuleType, Path]) -> None:
     module, tmp_path = shop
-    run_id = await record(module, tmp_path / "runs.db")
-    with SQLiteStore(tmp_path / "runs.db") as store:
-        recording = Recording.from_store(store, run_id)
+    recording = await recording_of(module, tmp_path)
     lookup = module.toolbox.get("lookup")
     lookup.fn = lambda order: {"order": order, "status": "lost"}
     replayed = await replay_run(recording, module.toolbox, live=["lookup"])
