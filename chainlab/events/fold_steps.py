@@ -100,10 +100,11 @@ def _on_reused(state: RunState, ev: Event) -> None:
 
 def _on_steps_added(state: RunState, ev: Event) -> None:
     """A parent grew steps (a for_each step's instances, an agent's calls): one event, all
-    or nothing. Each new step is pending, except one a fork reused (``reused``: its
-    recorded output, as ``step_reused`` would copy it); ``confirm_first`` marks one that
-    waits for a person even if its tool does not ask (a fork's changed effect: the payload's
-    ``confirm_first``, by step id, a grown sub-chain's steps included)."""
+    or nothing; ``ids`` names them in order (the rest of the payload is the parent kind's:
+    a for_each step's ``items``). Each new step is pending, except one a fork reused
+    (``reused``: {id: its recorded output, as ``step_reused`` would copy it});
+    ``confirm_first`` ({id: card}) marks one that waits for a person even if its tool does
+    not ask (a fork's changed effect; a grown sub-chain's steps included)."""
     parent = ev.step_id or ""
     p = ev.payload
     owner = state.step(parent)
@@ -115,13 +116,13 @@ def _on_steps_added(state: RunState, ev: Event) -> None:
         state.end_attempt(ev, "call", AttemptStatus.SUCCEEDED)  # turn ends (with its usage)
     added = state.children.setdefault(parent, [])
     steps = state.steps
-    for spec in p["steps"]:
-        step_id = spec["id"]
+    reuse = p.get("reused") or {}
+    for step_id in p["ids"]:
         if step_id in steps:
             raise step_exists(step_id)
         st = state.step(step_id)
         added.append(step_id)
-        reused = spec.get("reused")
+        reused = reuse.get(step_id) if reuse else None
         if reused is not None:
             st.status = S.SUCCEEDED
             st.output = reused.get("output")

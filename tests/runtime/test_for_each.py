@@ -55,8 +55,8 @@ async def test_instances_run_and_the_output_is_their_outputs_in_item_order(h: Ha
     assert result.outputs["join"]["got"] == result.outputs["each"]
     (ev,) = added(rec)  # ONE event grows the graph, all or nothing
     assert ev.step_id == "each"
-    assert [(s["id"], s["index"], s["item"]) for s in ev.payload["steps"]] == [
-        ("each[0]", 0, "a"), ("each[1]", 1, "b"), ("each[2]", 2, "c")]
+    assert ev.payload["ids"] == ["each[0]", "each[1]", "each[2]"]
+    assert ev.payload["items"] == ["a", "b", "c"]
     # join started after every instance ended
     log = h.log
     assert log.index(("start", "join")) > max(log.index(("end", t)) for t in "abc")
@@ -68,7 +68,7 @@ async def test_an_empty_list_succeeds_with_an_empty_list(h: Harness) -> None:
     assert result.status == RunStatus.SUCCEEDED
     assert result.outputs["each"] == []
     assert result.outputs["join"]["got"] == []
-    assert [e.payload["steps"] for e in added(rec)] == [[]]
+    assert [e.payload["ids"] for e in added(rec)] == [[]]
 
 
 @pytest.mark.parametrize(("value", "says"), [
@@ -288,3 +288,60 @@ async def test_a_for_each_over_the_context(h: Harness) -> None:
     chain = chain_of(fan("{{ context.rows }}"))
     _, result, _ = await h.run(chain, {"rows": ["1", "2"]})
     assert [o["tag"] for o in result.outputs["each"]] == ["1", "2"]
+
+
+async def test_instances_rank_as_their_step_under_critical_path(h: Harness) -> None:
+    make_tools(h)
+    chain = chain_of(split(["a", "b"]), fan(), join(), priority="critical_path")
+    _, result, _ = await h.run(chain)
+    assert result.status == RunStatus.SUCCEEDED and h.starts() == ["a", "b", "join"]
+
+
+async def test_what_if_replays_a_grown_graph(h: Harness) -> None:
+    from chainlab import whatif
+
+    make_tools(h)
+    run, _result, _ = await h.run(chain_of(split(list("abcd")), fan(), join()))
+    schedule = whatif(run, max_concurrency=1)
+    rows = list(schedule.frame["step_id"])
+    assert rows[:1] == ["split"] and rows[-1] == "join"
+    assert sorted(rows[1:-1]) == [f"each[{i}]" for i in range(4)]  # the step itself: no slot
+
+
+async def test_state_at_folds_the_growth(h: Harness) -> None:
+    make_tools(h)
+    run, _result, rec = await h.run(chain_of(split(["a", "b"]), fan()))
+    grown = next(e.seq for e in rec.events if e.kind == K.STEPS_ADDED)
+    before, after = run.state_at(grown - 1), run.state_at(grown)
+    assert "each[0]" not in before.steps
+    assert after.children["each"] == ["each[0]", "each[1]"]
+    assert after.steps["each"].status == StepStatus.RUNNING
+
+
+async def test_runtime_approve_all_decides_a_stored_run_nobody_drives(tmp_path: Any) -> None:
+    from chainlab import Toolbox
+    from chainlab.runtime import Runtime
+    from chainlab.store import SQLiteStore
+
+    tb = Toolbox("t")
+    made: list[str] = []
+
+    @tb.tool
+    def make(tag: str, items: list[str]) -> list[str]:
+        return items
+
+    @tb.tool(side_effects=True, requires_confirmation=True)
+    def work(tag: str) -> str:
+        made.append(tag)
+        return tag
+
+    db = tmp_path / "a.db"
+    async with Runtime(tb, SQLiteStore(db)) as first:
+        run = await first.start(chain_of(split(["a", "b"]), fan()))
+        assert (await run.wait()).status == RunStatus.SUSPENDED
+    async with Runtime(tb, SQLiteStore(db)) as second:  # nobody drives it now
+        approved = await second.approve_all(run.run_id, "each", by="ops")
+        assert approved == ["each[0]", "each[1]"]
+        result = await second.get_run(run.run_id).wait()
+        assert result.status == RunStatus.SUCCEEDED and made == ["a", "b"]
+        assert await second.approve_all(run.run_id, "each") == []

@@ -43,7 +43,7 @@ from chainlab.jupyter.run_widget.stale import stale_note
 from chainlab.jupyter.run_widget.tabs import RunTabs
 from chainlab.jupyter.run_widget.toolbar import Toolbar
 from chainlab.jupyter.views import error_html
-from chainlab.render.display import step_badges
+from chainlab.render.display import run_badges, run_statuses
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
@@ -240,13 +240,13 @@ class RunWidget(W.VBox):
 
     def statuses(self) -> dict[str, str]:
         """Step id -> status, as the DAG shows them (:attr:`view`)."""
-        return {step_id: str(st.status) for step_id, st in self.view.steps.items()}
+        return run_statuses(self.view)  # (a for_each step's instances: counted on it)
 
     def badges(self) -> dict[str, str]:
         """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
         breakpoints a paused run has not passed yet (of :attr:`view`)."""
         view = self.view
-        out = step_badges(view.steps)
+        out = run_badges(view)
         for step_id in pending_breakpoints(view):  # none once the run ended
             out[step_id] = " · ".join(b for b in (BREAK_MARK, out.get(step_id)) if b)
         return out

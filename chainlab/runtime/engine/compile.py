@@ -84,7 +84,10 @@ class Node:
     succ: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     subchain: Chain | None = None  # the chain a sub-chain step (or its instances) runs
-    bind: Mapping[str, Any] | None = None  # a for_each instance's item and index
+    # a for_each instance: its item and its position (None: not an instance); its args and
+    # `when` read them as {{ item }} (or the step's `as` name) and {{ index }}
+    item: Any = None
+    index: int | None = None
     each: Each | None = None  # a for_each step: how its instances are made
     units: Mapping[str, int] | None = None  # the pool units it takes (its tool's resources)
     # an agent's call (or a step of a sub-chain an agent called): what becomes of it is the

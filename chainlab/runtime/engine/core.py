@@ -26,7 +26,6 @@ from chainlab.runtime.engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import RunOptions
-    from chainlab.runtime.engine.attempt.kind import Kind
     from chainlab.runtime.engine.clock import Clock
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.executors import Executor
@@ -56,7 +55,7 @@ class RunCore:
         clock: Clock,
         epoch: int,
         toolbox: Toolbox,
-        kinds: Mapping[str, Kind],
+        kinds: Mapping[str, Any],
         priority: Callable[[str], float] | None = None,
     ):
         self.run_id = run_id
@@ -73,7 +72,9 @@ class RunCore:
         self.clock = clock
         self.epoch = epoch
         self.toolbox = toolbox
-        self.kinds = kinds  # kind name -> Kind: how each kind of step runs (attempt.kinds)
+        # kind name -> how each kind of step runs (attempt.kinds; asked through
+        # attempt.kind.kind_of, which is typed: this module names no kind, not even a type)
+        self.kinds = kinds
         self.seq = state.last_seq
         self.sched = Scheduler(
             graph.topology,
@@ -201,11 +202,6 @@ class RunCore:
             step(node.id)  # (a grown sub-chain's steps have no state until they do something)
         self.sched.grow(entries)
         return list(entries)
-
-    def kind_of(self, node: Node) -> Kind:
-        """How ``node`` runs (its kind: a tool call, a remote job, a sub-chain, a for_each
-        step ...): what every part asks instead of switching on a kind."""
-        return self.kinds[node.kind]
 
     # ================================================================== workers, stopping
     def wake_workers(self, reserve: int) -> None:

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
 from chainlab.events.status import STEP_TERMINAL, StopReason, releases
+from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
@@ -118,7 +120,8 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
     """How ``node``'s references read the run: its namespace's steps, memory, context."""
     ns = node.ns
     steps = k.steps
-    bind = node.bind
+    index = node.index
+    name = node.step.item_name if index is not None else None
 
     def resolve(ref: Ref) -> Any:
         root = ref.root
@@ -126,8 +129,9 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
             value = steps[ns.prefix + (ref.target or "")].output
         elif root == "memory":
             target = ref.target or ""
-            if bind is not None and target in bind and not ref.source.startswith("memory."):
-                value = bind[target]  # a for_each instance's item or index
+            if index is not None and not ref.source.startswith("memory.") \
+                    and (target in (name, INDEX_NAME)):
+                value = node.item if target == name else index  # an instance's own
             else:
                 value = steps[ns.save_as[target]].output
         elif root == "context":
@@ -150,7 +154,7 @@ def finished(k: RunCore, node: Node) -> None:
             k.open_children[group] = left
             if left == 0:
                 parent = k.nodes[group]
-                k.kind_of(parent).child_settled(k, parent)
+                kind_of(k, parent).child_settled(k, parent)
     ok = releases(st.status, st.reason)
     if node.children:  # the steps of a sub-chain step that never started never run
         why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
@@ -188,7 +192,7 @@ def start_children(k: RunCore, node: Node, ids: list[str]) -> None:
         elif st.status in STEP_TERMINAL:  # reused by a fork as it grew: done already
             finished(k, nodes[step_id])
     if not ids:
-        k.kind_of(node).child_settled(k, node)
+        kind_of(k, node).child_settled(k, node)
 
 
 def children_failed(k: RunCore, ids: list[str]) -> list[str]:

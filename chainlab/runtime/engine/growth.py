@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import Graph
 
 if TYPE_CHECKING:
@@ -52,4 +53,4 @@ def regrow(k: RunCore) -> None:
     """Put the steps a run grew before it was taken over into its graph and scheduler."""
     for parent_id, payload in k.state.growth:
         parent = k.nodes[parent_id]
-        k.add_nodes(k.kind_of(parent).regrow(k.graph, k.nodes, parent, payload))
+        k.add_nodes(kind_of(k, parent).regrow(k.graph, k.nodes, parent, payload))

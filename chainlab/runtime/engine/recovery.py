@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
 from chainlab.runtime.engine.attempt.fate import start_timer
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import Node
 from chainlab.runtime.engine.flow import finished, make_ready, resolver, unblocked
 from chainlab.runtime.engine.growth import regrow
@@ -61,7 +62,7 @@ def recover_now(k: RunCore) -> list[Node]:
             continue
         k.sched.unblock(step_id)
         if status == S.RUNNING:  # its kind says how (a call, a job, a parent...)
-            reconcile = k.kind_of(node).recover(k, node)
+            reconcile = kind_of(k, node).recover(k, node)
             if k.sched.phase(step_id) == Phase.UNBLOCKED:  # in doubt or to reconcile
                 k.sched.park(step_id)
             if reconcile:
@@ -78,7 +79,7 @@ def recover_now(k: RunCore) -> list[Node]:
             k.args[step_id] = dict(st.args or {})
             k.sched.park(step_id)
     for step_id, node in list(k.nodes.items()):
-        kind = k.kind_of(node)
+        kind = kind_of(k, node)
         if kind.has_children and k.steps[step_id].status == S.RUNNING:
             kind.recount(k, node)
     return to_reconcile
@@ -112,7 +113,7 @@ async def finish_recovery(k: RunCore, nodes: list[Node]) -> None:
     """The awaited part of each interrupted attempt's recovery (its kind's
     :meth:`~.attempt.kind.Kind.reconcile`: a tool's reconcile, a job's find)."""
     for node in nodes:
-        await k.kind_of(node).reconcile(k, node)
+        await kind_of(k, node).reconcile(k, node)
 
 
 def _restore_stopping(k: RunCore) -> None:

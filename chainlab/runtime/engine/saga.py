@@ -18,6 +18,7 @@ from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
 from chainlab.runtime.engine.attempt.call import call_tool
 from chainlab.runtime.engine.attempt.fate import Fate, fate_of
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import compile_value
 from chainlab.runtime.engine.flow import resolver
 from chainlab.tools import CallContext, args_hash, idempotency_key
@@ -68,7 +69,7 @@ def cancel_remaining(k: RunCore) -> None:
     kind (:meth:`~.attempt.kind.Kind.cancel`): a parent after its steps, deepest first."""
     parents = []
     for node in list(k.nodes.values()):
-        kind = k.kind_of(node)
+        kind = kind_of(k, node)
         if kind.has_children:
             parents.append((kind, node))
         else:
@@ -166,7 +167,7 @@ def _mark_undone_subchains(k: RunCore) -> None:
     had something to undo is compensated (deepest first). No call is made, so no attempt is
     recorded: the event only moves it."""
     parents = [(kind, node) for node in k.nodes.values()
-               if (kind := k.kind_of(node)).has_children and node.rollback is None]
+               if (kind := kind_of(k, node)).has_children and node.rollback is None]
     for kind, node in sorted(parents, key=lambda p: -len(p[1].order)):
         if k.steps[node.id].status != S.SUCCEEDED:
             continue
@@ -178,7 +179,7 @@ def _mark_undone_subchains(k: RunCore) -> None:
             and not (
                 c.status == S.SUCCEEDED
                 and (k.nodes[c.step_id].rollback is not None
-                     or k.kind_of(k.nodes[c.step_id]).has_children)
+                     or kind_of(k, k.nodes[c.step_id]).has_children)
             )
             for c in kids
         ):

@@ -21,6 +21,7 @@ from chainlab.events import (
     StepState,
     StepStatus,
 )
+from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
@@ -165,14 +166,13 @@ class Planner:
                                                 f"decided as it grows ({why})")
             self.stale.add(node.id)
             return
-        specs = [{"id": instance_id(node.id, i), "index": i, "item": item}
-                 for i, item in enumerate(items)]
+        growth = {"ids": [instance_id(node.id, i) for i in range(len(items))], "items": items}
         pool: dict[str, list[dict[str, Any]]] = {}
         for entry in parents:
             if entry["reusable"]:
                 pool.setdefault(entry["args_hash"], []).append(entry)
         rows = []
-        for inst in grow_nodes(self.graph, self.nodes, node, {"steps": specs})[:len(specs)]:
+        for inst in grow_nodes(self.graph, self.nodes, node, growth)[:len(items)]:
             rows.append(self._instance_row(node, inst, pool, parents))
         self.instance_rows[node.id] = rows
         counts = {d: sum(1 for r in rows if r.decision == d) for d in ForkDecision}
@@ -190,7 +190,7 @@ class Planner:
 
     def _instance_row(self, node: Node, inst: Node, pool: dict[str, list[dict[str, Any]]],
                       parents: list[dict[str, Any]]) -> ForkRow:
-        index = inst.bind["index"] if inst.bind else 0
+        index = inst.index or 0
         was = parents[index] if index < len(parents) else None
         args = self.resolve_args(inst)
         base: dict[str, Any] = {
@@ -386,13 +386,14 @@ class Planner:
 
     def _resolver(self, node: Node) -> Any:
         ns = node.ns
-        bind = node.bind
+        index = node.index
+        name = node.step.item_name
 
         def resolve(ref: Ref) -> Any:
             root = ref.root
-            if bind is not None and root == "memory" and (ref.target or "") in bind \
+            if index is not None and root == "memory" and ref.target in (name, INDEX_NAME) \
                     and not ref.source.startswith("memory."):  # an instance's item, index
-                item = bind[ref.target or ""]
+                item = node.item if ref.target == name else index
                 return walk_path(item, ref.path, ref.source) if ref.path else item
             if root == "context":
                 if ns.group is None:

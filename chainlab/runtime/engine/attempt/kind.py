@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore
 
-__all__ = ["Kind", "Parent"]
+__all__ = ["Kind", "Parent", "kind_of"]
 
 S = StepStatus
 K = EventKind
@@ -150,3 +150,10 @@ class Parent(Kind):
                 k.emit(K.STEP_CANCELLED, node.id, st.attempts, {"reason": k.stop_reason})
         elif st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION):
             k.emit(K.STEP_CANCELLED, node.id, payload={"reason": k.stop_reason})
+
+
+def kind_of(k: RunCore, node: Node) -> Kind:
+    """How ``node`` runs in ``k`` (its kind: a tool call, a remote job, a sub-chain, a
+    for_each step ...): what every part of the engine asks instead of switching on a kind."""
+    kind: Kind = k.kinds[node.kind]
+    return kind

@@ -2,8 +2,8 @@
 (DESIGN §17).
 
 When a worker takes the step, its list is read (one whole reference); the step's instances
-``ID[0]``, ``ID[1]``, ... are recorded by ONE ``steps_added`` event (all or nothing: each
-instance's index and item; the step itself makes no call, so it records no attempt: that
+``ID[0]``, ``ID[1]``, ... are recorded by ONE ``steps_added`` event (all or nothing: their
+``ids`` and ``items`` in order; the step itself makes no call, so it records no attempt: that
 event starts it) and start as the steps of a parent: each is an ordinary step of
 the step's tool for every rule (its own args with ``{{ item }}`` and ``{{ index }}``, its
 own ``when``, attempts, retries, timeout, in_doubt, confirmation bound to its own args,
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from chainlab._text import safe_repr
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.events.status import RELEASES_DEPENDANTS
-from chainlab.plan.parts import FOR_EACH_LIMIT, INDEX_NAME
+from chainlab.plan.parts import FOR_EACH_LIMIT
 from chainlab.plan.refs import evaluate
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.compile import Node, compile_level
@@ -80,18 +80,17 @@ class ForEach(Parent):
                        f"at most {FOR_EACH_LIMIT:,} instances: split the list over several "
                        "steps, or batch the items in the tool")
             return
-        specs: list[dict[str, Any]] = [{"id": instance_id(node.id, i), "index": i, "item": item}
-                                       for i, item in enumerate(items)]
-        payload: dict[str, Any] = {"kind": self.name, "steps": specs, "count": len(specs)}
+        ids = [instance_id(node.id, i) for i in range(len(items))]
+        payload: dict[str, Any] = {"kind": self.name, "ids": ids, "items": items}
         nodes = grow_nodes(k.graph, k.nodes, node, payload)
         forked = (k.state.forked_from or {}).get("instances", {}).get(node.id)
         if forked is not None:  # a fork: reuse what the parent run did with the same args
-            fork_marks(k, node, nodes, specs, forked, payload)
+            fork_marks(k, node, nodes, forked, payload)
         k.emit(K.STEPS_ADDED, node.id, attempt, payload)
-        ids = k.add_nodes(nodes)
+        k.add_nodes(nodes)
         self.arm(k, node)
         k.sched.park(node.id)  # holds no slot while its instances run
-        start_children(k, node, ids[:len(specs)])  # (the instances come first)
+        start_children(k, node, ids)
 
     @staticmethod
     def arm(k: RunCore, node: Node) -> None:
@@ -137,8 +136,8 @@ class ForEach(Parent):
         return super().recover(k, node)
 
 
-def fork_marks(k: RunCore, node: Node, nodes: list[Node], specs: list[dict[str, Any]],
-               parents: list[dict[str, Any]], payload: dict[str, Any]) -> None:
+def fork_marks(k: RunCore, node: Node, nodes: list[Node], parents: list[dict[str, Any]],
+               payload: dict[str, Any]) -> None:
     """In a fork (DESIGN §11), before the instances are recorded: an instance whose args
     (and tool code) are what a parent instance succeeded with is reused (its output copied,
     the tool not called: the effect stays the parent's); any other instance that would
@@ -150,9 +149,10 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], specs: list[dict[str, 
         if entry.get("reusable"):
             pool.setdefault(entry["args_hash"], []).append(entry)
     confirm: dict[str, Any] = {}
+    reused: dict[str, Any] = {}
     parent_run = (k.state.forked_from or {}).get("forked_from")
     tool = node.tool
-    for inst, spec in zip(nodes[:len(specs)], specs, strict=True):
+    for inst in nodes[:len(payload["ids"])]:
         resolve = resolver(k, inst)
         try:
             args = inst.render_args(resolve) if inst.static_args is None else inst.static_args
@@ -162,12 +162,12 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], specs: list[dict[str, 
         same = pool.get(args_hash(args)) if args is not None and go else None
         if same and (tool is None or same[0].get("code") == tool.fingerprint):
             entry = same.pop(0)
-            spec["reused"] = {
+            reused[inst.id] = {
                 "decision": "reuse", "output": entry["output"], "args": args,
                 **{key: entry.get(key) for key in ("source_run", "source_attempt", "code",
                                                     "tool", "origin")}}
             continue
-        index = spec["index"]
+        index = inst.index or 0
         was = parents[index] if index < len(parents) else None
         card = {"fork": {
             "parent_run": parent_run, "parent_status": was and was.get("status"),
@@ -179,6 +179,8 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], specs: list[dict[str, 
             t = grown.tool
             if t is not None and t.side_effects and not (t.idempotent and t.reconcile):
                 confirm[step_id] = card
+    if reused:
+        payload["reused"] = reused
     if confirm:
         payload["confirm_first"] = confirm
 
@@ -205,18 +207,17 @@ def grow_nodes(graph: Graph, nodes: Mapping[str, Node], parent: Node,
     item order, then (a sub-chain as its tool) each instance's steps."""
     each = parent.each
     assert each is not None
-    step, name, order = parent.step, parent.step.item_name, parent.order
+    step, order = parent.step, parent.order
     out: list[Node] = []
     inner: dict[str, Node] = {}
-    for spec in payload["steps"]:
-        index = spec["index"]
+    for index, (step_id, item) in enumerate(zip(payload["ids"], payload["items"],
+                                                 strict=True)):
         node = Node(
-            id=spec["id"], step=step, tool=parent.tool, order=(*order, index), deps=(),
+            id=step_id, step=step, tool=parent.tool, order=(*order, index), deps=(),
             ns=parent.ns, render_args=each.render_args, static_args=each.static_args,
             when=each.when, retry=each.retry, timeout_s=each.timeout_s,
             rollback=each.rollback, kind=each.kind, group=parent.id,
-            subchain=parent.subchain, bind={name: spec.get("item"), INDEX_NAME: index},
-            units=each.units,
+            subchain=parent.subchain, item=item, index=index, units=each.units,
         )
         out.append(node)
         if parent.subchain is not None:  # a sub-chain per item: its steps under the instance
