@@ -49,8 +49,9 @@ async def test_parallel_calls_run_at_once_and_their_results_go_back_in_call_orde
     assert shop.tools_called() == [("help/1.2", "lookup"), ("help/1.1", "slow")]
     (grow,) = added(run)  # ONE event for the turn's calls, all or nothing
     assert grow.step_id == "help" and grow.payload["turn"] == 1
-    assert [(s["id"], s["index"], s["tool"], s["args"]) for s in grow.payload["steps"]] == [
-        ("help/1.1", 0, "slow", {"order": 1}), ("help/1.2", 1, "lookup", {"order": 2})]
+    assert grow.payload["ids"] == ["help/1.1", "help/1.2"]
+    assert [(s["index"], s["tool"], s["args"]) for s in grow.payload["calls"]] == [
+        (0, "slow", {"order": 1}), (1, "lookup", {"order": 2})]
     # the model sees the results in ITS order, although lookup finished first
     second = server.completions[1]
     assert tool_messages(second) == [
@@ -140,7 +141,7 @@ async def test_calls_that_cannot_be_made_are_refused_to_the_model_and_recorded(
     result = await run.wait()
     assert result.status == RunStatus.SUCCEEDED
     (grow,) = added(run)
-    assert [s["id"] for s in grow.payload["steps"]] == ["help/1.6"]  # only the good call
+    assert grow.payload["ids"] == ["help/1.6"]  # only the good call
     assert [r["index"] for r in grow.payload["refused"]] == [0, 1, 2, 3, 4]
     told = [m for _, m in tool_messages(server.completions[1])]
     assert told[0] == ("error: unknown tool 'lookup_ordr'; did you mean 'lookup'? The tools are: "
@@ -162,7 +163,7 @@ async def test_500_calls_in_one_turn_run_the_first_max_calls_per_turn_and_refuse
     runtime, run = await start(shop, agent_chain())
     assert (await run.wait()).status == RunStatus.SUCCEEDED
     (grow,) = added(run)
-    assert len(grow.payload["steps"]) == 16 and len(grow.payload["refused"]) == 484
+    assert len(grow.payload["ids"]) == 16 and len(grow.payload["refused"]) == 484
     told = [m for _, m in tool_messages(server.completions[1])]
     assert len(told) == 500
     assert told[16].startswith("error: refused: at most 16 tool calls are made per turn")
@@ -244,7 +245,7 @@ async def test_streamed_and_whole_answers_give_the_same_run(
     assert [r.stream for r in server.completions] == [stream, stream]
     (grow,) = added(run)
     assert grow.payload["answer"]["content"] == "Let me look."
-    assert [s["args"] for s in grow.payload["steps"]] == [{"order": 7},
+    assert [s["args"] for s in grow.payload["calls"]] == [{"order": 7},
                                                           {"order": 7, "text": "fragile"}]
     assert grow.payload["usage"]["tokens"] > 0
     await runtime.aclose()

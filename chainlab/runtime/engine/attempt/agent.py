@@ -119,12 +119,12 @@ class AgentStep(Parent):
         limit = int(args.get("max_calls_per_turn") or agent.max_calls_per_turn)
         if answer.calls:
             verdicts = check_calls(answer.calls, offers, limit)
+            made = [v for v in verdicts if not isinstance(v, Refused)]
             self._grow(k, node, turns, {
                 "kind": self.name, "turn": turn, "attempt": attempt,
                 "answer": answer.to_dict(),
-                "steps": [{"id": call_step_id(node.id, turn, v.index), "index": v.index,
-                           "tool": v.tool, "args": v.args}
-                          for v in verdicts if not isinstance(v, Refused)],
+                "ids": [call_step_id(node.id, turn, v.index) for v in made],
+                "calls": [{"index": v.index, "tool": v.tool, "args": v.args} for v in made],
                 "refused": [{"index": v.index, "error": v.error}
                             for v in verdicts if isinstance(v, Refused)],
                 **({"usage": answer.usage} if answer.usage else {})})
@@ -134,7 +134,7 @@ class AgentStep(Parent):
         except ValueError as exc:  # sent back to the model with the next turn
             self._grow(k, node, turns, {
                 "kind": self.name, "turn": turn, "attempt": attempt,
-                "answer": answer.to_dict(), "steps": [], "refused": [],
+                "answer": answer.to_dict(), "ids": [], "calls": [], "refused": [],
                 "feedback": f"{exc}",
                 **({"usage": answer.usage} if answer.usage else {})})
             return
@@ -161,7 +161,7 @@ class AgentStep(Parent):
             finished(k, node)
             return
         k.sched.park(node.id)
-        start_children(k, node, ids[:len(payload["steps"])])
+        start_children(k, node, ids[:len(payload["ids"])])
 
     @staticmethod
     def _succeed(k: RunCore, node: Node, attempt: int, turn: int, answer: ModelTurn,

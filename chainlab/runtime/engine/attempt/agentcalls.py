@@ -2,13 +2,13 @@
 
 Each turn that asked for tool calls is ONE ``steps_added`` event of the agent step (payload
 ``kind: agent``): the turn's number, the attempt that asked, the model's ``answer`` (its
-text and calls, as :meth:`~chainlab.agent.model.ModelTurn.to_dict` writes them), the calls
-that became steps (``steps``: ``{id, index, tool, args}``, ``index`` being the call's position
-in the answer), the calls refused to the model (``refused``: ``{index, error}``), the
-``feedback`` on a final answer that did not fit (a turn with no call), and the turn's
-``usage``. Everything here reads that record back: the conversation of the next turn
-(:func:`turn_records`), the steps after a restart (:func:`grow_calls`), and the transcript
-front ends show (:func:`transcript`).
+text and calls, as :meth:`~chainlab.agent.model.ModelTurn.to_dict` writes them), the steps
+the calls became (``ids``) and, in the same order, what each is (``calls``: ``{index, tool,
+args}``, ``index`` being the call's position in the answer), the calls refused to the
+model (``refused``: ``{index, error}``), the ``feedback`` on a final answer that did not fit
+(a turn with no call), and the turn's ``usage``. Everything here reads that record back:
+the conversation of the next turn (:func:`turn_records`), the steps after a restart
+(:func:`grow_calls`), and the transcript front ends show (:func:`transcript`).
 
 A call's step is ``AGENT/TURN.N`` (``help/2.1``: turn 2, first call): an ordinary step of its
 tool for every rule (attempts, retry safety, in_doubt, confirmation bound to its own args,
@@ -56,8 +56,8 @@ def turn_records(state: RunState, turns: Iterable[Mapping[str, Any]]) -> list[Tu
         results = [""] * len(answer.calls)
         for refused in payload.get("refused", ()):
             results[refused["index"]] = f"error: {refused['error']}"
-        for spec in payload["steps"]:
-            results[spec["index"]] = _result(state.steps[spec["id"]])
+        for step_id, spec in zip(payload["ids"], payload["calls"], strict=True):
+            results[spec["index"]] = _result(state.steps[step_id])
         out.append(TurnRecord(answer, results, payload.get("feedback")))
     return out
 
@@ -76,13 +76,13 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
     turn = payload["turn"]
     out: list[Node] = []
     inner: dict[str, Node] = {}
-    for spec in payload["steps"]:
+    for step_id, spec in zip(payload["ids"], payload["calls"], strict=True):
         name, args = spec["tool"], spec["args"]
         chain = graph.chains[name[len(_CHAIN):]] if name.startswith(_CHAIN) else None
         tool = None if chain is not None else graph.toolbox.get(name)
         node = Node(
-            id=spec["id"], step=Step.model_construct(id=spec["id"].rpartition("/")[2],
-                                                     tool=name, args=args),
+            id=step_id, step=Step.model_construct(id=step_id.rpartition("/")[2], tool=name,
+                                                  args=args),
             tool=tool, order=(*parent.order, turn, spec["index"]), deps=(), ns=parent.ns,
             render_args=_given(args), static_args=args, when=None,
             retry=(tool.retry if tool else None) or options.default_retry or DEFAULT_RETRY,
@@ -130,17 +130,19 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     turns = turns_of(state, step_id)
     for payload, record in zip(turns, turn_records(state, turns), strict=True):
-        steps = {spec["index"]: spec for spec in payload["steps"]}
+        steps = {spec["index"]: (made_id, spec)
+                 for made_id, spec in zip(payload["ids"], payload["calls"], strict=True)}
         refused = {r["index"]: r["error"] for r in payload.get("refused", ())}
         calls = []
         for index, (call, told) in enumerate(zip(record.answer.calls, record.results,
                                                  strict=True)):
-            spec = steps.get(index)
+            made = steps.get(index)
             entry: dict[str, Any] = {"call_id": call.call_id, "function": call.function,
                                      "arguments": call.arguments, "result": told}
-            if spec is not None:
-                child = state.steps[spec["id"]]
-                entry.update(step_id=spec["id"], tool=spec["tool"], args=child.args
+            if made is not None:
+                made_id, spec = made
+                child = state.steps[made_id]
+                entry.update(step_id=made_id, tool=spec["tool"], args=child.args
                              or spec["args"], status=str(child.status))
             else:
                 entry.update(step_id=None, refused=refused.get(index))
@@ -166,7 +168,7 @@ def refused_streak(turns: Sequence[Mapping[str, Any]]) -> int:
     did not fit): a model that keeps doing that is stopped."""
     n = 0
     for payload in reversed(turns):
-        if payload["steps"]:
+        if payload["ids"]:
             break
         n += 1
     return n
