@@ -13,7 +13,7 @@ import pytest
 from chainlab import Agent
 from chainlab.events import EventKind, StepStatus
 from chainlab.runtime import RunStatus
-from chainlab.testing.openai_script import Call, Reply, tool_calls
+from chainlab.testing.openai_script import Call, Delay, Reply, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 
 from .conftest import Shop, agent_chain, run_agent, start, tool_messages
@@ -339,4 +339,57 @@ async def test_the_transcript_shows_each_turn_its_calls_and_their_results(
     assert final == {"turn": 2, "content": "Delivered.", "calls": [], "feedback": None,
                      "usage": {"input_tokens": 90, "output_tokens": 3, "tokens": 93,
                                "model": "fake-model"}, "final": True}
+    await runtime.aclose()
+
+
+async def test_a_model_request_past_the_steps_timeout_is_asked_again(
+        shop: Shop, server: FakeOpenAI) -> None:
+    server.add(Delay(5.0, "too late"), "in time")
+    runtime, run, result = await run_agent(
+        shop, server, chain=agent_chain(timeout_s=0.3,
+                                        retry={"max_attempts": 2, "delay_s": 0}))
+    assert result.outputs["help"] == "in time"
+    assert [(a.status, a.error_kind) for a in run.state.attempts if a.step_id == "help"] == [
+        ("timed_out", "timeout"), ("succeeded", None)]
+    await runtime.aclose()
+
+
+async def test_cancelling_the_run_while_the_model_thinks_records_the_turn_cancelled(
+        shop: Shop, server: FakeOpenAI) -> None:
+    shop.agent(server)
+    server.add(Delay(30.0, "never"))
+    runtime, run = await start(shop, agent_chain())
+    await until(lambda: len(server.completions) == 1)
+    with anyio.fail_after(10):
+        await run.cancel()
+        result = await run.wait()
+    assert result.status == RunStatus.CANCELLED
+    assert run.steps["help"].status == StepStatus.CANCELLED
+    assert [a.status for a in run.state.attempts] == ["cancelled"]
+    await runtime.aclose()
+
+
+async def test_approve_all_approves_each_waiting_call_of_the_agent_with_its_own_args(
+        shop: Shop, server: FakeOpenAI) -> None:
+    shop.agent(server)
+    server.add(tool_calls(Call("refund", {"order": 1, "amount": 5}),
+                          Call("refund", {"order": 2, "amount": 6})), "both refunded")
+    runtime, run = await start(shop, agent_chain())
+    await run.wait()
+    assert set(run.waiting()) == {"help/1.1", "help/1.2"}
+    assert await run.approve_all("help") == ["help/1.1", "help/1.2"]
+    assert (await run.wait()).ok
+    assert sorted(a["amount"] for _, t, a in shop.calls if t == "refund") == [5, 6]
+    await runtime.aclose()
+
+
+async def test_an_agent_step_that_needs_confirmation_asks_before_its_first_turn(
+        shop: Shop, server: FakeOpenAI) -> None:
+    shop.agent(server)
+    server.add(Call("lookup", {"order": 7}), "delivered")
+    runtime, run = await start(shop, agent_chain(confirm=True))
+    await run.wait()
+    assert run.waiting() == {"help": "waiting_confirmation"} and not server.completions
+    await run.approve("help")  # once: its later turns go on with the same args
+    assert (await run.wait()).outputs["help"] == "delivered"
     await runtime.aclose()
