@@ -97,6 +97,7 @@ class Agent:
                                            max_retries=0)  # the step's retry asks again
         self.output_json_schema, self._check_output = _output_checker(output_schema, name)
         self._client = client
+        self._offers: tuple[tuple[int, ...], dict[str, Offer]] | None = None
         self.tool = AgentTool(self)
 
     def __repr__(self) -> str:
@@ -122,8 +123,19 @@ class Agent:
 
     # ------------------------------------------------------------------ the model's side
     def offers(self, toolbox: Toolbox, chains: Mapping[str, Chain]) -> dict[str, Offer]:
-        """The tools offered to the model, by function name. Raises KeyError for a name
-        the toolbox does not have (plan validation reports it first)."""
+        """The tools offered to the model, by function name (made again only when one of
+        the tools or sub-chains it names is another object: a tool redefined in a notebook).
+        Raises KeyError for a name the toolbox does not have (validation reports it
+        first)."""
+        key = tuple(id(chains[name[len("chain:"):]] if name.startswith("chain:")
+                       else toolbox.get(name)) for name in self.tools)
+        if self._offers is not None and self._offers[0] == key:
+            return self._offers[1]
+        out = self._make_offers(toolbox, chains)
+        self._offers = (key, out)
+        return out
+
+    def _make_offers(self, toolbox: Toolbox, chains: Mapping[str, Chain]) -> dict[str, Offer]:
         out: dict[str, Offer] = {}
         for function, name in function_names(self.tools).items():
             if name.startswith("chain:"):

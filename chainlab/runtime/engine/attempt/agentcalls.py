@@ -19,6 +19,7 @@ it (a failure, a rejection) is the model's to read, never a failure of the run b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +82,7 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
         chain = graph.chains[name[len(_CHAIN):]] if name.startswith(_CHAIN) else None
         tool = None if chain is not None else graph.toolbox.get(name)
         node = Node(
-            id=step_id, step=Step.model_construct(id=step_id.rpartition("/")[2], tool=name,
-                                                  args=args),
+            id=step_id, step=_step(name),
             tool=tool, order=(*parent.order, turn, spec["index"]), deps=(), ns=parent.ns,
             render_args=_given(args), static_args=args, when=None,
             retry=(tool.retry if tool else None) or options.default_retry or DEFAULT_RETRY,
@@ -100,6 +100,13 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
         below.contained = True
     out.extend(inner.values())
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _step(tool: str) -> Step:
+    """The plan step a call of ``tool`` stands for: only its tool is read (its args are the
+    node's, its id the node's); one per tool name (a pydantic model costs ~0.5 ms to make)."""
+    return Step(id="call", tool=tool)
 
 
 def _given(args: dict[str, Any]) -> Any:
