@@ -23,10 +23,10 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from chainlab._text import did_you_mean, safe_repr
-from chainlab.agent.conversation import Offer, function_names
+from chainlab.agent.conversation import Offer, function_names, strict_json
 from chainlab.agent.endpoint import Endpoint
 from chainlab.agent.modes import json_text
 from chainlab.errors import InputError, MissingExtraError, ToolDefinitionError
@@ -156,12 +156,17 @@ class Agent:
         if self._check_output is None:
             if not text or not text.strip():
                 raise ValueError("the answer was empty: answer the request, or call a tool")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("the answer holds text that is not valid Unicode (a lone "
+                                 "surrogate): answer again") from None
             return text
         try:
-            value = _json.validate_json(json_text(text or ""))
-        except ValidationError as exc:
-            raise ValueError(f"the answer is not JSON ({exc.errors()[0]['msg']}): answer "
-                             "with ONE JSON object following the schema") from None
+            value = strict_json(json_text(text or ""))
+        except ValueError as exc:
+            raise ValueError(f"the answer is not JSON ({exc}): answer with ONE JSON object "
+                             "following the schema") from None
         return self._check_output(value)
 
     # ------------------------------------------------------------------ validation
@@ -224,9 +229,6 @@ class AgentTool(Tool):
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name}>"
-
-
-_json: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from chainlab import Agent
 from chainlab.agent.conversation import (
     Accepted,
     Offer,
@@ -80,3 +83,18 @@ def test_a_request_hash_covers_what_is_asked_not_where() -> None:
     assert one.hash == same.hash != other.hash
     assert ModelTurn.from_dict(ModelTurn("t", (ModelCall("i", "f", "{}"),), "stop").to_dict()) \
         == ModelTurn("t", (ModelCall("i", "f", "{}"),), "stop")
+
+
+def test_arguments_and_answers_must_be_strict_json_and_valid_unicode() -> None:
+    calls = [ModelCall("a", "count", '{"n": NaN}'), ModelCall("b", "count", '{"n": 1, "s": '
+                                                                            '"\\ud800"}')]
+    nan, surrogate = check_calls(calls, {"count": offer("count")}, max_calls=4)
+    assert nan == Refused(0, "the arguments of 'count' are not valid JSON (NaN is not a JSON "
+                             "number): '{\"n\": NaN}'")
+    assert isinstance(surrogate, Refused) and "not valid Unicode" in surrogate.error
+    agent = Agent("a", "help", output_schema={"type": "object"})
+    with pytest.raises(ValueError, match="Infinity is not a JSON number"):
+        agent.check_answer('{"x": Infinity}')
+    assert agent.check_answer('Here it is: {"x": 1}') == {"x": 1}
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        Agent("b", "help").check_answer("broken \ud800 text")
