@@ -88,7 +88,14 @@ class AgentStep(Parent):
         turn = len(turns) + 1
         if not self._within_limit(k, node, agent, args, turn):
             return
-        offers = agent.offers(k.toolbox, k.graph.chains)
+        try:
+            offers = agent.offers(k.toolbox, k.graph.chains)
+        except KeyError as exc:  # (validation says so first; a toolbox changed since)
+            k.emit(K.STEP_FAILED, node.id, None, {
+                "error_kind": ErrorKind.INVALID_INPUT,
+                "error": f"agent {agent.name!r} cannot offer its tools: {exc}"})
+            finished(k, node)
+            return
         request = ModelRequest(
             messages(agent.instructions, str(args.get("request", "")),
                      turn_records(k.state, turns)),
