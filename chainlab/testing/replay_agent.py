@@ -25,11 +25,7 @@ from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.errors import PermanentError, ToolError
 from chainlab.tools import Toolbox
 
-__all__ = ["RecordedModel", "ReplayedTurnMismatch", "replay_agents", "request_lines"]
-
-
-class ReplayedTurnMismatch(PermanentError):
-    """A replayed agent asked its model something the recording never asked."""
+__all__ = ["RecordedModel", "replay_agents", "request_lines"]
 
 
 class RecordedModel:
@@ -47,13 +43,13 @@ class RecordedModel:
         self.asked.append((request.step_id, request.turn))
         left = self.left.get(request.step_id, [])
         if not left:
-            raise ReplayedTurnMismatch(
+            raise PermanentError(
                 f"replay: the recording has no more model turns of step {request.step_id!r} "
                 f"(turn {request.turn} was asked): the agent now asks more than the recorded "
                 "run did")
         recorded = left[0]
         if recorded["request_hash"] != request.hash:
-            raise ReplayedTurnMismatch(
+            raise PermanentError(
                 f"replay: turn {request.turn} of agent step {request.step_id!r} asks the model "
                 "something the recording never asked (the recorded answer is not given):\n"
                 + "\n".join(difflib.unified_diff(
