@@ -345,3 +345,13 @@ async def test_runtime_approve_all_decides_a_stored_run_nobody_drives(tmp_path: 
         result = await second.get_run(run.run_id).wait()
         assert result.status == RunStatus.SUCCEEDED and made == ["a", "b"]
         assert await second.approve_all(run.run_id, "each") == []
+
+
+async def test_the_gantt_groups_instances_under_their_step(h: Harness) -> None:
+    from chainlab.timeline.plot import _step_order
+
+    make_tools(h)
+    run, _, _ = await h.run(chain_of(split(["a", "b"]), fan(), join()))
+    assert _step_order(run.record, run.state) == ["split", "each", "each[0]", "each[1]", "join"]
+    frame = run.attempts()
+    assert list(frame[frame.step_id.str.startswith("each")].step_id) == ["each[0]", "each[1]"]
