@@ -586,7 +586,7 @@ BAD: list[Bad] = [
     # ------------------------------------------------------------------ JSON / dict inputs
     Bad("json_nan_literal", '{"name": "c", "steps": [{"id": "a", "tool": "split",\n'
         ' "args": {"text": NaN}}]}', [("invalid_field", None)], stage="load", fmt="json",
-        fields=["steps.0.args.text"], lines=[2], says={0: ["nan is not a JSON number"]}),
+        fields=["steps.0.args.text"], lines=[2], says={0: ["is not a JSON number"]}),
     Bad("json_unknown_tool", json.dumps({"name": "c", "steps": [
         {"id": "a", "tool": "estimat", "args": {"tasks": []}}]}),
         [("unknown_tool", "a")], fmt="json", says={0: ["did you mean 'estimate'?"]}),

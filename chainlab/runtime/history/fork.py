@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chainlab._json import join_path
 from chainlab.errors import (
     PlanError,
     Problem,
@@ -154,16 +155,19 @@ def _edit_args(chain: Chain, edits: Mapping[str, Mapping[str, Any]], run_id: str
                 f"{type(edit).__name__}",
                 step_id=step_id, field="args"), chain_name=chain.name)
         step = data["steps"][ids.index(step_id)]
-        step["args"] = {**step.get("args", {}), **_json_data(dict(edit), f"args of {step_id}")}
+        edited = _json_data(dict(edit), join_path("args", step_id))
+        step["args"] = {**step.get("args", {}), **edited}
     return Chain.from_dict(data)
 
 
 def _json_data(value: dict[str, Any], what: str) -> dict[str, Any]:
+    """``value`` through the value gate. Raises PlanError naming where the bad value sits
+    (``args.step.rows[3]``)."""
     try:
-        return to_json_value(value)  # type: ignore[no-any-return]
+        return to_json_value(value, what)  # type: ignore[no-any-return]
     except NotJSONError as exc:
-        raise PlanError(Problem("invalid_field", f"{what} must be JSON data: {exc}",
-                                field=what.split()[0])) from None
+        raise PlanError(Problem("invalid_field", f"{what.split('.')[0]} must be JSON data: "
+                                f"{exc}", field=exc.path or what)) from None
 
 
 # ============================================================================ seeding

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from chainlab._json import join_path
 from chainlab.errors import (
     DecisionError,
     PlanError,
@@ -27,7 +28,7 @@ from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
 from chainlab.runtime.engine.compile import Graph, Node
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
-from chainlab.tools import NotJSONError, args_hash
+from chainlab.tools import NotJSONError, args_hash, to_json_value
 
 S = StepStatus
 K = EventKind
@@ -431,7 +432,7 @@ class Planner:
     def _check_output(self, node: Node, value: Any) -> Any:
         assert node.tool is not None
         try:
-            return node.tool.check_output(value)
+            return node.tool.check_output(to_json_value(value, join_path("outputs", node.id)))
         except (ValidationError, NotJSONError, ValueError, TypeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if isinstance(exc, ValidationError):

@@ -88,7 +88,7 @@ async def submit_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any],
         record(k, node, attempt, Outcome(failure=failure))
         return
     try:
-        handle = to_json_value(outcome.output)
+        handle = _handle(outcome.output)
     except NotJSONError as exc:
         job_in_doubt(k, node, attempt, "bad_handle",
                      f"step {step_id!r}: submit of job {tool.name!r} returned a handle that is "
@@ -102,6 +102,14 @@ async def submit_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any],
     if not _handle_ok(k, node, attempt, handle):
         return
     arm_job(k, node, attempt, spec.poll_every_s)
+
+
+def _handle(value: Any) -> Any:
+    """A job's handle through the value gate; null is no handle (a waiter needs one)."""
+    handle = to_json_value(value, "handle")
+    if handle is None:
+        raise NotJSONError("handle", None, "no handle: submit must return what poll needs")
+    return handle
 
 
 def _handle_ok(k: RunCore, node: Node, attempt: int, handle: Any) -> bool:
@@ -152,7 +160,7 @@ async def recover_job(k: RunCore, node: Node) -> None:
             why = f"find(key) raised {type(exc).__name__}: {error_text(exc)}"
     if found is not None:
         try:
-            handle = to_json_value(found)
+            handle = _handle(found)
         except NotJSONError as exc:
             why = f"find(key) returned a handle that is not JSON data ({exc})"
         else:

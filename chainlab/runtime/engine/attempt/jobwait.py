@@ -210,7 +210,10 @@ async def _poll_once(spec: Any, name: str, handle: Any, ctx: CallContext
         return None, (f"poll of {name!r} returned {short_repr(status)}, not a JobStatus; return "
                       "JobStatus.pending(), .running(progress=...), .succeeded(output), "
                       ".failed(message), .cancelled() or .not_found()")
-    return status, None
+    try:
+        return status.checked(), None  # (the value gate's rules for what a poll says)
+    except ValueError as exc:
+        return None, f"poll of {name!r} returned a status that cannot be kept: {exc}"
 
 
 async def _send_cancel(spec: Any, handle: Any, ctx: CallContext) -> str:
