@@ -20,13 +20,15 @@ through ``client`` (default: :class:`chainlab.agent.openai.OpenAIClient`, made o
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import did_you_mean, safe_repr
-from chainlab.agent.conversation import Offer, function_names, strict_json
+from chainlab.agent.conversation import Offer, function_names
 from chainlab.agent.endpoint import Endpoint
 from chainlab.agent.modes import json_text
 from chainlab.errors import InputError, MissingExtraError, ToolDefinitionError
@@ -156,17 +158,19 @@ class Agent:
         if self._check_output is None:
             if not text or not text.strip():
                 raise ValueError("the answer was empty: answer the request, or call a tool")
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("the answer holds text that is not valid Unicode (a lone "
-                                 "surrogate): answer again") from None
-            return text
+            try:  # the value gate, as for every value that enters (DESIGN §20)
+                return to_json_value(text, "answer")
+            except NotJSONError as exc:
+                raise ValueError(f"the answer cannot be taken: {exc}") from None
         try:
-            value = strict_json(json_text(text or ""))
+            value = json.loads(json_text(text or ""))
         except ValueError as exc:
             raise ValueError(f"the answer is not JSON ({exc}): answer with ONE JSON object "
                              "following the schema") from None
+        try:
+            value = to_json_value(value, "answer")
+        except NotJSONError as exc:
+            raise ValueError(f"the answer cannot be taken: {exc}") from None
         return self._check_output(value)
 
     # ------------------------------------------------------------------ validation

@@ -26,11 +26,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.agent.model import ModelCall, ModelTurn
 
 __all__ = ["MAX_ARGUMENTS_CHARS", "Accepted", "Offer", "Refused", "TurnRecord", "check_calls",
-           "function_names", "messages", "result_text", "strict_json"]
+           "function_names", "messages", "result_text"]
 
 #: the longest arguments text (characters) of one call the runtime takes from a model
 MAX_ARGUMENTS_CHARS = 100_000
@@ -143,10 +144,16 @@ def check_calls(calls: Sequence[ModelCall], offers: Mapping[str, Offer],
                                f"{MAX_ARGUMENTS_CHARS:,} are taken: pass less data"))
             continue
         try:
-            args = strict_json(call.arguments) if call.arguments.strip() else {}
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             out.append(Refused(index, f"the arguments of {call.function!r} are not valid "
                                f"JSON ({exc}): {safe_repr(call.arguments, 80)}"))
+            continue
+        try:  # the value gate, as for every value that enters (DESIGN §20)
+            args = to_json_value(args, "arguments")
+        except NotJSONError as exc:
+            out.append(Refused(index, f"the arguments of {call.function!r} cannot be taken: "
+                               f"{exc}"))
             continue
         if not isinstance(args, dict):
             out.append(Refused(index, f"the arguments of {call.function!r} must be a JSON "
@@ -157,21 +164,6 @@ def check_calls(calls: Sequence[ModelCall], offers: Mapping[str, Offer],
         except ValueError as exc:
             out.append(Refused(index, f"the arguments do not fit {call.function!r}: {exc}"))
     return out
-
-
-def strict_json(text: str) -> Any:
-    """``text`` parsed as strict JSON: no NaN or infinities, no text that is not valid
-    Unicode (a lone surrogate). Raises ValueError saying what is wrong."""
-    def refuse(word: str) -> Any:
-        raise ValueError(f"{word} is not a JSON number")
-
-    value = json.loads(text, parse_constant=refuse)
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("it holds text that is not valid Unicode (a lone surrogate)") \
-            from None
-    return value
 
 
 def result_text(status: str, *, output: Any = None, error: str | None = None,

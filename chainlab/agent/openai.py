@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from chainlab._json import clean_text
 from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
 from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
 from chainlab.agent.modes import (
@@ -148,9 +149,9 @@ def _turn(completion: Any) -> ModelTurn:
     refusal = getattr(message, "refusal", None)
     if refusal:
         raise PermanentError(f"the model refused: {one_line(refusal)}")
-    calls = tuple(ModelCall(str(c.id), str(c.function.name), _arguments(c.function.arguments))
+    calls = tuple(_call(str(c.id), str(c.function.name), _arguments(c.function.arguments))
                   for c in (message.tool_calls or ()))
-    return ModelTurn(message.content, calls, choices[0].finish_reason,
+    return ModelTurn(_text(message.content), calls, choices[0].finish_reason,
                      _usage(completion.usage, completion.model))
 
 
@@ -180,10 +181,20 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
                 if piece.function is not None:
                     call["name"] += piece.function.name or ""
                     call["arguments"] += piece.function.arguments or ""
-    return ModelTurn("".join(text) if text else None,
-                     tuple(ModelCall(c["id"], c["name"], c["arguments"])
+    return ModelTurn(_text("".join(text)) if text else None,
+                     tuple(_call(c["id"], c["name"], c["arguments"])
                            for _, c in sorted(calls.items())),
                      finish, _usage(usage, model))
+
+
+def _text(value: Any) -> str | None:
+    """A model's text as the log can keep it (what a server sends is kept as sent, a lone
+    surrogate made U+FFFD: the value gate then judges what is parsed out of it)."""
+    return clean_text(value) if isinstance(value, str) else None
+
+
+def _call(call_id: str, function: str, arguments: str) -> ModelCall:
+    return ModelCall(clean_text(call_id), clean_text(function), clean_text(arguments))
 
 
 def _arguments(value: Any) -> str:

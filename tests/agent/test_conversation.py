@@ -85,16 +85,18 @@ def test_a_request_hash_covers_what_is_asked_not_where() -> None:
         == ModelTurn("t", (ModelCall("i", "f", "{}"),), "stop")
 
 
-def test_arguments_and_answers_must_be_strict_json_and_valid_unicode() -> None:
+def test_arguments_and_answers_pass_the_value_gate() -> None:
     calls = [ModelCall("a", "count", '{"n": NaN}'), ModelCall("b", "count", '{"n": 1, "s": '
                                                                             '"\\ud800"}')]
     nan, surrogate = check_calls(calls, {"count": offer("count")}, max_calls=4)
-    assert nan == Refused(0, "the arguments of 'count' are not valid JSON (NaN is not a JSON "
-                             "number): '{\"n\": NaN}'")
-    assert isinstance(surrogate, Refused) and "not valid Unicode" in surrogate.error
+    assert nan == Refused(0, "the arguments of 'count' cannot be taken: arguments.n is float "
+                             "nan, not a JSON number (NaN and infinities have no JSON form); "
+                             "send null or a string")
+    assert isinstance(surrogate, Refused) and "arguments.s" in surrogate.error \
+        and "lone surrogate" in surrogate.error
     agent = Agent("a", "help", output_schema={"type": "object"})
-    with pytest.raises(ValueError, match="Infinity is not a JSON number"):
+    with pytest.raises(ValueError, match=r"the answer cannot be taken: answer.x is float inf"):
         agent.check_answer('{"x": Infinity}')
     assert agent.check_answer('Here it is: {"x": 1}') == {"x": 1}
-    with pytest.raises(ValueError, match="not valid Unicode"):
+    with pytest.raises(ValueError, match="lone surrogate"):
         Agent("b", "help").check_answer("broken \ud800 text")
