@@ -171,6 +171,11 @@ class RunState:
     def open_attempt(self, step_id: str, kind: str = "call") -> AttemptRecord | None:
         return self._open.get((step_id, kind))
 
+    def open_attempts(self, kind: str = "call") -> list[AttemptRecord]:
+        """The ``kind`` attempts that started and have not ended (running, or a remote job
+        waiting), in the order they started."""
+        return [rec for (_, of), rec in self._open.items() if of == kind]
+
     # ------------------------------------------------------------------ applying events
     def apply(self, ev: Event) -> None:
         self.last_seq = ev.seq

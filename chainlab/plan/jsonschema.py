@@ -49,9 +49,12 @@ def chain_json_schema(chain_type: type[Chain], toolbox: Toolbox | None = None) -
     return schema
 
 
+#: a whole-string reference; the pattern uses only character classes and ``*`` (no ``\s``,
+#: no escapes): grammar converters for constrained decoding (llama.cpp's GBNF, llguidance,
+#: outlines) take it as it is; llama-cpp-python's server crashed on ``\s`` (issue 36)
 REFERENCE = {
     "type": "string",
-    "pattern": r"^\s*\{\{.*\}\}\s*$",
+    "pattern": r'^[{][{][^"\\{}]*[}][}]$',
     "description": "a reference such as {{ steps.ID.output.field }}",
 }
 

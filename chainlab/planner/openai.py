@@ -291,7 +291,7 @@ class OpenAIPlanner:
             rnd.status = exc.status_code
             reason, text = "http_error", f"HTTP {exc.status_code}: {one_line(error_text(exc))}"
         elif isinstance(exc, openai.APIConnectionError):
-            reason, text = "connection_error", f"cannot reach the endpoint: {one_line(exc)}"
+            reason, text = _connection_failure(exc)
         else:
             reason, text = "client_error", f"{type(exc).__name__}: {one_line(exc)}"
         rnd.error = text
@@ -356,6 +356,16 @@ class OpenAIPlanner:
         note = f"The model gave no usable plan ({why}); the deterministic fallback answered."
         report.explanation = f"{note}\n{sub.explanation}".rstrip()
         return chain
+
+
+def _connection_failure(exc: openai.APIConnectionError) -> tuple[str, str]:
+    """(reason, text): none made (the transport's ConnectError), or one made and lost."""
+    cause = exc.__cause__
+    if cause is None or any(c.__name__ == "ConnectError" for c in type(cause).__mro__):
+        return "connection_error", f"cannot reach the endpoint: {one_line(exc)}"
+    return "disconnected", (f"the endpoint took the request and closed the connection without an "
+                            f"answer ({type(cause).__name__}: {one_line(cause)}): the server may "
+                            "have crashed on it (a grammar it cannot parse?); see its log")
 
 
 def _usage(completion: Any) -> dict[str, int] | None:

@@ -50,12 +50,16 @@ class RecordedCall:
     error: str | None = None
     usage: dict[str, Any] | None = None
     code: str | None = None
+    # a remote job's call: {"handle": what submit returned (None: it failed), "state": how
+    # the job ended (succeeded, failed, cancelled, not_found, timed_out, poll_failed, ...)}
+    job: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step_id": self.step_id, "kind": self.kind, "attempt": self.attempt,
-                "tool": self.tool, "args": self.args, "fate": self.fate,
-                "output": self.output, "error_kind": self.error_kind, "error": self.error,
-                "usage": self.usage, "code": self.code}
+        out = {"step_id": self.step_id, "kind": self.kind, "attempt": self.attempt,
+               "tool": self.tool, "args": self.args, "fate": self.fate,
+               "output": self.output, "error_kind": self.error_kind, "error": self.error,
+               "usage": self.usage, "code": self.code}
+        return out if self.job is None else {**out, "job": self.job}
 
 
 @dataclass(frozen=True)
@@ -91,12 +95,14 @@ class Recording:
                 f"run {run_id!r} is {state.status or 'not started'}: only a finished or "
                 "suspended run can be replayed; wait for it (run.wait()) and export again",
                 run_id=run_id)
+        # the replay starts from the recorded first events: a fork's seed (its reused
+        # outputs), and for every run its run_started (the release order and the budget
+        # estimates it ran with: a replay has no history to compute them from)
         seed: list[dict[str, Any]] = []
-        if record.meta.get("forked_from") is not None:
-            for ev in events:
-                if ev.kind not in _SEED:
-                    break
-                seed.append(ev.to_dict())
+        for ev in events:
+            if ev.kind not in _SEED:
+                break
+            seed.append(ev.to_dict())
         recording = cls(
             run_id=run_id, chain=record.chain, context=record.context,
             options=record.options, calls=list(_calls(events)),
@@ -205,6 +211,12 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
             open_[(step_id, "call")] = {"step_id": step_id, "kind": "call",
                                         "attempt": ev.attempt or 1, "tool": p.get("tool"),
                                         "args": p.get("args") or {}, "code": p.get("code")}
+        elif ev.kind == K.JOB_SUBMITTED and (step_id, "call") in open_:
+            open_[(step_id, "call")]["job"] = {"handle": p.get("handle"), "state": None}
+        elif ev.kind == K.JOB_PROGRESS and p.get("ended") and (step_id, "call") in open_:
+            open_[(step_id, "call")].setdefault("job", {"handle": None})["state"] = p["state"]
+        elif ev.kind == K.STEP_IN_DOUBT and (job := open_.get((step_id, "call"), {}).get("job")):
+            job["state"] = job["state"] or p.get("reason")  # poll_failed, bad_handle
         elif ev.kind == K.COMPENSATION_STARTED:
             open_[(step_id, "compensation")] = {
                 "step_id": step_id, "kind": "compensation", "attempt": ev.attempt or 1,
