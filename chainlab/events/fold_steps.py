@@ -112,6 +112,8 @@ def _on_steps_added(state: FoldState, ev: Event) -> None:
         state.set_status(owner, S.RUNNING)
         owner.attempts += 1
         owner.started_at = owner.started_at or ev.ts
+    elif owner.status == S.RUNNING:  # an agent's model turn asked for these calls: the
+        state.end_attempt(ev, "call", AttemptStatus.SUCCEEDED)  # turn ends (with its usage)
     added = state.children.setdefault(parent, [])
     steps = state.steps
     reuse = p.get("reused") or {}

@@ -48,7 +48,8 @@ class ToolSource(Protocol):
 def step_tool(step: Step, toolbox: ToolSource | None,
               chains: Mapping[str, ChainData]) -> tuple[Tool | None, list[Finding]]:
     """The tool a step calls (None for a sub-chain, or without a toolbox) and what is wrong
-    with its name: an unknown tool, or an unknown sub-chain when a toolbox is given."""
+    with its name: an unknown tool, or an unknown sub-chain when a toolbox is given; and
+    what the tool itself says is wrong in this toolbox (an agent naming an unknown tool)."""
     if step.is_subchain:
         name = step.subchain_name or ""
         if toolbox is not None and name not in chains:
@@ -68,7 +69,8 @@ def step_tool(step: Step, toolbox: ToolSource | None,
             f"unknown tool {step.tool!r}{did_you_mean(step.tool, toolbox.names())}",
             "tool",
         )]
-    return toolbox.get(step.tool), []
+    tool = toolbox.get(step.tool)
+    return tool, tool.fit_findings(toolbox, chains)
 
 
 def rollback_tool(rollback: Rollback, toolbox: ToolSource) -> tuple[Tool | None, list[Finding]]:

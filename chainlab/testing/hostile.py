@@ -135,6 +135,29 @@ def refusal(value: Any) -> str | None:
     return None
 
 
+def args_refusal(value: Any) -> str | None:
+    """:func:`refusal` for a value written as a step's args, where ``{{`` in a string (not a
+    key) opens a template: the plan language refuses it unless it names something the run
+    has, and the hostile strategies only make templates of names no test defines
+    (``{{ context.x }}``) or broken ones (``a{{b``)."""
+    why = refusal(value)
+    if why is None and any("{{" in s for s in _strings(value)):
+        return "a template of nothing the run has"
+    return why
+
+
+def _strings(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
 def text_refusal(text: str) -> str | None:
     """:func:`refusal` for JSON text, as a door that reads text sees it: an escaped
     surrogate PAIR (``\\ud83d\\ude00``) is one character there, text that does not parse

@@ -99,6 +99,9 @@ class Node:
     index: int | None = None
     each: Each | None = None  # a for_each step: how its instances are made
     units: Mapping[str, int] | None = None  # the pool units it takes (its tool's resources)
+    # an agent's call (or a step of a sub-chain an agent called): what becomes of it is the
+    # model's to read, so its failure or rejection never stops or fails the run by itself
+    contained: bool = False
     # whether the step waits for a person, when that does not depend on its args (None:
     # the tool's requires_confirmation is a function of them)
     fixed_confirm: bool | None = field(init=False)

@@ -81,6 +81,9 @@ MIGRATIONS: list[str] = [
     """,
     # 3: the attempts and step_runs views over the event log, as on SQLite
     view_sql("postgres"),
+    # 4: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
+    #    attempt succeeded) and a step that grew is running
+    "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("postgres"),
 ]
 
 

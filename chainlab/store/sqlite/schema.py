@@ -191,6 +191,9 @@ MIGRATIONS: list[str] = [
     #    step is 'succeeded'; a later fault_injected, write_refused or step_call_returned
     #    left it NULL); both views now come from chainlab.store.sql_views, shared with PostgreSQL
     "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
+    # 5: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
+    #    attempt succeeded) and a step that grew is running
+    "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
 ]
 
 
