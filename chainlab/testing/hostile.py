@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from chainlab._json import MAX_DEPTH, MAX_STRING_CHARS, MAX_VALUE_SIZE

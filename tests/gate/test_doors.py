@@ -26,8 +26,7 @@ from chainlab.events import RUN_TERMINAL, read_run
 from chainlab.events.usage import USAGE_MAX
 from chainlab.runtime import Runtime
 from chainlab.store import open_store
-from chainlab.testing.hostile import (args_refusal, hostile_json, hostile_numbers, refusal,
-                                      same_json)
+from chainlab.testing.hostile import args_refusal, hostile_json, hostile_numbers, refusal, same_json
 from chainlab.tools import JobStatus
 from chainlab.tools.schema_tool import SchemaTool
 from tests.gate.doors import Tally
