@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chainlab.errors import RunStateError, StaleEpochError
+from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
     Event,
@@ -22,6 +22,7 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.runtime.engine.attempt.agentcalls import transcript
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan
@@ -209,6 +210,15 @@ class RunView:
     def waiting(self) -> dict[str, str]:
         """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
         return self.state.waiting()
+
+    def transcript(self, step_id: str) -> list[dict[str, Any]]:
+        """An agent step's turns as data: per turn the model's text, its calls (the step
+        each became, its status and what the model was told, or why it was refused) and
+        the turn's usage; the final answer last (DESIGN §18). Raises UnknownStepError."""
+        state = self.state
+        if step_id not in state.steps:
+            raise UnknownStepError(step_id, state.steps, run_id=self.run_id)
+        return transcript(state, step_id)
 
     def result(self) -> RunResult:
         st = self.state

@@ -23,6 +23,7 @@ from chainlab.events import EventKind
 from chainlab.events.usage import add_usage
 from chainlab.runtime.history.fork_plan import same
 from chainlab.testing.recording import RecordedCall, Recording
+from chainlab.testing.replay_agent import RecordedModel, replay_agents
 from chainlab.tools import CallContext, Tool, Toolbox
 from chainlab.tools.job import JobStatus, JobTool
 
@@ -170,6 +171,8 @@ def replay_toolbox(recording: Recording, toolbox: Toolbox, live: Iterable[str],
         out.add(tool if tool.name in live else _replayed(tool, answers, codes.get(tool.name)))
     for name, chain in toolbox.chains.items():
         out.chains[name] = chain
+    for agent in replay_agents(toolbox, RecordedModel(recording.turns), live):
+        out.add_agent(agent.agent)  # its model's turns answer from the recording too
     return out
 
 

@@ -16,7 +16,9 @@ call with args the recording never saw fails the step (``permanent``) with a dif
 args against the recorded ones. A replayed side-effecting tool is never really called, and a
 remote job's backend is never asked: its submit answers the recorded handle, its polls the
 recorded end (:mod:`chainlab.testing.answers` builds the toolbox). ``live=["tool"]`` keeps
-named tools real, to test a changed tool against the recorded rest.
+named tools real, to test a changed tool against the recorded rest. An agent step's model
+turns answer from the recording (:mod:`.replay_agent`): a request that differs from the
+recorded one (a changed tool output, changed instructions) fails the step with a diff.
 
 :func:`replay_run` drives the replay: it starts the recorded chain (same context, options
 and run id) on an in-memory store and a manual clock, from the recorded ``run_started`` (so

@@ -46,13 +46,13 @@ def test_wal_and_durability_settings(tmp_path: Path) -> None:
 async def test_schema_version_and_reopening(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     with SQLiteStore(path) as store:
-        assert store.schema_version == len(MIGRATIONS) == 5
+        assert store.schema_version == len(MIGRATIONS) == 6
         store.create_run(record())
         store.append("r1", 1, [ev(1), ev(2)], run_status="suspended")
         await store.flush("r1", 1)
     with SQLiteStore(path) as store:  # nothing is migrated twice, nothing is lost
         assert store.query("SELECT version FROM schema_version ORDER BY version") == [
-            (1,), (2,), (3,), (4,), (5,)]
+            (1,), (2,), (3,), (4,), (5,), (6,)]
         assert [e.seq for e in store.load_events("r1")] == [1, 2]
         assert store.get_run("r1").status == "suspended"
 
@@ -86,7 +86,7 @@ def test_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
     assert conn.execute("SELECT status FROM attempts").fetchall() == [("succeeded",)]  # v1
     conn.close()
     with SQLiteStore(path) as store:
-        assert store.schema_version == 5
+        assert store.schema_version == 6
         assert store.driver_of("old") is None and store.pending_requests("old") == []
         assert store.query("SELECT status, retry_delay_s FROM attempts") == [("interrupted", None)]
         assert store.get_run("old").epoch == 2
@@ -321,7 +321,7 @@ async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug inside a commit must not kill the writer thread with flushes queued behind it
     (they would wait forever): the batch's writers fail, later batches still commit."""
-    from chainlab.store.sqlite import writer as sqlite_module
+    from chainlab.store.sqlite import store as sqlite_module
 
     store = SQLiteStore(tmp_path / "bug.db")
     store.create_run(record())

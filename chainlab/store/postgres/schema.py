@@ -83,7 +83,10 @@ MIGRATIONS: list[str] = [
     """,
     # 3: the attempts and step_runs views over the event log, as on SQLite
     view_sql("postgres"),
-    # 4: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
+    # 4: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
+    #    attempt succeeded) and a step that grew is running
+    "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("postgres"),
+    # 5: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
     #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
     queue_schema("postgres"),
 ]

@@ -193,7 +193,10 @@ MIGRATIONS: list[str] = [
     #    step is 'succeeded'; a later fault_injected, write_refused or step_call_returned
     #    left it NULL); both views now come from chainlab.store.sql_views, shared with PostgreSQL
     "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
-    # 5: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
+    # 5: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
+    #    attempt succeeded) and a step that grew is running
+    "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
+    # 6: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
     #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
     queue_schema("sqlite"),
 ]
