@@ -63,7 +63,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("INSERT INTO schema_version VALUES (99)")
     with pytest.raises(StoreError, match="schema version 99, newer than this chainlab "
-                                         r"understands \(5\); upgrade chainlab"):
+                                         r"understands \(6\); upgrade chainlab"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:  # untouched
         assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (99,)
