@@ -144,16 +144,30 @@ def parse_template(text: str) -> Template:
 
 
 def render_value(value: Any, resolve: Callable[[Ref], Any]) -> Any:
-    """Resolve every template inside a JSON value (dicts and lists walked recursively)."""
+    """Resolve every template inside a JSON value (dicts and lists walked recursively: new
+    containers, every other value as it is). Every step's args are rendered through here,
+    most of them a reference or two in a dict or a list: plain loops (no comprehension
+    frame) and a whole reference resolved in this frame."""
     if isinstance(value, str):
         if "{{" not in value:
             return value
-        return parse_template(value).render(resolve)
+        template = parse_template(value)
+        whole = template.whole
+        return resolve(whole) if whole is not None else template.render(resolve)
     if isinstance(value, dict):
-        return {k: render_value(v, resolve) for k, v in value.items()}
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            out[key] = item if item.__class__ in _SCALARS else render_value(item, resolve)
+        return out
     if isinstance(value, list):
-        return [render_value(v, resolve) for v in value]
+        items: list[Any] = []
+        for item in value:
+            items.append(item if item.__class__ in _SCALARS else render_value(item, resolve))
+        return items
     return value
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})  # (no template inside: kept as they are)
 
 
 def walk_path(value: Any, path: tuple[str | int, ...], source: str) -> Any:

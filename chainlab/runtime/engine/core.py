@@ -84,6 +84,9 @@ class RunCore:
             priority=priority,
         )
         self.args: dict[str, dict[str, Any]] = {}
+        # how references read this run, one per namespace: id(ns) -> (ns, resolve), made
+        # by flow.resolver
+        self.resolvers: dict[int, tuple[Any, Callable[[Any], Any]]] = {}
         # a parent (sub-chain, for_each, agent step) -> how many of its steps have not
         # finished: it settles when this reaches 0 (O(1) per child, whatever their number)
         self.open_children: dict[str, int] = {}

@@ -27,7 +27,8 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending", "SubmittingExecutor"]
+__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending", "SubmittingExecutor",
+           "awaits_on_loop"]
 
 
 class BodyBaseException(Exception):
@@ -202,3 +203,11 @@ class LocalExecutor:
             return await anyio.to_thread.run_sync(partial(tool.fn, **kwargs),
                                                   abandon_on_cancel=True)
         return await self.submit(tool, kwargs, ctx).result()
+
+
+def awaits_on_loop(executor: Executor) -> bool:
+    """Whether ``executor.call`` of an ASYNC body only awaits it on the running loop (a
+    :class:`LocalExecutor`'s, not overridden): the one seam that calls tools
+    (:func:`~chainlab.runtime.engine.attempt.call.call_tool`) then awaits the body itself.
+    An executor that runs bodies elsewhere (Dask) or wraps them is always called."""
+    return type(executor).call is LocalExecutor.call
