@@ -27,8 +27,8 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending", "SubmittingExecutor",
-           "awaits_on_loop"]
+__all__ = ["AWAITS_ON_LOOP", "BodyBaseException", "Executor", "LocalExecutor", "Pending",
+           "SubmittingExecutor"]
 
 
 class BodyBaseException(Exception):
@@ -205,9 +205,8 @@ class LocalExecutor:
         return await self.submit(tool, kwargs, ctx).result()
 
 
-def awaits_on_loop(executor: Executor) -> bool:
-    """Whether ``executor.call`` of an ASYNC body only awaits it on the running loop (a
-    :class:`LocalExecutor`'s, not overridden): the one seam that calls tools
-    (:func:`~chainlab.runtime.engine.attempt.call.call_tool`) then awaits the body itself.
-    An executor that runs bodies elsewhere (Dask) or wraps them is always called."""
-    return type(executor).call is LocalExecutor.call
+#: ``type(executor).call is AWAITS_ON_LOOP``: the executor's ``call`` of an ASYNC body only
+#: awaits it on the running loop (a :class:`LocalExecutor`'s, not overridden), so the one
+#: seam that calls tools (:func:`~chainlab.runtime.engine.attempt.call.call_tool`) awaits
+#: the body itself. An executor that runs bodies elsewhere (Dask) or wraps them is called.
+AWAITS_ON_LOOP = LocalExecutor.call

@@ -43,7 +43,8 @@ def unblocked(k: RunCore, node: Node) -> None:
     wait for confirmation."""
     if k.stopping:
         return  # stays pending; the stop cancels it
-    resolve = resolver(k, node)
+    found = k.resolvers.get(id(node.ns)) if node.index is None else None
+    resolve = found[1] if found is not None and found[0] is node.ns else resolver(k, node)
     if node.when is not None:
         try:
             go = evaluate(node.when, resolve)
