@@ -146,25 +146,32 @@ def parse_template(text: str) -> Template:
 def render_value(value: Any, resolve: Callable[[Ref], Any]) -> Any:
     """Resolve every template inside a JSON value (dicts and lists walked recursively: new
     containers, every other value as it is). Every step's args are rendered through here,
-    most of them a reference or two in a dict or a list: plain loops (no comprehension
-    frame) and a whole reference resolved in this frame."""
-    if isinstance(value, str):
+    most of them a reference or two in a dict or a list: one plain loop (no comprehension
+    frame) that renders a container's strings in its own frame."""
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list):
+        items = value
+    elif isinstance(value, str):
         if "{{" not in value:
             return value
-        template = parse_template(value)
-        whole = template.whole
-        return resolve(whole) if whole is not None else template.render(resolve)
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            out[key] = item if item.__class__ in _SCALARS else render_value(item, resolve)
+        items = (value,)
+    else:
+        return value
+    out: list[Any] = []
+    for item in items:
+        cls = item.__class__
+        if cls is str:
+            if "{{" in item:
+                template = parse_template(item)
+                whole = template.whole
+                item = resolve(whole) if whole is not None else template.render(resolve)
+        elif cls not in _SCALARS:
+            item = render_value(item, resolve)
+        out.append(item)
+    if items is value:
         return out
-    if isinstance(value, list):
-        items: list[Any] = []
-        for item in value:
-            items.append(item if item.__class__ in _SCALARS else render_value(item, resolve))
-        return items
-    return value
+    return out[0] if items.__class__ is tuple else dict(zip(value, out, strict=True))
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})  # (no template inside: kept as they are)

@@ -179,8 +179,9 @@ async def _work(k: RunCore) -> None:
             await k.kinds[node.kind].run(k, node)
         finally:
             k.sched.release(got)
-        if k.sched.n_ready > 1:  # this worker takes one itself
-            k.wake_workers(1)
+        if k.sched.n_ready > 1 and (k.idle or k.workers < k.sched.max_concurrency):
+            k.wake_workers(1)  # (this worker takes one itself; with every worker busy, none
+            # is left to wake or start)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
