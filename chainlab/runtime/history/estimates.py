@@ -21,6 +21,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import AttemptStatus, read_run
@@ -331,9 +332,13 @@ def recorded_order(payload: Mapping[str, Any], nodes: Mapping[str, Node]
     ranks = upward_ranks(nodes, payload.get("estimates") or {})
     key = priority_of(ranks)
     previous = float("-inf")
-    for step_id in sorted(nodes, key=lambda s: nodes[s].order):
-        if key(step_id) < previous:
+    for node in sorted(nodes.values(), key=_ORDER):
+        rank = key(node.id)
+        if rank < previous:
             return key
-        previous = key(step_id)
+        previous = rank
     return None
+
+
+_ORDER = attrgetter("order")  # (a node's declaration order, read at C speed)
 
