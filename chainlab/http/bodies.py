@@ -102,6 +102,16 @@ class Approve(Body):
     by: By
 
 
+class ApproveAll(Body):
+    """``POST /runs/{run_id}/steps/{step_id}/approve-all``: every step waiting for a
+    confirmation at or under the step (a ``for_each`` step's instances), each approved with
+    its own args."""
+
+    note: Annotated[str | None, Field(default=None, max_length=4000, description=(
+        "A note kept with each approval."))]
+    by: By
+
+
 class Reject(Body):
     """``POST /runs/{run_id}/steps/{step_id}/reject``."""
 

@@ -248,6 +248,15 @@ class Client:
                                     comment=comment, by=by,
                                     budget=dict(budget) if budget is not None else None))
 
+    def approve_all(self, run_id: str, step_id: str, *, note: str | None = None,
+                    by: str | None = None) -> list[str]:
+        """Approve every step waiting at or under ``step_id`` (a ``for_each`` step's
+        instances), each with its own args. Returns the ids approved. Raises ApiError (409
+        ``not_waiting`` when nothing waits there)."""
+        out = self.request("POST", f"/runs/{run_id}/steps/{step_id}/approve-all",
+                           json=_given(note=note, by=by))
+        return list(out["approved"])
+
     def reject(self, run_id: str, step_id: str, reason: str, *,
                by: str | None = None) -> dict[str, Any]:
         """Reject a waiting step."""
