@@ -51,7 +51,12 @@ async def wait_until(run: Run, predicate: Callable[[Run], bool]) -> None:
     working meanwhile (ipykernel >= 7.4). Needs a run driven by this kernel.
     """
     changed = asyncio.Event()
-    unsubscribe = run.subscribe(lambda ev: changed.set())
+    loop = asyncio.get_running_loop()  # the run's events may come from its own loop's thread
+
+    def poke(_: object) -> None:
+        loop.call_soon_threadsafe(changed.set)
+
+    unsubscribe = run.subscribe(poke)
     try:
         while not predicate(run):
             changed.clear()

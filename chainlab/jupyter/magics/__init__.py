@@ -219,14 +219,13 @@ class ChainMagics(Magics):
         toolbox, note = session.toolbox(ns.tools)
         context = cmd.json_or_var(session, ns.context, "--context")
         options = cmd.run_options(chain, ns.concurrency, ns.breakpoints)
-        try:
-            run = cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step)
-        except PlanError as exc:
-            raise UsageError(f"cannot start: {exc}") from None
         if note:
             print(note)
-        display(cmd.widget(session, run))
-        return run
+        try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
+            return cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step,
+                             show=display)
+        except PlanError as exc:
+            raise UsageError(f"cannot start: {exc}") from None
 
     def fork(self, ns: argparse.Namespace) -> Any:
         session = self.session

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.scrubber import RunAt
+from chainlab.jupyter.run_widget.starting import Unstarted
 from chainlab.runtime.coordination.watching import WatchedRun
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ def enabled(view: RunView, status: RunStatus, ready: list[str]) -> dict[str, boo
         "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
         and bool(view.undoable()),  # the saga's own plan has something to undo
     }
-    if isinstance(view, RunAt | WatchedRun):  # history, or a run driven elsewhere
-        can = dict.fromkeys(can, False)
+    if isinstance(view, RunAt | WatchedRun | Unstarted):  # history, driven elsewhere, or
+        can = dict.fromkeys(can, False)  # not created yet
     return can
 
 
@@ -74,6 +75,8 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
         else " · <i>from the store</i>")
     if isinstance(view, WatchedRun):  # its driver is elsewhere: only decisions work here
         where = f" · <i>watching: driven by {html.escape(view.driven_by())}</i>"
+    if isinstance(view, Unstarted):  # shown before the run exists (it starts right after)
+        where = " · <i>starting…</i>"
     if isinstance(view, RunAt):
         where = (f' · <span class="cl-scrub-mark" style="font-weight:600">◀ history: '
                  f"after event {view.seq} of {last_seq} (read-only)</span>")

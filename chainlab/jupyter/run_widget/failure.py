@@ -28,7 +28,7 @@ class FailureLine(W.HBox):
         self.button = W.Button(description="Show in inspector", icon="search",
                              tooltip="open this step in the Inspector",
                              layout=W.Layout(width="auto", display="none"))
-        self.button.on_click(lambda _: self._show_failed())
+        self.button.on_click(widget.on_loop(lambda _: self._show_failed()))
         super().__init__([self.text, self.button])
         self.add_class("cl-failure-line")
 

@@ -93,12 +93,12 @@ class Scrubber(W.HBox):
                                     tooltip="back to the run's current state",
                                     layout=W.Layout(width="auto"))
         self.label = W.HTML()
-        self.prev_button.on_click(lambda _: self.step(-1))
-        self.next_button.on_click(lambda _: self.step(+1))
-        self.live_button.on_click(lambda _: self.live())
+        self.prev_button.on_click(host.on_loop(lambda _: self.step(-1)))
+        self.next_button.on_click(host.on_loop(lambda _: self.step(+1)))
+        self.live_button.on_click(host.on_loop(lambda _: self.live()))
         self._syncing = False
         self._view: RunAt | None = None
-        self.slider.observe(self._moved, names="value")
+        self.slider.observe(host.on_loop(self._moved), names="value")
         super().__init__([self.slider, self.prev_button, self.next_button, self.live_button,
                           self.label])
         self.add_class("cl-scrubber")

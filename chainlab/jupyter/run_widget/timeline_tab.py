@@ -36,7 +36,7 @@ class TimelineTab(W.VBox):
         self.drawn_at: int | None = None  # the run's last event seq when drawn
         self.frame: Any = None  # what is shown: the attempts DataFrame and the Gantt chart
         self.figure: Any = None
-        self.draw_button.on_click(lambda _: self.draw())
+        self.draw_button.on_click(widget.on_loop(lambda _: self.draw()))
         super().__init__([self.draw_button, self.loading, self.out])
 
     @property
