@@ -69,6 +69,8 @@ class RunView:
         self._static: RunState | None = None
         self._events: list[Event] | None = None  # the log of a finished stored run
         self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
+        # (toolbox, its size, what compiled() answered): a stored run is compiled once
+        self._compiled: tuple[Any, int, tuple[Graph, RunOptions] | None] | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -180,13 +182,19 @@ class RunView:
             return self._kernel.graph, self._kernel.options
         from chainlab.runtime.engine.compile import compile_chain
 
-        options = RunOptions.model_validate(self.record.options)
+        toolbox = self.runtime.toolbox
+        known = self._compiled
+        if known is not None and known[0] is toolbox and known[1] == len(toolbox):
+            return known[2]  # a stored run's chain does not change: compiled once (a view
+        options = RunOptions.model_validate(self.record.options)  # asks at every redraw)
         chains = dict(self.runtime.chains)
         chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
         try:
-            return compile_chain(self.chain, self.runtime.toolbox, chains, options), options
+            found = compile_chain(self.chain, toolbox, chains, options), options
         except (KeyError, LookupError):  # a tool this process does not have
-            return None
+            found = None
+        self._compiled = (toolbox, len(toolbox), found)
+        return found
 
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the

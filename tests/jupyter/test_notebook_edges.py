@@ -3,6 +3,8 @@ person-facing error does not start with an exception class name (8)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from chainlab.jupyter.views import error_html
@@ -89,8 +91,11 @@ async def test_glyphs_icons_and_blanks(sh: Harness) -> None:
     await sh.ok("run = %chain run bill --tools tb\nawait run.wait()")
     w = sh.session.widgets[sh.ns["run"].run_id]
     assert w.buttons["step"].icon != w.scrubber.next_button.icon
-    w.timeline.draw()
-    await sh.ok("import asyncio\nawait asyncio.sleep(0.3)")
+    w.timeline.draw()  # drawn in a worker thread: wait until it is shown
+    for _ in range(3000):
+        if not w.timeline.drawing:
+            break
+        await asyncio.sleep(0.01)
     shown = w.timeline.out.outputs[0]["data"]["text/plain"]
     assert "None" not in shown and "NaN" not in shown
     assert "⑂" not in Path(widget_module.__file__).read_text(encoding="utf-8")

@@ -20,6 +20,7 @@ from chainlab.render import (
 )
 from chainlab.render import svg as svg_module
 from chainlab.render.dot import draw_chain
+from chainlab.render.grid import GRID_FROM
 from chainlab.render.style import FONT, dasharray
 
 from .conftest import ALL_STEP_IDS, demo_chain, demo_toolbox, needs_backend
@@ -95,8 +96,9 @@ def test_legend_goes_beside_a_tall_graph_and_below_a_wide_one(backend: str) -> N
     tall = Chain.from_dict({"name": "tall", "steps": [
         {"id": f"s{i}", "tool": "t", "depends_on": [f"s{i - 1}"] if i else []}
         for i in range(12)]})
+    # (fewer than GRID_FROM independent steps: more are drawn as a grid, not a row)
     wide = Chain.from_dict({"name": "wide", "steps": [{"id": f"s{i}", "tool": "t"}
-                                                      for i in range(14)]})
+                                                      for i in range(GRID_FROM - 1)]})
     for chain, where in ((tall, "right"), (wide, "below")):
         svg = chain_svg(chain, statuses={}, backend=backend)
         translate = svg.split('<g transform="translate(')[-1].split(")")[0]

@@ -264,6 +264,12 @@ class RunWidget(W.VBox):
         self.event_log.refresh()
         fork_notes(self.run, self.inbox, self.event_log.events)
 
+    @property
+    def selected_step(self) -> str | None:
+        """The step the Inspector shows (None before the panels exist)."""
+        tabs = self.__dict__.get("tabs")
+        return tabs.inspector.picker.value if tabs is not None else None
+
     def inspect(self, step_id: str) -> None:
         """Show ``step_id`` in the Inspector tab (what a click on its node does)."""
         self.tabs.inspect(step_id)

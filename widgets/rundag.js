@@ -1,0 +1,68 @@
+// chainlab run widget: the live DAG (an anywidget ES module; Python puts dagview.js in front
+// of it). The SVG is laid out once and sent once (`svg`); every status change after that is
+// a small message naming only the steps whose look changed (issue 40: a scrubber position
+// of a 10,000-event run restyles the nodes that differ, not the whole picture):
+//   {type: "states", reset, by: {status: [step index, ...]}, captions: {index: css string},
+//    plain: [index, ...]}
+// A node shows its status through `data-st` (the SVG's own rules turn it into fill, border
+// and caption) and a caption with badges through the `--cl-c` property. A view that is drawn
+// asks for the whole state once ({type: "ready"}). A click (or Enter) on a node sets
+// `selected`.
+
+function clApplyStates(nodes, msg) {
+  if (msg.reset) {
+    for (const node of nodes) {
+      if (!node) continue;
+      node.removeAttribute("data-st");
+      node.style.removeProperty("--cl-c");
+    }
+  }
+  for (const [status, indices] of Object.entries(msg.by || {})) {
+    for (const i of indices) {
+      const node = nodes[i];
+      if (node) node.setAttribute("data-st", status);
+    }
+  }
+  for (const [i, caption] of Object.entries(msg.captions || {})) {
+    const node = nodes[Number(i)];
+    if (node) node.style.setProperty("--cl-c", caption);
+  }
+  for (const i of msg.plain || []) {
+    const node = nodes[i];
+    if (node) node.style.removeProperty("--cl-c");
+  }
+}
+
+function render({ model, el }) {
+  const view = createDagView(el, {
+    onNode: (stepId) => clSelect(model, stepId),
+  });
+  let nodes = [];
+  let applied = 0;
+  const draw = () => {
+    view.canvas.innerHTML = model.get("svg");
+    const steps = model.get("steps") || {};
+    clWireNodes(view.canvas, steps, "inspect step");
+    const byId = new Map();
+    for (const g of view.canvas.querySelectorAll("g[id]")) byId.set(g.id, g);
+    nodes = (model.get("order") || []).map((id) => byId.get(id) || null);
+    view.shown();
+    model.send({ type: "ready" }); // the whole state, please
+  };
+  const onMessage = (msg) => {
+    if (!msg || msg.type !== "states") return;
+    clApplyStates(nodes, msg);
+    applied += 1;
+    el.dataset.patches = String(applied); // (a benchmark reads how many were applied)
+  };
+  model.on("change:svg", draw);
+  model.on("msg:custom", onMessage);
+  draw();
+  return () => {
+    view.dispose();
+    model.off("change:svg", draw);
+    model.off("msg:custom", onMessage);
+  };
+}
+
+export default { render };
