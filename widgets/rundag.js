@@ -33,6 +33,38 @@ function clApplyStates(nodes, msg) {
   }
 }
 
+// The run's static picture (an output of its own right after the widget's: what an export
+// shows, chainlab/jupyter/run_widget/static.py) is hidden while this live widget shows, and
+// shown again once the widget's kernel has gone. (A CSS :has() rule did this before; in a
+// 3,000-step DAG it made every change restyle and repaint the whole output: issue 40.)
+function clHidePicture(el) {
+  let stop = () => {};
+  let tries = 0;
+  const attach = () => {
+    const run = el.closest(".cl-run");
+    const child = el.closest(".jp-OutputArea-child");
+    if (!run || !child || !child.parentElement) {
+      if (!el.isConnected && tries++ < 600) setTimeout(attach, 50);
+      return;
+    }
+    const update = () => {
+      const next = child.nextElementSibling;
+      if (next && next.querySelector(".cl-static-run")) {
+        next.classList.toggle("cl-picture-hidden",
+          !run.classList.contains("jupyter-widgets-disconnected"));
+      }
+    };
+    const outputs = new MutationObserver(update);
+    outputs.observe(child.parentElement, { childList: true });
+    const kernel = new MutationObserver(update);
+    kernel.observe(run, { attributes: true, attributeFilter: ["class"] });
+    update();
+    stop = () => { outputs.disconnect(); kernel.disconnect(); };
+  };
+  attach();
+  return () => { tries = 1e9; stop(); };
+}
+
 function render({ model, el }) {
   const view = createDagView(el, {
     onNode: (stepId) => clSelect(model, stepId),
@@ -58,7 +90,9 @@ function render({ model, el }) {
   model.on("change:svg", draw);
   model.on("msg:custom", onMessage);
   draw();
+  const unhide = clHidePicture(el);
   return () => {
+    unhide();
     view.dispose();
     model.off("change:svg", draw);
     model.off("msg:custom", onMessage);

@@ -250,8 +250,9 @@ class RunWidget(W.VBox):
     def _draw(self) -> None:
         view = self.view
         status = view.status
-        self.dag.update(self.statuses(), self.badges())
+        # what a person looks at first goes first: each change is a message of its own
         self._set(self.header, header_html(view, status, last_seq=self.scrubber.last))
+        self.dag.update(self.statuses(), self.badges())
         ready = view.ready_steps()
         self.toolbar.sync(view, status, ready)
         self._set(self.queue, queue_html(view, ready))
