@@ -344,7 +344,9 @@ class ChainMagics(Magics):
         real = schedule_of(run)
         other = whatif(run, priority=ns.priority, max_concurrency=ns.concurrency)
         cost = f"; cost {real.cost:.4g} either way" if real.cost is not None else ""
-        print(f"real makespan {real.makespan:.3f} s; {other.label}: {other.makespan:.3f} s "
+        waited = f" ({real.waited_text})" if real.waited_s else ""
+        print(f"real makespan {real.makespan:.3f} s{waited}; {other.label}: "
+              f"{other.makespan:.3f} s "
               f"({other.makespan / real.makespan if real.makespan else 1.0:.2f} x){cost}")
         return gantt_compare(real, other)
 
