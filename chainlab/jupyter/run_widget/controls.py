@@ -74,7 +74,7 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
         " · <i>stored run, not driven by this kernel</i>" if status not in RUN_TERMINAL
         else " · <i>from the store</i>")
     if isinstance(view, WatchedRun):  # its driver is elsewhere: only decisions work here
-        where = f" · <i>watching: driven by {html.escape(view.driven_by())}</i>"
+        where = f" · <i>watching: {html.escape(view.driven_by())}</i>"
     if isinstance(view, Unstarted):  # shown before the run exists (it starts right after)
         where = " · <i>starting…</i>"
     if isinstance(view, RunAt):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -127,12 +128,23 @@ class WatchedRun(Run):
         return info
 
     def driven_by(self) -> str:
-        """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        """Who drives the run, as a phrase: ``driven by pid 123 on host 'x' (epoch 4)``
+        while that driver lives (its heartbeat is fresh; on this host, its process exists:
+        the runtime's one rule, ``Liveness.live_driver``); else that its driver is gone, or
+        that nobody drives it, and what a decision taken here then does."""
         info = self.driver()
+        if self.status in RUN_TERMINAL:
+            return "not driven (the run has ended)"
+        takes = "a decision taken here takes the run over in this process"
         if info is None:
-            return ("no live driver (a decision taken here takes the run over in this process)"
-                    if self.status not in RUN_TERMINAL else "no driver (the run has ended)")
-        return info.describe()
+            return f"no live driver ({takes})"
+        current = replace(self.record, status=self.status, epoch=info.epoch)
+        if info.driver_id != self.runtime.liveness.driver_id \
+                and self.runtime.liveness.live_driver(info, current) is None:
+            age = info.age(time.time())
+            return (f"its driver, {info.describe()}, is gone (no heartbeat for {age:.0f} s); "
+                    f"{takes}")
+        return f"driven by {info.describe()}"
 
     @property
     def following(self) -> bool:
@@ -257,7 +269,7 @@ class WatchedRun(Run):
 
     def _k(self) -> Kernel:
         raise RunNotActiveError(
-            f"run {self.run_id!r} is driven by {self.driven_by()}, not by this process: "
+            f"run {self.run_id!r} is {self.driven_by()}, not by this process: "
             "pause, step, continue, cancel, rollback and breakpoints act in the driving "
             "process; approve / reject / resolve work here (they go through the store)",
             run_id=self.run_id, status=str(self.status))

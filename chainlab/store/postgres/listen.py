@@ -71,14 +71,20 @@ class EventListener(Listener):
     def __init__(self, dsn: str, connect_timeout: float, channel: str):
         super().__init__(dsn, connect_timeout, (channel,), "chainlab-postgres-listener")
         self.heads: dict[str, int] = {}
+        self.commits = 0  # notifications seen, of any run
 
     def note(self, channel: str, payload: str) -> None:
         run_id, _, seq = payload.rpartition(" ")
+        self.commits += 1
         if int(seq) > self.heads.get(run_id, 0):
             self.heads[run_id] = int(seq)
 
     def wait_for(self, run_id: str, after_seq: int, timeout: float) -> bool:
         return self.wait(lambda: self.heads.get(run_id, 0) > after_seq, timeout)
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        self.wait(lambda: self.commits > seen, timeout)
+        return self.commits
 
 
 class MailListener(Listener):

@@ -241,15 +241,27 @@ class PostgresStore(PostgresLiveness, WriterStore):
         The first call starts listening and returns True at once: read the log after it,
         so nothing committed between the read and the wait is missed."""
         if self._listener is None:
-            with self._writer_lock:
-                if self._closed:
-                    raise StoreError(f"{self!r} is closed")
-                if self._listener is None:
-                    self._listener = EventListener(self.dsn, self.connect_timeout, CHANNEL)
-                    self._listener.start()
-                    self._listener.ready.wait(self.connect_timeout)
+            self._listen()
             return True
         return self._listener.wait_for(run_id, after_seq, timeout)
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        """Block until events of any run were committed after ``seen`` notifications (the
+        count this returned last time; -1 the first time) or ``timeout`` seconds passed;
+        returns the count now. The first call starts listening and returns at once."""
+        if self._listener is None:
+            self._listen()
+            return self._listener.commits if self._listener is not None else 0
+        return self._listener.wait_for_commit(seen, timeout)
+
+    def _listen(self) -> None:
+        with self._writer_lock:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            if self._listener is None:
+                self._listener = EventListener(self.dsn, self.connect_timeout, CHANNEL)
+                self._listener.start()
+                self._listener.ready.wait(self.connect_timeout)
 
     # ------------------------------------------------------------------ writes
     def _new_writer(self) -> GroupCommitWriter:
