@@ -4,6 +4,7 @@ would), on a SQLite file and on PostgreSQL."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,7 @@ async def test_following_the_decisions_of_a_store(url: str) -> None:
                 tg.cancel_scope.cancel()
         assert seen[0] == [] and [("f-pay", "pay")] in seen
         # nothing is yielded twice in a row: a read that changes nothing is not a change
-        assert all(a != b for a, b in zip(seen, seen[1:], strict=False))
+        assert all(a != b for a, b in itertools.pairwise(seen))
     finally:
         other.close()
         store.close()
