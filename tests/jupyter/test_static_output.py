@@ -3,6 +3,8 @@ settles, so nbconvert, GitHub and a reopened notebook show the last state."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chainlab.render.display import run_html, run_mimebundle
@@ -72,8 +74,23 @@ async def test_a_bare_run_without_the_widget_has_the_same_static_html(shop: Harn
     await shop.ok("run = %chain run trip\nr = await run.wait()")
     run = shop.ns["run"]
     bundle = run_mimebundle(run)
-    assert bundle["text/html"] == run_html(run, svg=bundle["image/svg+xml"])
+    assert bundle["text/html"] == run_html(run, svg=bundle["image/svg+xml"], svg_titled=True)
     assert statuses_in(bundle["text/html"]) == [str(st.status) for st in run.steps.values()]
+    # the title once: the SVG carries "trip · run succeeded", so no title above it (issue 40)
+    text = re.sub(r"<[^>]+>", " ", re.sub(r"<title>.*?</title>", " ", bundle["text/html"]))
+    assert text.count("run succeeded") == 1, text
+
+
+async def test_the_widgets_picture_says_its_title_once(shop: Harness) -> None:
+    """Issue 40: an export printed the picture's title twice, above the DAG and in it."""
+    await shop.ok("run = %chain run trip\nr = await run.wait()")
+    from chainlab.jupyter import widget
+
+    picture = widget(shop.ns["run"]).picture_bundle()["text/html"]
+    shown = re.sub(r"<title>.*?</title>", " ", picture)  # (tooltips are not shown)
+    text = re.sub(r"<[^>]+>", " ", shown)
+    assert len(re.findall(r"\btrip\b", text)) == 1, text  # the chain's name, once
+    assert 'run <span class="cl-run-status">succeeded</span>' in picture
 
 
 async def test_the_static_legend_lists_only_the_statuses_present(shop: Harness) -> None:

@@ -12,6 +12,7 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.scrubber import RunAt
 from chainlab.jupyter.run_widget.starting import Unstarted
+from chainlab.render.display import reason_text
 from chainlab.runtime.coordination.watching import WatchedRun
 
 if TYPE_CHECKING:
@@ -88,8 +89,13 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
     spent = f' · <span class="cl-usage">{html.escape(spent)}</span>' if spent else ""
     return (f'<div class="cl-head"><b>{html.escape(view.chain.name)}</b> '
             f'<span class="cl-runid">{html.escape(view.run_id)}</span> '
-            f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
+            f'<span class="cl-badge cl-r-{status}">{_words(status)}</span>{paused} '
             f'<span class="cl-summary">{html.escape(summary)}</span>{spent}{where}</div>')
+
+
+def _words(status: object) -> str:
+    """A status as words (``rolled back``, not ``rolled_back``); its class keeps the name."""
+    return str(status).replace("_", " ")
 
 
 def first_failure(view: RunView) -> tuple[str, str] | None:
@@ -100,7 +106,10 @@ def first_failure(view: RunView) -> tuple[str, str] | None:
     if not bad:
         return None
     st = min(bad, key=lambda s: (s.ended_at is None, s.ended_at or 0.0))
-    return st.step_id, st.error or str(st.status).replace("_", " ")
+    # a rejection's reason is what the person typed (issue 40: the line read "rejected:
+    # step send_invoice · rejected")
+    said = st.error or reason_text(st.status, st.reason)
+    return st.step_id, said or str(st.status).replace("_", " ")
 
 
 def failure_html(view: RunView) -> str:
