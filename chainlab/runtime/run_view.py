@@ -199,6 +199,8 @@ class RunView:
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the
         saga's own plan; empty when nothing has a compensation)."""
+        if self._kernel is None and not _may_compensate(self.chain, self.runtime.toolbox):
+            return []  # no step can be compensated: no need to compile a stored run
         compiled = self.compiled()
         if compiled is None:
             return []
@@ -247,3 +249,14 @@ class RunView:
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.chain.name!r} {self.status}>"
+
+
+def _may_compensate(chain: Chain, toolbox: Any) -> bool:
+    """Whether any step of ``chain`` could have a compensation (its own ``rollback``, or its
+    tool's ``compensate``); a sub-chain counts as one that could."""
+    for step in chain.steps:
+        if step.is_subchain or (step.rollback is not None and step.rollback != "none"):
+            return True
+        if step.rollback is None and step.tool in toolbox and toolbox.get(step.tool).compensate:
+            return True
+    return False
