@@ -128,7 +128,7 @@ def measure(src: Path, db: Path, run_id: str, reps: int, shots: Path | None
     rows: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         nb = write_notebook(Path(tmp) / "scrub.ipynb", [
-            f"import chainlab; print(chainlab.__file__)\n%load_ext chainlab",
+            "import chainlab; print(chainlab.__file__)\n%load_ext chainlab",
             f"%chain show {run_id} --db {db}",
         ])
         with Lab(Path(tmp) / "lab", [nb]) as lab, \

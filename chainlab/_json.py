@@ -1,15 +1,29 @@
 """JSON values and the identities stored runs depend on.
 
-* :func:`to_json_value` makes a value plain JSON data (pydantic models dumped, tuples made
-  lists) or raises :class:`NotJSONError` naming where the offending value sits: tool outputs,
-  approved args and fork overrides all go through it.
+* :func:`to_json_value` is THE gate every value passes on its way in (a run's context, step
+  args, a person's edited args and fork edits, tool outputs, job handles and progress, MCP
+  results, usage numbers, HTTP bodies and query values; DESIGN §20): it makes a value plain
+  JSON data (pydantic models dumped, tuples made lists) or raises :class:`NotJSONError`
+  naming where the offending value sits (``outputs.rows[3].price``) and why. It refuses what
+  a store, a JSON encoder or a client would choke on later, when it is too late to say which
+  value it was: NaN and infinities, integers over :data:`~chainlab._text.INT_DIGITS_LIMIT`
+  digits, strings with surrogate code points (a lone ``\\ud800`` is not Unicode text: UTF-8
+  cannot encode it, so SQLite and PostgreSQL refuse it), keys that are not strings, nesting
+  deeper than :data:`MAX_DEPTH`, a string longer than :data:`MAX_STRING_CHARS` and a value
+  whose size (:func:`value_size`) is over :data:`MAX_VALUE_SIZE`. The limits are documented
+  in ``docs/values.md``.
+* :func:`scalar_problem` is the gate's rule for one number or string, for walkers of their
+  own (the plan loader reports every bad value of a plan with its line);
+  :func:`clean_text` makes text from outside (an exception's message, a server's error)
+  storable as it is shown to a person: surrogates replaced, never refused.
 * :func:`args_hash`, :func:`idempotency_key` and :func:`code_fingerprint` are identities
   written into the event log: a resumed run deduplicates a call by its idempotency key and a
   fork reruns a step whose tool's code fingerprint changed. A changed character here makes
   a stored run call an external API again, so ``tests/test_structure.py`` pins them byte for
   byte.
 
-Bottom layer: stdlib, pydantic and :mod:`chainlab._text` only. :mod:`chainlab.tools`
+Bottom layer: stdlib, :mod:`chainlab._text` and the root error only (pydantic when a model
+is passed). :mod:`chainlab.tools`
 re-exports the names it always exported.
 """
 
@@ -18,14 +32,27 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
+from chainlab._error_root import ChainlabError
 from chainlab._text import int_digits_limit, int_too_long, safe_repr
 
-__all__ = ["NotJSONError", "args_hash", "code_fingerprint", "idempotency_key", "to_json_value"]
+__all__ = ["MAX_DEPTH", "MAX_STRING_CHARS", "MAX_VALUE_SIZE", "NotJSONError", "args_hash",
+           "clean_text", "code_fingerprint", "idempotency_key", "join_path", "nonfinite_at",
+           "scalar_problem",
+           "to_json_value", "value_size"]
+
+#: the deepest nesting of arrays and objects a value may have (``[[1]]`` is 2 deep)
+MAX_DEPTH = 100
+#: the longest string (or object key) a value may hold, in characters
+MAX_STRING_CHARS = 4 * 1024 * 1024
+#: the largest value, in :func:`value_size` units (about the characters of its JSON text)
+MAX_VALUE_SIZE = 16 * 1024 * 1024
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _canonical(value: Any) -> str:
@@ -43,48 +70,234 @@ def idempotency_key(run_id: str, step_id: str, args_digest: str, kind: str = "ca
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-class NotJSONError(TypeError):
-    """A value is not JSON data; ``.path`` says where."""
+class NotJSONError(ChainlabError, TypeError):
+    """A value is not JSON data chainlab can keep: ``.path`` says where it sits
+    (``rows[3].price``; ``""``: the value itself), ``.reason`` what is wrong with it.
+
+    A :class:`~chainlab.errors.ChainlabError`; a ``TypeError`` too, as it always was."""
 
     def __init__(self, path: str, value: Any, why: str = "not JSON data"):
         self.path = path
+        self.reason = why
+        where = path if len(path) <= 120 else f"{path[:50]}...{path[-60:]}"
         super().__init__(
-            f"{path or 'the value'} is {type(value).__name__} {safe_repr(value)}, {why}"
+            f"{where or 'the value'} is {type(value).__name__} {safe_repr(value)}, {why}"
         )
 
 
-def _too_long(path: str, value: int) -> NotJSONError:
-    return NotJSONError(path, value, f"an integer with more than {int_digits_limit()} digits, "
-                                     "which cannot be stored as JSON; pass it as a string")
+def join_path(path: str, key: str | int) -> str:
+    """``path`` extended by an object key (``a.key``, ``a["odd key"]``) or a list index
+    (``a[3]``): how the gate names where a value sits. Safe to show and to store whatever
+    the key holds (an odd key is written as JSON, ASCII only)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if len(key) <= 100 and _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key[:100] + ('...' if len(key) > 100 else ''))}]"
+
+
+def _unicode(text: str) -> bool:
+    """True when ``text`` is Unicode text: no surrogate code points (UTF-8 can encode it;
+    the encoder is C speed, a regex search is three times slower)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scalar_problem(value: Any) -> str | None:
+    """Why the gate refuses this number or string (None: it passes, or it is not a scalar).
+    """
+    if isinstance(value, str):
+        if len(value) > MAX_STRING_CHARS:
+            return (f"a string of {len(value)} characters; the limit is {MAX_STRING_CHARS} "
+                    "(store large data elsewhere and pass a reference to it)")
+        if not _unicode(value):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                return (f"text with a lone surrogate ({found.group()!r} at character "
+                        f"{found.start()}), which is not Unicode text and cannot be stored; "
+                        "decode bytes with errors='replace', or send the text as it was")
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if int_too_long(value):
+            return (f"an integer with more than {int_digits_limit()} digits, which cannot be "
+                    "stored as JSON; pass it as a string")
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a JSON number (NaN and infinities have no JSON form); send null or a string"
+    return None
+
+
+def value_size(value: Any) -> int:
+    """A value's size as the gate counts it: every string and key by its characters, every
+    other value as 1 (about the characters of its JSON text, without the punctuation)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return 1 + sum(len(k) + value_size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 1 + sum(value_size(v) for v in value)
+    return 1
+
+
+class _Gate:
+    """One walk of :func:`to_json_value` (the size counted so far). Where a value sits is
+    kept as a chain of ``(parent, key)`` pairs and written out as a path only for an error:
+    the walk of a good value formats nothing."""
+
+    __slots__ = ("size",)
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def walk(self, value: Any, where: Any, depth: int) -> Any:
+        kind = type(value)
+        if kind is str:
+            self.size += len(value)
+            if len(value) > MAX_STRING_CHARS or self.size > MAX_VALUE_SIZE \
+                    or not _unicode(value):
+                raise self._refused(where, value)
+            return value
+        if kind is int:
+            self.size += 1
+            if int_too_long(value):
+                raise self._refused(where, value)
+            return value
+        if kind is float:
+            self.size += 1
+            if value - value != 0.0:  # (NaN and infinities; x - x is 0.0 for any other)
+                raise self._refused(where, value)
+            return value
+        if value is None or kind is bool:
+            self.size += 1
+            return value
+        if kind is dict or kind is list or kind is tuple:
+            if depth >= MAX_DEPTH:
+                raise NotJSONError(_path(where), value, f"nested more than {MAX_DEPTH} levels "
+                                   "deep, the limit; flatten the data")
+            self.size += 1
+            below = depth + 1
+            if kind is dict:
+                out = {}
+                for k, v in value.items():
+                    self._key(k, where)
+                    out[k] = self.walk(v, (where, k), below)
+                result: Any = out
+            else:
+                result = [self.walk(v, (where, i), below) for i, v in enumerate(value)]
+            if self.size > MAX_VALUE_SIZE:
+                raise self._refused(where, value)
+            return result
+        return self._other(value, where, depth)
+
+    def _key(self, key: Any, where: Any) -> None:
+        if type(key) is not str and not isinstance(key, str):
+            raise NotJSONError(f"{_path(where)}[{safe_repr(key)}] (key)", key,
+                               "not a string (JSON object keys are strings)")
+        self.size += len(key)
+        if len(key) > MAX_STRING_CHARS or not _unicode(key):
+            raise NotJSONError(f"{_path((where, key))} (key)", key, scalar_problem(key) or "")
+
+    def _other(self, value: Any, where: Any, depth: int) -> Any:
+        """Subclasses of the JSON types (an IntEnum, an OrderedDict), pydantic models, and
+        what is not JSON at all."""
+        if isinstance(value, str | int | float):  # (bool is an int: never here)
+            why = scalar_problem(value)
+            if why is not None:
+                raise NotJSONError(_path(where), value, why)
+            self.size += len(value) if isinstance(value, str) else 1
+            return value
+        if isinstance(value, dict):
+            return self.walk(dict(value), where, depth)
+        if isinstance(value, list | tuple):
+            return self.walk(list(value), where, depth)
+        from pydantic import BaseModel  # (only here: chainlab.events uses the gate without it)
+
+        if isinstance(value, BaseModel):
+            return self.walk(value.model_dump(mode="json"), where, depth)
+        raise NotJSONError(_path(where), value)
+
+    def _refused(self, where: Any, value: Any) -> NotJSONError:
+        why = scalar_problem(value) if not isinstance(value, dict | list | tuple) else None
+        if why is None:  # (within the rules for one value: over the size of all of them)
+            why = (f"past the size limit: the value holds more than {MAX_VALUE_SIZE} "
+                   "characters of data up to here; store large data elsewhere and pass a "
+                   "reference to it")
+        return NotJSONError(_path(where), value, why)
+
+
+def _path(where: Any) -> str:
+    """The path a chain of ``(parent, key)`` pairs stands for (its root is a string)."""
+    keys: list[str | int] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(key)
+    path = where
+    for key in reversed(keys):
+        path = join_path(path, key)
+    return path  # type: ignore[no-any-return]
+
+
+def nonfinite_at(value: Any, path: str = "") -> tuple[str, float] | None:
+    """Where the first NaN or infinity sits in Python data (dicts, lists, tuples, sets), and
+    which: ``(path, value)``, or None. For data that is converted before the gate sees it
+    (pydantic's JSON form writes them as null)."""
+    found = _nonfinite(value, path, 0)
+    return None if found is None else (_path(found[0]), found[1])
+
+
+def _nonfinite(value: Any, where: Any, depth: int) -> tuple[Any, float] | None:
+    kind = type(value)
+    if kind is float:
+        return None if value - value == 0.0 else (where, value)
+    if depth > MAX_DEPTH:  # the gate refuses the nesting itself
+        return None
+    if kind is dict:
+        items: Any = value.items()
+    elif kind is list or kind is tuple:
+        items = enumerate(value)
+    elif isinstance(value, float):
+        return None if math.isfinite(value) else (where, value)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if type(item) in _PLAIN_SCALARS:
+            continue
+        found = _nonfinite(item, (where, key if isinstance(key, str | int) else repr(key)),
+                           depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def to_json_value(value: Any, path: str = "") -> Any:
-    """``value`` as plain JSON data: pydantic models dumped, tuples made lists.
+    """``value`` as plain JSON data: pydantic models dumped, tuples made lists; THE gate of
+    every value that enters chainlab (the module docstring lists what it refuses).
 
-    Raises :class:`NotJSONError` naming where the offending value sits.
+    ``path`` names the value in messages (``outputs``: a bad value inside is
+    ``outputs.rows[3].price``). Raises :class:`NotJSONError` naming where the offending
+    value sits and why.
     """
-    if value is None or isinstance(value, str | bool):
-        return value
-    if isinstance(value, int):
-        if int_too_long(value):
-            raise _too_long(path, value)
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NotJSONError(path, value)
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise NotJSONError(f"{path}[{safe_repr(k)}] (key)", k)
-            out[k] = to_json_value(v, f"{path}.{k}" if path else k)
-        return out
-    if isinstance(value, list | tuple):
-        return [to_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    raise NotJSONError(path, value)
+    return _Gate().walk(value, path, 0)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every surrogate code point replaced by U+FFFD (what a person reads of
+    an exception's message or a server's error: kept, never refused, always storable)."""
+    return text if _unicode(text) else _SURROGATE.sub("\ufffd", text)
 
 
 def code_fingerprint(fn: Callable[..., Any]) -> str:

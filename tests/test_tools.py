@@ -391,8 +391,8 @@ def test_check_output_validates_the_return_annotation(tb: Toolbox) -> None:
         ({"a": object()}, "a", "a is object"),
         ({"a": [1, {"b": {1, 2}}]}, "a[1].b", "a[1].b is set {1, 2}, not JSON data"),
         ([{"k": {"j": b"x"}}], "[0].k.j", "[0].k.j is bytes b'x', not JSON data"),
-        ({1: 2}, "[1] (key)", "[1] (key) is int 1, not JSON data"),
-        (float("nan"), "", "the value is float nan, not JSON data"),
+        ({1: 2}, "[1] (key)", "[1] (key) is int 1, not a string (JSON object keys are strings)"),
+        (float("nan"), "", "the value is float nan, not a JSON number"),
         ({"x": [float("inf")]}, "x[0]", "x[0] is float inf"),
     ],
 )

@@ -7,7 +7,8 @@ state is DERIVED from them by :mod:`chainlab.events.fold`, so live views, resume
 
 Beyond DESIGN §9 the vocabulary has three events the fold needs: ``step_cancelled``,
 ``run_rollback_started`` and ``run_rollback_failed``; time travel (§11) adds ``run_forked``
-and ``step_reused``; fault injection adds ``fault_injected`` and ``write_refused``. A kind
+and ``step_reused``; fault injection adds ``fault_injected`` and ``write_refused``; a graph
+that grows while it runs (§17) adds ``steps_added``. A kind
 this module does not know is an
 error (:func:`event_kind`), on the way in from a store and in the fold alike.
 """
@@ -71,6 +72,10 @@ class EventKind(StrEnum):
     # armed), stale_epoch (second_driver); step_id: the step it hits (None: the driver)
     WRITE_REFUSED = "write_refused"  # the store fenced a stale driver: recorded by the new
     # owner; payload: stale_epoch, epoch, refused (the stale writer's events), error
+    # graphs that grow while they run (DESIGN §17): the ONE kind that appends steps
+    STEPS_ADDED = "steps_added"  # step_id: the parent that grew them (a for_each step, an
+    # agent step); payload: kind (for_each | agent), steps (a list of {id, ...}: what the
+    # parent's kind needs to rebuild each one), plus the kind's own fields
 
 
 #: the kinds that end a run (until a later rollback)

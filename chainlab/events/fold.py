@@ -137,6 +137,10 @@ class RunState:
         # the run's usage: its attempts' and its planner's (chainlab.events.usage)
         self.usage: dict[str, Any] = {}
         self.budget: dict[str, Any] | None = None  # raised by a person (budget_exceeded)
+        # steps_added (DESIGN §17): the steps each parent grew, in order, and every growth's
+        # payload in log order (what a reader needs to rebuild the grown graph)
+        self.children: dict[str, list[str]] = {}
+        self.growth: list[tuple[str, dict[str, Any]]] = []
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     @classmethod

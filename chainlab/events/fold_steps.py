@@ -21,6 +21,7 @@ from chainlab.events.status import (
     StepStatus,
     check_reuse,
     check_step,
+    step_exists,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +96,44 @@ def _on_reused(state: RunState, ev: Event) -> None:
     }
     st.started_at = st.ended_at = ev.ts
     state.completion.append(st.step_id)
+
+
+def _on_steps_added(state: RunState, ev: Event) -> None:
+    """A parent grew steps (a for_each step's instances, an agent's calls): one event, all
+    or nothing; ``ids`` names them in order (the rest of the payload is the parent kind's:
+    a for_each step's ``items``). Each new step is pending, except one a fork reused
+    (``reused``: {id: its recorded output, as ``step_reused`` would copy it});
+    ``confirm_first`` ({id: card}) marks one that waits for a person even if its tool does
+    not ask (a fork's changed effect; a grown sub-chain's steps included)."""
+    parent = ev.step_id or ""
+    p = ev.payload
+    owner = state.step(parent)
+    if owner.status == S.READY:  # a for_each step grows as it starts (it makes no call)
+        state.set_status(owner, S.RUNNING)
+        owner.attempts += 1
+        owner.started_at = owner.started_at or ev.ts
+    added = state.children.setdefault(parent, [])
+    steps = state.steps
+    reuse = p.get("reused") or {}
+    for step_id in p["ids"]:
+        if step_id in steps:
+            raise step_exists(step_id)
+        st = state.step(step_id)
+        added.append(step_id)
+        reused = reuse.get(step_id) if reuse else None
+        if reused is not None:
+            st.status = S.SUCCEEDED
+            st.output = reused.get("output")
+            st.args = reused.get("args")
+            st.reason = f"reused from run {reused.get('source_run')}"
+            st.reused = {k: reused.get(k) for k in
+                         ("decision", "source_run", "source_attempt", "code", "tool", "origin")}
+            st.started_at = st.ended_at = ev.ts
+            state.completion.append(step_id)
+    confirm = p.get("confirm_first")
+    if confirm:
+        state.confirm_first = {**state.confirm_first, **confirm}
+    state.growth.append((parent, p))
 
 
 def _on_failed(state: RunState, ev: Event) -> None:
@@ -193,6 +232,7 @@ HANDLERS: dict[str, Handler] = {
     EventKind.STEP_IN_DOUBT: _on_in_doubt,
     EventKind.STEP_CANCELLED: _on_cancelled,
     EventKind.STEP_REUSED: _on_reused,
+    EventKind.STEPS_ADDED: _on_steps_added,
     EventKind.COMPENSATION_STARTED: _on_comp_started,
     EventKind.COMPENSATION_SUCCEEDED: _on_comp_succeeded,
     EventKind.COMPENSATION_FAILED: _on_comp_failed,

@@ -31,6 +31,7 @@ __all__ = [
     "check_run",
     "check_step",
     "releases",
+    "step_exists",
 ]
 
 
@@ -137,7 +138,8 @@ def releases(status: StepStatus, reason: str | None) -> bool:
 
 _STEP: dict[StepStatus, frozenset[StepStatus]] = {
     S.PENDING: frozenset({S.READY, S.WAITING_CONFIRMATION, S.SKIPPED, S.CANCELLED, S.FAILED}),
-    S.READY: frozenset({S.RUNNING, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}),
+    # FAILED: its preparation failed before any call (a for_each list that is not a list)
+    S.READY: frozenset({S.RUNNING, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION, S.FAILED}),
     S.WAITING_CONFIRMATION: frozenset(
         {S.READY, S.REJECTED, S.CANCELLED, S.SKIPPED, S.WAITING_CONFIRMATION}
     ),
@@ -208,6 +210,11 @@ def check_reuse(step_id: str, old: StepStatus) -> None:
             f"step {step_id!r}: cannot reuse an output into a {old} step (only a pending one)",
             status=str(old),
         )
+
+
+def step_exists(step_id: str) -> InvalidTransition:
+    """The error for a graph that grows a step it already has (``steps_added``)."""
+    return InvalidTransition(f"step {step_id!r} already exists: a graph grows only new steps")
 
 
 def check_run(run_id: str, old: RunStatus, new: RunStatus) -> None:

@@ -19,8 +19,18 @@ if TYPE_CHECKING:
     from chainlab.http.feeds import Feeds
     from chainlab.http.service import Service
 
-__all__ = ["ENDPOINTS", "Endpoint", "Param", "by_of", "decider", "endpoint", "feeds", "json",
-           "service"]
+__all__ = ["ENDPOINTS", "MAX_QUERY_INT", "Endpoint", "Param", "by_of", "decider", "endpoint",
+           "feeds", "json", "one_or_more", "service"]
+
+#: the largest integer a query value or Last-Event-ID may hold (18 digits)
+MAX_QUERY_INT = 10**18 - 1
+
+
+def one_or_more(names: list[str]) -> dict[str, Any]:
+    """The schema of a comma-separated list of ``names`` (``?status=running,failed``; empty
+    is the same as absent)."""
+    one = "|".join(sorted(names))
+    return {"type": "string", "pattern": f"^(({one})(,({one}))*)?$"}
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -33,6 +43,7 @@ class Param:
     description: str
     schema: dict[str, Any]
     where: str = "query"
+    content: str | None = None  # a media type: the value is that (JSON) text, not a string
 
 
 @dataclass(frozen=True)
@@ -96,8 +107,8 @@ def by_of(request: Request, given: str | None = None) -> str:
 
 
 #: parameters shared by several endpoints
-P_AFTER = Param("after", "Only events with a seq above this one.", {"type": "integer",
-                                                                     "minimum": 0})
+P_AFTER = Param("after", "Only events with a seq above this one.",
+                {"type": "integer", "minimum": 0, "maximum": MAX_QUERY_INT})
 P_TIMEOUT = Param("timeout", "Seconds to wait at most (default 30, at most 300).",
                   {"type": "number", "minimum": 0, "maximum": 300})
 H_IDEMPOTENCY = Param("Idempotency-Key", "A retried request with the same key returns the "

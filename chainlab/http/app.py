@@ -27,7 +27,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 # the endpoint modules register themselves in the table when imported
@@ -143,9 +143,11 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def error_response(error: ApiError) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+def error_response(error: ApiError, headers: Mapping[str, str] | None = None) -> Response:
+    extra = dict(headers or {})
+    if error.status == 401:
+        extra["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(error.body(), status_code=error.status, headers=extra or None)
 
 
 async def _http_exception(request: Request, exc: HTTPException) -> Response:
@@ -154,13 +156,32 @@ async def _http_exception(request: Request, exc: HTTPException) -> Response:
         return error_response(ApiError(404, "not_found",
                                        f"no endpoint {request.url.path!r}",
                                        fix="GET /openapi.json lists them"))
-    if exc.status_code == 405:
+    if exc.status_code == 405:  # (Allow: the methods the path has, as RFC 9110 asks)
+        allow = _allowed_methods(request.url.path)
         return error_response(ApiError(405, "method_not_allowed",
                                        f"{request.method} is not allowed on "
-                                       f"{request.url.path!r}",
-                                       fix="GET /openapi.json lists the methods of each path"))
+                                       f"{request.url.path!r}; it takes {allow}",
+                                       fix="GET /openapi.json lists the methods of each path"),
+                              {"Allow": allow})
     return error_response(ApiError(exc.status_code, f"http_{exc.status_code}",
                                    str(exc.detail)))
+
+
+def _allowed_methods(path: str) -> str:
+    """The methods the endpoint table has for ``path`` (for a 405's ``Allow``), as the
+    document lists them: a path written out (``/runs/wait``) has its own methods, not those
+    of the template it also fits (``/runs/{run_id}``)."""
+    fits = [ep for ep in ENDPOINTS
+            if Route(ep.path, _no_handler).matches({"type": "http", "path": path,
+                                                     "method": ep.method})[0]
+            is not Match.NONE]
+    exact = [ep for ep in fits if ep.path == path]
+    methods = {ep.method for ep in exact or fits}
+    return ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
+
+
+async def _no_handler(request: Request) -> Response:  # pragma: no cover - never called
+    raise NotImplementedError
 
 
 class _Guard:

@@ -1,17 +1,22 @@
 """What a request may send: the bodies (strict pydantic models: an unknown field is an
-error, not ignored), the body size limit, and query parameters. Every mistake is an
-:class:`~chainlab.http.errors.ApiError` that names the field and the rule (400, 413, 415).
+error, not ignored), the body size limit, and query parameters and the headers the API
+reads. Every body, query value and header passes the value gate (:mod:`chainlab._json`)
+before anything else reads it. Every mistake is an :class:`~chainlab.http.errors.ApiError`
+that names the field and the rule (400, 413, 415).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
+from chainlab._json import MAX_DEPTH, NotJSONError, to_json_value
+from chainlab._text import did_you_mean, safe_repr
+from chainlab.http.api import MAX_QUERY_INT
 from chainlab.http.errors import ApiError
 
 __all__ = [
@@ -24,8 +29,14 @@ __all__ = [
     "Resolve",
     "Resume",
     "StartRun",
+    "gated",
+    "parse_int",
+    "parse_json_body",
     "query_bool",
+    "query_choice",
+    "query_float",
     "query_int",
+    "query_text",
     "read_body",
     "read_model",
 ]
@@ -45,9 +56,10 @@ Note = Annotated[str | None, Field(default=None, max_length=4000,
 
 
 class Body(BaseModel):
-    """A request body: strict (unknown fields are refused), documented field by field."""
+    """A request body: strict (unknown fields are refused, and a value must have its field's
+    JSON type: ``0`` is not ``false``), documented field by field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Empty(Body):
@@ -93,6 +105,17 @@ class Reject(Body):
 class Resolve(Body):
     """``POST /runs/{run_id}/steps/{step_id}/resolve``: exactly one of ``output`` (the call
     took effect and returned this), ``retry: true`` or ``fail: true``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["output"], "properties": {"retry": {"const": False},
+                                                "fail": {"const": False}}},
+        {"required": ["retry"], "properties": {"retry": {"const": True},
+                                               "fail": {"const": False}},
+         "not": {"required": ["output"]}},
+        {"required": ["fail"], "properties": {"fail": {"const": True},
+                                              "retry": {"const": False}},
+         "not": {"required": ["output"]}},
+    ]})
 
     output: Any = Field(default=None, description="The call took effect; this is its output.")
     retry: bool = Field(default=False, description="Call the tool again.")
@@ -158,22 +181,42 @@ def media_type(request: Request) -> str:
 
 
 def parse_json_body(raw: bytes, *, what: str = "the request body") -> Any:
-    """JSON text as data. Raises ApiError 400 with the line and column."""
+    """JSON text as data, through the value gate (chainlab._json: no NaN or infinities, no
+    surrogates, nesting and sizes within the limits). Raises ApiError 400 naming the line
+    and column, or the path of the bad value."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "bad_request", f"{what} is not UTF-8 text",
                        fix="send JSON encoded as UTF-8") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ApiError(400, "bad_request",
                        f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
                        f"{exc.colno})",
                        fix="send a JSON object, e.g. curl --json '{\"chain\": \"NAME\"}'"
                        ) from None
+    except RecursionError:  # far past MAX_DEPTH: the parser itself gave up
+        raise ApiError(400, "bad_request", f"{what} is nested too deeply: more than "
+                       f"{MAX_DEPTH} levels, the limit of any value",
+                       fix="flatten the data") from None
     except ValueError as exc:  # an integer too long to convert
         raise ApiError(400, "bad_request", f"{what} is not usable JSON: {exc}") from None
+    return gated(data, "" if what == "the request body" else what)
+
+
+def gated(data: Any, path: str = "") -> Any:
+    """``data`` through the value gate. Raises ApiError 400 naming where the bad value sits
+    (``context.rows[3].price``) and the rule, as a problem with that field."""
+    try:
+        return to_json_value(data, path)
+    except NotJSONError as exc:
+        raise ApiError(400, "bad_request", str(exc),
+                       fix="send JSON data within the limits (docs: Values at the doors)",
+                       problems=[{"code": "invalid_field", "message": str(exc),
+                                  "step_id": None, "field": exc.path or None, "line": None,
+                                  "column": None}]) from None
 
 
 async def read_model(request: Request, model: type[M], limit: int) -> M:
@@ -215,18 +258,51 @@ def field_problem(err: Any) -> dict[str, Any]:
             "field": loc or None, "line": None, "column": None}
 
 
+#: the longest query value (or header this API reads) taken, in characters
+MAX_QUERY_CHARS = 8192
+
+
+def query_text(request: Request, name: str, *, header: bool = False,
+               empty_ok: bool = True) -> str | None:
+    """A query parameter's text (``header``: a request header's), through the value gate;
+    None when absent, or empty and ``empty_ok`` (a text parameter; a number, a boolean or a
+    choice has no empty value: 400). Raises ApiError 400 naming it."""
+    given = request.headers.getlist(name) if header else request.query_params.getlist(name)
+    where = name if header else f"?{name}="
+    if len(given) > 1:
+        raise ApiError(400, "bad_request", f"{where} is given {len(given)} times; give it once")
+    text = given[0] if given else None
+    if text == "" and not empty_ok:
+        raise ApiError(400, "bad_request", f"{where} is empty",
+                       fix="leave it out, or give it a value")
+    if text is None or text == "":
+        return None
+    if len(text) > MAX_QUERY_CHARS:
+        raise ApiError(400, "bad_request", f"{where} is {len(text)} characters long; the limit "
+                       f"is {MAX_QUERY_CHARS}")
+    gated(text, where)
+    return text
+
+
+def parse_int(text: str, where: str) -> int:
+    """``text`` as an integer written in ASCII digits (at most 18, an optional ``-``).
+    Raises ApiError 400 naming ``where``."""
+    digits = text.strip()
+    plain = digits[1:] if digits.startswith("-") else digits
+    # (at most 18 digits: MAX_QUERY_INT, what the document says)
+    if not (plain.isascii() and plain.isdigit() and len(plain) <= len(str(MAX_QUERY_INT))):
+        raise ApiError(400, "bad_request", f"{where} {safe_repr(text)} is not an integer",
+                       fix="write it in ASCII digits, e.g. 0 or 42")
+    return int(digits)
+
+
 def query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
               maximum: int | None = None) -> int | None:
     """An integer query parameter. Raises ApiError 400 naming it and the range."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
+    text = query_text(request, name, empty_ok=False)
+    if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, "bad_request", f"?{name}={text!r} is not an integer",
-                       fix=f"for example ?{name}={default if default is not None else 0}"
-                       ) from None
+    value = parse_int(text, f"?{name}=")
     if value < minimum or (maximum is not None and value > maximum):
         top = f" and {maximum}" if maximum is not None else ""
         raise ApiError(400, "bad_request",
@@ -236,27 +312,39 @@ def query_int(request: Request, name: str, default: int | None, *, minimum: int 
 
 def query_float(request: Request, name: str, default: float, *, maximum: float) -> float:
     """A number of seconds (0..maximum). Raises ApiError 400."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
+    text = query_text(request, name, empty_ok=False)
+    if text is None:
         return default
     try:
         value = float(text)
     except ValueError:
-        raise ApiError(400, "bad_request", f"?{name}={text!r} is not a number",
+        raise ApiError(400, "bad_request", f"?{name}={safe_repr(text)} is not a number",
                        fix=f"for example ?{name}={default:g}") from None
     if not 0 <= value <= maximum:  # (NaN fails too)
-        raise ApiError(400, "bad_request", f"?{name}={text} is out of range: 0 to {maximum:g}")
+        raise ApiError(400, "bad_request",
+                       f"?{name}={safe_repr(text)} is out of range: 0 to {maximum:g}")
     return value
 
 
 def query_bool(request: Request, name: str) -> bool | None:
     """``true``/``false`` (also 1/0, yes/no), None when absent. Raises ApiError 400."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
+    text = query_text(request, name, empty_ok=False)
+    if text is None:
         return None
     value = text.strip().lower()
     if value in ("true", "1", "yes"):
         return True
     if value in ("false", "0", "no"):
         return False
-    raise ApiError(400, "bad_request", f"?{name}={text!r} must be true or false")
+    raise ApiError(400, "bad_request", f"?{name}={safe_repr(text)} must be true or false")
+
+
+def query_choice(request: Request, name: str, choices: Sequence[str]) -> str | None:
+    """One of ``choices``, None when absent. Raises ApiError 400 listing them."""
+    text = query_text(request, name, empty_ok=False)
+    if text is None:
+        return None
+    if text not in choices:
+        raise ApiError(400, "bad_request", f"?{name}={safe_repr(text)} must be one of "
+                       f"{', '.join(choices)}{did_you_mean(text, choices)}")
+    return text

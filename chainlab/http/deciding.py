@@ -30,7 +30,7 @@ from chainlab.errors import (
 )
 from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, Body, Reject, Resolve
-from chainlab.http.errors import ApiError, api_error
+from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
 from chainlab.runtime.engine import decisions
 
@@ -79,6 +79,8 @@ class Decider:
             record, _, state = await service.read(run_id)
             if step_id not in state.steps:
                 raise UnknownStepError(step_id, state.steps, run_id=run_id)
+            if state.steps[step_id].status != _NEEDS[action]:  # the state first: 409, not
+                raise await self._refused(run_id, step_id, action, None)  # 422 on its body
             _precheck(service.runtime.toolbox, record.chain, step_id, action, fields)
             try:
                 await service.runtime.decide(run_id, step_id, action, by=by,
@@ -87,7 +89,7 @@ class Decider:
             except DecisionTimeoutError:
                 raise
             except DecisionError as exc:
-                if exc.field in ("args", "output", "resolution"):
+                if exc.field in INVALID_FIELDS:
                     raise
                 raise await self._refused(run_id, step_id, action, exc) from None
             except (RunStateError, StaleEpochError) as exc:
@@ -96,13 +98,13 @@ class Decider:
                 "by": by}
 
     async def _refused(self, run_id: str, step_id: str, action: str,
-                       exc: Exception) -> ApiError:
+                       exc: Exception | None) -> ApiError:
         """409 ``not_waiting`` when the step does not wait for ``action`` (any more), with
         who decided it; else the error's own mapping (a driver that appeared, say)."""
         _, _, state = await self.service.read(run_id)
         status = state.steps[step_id].status
-        if status == _NEEDS[action]:  # it still waits: the error says why not now
-            return api_error(exc) or ApiError(409, "conflict", str(exc))
+        if status == _NEEDS[action] and exc is not None:  # it still waits: the error says
+            return api_error(exc) or ApiError(409, "conflict", str(exc))  # why not now
         decided = _decided(state.steps[step_id].decided)
         what = "no longer waits" if decided else "does not wait"
         message = (f"step {step_id!r} of run {run_id!r} {what} for {action}: it is "

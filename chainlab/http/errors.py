@@ -10,7 +10,8 @@ errors); the table in ``tests/http/test_errors.py`` checks that it stays complet
 code   error                   when
 =====  ======================  ==================================================
 400    bad_request             malformed JSON, a query parameter or body field of the
-                               wrong type, an unknown body field, a front end's
+                               wrong type, an unknown body field, a value the value
+                               gate refuses (its path in ``problems``), a front end's
                                UsageError
 401    unauthorized            no or a wrong ``Authorization: Bearer TOKEN``
 404    not_found               no such route, chain, run or step
@@ -37,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from chainlab._json import NotJSONError
 from chainlab.errors import (
     ChainlabError,
     DecisionError,
@@ -54,7 +56,7 @@ from chainlab.errors import (
     UsageError,
 )
 
-__all__ = ["ApiError", "api_error", "problem_dict"]
+__all__ = ["INVALID_FIELDS", "ApiError", "api_error", "problem_dict"]
 
 
 class ApiError(ChainlabError):
@@ -119,7 +121,8 @@ def problem_dict(problem: Problem) -> dict[str, Any]:
 
 #: DecisionError.field values that mean "what you sent does not fit" (422); any other field
 #: (the action, when a remote driver refused) means the step no longer waits (409)
-_INVALID_FIELDS = frozenset({"args", "output", "resolution"})
+INVALID_FIELDS = frozenset({"args", "output", "resolution", "budget", "note", "reason", "by",
+                            "error"})
 
 
 def api_error(exc: BaseException) -> ApiError | None:
@@ -133,13 +136,15 @@ def api_error(exc: BaseException) -> ApiError | None:
                         problems=[problem_dict(p) for p in exc.problems])
     if isinstance(exc, UsageError):
         return ApiError(400, "bad_request", exc.message, fix=exc.hint)
+    if isinstance(exc, NotJSONError):  # (the doors turn it into their own errors first)
+        return ApiError(400, "bad_request", str(exc), fix="send JSON data within the limits")
     if isinstance(exc, RunNotFoundError):
         return ApiError(404, "not_found", str(exc), fix="list the runs with GET /runs")
     if isinstance(exc, UnknownStepError | UnknownChainStepError):
         return ApiError(404, "not_found", str(exc),
                         fix="GET /runs/{run_id} lists the run's steps")
     if isinstance(exc, DecisionError):
-        if exc.field in _INVALID_FIELDS:
+        if exc.field in INVALID_FIELDS:
             return ApiError(422, "invalid_decision", str(exc),
                             fix=f"send {exc.field} that fit the step's tool",
                             extra={"step_id": exc.step_id, "field": exc.field})

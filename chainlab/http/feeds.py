@@ -193,22 +193,25 @@ class Feeds:
                 if self.feeds.get(run_id) is feed:
                     del self.feeds[run_id]
 
-    async def events(self, run_id: str, after: int
+    async def events(self, run_id: str, after: int, *,
+                     opened: Callable[[int], object] | None = None
                      ) -> AsyncIterator[list[tuple[Event, bytes]] | None]:
         """Every committed event of the run after seq ``after`` with its frame, in order,
         each once, in batches (what the feed read at once: a stream sends a batch in one
-        write), until the event that ends the run; then None once (the end of the log). A
-        run that has ended with nothing after ``after`` gives None at once. Raises what
-        stopped the feed (a StoreError)."""
+        write), until the run has ended and its log holds nothing more; then None once
+        (the end of the log). The first end is not the last word: a run that succeeded and
+        was rolled back later has the rollback's events after its ``run_succeeded``, and
+        they are sent too. A run that has ended with nothing after ``after`` gives None at
+        once. Raises what stopped the feed (a StoreError). ``opened`` is told the log's last
+        seq once the feed has read it, before the first batch."""
         async with self.listen(run_id) as feed:
+            while opened is not None and not (feed.events or feed.ended or feed.error):
+                await feed.changed()
+            if opened is not None:
+                opened(feed.last_seq)
             seen = after
             while True:
                 batch = feed.after(seen)
-                for i, (ev, _) in enumerate(batch):
-                    if ev.kind in RUN_END_KINDS:
-                        yield batch[:i + 1]
-                        yield None
-                        return
                 if batch:
                     seen = batch[-1][0].seq
                     yield batch

@@ -109,6 +109,28 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "tools": {"type": "array", "items": _OBJ},
         "context_schema": {"type": "object", "description": "JSON Schema of the context."},
         "definition": _OBJ}},
+    "EventStream": {
+        "type": "object", "required": ["data"],
+        "description": (
+            "One Server-Sent Event of the stream (each frame: `event:`, `id:`, `retry:`, "
+            "`data:` lines). In order: one `metadata` event (no id; data: {run_id, chain, "
+            "status, last_seq, after, kinds}); then one event per stored event after "
+            "`after`: id = its seq, event = its kind, data = the Event as JSON (the Event "
+            "schema); `: ping` comments keep the connection open; `end` (data: {run_id, "
+            "status, last_seq}) once the run has ended and nothing follows; or `error` "
+            "(data: the Error schema) when the store failed mid-stream. A client that does "
+            "not read holds one piece of about 64 KiB of the server's memory; after the "
+            "server's --stream-send-timeout without taking anything its stream is closed "
+            "(reconnect with Last-Event-ID: nothing is lost)."),
+        "properties": {
+            "event": {"type": "string", "description": "metadata, an event kind, end or "
+                                                       "error."},
+            "id": {"type": "string", "pattern": "^[0-9]+$",
+                   "description": "The event's seq (what Last-Event-ID sends back)."},
+            "retry": {"type": "integer", "minimum": 0},
+            "data": {"type": "string", "contentMediaType": "application/json"},
+        },
+    },
     "Validation": {"type": "object", "properties": {
         "valid": {"type": "boolean"}, "chain": _STR_OR_NULL,
         "step_count": {"type": ["integer", "null"]},
@@ -121,12 +143,19 @@ _REASONS = {400: "Bad request", 401: "No or wrong token", 404: "Not found",
             504: "The run's driver did not answer"}
 
 
-def document(version: str, title: str = "chainlab") -> dict[str, Any]:
-    """The OpenAPI document of every endpoint in the table."""
+def document(version: str, title: str = "chainlab", *,
+             chains: list[str] | None = None) -> dict[str, Any]:
+    """The OpenAPI document of every endpoint in the table. ``chains``: the names of the
+    chains served (a start's ``chain`` is one of them, or an inline definition)."""
     schemas: dict[str, Any] = {k: dict(v) for k, v in SCHEMAS.items()}
     paths: dict[str, dict[str, Any]] = {}
     for ep in ENDPOINTS:
         paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep, schemas)
+    if chains is not None and "StartRun" in schemas:
+        chain = schemas["StartRun"]["properties"]["chain"]
+        chain["anyOf"] = [{"type": "string", "enum": sorted(chains)}
+                          if branch.get("type") == "string" else branch
+                          for branch in chain.get("anyOf", [])]
     return {
         "openapi": "3.1.0",
         "info": {"title": f"{title} HTTP API", "version": version,
@@ -145,7 +174,8 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
     params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
               for name in re.findall(r"{(\w+)}", ep.path)]
     params += [{"name": p.name, "in": p.where, "required": False, "description": p.description,
-                "schema": p.schema} for p in ep.params]
+                **({"content": {p.content: {"schema": p.schema}}} if p.content
+                   else {"schema": p.schema})} for p in ep.params]
     if params:
         op["parameters"] = params
     if ep.body is not None:
@@ -154,25 +184,66 @@ def _operation(ep: Endpoint, schemas: dict[str, Any]) -> dict[str, Any]:
         for sub, value in schema.pop("$defs", {}).items():
             schemas.setdefault(sub, value)
         schemas[name] = schema
-        op["requestBody"] = {"required": False, "content": {
-            t: {"schema": {"$ref": f"#/components/schemas/{name}"}} for t in ep.body_types}}
-    elif ep.body_types != ("application/json",):
+        # optional only when every field is (an empty body is then {}): a reject needs its
+        # reason, a start its chain
+        op["requestBody"] = {
+            "required": bool(schema.get("required") or schema.get("oneOf")),
+            "content": {t: {"schema": {"$ref": f"#/components/schemas/{name}"}}
+                        for t in ep.body_types}}
+    elif ep.body_types != ("application/json",):  # a chain's text (YAML) or its JSON
         op["requestBody"] = {"required": True, "content": {
-            t: {"schema": {"type": "string"}} for t in ep.body_types}}
+            t: {"schema": {"type": "object"} if t.endswith("json") else {"type": "string"}}
+            for t in ep.body_types}}
     ok: dict[str, Any] = {"description": "OK" if ep.ok == 200 else "Created"}
     if ep.returns is not None:
         ok["content"] = {ep.produces: {"schema": {"$ref": f"#/components/schemas/{ep.returns}"}}}
+    elif ep.produces == "text/event-stream":
+        ok["content"] = {ep.produces: {"schema": {"$ref": "#/components/schemas/EventStream"}}}
     else:
         ok["content"] = {ep.produces: {"schema": {"type": "string"}}}
+    links = _links(ep)
+    if links:
+        ok["links"] = links
     responses: dict[str, Any] = {str(ep.ok): ok}
     if ep.ok == 201:
         responses["200"] = {"description": "The same request again (Idempotency-Key or "
                                            "run_id): the run it started"}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    codes = ((401,) if ep.auth else ()) + ep.errors
+    codes = sorted(set(((401,) if ep.auth else ()) + ep.errors + _implied(ep)))
     for code in codes:
         responses[str(code)] = {"description": _REASONS.get(code, "Error"), "content": error}
     op["responses"] = responses
     if not ep.auth:
         op["security"] = []
     return op
+
+
+def _implied(ep: Endpoint) -> tuple[int, ...]:
+    """The error codes every endpoint of its kind can answer: one that reads a body (400
+    malformed or refused by the value gate, 413, 415), one with query parameters or headers
+    (400)."""
+    codes: tuple[int, ...] = ()
+    if ep.body is not None or ep.body_types != ("application/json",):
+        codes += (400, 413, 415)
+    if ep.params:
+        codes += (400,)
+    return codes
+
+
+def _links(ep: Endpoint) -> dict[str, Any]:
+    """OpenAPI links: the run a start or a fork made goes on to every operation on a run;
+    what waits in a run goes on to the decisions (a client, or a stateful test, follows
+    them)."""
+    if ep.returns == "Run" and ep.ok == 201:
+        where = "$response.body#/run_id"
+        return {f"{other.handler.__name__}": {"operationId": other.handler.__name__,
+                                              "parameters": {"run_id": where}}
+                for other in ENDPOINTS
+                if re.findall(r"{(\w+)}", other.path) == ["run_id"]}
+    if ep.returns == "WaitingList" and "{run_id}" in ep.path:
+        return {f"{other.handler.__name__}": {
+                    "operationId": other.handler.__name__,
+                    "parameters": {"run_id": "$response.body#/waiting/0/run_id",
+                                   "step_id": "$response.body#/waiting/0/step_id"}}
+                for other in ENDPOINTS if "{step_id}" in other.path}
+    return {}

@@ -7,7 +7,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chainlab.http.api import Param, endpoint, json, service
-from chainlab.http.bodies import YAML_TYPES, media_type, parse_json_body, read_body
+from chainlab.http.bodies import (
+    YAML_TYPES,
+    media_type,
+    parse_json_body,
+    query_text,
+    read_body,
+)
 from chainlab.http.chains import chain_summary, validation
 from chainlab.http.errors import ApiError
 
@@ -55,7 +61,7 @@ async def chain_graph(request: Request) -> Response:
 @endpoint("POST", "/chains/validate", "Validate a chain (YAML or JSON)", tag="chains",
           body_types=("application/yaml", "application/json"), returns="Validation",
           params=(Param("context", "A JSON object: check the references to the context too.",
-                        {"type": "string"}),),
+                        {"type": "object"}, content="application/json"),),
           errors=(400, 413, 415))
 async def validate_chain(request: Request) -> Response:
     """The body is a chain's YAML or JSON text (``Content-Type: application/yaml`` or
@@ -74,8 +80,11 @@ async def validate_chain(request: Request) -> Response:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "bad_request", "the chain is not UTF-8 text") from None
+    if not text.strip():
+        raise ApiError(400, "bad_request", "the body is empty: send the chain's YAML or JSON",
+                       fix="curl --data-binary @chain.yaml -H 'Content-Type: application/yaml'")
     context = None
-    given = request.query_params.get("context")
+    given = query_text(request, "context")
     if given is not None:
         context = parse_json_body(given.encode(), what="?context=")
         if not isinstance(context, dict):
@@ -100,4 +109,4 @@ async def openapi(request: Request) -> Response:
     from chainlab import __version__
     from chainlab.http.openapi import document
 
-    return json(document(__version__))
+    return json(document(__version__, chains=list(service(request).chains.all())))

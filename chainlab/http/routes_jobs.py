@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,6 +23,12 @@ __all__ = ["Complete"]
 class Complete(Body):
     """``POST /runs/{run_id}/steps/{step_id}/complete``: exactly one of ``output`` (the job
     succeeded with it) or ``error`` (it failed, with this message)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["output"], "properties": {"error": {"type": "null"}}},
+        {"required": ["error"], "properties": {"error": {"type": "string"}},
+         "not": {"required": ["output"]}},
+    ]})
 
     output: Any = Field(default=None, description="The job succeeded: the step's output.")
     error: str | None = Field(default=None, max_length=4000,

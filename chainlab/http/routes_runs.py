@@ -6,15 +6,18 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from chainlab._text import safe_repr
 from chainlab.events import RunStatus
 from chainlab.http.api import (
     H_IDEMPOTENCY,
+    MAX_QUERY_INT,
     P_AFTER,
     P_TIMEOUT,
     Param,
     by_of,
     endpoint,
     json,
+    one_or_more,
     service,
 )
 from chainlab.http.bodies import (
@@ -25,6 +28,7 @@ from chainlab.http.bodies import (
     query_bool,
     query_float,
     query_int,
+    query_text,
     read_model,
 )
 from chainlab.http.errors import ApiError
@@ -39,7 +43,7 @@ async def _start(request: Request, *, wait: bool) -> Response:
     timeout = query_float(request, "timeout", 30.0, maximum=svc.config.max_wait_s) \
         if wait else 0.0
     body = await read_model(request, StartRun, svc.config.max_body_bytes)
-    key = request.headers.get("idempotency-key")
+    key = query_text(request, "idempotency-key", header=True)
     view, created = await svc.start(body, key=key, by=by_of(request))
     if wait:
         view = await svc.wait(view["run_id"], timeout)
@@ -71,28 +75,29 @@ async def start_and_wait(request: Request) -> Response:
 
 @endpoint("GET", "/runs", "List runs", tag="runs", returns="RunList", errors=(400,),
           params=(Param("status", "Only runs in these statuses (comma-separated).",
-                        {"type": "string"}),
+                        one_or_more(sorted(_STATUSES))),
                   Param("chain", "Only runs of this chain.", {"type": "string"}),
                   Param("waiting", "true: only runs where something waits for a person; "
                         "false: only the others.", {"type": "boolean"}),
                   Param("limit", "At most this many (default 50, at most 500).",
                         {"type": "integer", "minimum": 1, "maximum": 500}),
-                  Param("cursor", "The next_cursor of the previous page.",
-                        {"type": "string"})))
+                  Param("cursor", "The next_cursor of the previous page (opaque).",
+                        {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"})))
 async def list_runs(request: Request) -> Response:
     """Runs in the store (every process's), newest first, one page at a time:
     ``{runs, next_cursor}`` (None on the last page)."""
-    status = request.query_params.get("status")
+    status = query_text(request, "status")
     wanted = {s.strip() for s in status.split(",") if s.strip()} if status else None
     unknown = sorted((wanted or set()) - _STATUSES)
     if unknown:
-        raise ApiError(400, "bad_request", f"?status={status!r}: unknown status "
-                       f"{', '.join(unknown)}", fix=f"one of {', '.join(sorted(_STATUSES))}")
+        raise ApiError(400, "bad_request", f"?status={safe_repr(status)}: unknown status "
+                       f"{safe_repr(', '.join(unknown))}",
+                       fix=f"one of {', '.join(sorted(_STATUSES))}")
     page = await service(request).list_runs(
-        status=wanted, chain=request.query_params.get("chain") or None,
+        status=wanted, chain=query_text(request, "chain"),
         waiting=query_bool(request, "waiting"),
         limit=query_int(request, "limit", 50, minimum=1, maximum=500) or 50,
-        cursor=request.query_params.get("cursor") or None)
+        cursor=query_text(request, "cursor"))
     return json(page)
 
 
@@ -119,8 +124,8 @@ async def run_events(request: Request) -> Response:
 
 @endpoint("GET", "/runs/{run_id}/state", "The run as it was after one of its events",
           tag="runs", returns="Run", errors=(400, 404),
-          params=(Param("at", "The event's seq (0: before any event).",
-                        {"type": "integer", "minimum": 0}),))
+          params=(Param("at", "The event's seq (0: before any event; past the last: the run now).",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_QUERY_INT}),))
 async def run_state(request: Request) -> Response:
     """Time travel: the fold of the stored log up to event ``at`` (no tool runs), in the
     shape of ``GET /runs/{run_id}`` plus ``at``. Without ``at``: the run now."""
@@ -152,8 +157,8 @@ async def resume_run(request: Request) -> Response:
     return json(await svc.resume(request.path_params["run_id"], force=body.force))
 
 
-@endpoint("POST", "/runs/{run_id}/cancel", "Cancel the run", tag="control", returns="Run",
-          errors=(404, 409))
+@endpoint("POST", "/runs/{run_id}/cancel", "Cancel the run", tag="control", body=Empty,
+          returns="Run", errors=(404, 409))
 async def cancel_run(request: Request) -> Response:
     """Stop the run: running calls are cancelled, nothing new starts, then completed steps
     are compensated (unless the run's options say not to)."""

@@ -7,23 +7,24 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chainlab.http.api import Param, by_of, decider, endpoint, json, service
-from chainlab.http.bodies import Approve, Body, Reject, Resolve, read_model
+from chainlab.http.bodies import Approve, Body, Reject, Resolve, query_choice, read_model
 
 __all__: list[str] = []
 
 _DECISION_ERRORS = (400, 404, 409, 413, 415, 422, 504)
+_KINDS = ("confirm", "in_doubt")
 
 
 @endpoint("GET", "/runs/{run_id}/confirmations", "What waits for a person in this run",
           tag="decisions", returns="WaitingList", errors=(404,),
           params=(Param("kind", "confirm (approve or reject) or in_doubt (resolve).",
-                        {"type": "string", "enum": ["confirm", "in_doubt"]}),))
+                        {"type": "string", "enum": list(_KINDS)}),))
 async def confirmations(request: Request) -> Response:
     """Every step of the run that waits for a decision: its tool, the resolved args the
     approval is bound to, the preview the approver sees (or, in doubt, the error), since
     when, and the URLs that decide it. Read it any time: nothing is lost with a stream."""
+    kind = query_choice(request, "kind", _KINDS)
     items = await service(request).confirmations(request.path_params["run_id"])
-    kind = request.query_params.get("kind")
     if kind:
         items = [d for d in items if d["kind"] == kind]
     return json({"waiting": items})

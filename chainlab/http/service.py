@@ -14,12 +14,15 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from pydantic import ValidationError
 
+from chainlab._json import NotJSONError, to_json_value
+from chainlab._text import safe_repr
 from chainlab.errors import ChainlabError, RunNotFoundError, StoreError
 from chainlab.events import RUN_TERMINAL, read_run
 from chainlab.http.bodies import Fork, StartRun, field_problem
@@ -39,15 +42,18 @@ class Config:
     """What a server allows. ``max_body_bytes``: the request body limit; ``keepalive_s``:
     the SSE keep-alive comment interval; ``inline_chains``: whether ``POST /runs`` takes a
     chain definition (else only served chains by name); ``decision_timeout_s``: how long a
-    decision waits for another process's driver to answer; ``cors_origins``: browser origins
-    allowed to call the API (none by default); ``tools``: the ``MODULE:TOOLBOX`` served (kept
-    with each run, so ``chainlab resume`` finds the tools)."""
+    decision waits for another process's driver to answer; ``stream_send_timeout_s``: how
+    long an SSE stream waits for a client that does not read before it closes the stream
+    (the client reconnects with Last-Event-ID and loses nothing); ``cors_origins``: browser
+    origins allowed to call the API (none by default); ``tools``: the ``MODULE:TOOLBOX``
+    served (kept with each run, so ``chainlab resume`` finds the tools)."""
 
     max_body_bytes: int = 1 << 20
     keepalive_s: float = 15.0
     inline_chains: bool = True
     decision_timeout_s: float = 10.0
     max_wait_s: float = 300.0
+    stream_send_timeout_s: float = 60.0
     cors_origins: tuple[str, ...] = ()
     tools: str | None = None
     poll_s: float = 0.05
@@ -77,6 +83,19 @@ class Service:
             known = [r.run_id for r in await self.runtime.run_io(self.store.list_runs, 200)]
             raise RunNotFoundError(run_id, known) from None
 
+    async def record(self, run_id: str) -> Any:
+        """The run's stored record (after a flush, as :meth:`read`), without its log.
+        Raises RunNotFoundError with a did-you-mean."""
+        run = self.runtime.driven(run_id)
+        if run is not None:
+            with contextlib.suppress(ChainlabError):
+                await self.store.flush(run_id, run.epoch)
+        try:
+            return await self.runtime.run_io(self.store.get_run, run_id)
+        except RunNotFoundError:
+            known = [r.run_id for r in await self.runtime.run_io(self.store.list_runs, 200)]
+            raise RunNotFoundError(run_id, known) from None
+
     async def view(self, run_id: str) -> dict[str, Any]:
         """``GET /runs/{run_id}``: the JSON view of the run."""
         record, _, state = await self.read(run_id)
@@ -95,12 +114,10 @@ class Service:
 
     async def state_at(self, run_id: str, seq: int) -> dict[str, Any]:
         """``GET /runs/{run_id}/state?at=SEQ``: the run as it was right after event
-        ``seq`` (time travel: ``run.state_at``, the fold of the stored prefix)."""
+        ``seq`` (time travel: ``run.state_at``, the fold of the stored prefix; a seq past the
+        last event is the run now, and ``at`` says which seq it is)."""
         _, _, now = await self.read(run_id)
-        if seq > now.last_seq:
-            raise ApiError(400, "bad_request",
-                           f"run {run_id!r} has events 1..{now.last_seq}; there is no event "
-                           f"{seq}", fix=f"?at= between 0 and {now.last_seq}")
+        seq = min(seq, now.last_seq)  # (past the last event: the run as it is now)
 
         def fold() -> dict[str, Any]:
             run = self.runtime.get_run(run_id)
@@ -328,12 +345,21 @@ def _encode_cursor(created_at: float, run_id: str) -> str:
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
+    """The ``(created_at, run_id)`` a cursor of :func:`_encode_cursor` holds. Raises
+    ApiError 400 for anything else (whatever it holds: deep JSON, huge numbers, garbage)."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, run_id = json.loads(raw)
-        return float(created_at), str(run_id)
-    except (ValueError, TypeError):
-        raise ApiError(400, "bad_request", f"?cursor={cursor!r} is not a cursor this server "
-                       "gave", fix="pass the next_cursor of the previous page as it is"
+        found = json.loads(raw)
+        created_at, run_id = found
+        if isinstance(created_at, bool) or not isinstance(created_at, int | float) \
+                or not isinstance(run_id, str):
+            raise ValueError("not a cursor")
+        when = float(created_at)
+        if not math.isfinite(when):
+            raise ValueError("not a cursor")
+        return when, to_json_value(run_id)  # type: ignore[no-any-return]
+    except (ValueError, TypeError, OverflowError, RecursionError, NotJSONError):
+        raise ApiError(400, "bad_request", f"?cursor={safe_repr(cursor)} is not a cursor this "
+                       "server gave", fix="pass the next_cursor of the previous page as it is"
                        ) from None
 

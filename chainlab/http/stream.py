@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
-from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import EventSourceResponse, SendTimeoutError, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
-from chainlab._text import did_you_mean
+from chainlab._text import did_you_mean, safe_repr
 from chainlab.events import Event, EventKind
-from chainlab.http.api import P_AFTER, Param, endpoint, feeds, service
+from chainlab.http.api import P_AFTER, Param, endpoint, feeds, one_or_more, service
+from chainlab.http.bodies import parse_int, query_text
 from chainlab.http.errors import ApiError, api_error
 
 __all__: list[str] = []
@@ -47,25 +49,26 @@ def _data(value: object) -> str:
 
 
 def _after(request: Request) -> int:
-    """Where to resume: ``Last-Event-ID`` (a reconnect) over ``?after=``."""
-    for source, text in (("Last-Event-ID", request.headers.get("last-event-id")),
-                         ("?after=", request.query_params.get("after"))):
-        if text is None or not text.strip():
-            continue
-        if not text.strip().isdigit():
-            raise ApiError(400, "bad_request", f"{source} {text!r} is not an event seq",
-                           fix="send the id of the last event received (an integer)")
-        return int(text)
-    return 0
+    """Where to resume: ``Last-Event-ID`` (a reconnect) over ``?after=`` (both checked)."""
+    found = [parse_int(text, source)
+             for source, text in (("Last-Event-ID", query_text(request, "last-event-id",
+                                                                header=True)),
+                                  ("?after=", query_text(request, "after")))
+             if text is not None and text.strip()]
+    for seq in found:
+        if seq < 0:
+            raise ApiError(400, "bad_request", f"{seq} is not an event seq",
+                           fix="send the id of the last event received (an integer >= 0)")
+    return found[0] if found else 0
 
 
 def _kinds(request: Request) -> set[str] | None:
-    text = request.query_params.get("kinds")
+    text = query_text(request, "kinds")
     if not text:
         return None
     kinds = {k.strip() for k in text.split(",") if k.strip()}
     for kind in sorted(kinds - _KINDS):
-        raise ApiError(400, "bad_request", f"?kinds=: no event kind {kind!r}"
+        raise ApiError(400, "bad_request", f"?kinds=: no event kind {safe_repr(kind)}"
                        f"{did_you_mean(kind, _KINDS)}",
                        fix="kinds are the event vocabulary: run_started, step_started, ...")
     return kinds
@@ -75,10 +78,10 @@ def _kinds(request: Request) -> set[str] | None:
           tag="runs", produces="text/event-stream", errors=(400, 404),
           params=(P_AFTER,
                   Param("kinds", "Only these event kinds (comma-separated).",
-                        {"type": "string"}),
+                        one_or_more(sorted(_KINDS))),
                   Param("Last-Event-ID", "Resume after this seq (what EventSource sends on "
-                        "a reconnect; wins over ?after=).", {"type": "string"},
-                        where="header")))
+                        "a reconnect; wins over ?after=).",
+                        {"type": "string", "pattern": "^[0-9]{0,18}$"}, where="header")))
 async def stream(request: Request) -> Response:
     """A first ``metadata`` event, then every stored event after ``after`` (``id:`` = seq,
     ``event:`` = kind, ``data:`` = the event as JSON), live, then ``event: end`` when the
@@ -86,14 +89,46 @@ async def stream(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after, kinds = _after(request), _kinds(request)
     svc = service(request)
-    record, _, state = await svc.read(run_id)  # a 404 before the stream begins
-    meta = {"run_id": run_id, "chain": record.chain_name, "status": str(state.status),
-            "last_seq": state.last_seq, "after": after,
-            "kinds": sorted(kinds) if kinds else None}
-    return EventSourceResponse(_events(request, run_id, after, kinds, meta),
-                               ping=svc.config.keepalive_s,
-                               headers={"Cache-Control": "no-store",
-                                        "X-Accel-Buffering": "no"})
+    # a 404 before the stream begins; only the run's record: its log is read once, by the
+    # run's feed, for every stream of it (a stream costs no fold of the whole log)
+    record = await svc.record(run_id)
+    meta = {"run_id": run_id, "chain": record.chain_name, "status": str(record.status),
+            "last_seq": 0, "after": after, "kinds": sorted(kinds) if kinds else None}
+    return _Stream(_events(request, run_id, after, kinds, meta),
+                   ping=svc.config.keepalive_s, send_timeout=svc.config.stream_send_timeout_s,
+                   headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+class _Stream(EventSourceResponse):
+    """An SSE response that ends when its client stopped reading (``send_timeout`` passed
+    with a write pending): a warning, no traceback, and the connection is closed (uvicorn
+    says the response did not complete: it cannot, the client takes nothing). The client
+    reconnects with Last-Event-ID and loses nothing."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except* SendTimeoutError:
+            log.warning("%s: the client took nothing for %g s; its stream is closed",
+                        scope.get("path"), self.send_timeout)
+
+
+#: about how many bytes one write of a stream carries (a frame larger than this is one write)
+STREAM_PIECE = 64 * 1024
+
+
+def pieces(frames: list[bytes], size: int = STREAM_PIECE) -> Iterator[bytes]:
+    """``frames`` joined into writes of about ``size`` bytes (whole frames each)."""
+    piece: list[bytes] = []
+    length = 0
+    for frame in frames:
+        if piece and length + len(frame) > size:
+            yield b"".join(piece)
+            piece, length = [], 0
+        piece.append(frame)
+        length += len(frame)
+    if piece:
+        yield b"".join(piece)
 
 
 def encode_event(ev: Event) -> bytes:
@@ -103,25 +138,33 @@ def encode_event(ev: Event) -> bytes:
 
 async def _events(request: Request, run_id: str, after: int, kinds: set[str] | None,
                   meta: dict[str, object]) -> AsyncIterator[ServerSentEvent | bytes]:
-    yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
     svc = service(request)
     last_seq = after
+    opening = True  # the metadata goes first, once the feed read the log (its last_seq)
     try:
-        async for batch in feeds(request).events(run_id, after):
+        async for batch in feeds(request).events(
+                run_id, after, opened=lambda seq: meta.__setitem__("last_seq", seq)):
+            if opening:
+                opening = False
+                yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
             if batch is None:  # (the run's status commits with its last event)
                 record = await svc.runtime.run_io(svc.store.get_run, run_id)
                 yield ServerSentEvent(_data({"run_id": run_id, "status": str(record.status),
                                              "last_seq": last_seq}), event="end")
                 return
             last_seq = batch[-1][0].seq
-            # frames encoded once by the feed for every stream of the run; a batch in one
-            # write (a replay of 600 events is one send, not 600)
-            frames = b"".join(frame for ev, frame in batch if kinds is None or ev.kind in kinds)
-            if frames:
-                yield frames
+            # frames encoded once by the feed for every stream of the run, sent in pieces
+            # of about STREAM_PIECE bytes (a replay of 600 small events is one send, not
+            # 600): the server writes a piece only once the client took the one before, so
+            # a client that stops reading holds one piece here, never the whole log
+            for piece in pieces([frame for ev, frame in batch
+                                 if kinds is None or ev.kind in kinds]):
+                yield piece
     except Exception as exc:  # the store failed mid-stream: say so, then close
         error = api_error(exc)
         if error is None:
             log.exception("run %s: the stream stopped", run_id)
             error = ApiError(500, "internal", f"the stream stopped: {type(exc).__name__}")
+        if opening:
+            yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
         yield ServerSentEvent(_data(error.body()), event="error")

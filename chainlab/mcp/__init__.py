@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chainlab._text import safe_repr
 from chainlab.errors import MCPServerError, MissingExtraError, ToolDefinitionError
 from chainlab.mcp.connection import MCPConnection
 from chainlab.mcp.mapping import contract_of, hints_of, output_of, schema_tool
@@ -79,7 +80,7 @@ def add_mcp(toolbox: Toolbox, command: Sequence[str] | str | None = None, *,
     except BaseException:
         connection.close()
         raise
-    for tool in tools:
+    for tool in tools:  # (checked above: no name is taken, none is listed twice)
         toolbox.add(tool)
     toolbox.own(connection)
     return tools
@@ -97,6 +98,12 @@ def _tools(toolbox: Toolbox, connection: MCPConnection, specs: list[Any], *,
         raise MCPServerError(connection.label, f"has no tool named {', '.join(map(repr, unknown))}"
                              f" (it lists {', '.join(sorted(listed)) or 'none'})",
                              "check include=/exclude=/confirm=/overrides=")
+    twice = sorted({spec.name for spec in specs if [s.name for s in specs].count(spec.name) > 1})
+    if twice:
+        raise MCPServerError(connection.label, f"lists the tool name {safe_repr(twice[0])} "
+                             "more than once, so a step could not say which one it calls",
+                             "fix the server (each tool name once); nothing of it was "
+                             "registered")
     out: list[SchemaTool] = []
     for spec in specs:
         if (keep is not None and spec.name not in keep) or spec.name in set(exclude):

@@ -6,7 +6,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from chainlab.plan.refs import Ref, TemplateSyntaxError, iter_refs, parse_condition, parse_template
+from chainlab.plan.refs import (
+    Ref,
+    TemplateSyntaxError,
+    is_local,
+    iter_refs,
+    parse_condition,
+    parse_template,
+)
 
 if TYPE_CHECKING:
     from chainlab.plan.parts import Step
@@ -40,10 +47,16 @@ def value_refs(value: Any) -> Iterator[Ref]:
 
 
 def step_refs(step: Step) -> list[Ref]:
-    """References in a step's args and condition (not its rollback). Raises on bad syntax."""
+    """References in a step's args, condition and ``for_each`` (not its rollback), except the
+    names a ``for_each`` step binds per instance (``item``, ``index``). Raises on bad
+    syntax."""
     refs = list(value_refs(step.args))
     if step.when is not None:
         refs.extend(iter_refs(parse_condition(step.when)))
+    if step.for_each is not None:  # (the list itself is read outside any instance)
+        names = step.local_names
+        refs = [r for r in refs if not is_local(r, names)]
+        refs.extend(parse_template(step.for_each).refs)
     return refs
 
 

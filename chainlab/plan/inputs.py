@@ -49,6 +49,7 @@ __all__ = [
     "declaration_problems",
     "fit_args",
     "inputs_json_schema",
+    "json_equal",
     "needed_inputs",
     "select_output",
     "subchain_arg_findings",
@@ -125,12 +126,15 @@ class Input(PlanModel):
         return ", ".join(parts) + (f": {self.description}" if self.description else "")
 
     def misfit(self, value: Any) -> str | None:
-        """Why ``value`` does not fit this input (None when it does)."""
+        """Why ``value`` does not fit this input (None when it does). An input that is not
+        required may be null (what it is when it is left out)."""
+        if value is None and not self.is_required:
+            return None
         types = self.types
         kind = value_type(value)
         if types and not (kind in types or (kind == "integer" and "number" in types)):
             return f"is {safe_repr(value)} ({kind}), but it is declared as {self.type_text()}"
-        if self.enum is not None and value not in self.enum:
+        if self.enum is not None and not any(json_equal(value, v) for v in self.enum):
             allowed = ", ".join(safe_repr(v) for v in self.enum)
             return f"is {safe_repr(value)}, but it must be one of {allowed}"
         return None
@@ -151,6 +155,21 @@ def value_type(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON values as JSON Schema's ``enum`` and ``const`` see it: numbers by
+    their value (``1`` equals ``1.0``), but a boolean is never a number (``true`` is not
+    ``1``, which Python's ``==`` says it is), and arrays and objects item by item."""
+    kind_a, kind_b = value_type(a), value_type(b)
+    numbers = ("integer", "number")
+    if kind_a != kind_b and not (kind_a in numbers and kind_b in numbers):
+        return False
+    if kind_a == "array":
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if kind_a == "object":
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 # ============================================================================ declarations

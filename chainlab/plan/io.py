@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import math
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,7 +16,8 @@ import yaml
 from pydantic import ValidationError
 
 import chainlab.plan.yamltext as yamltext
-from chainlab._text import did_you_mean, int_digits_limit, int_too_long, safe_repr
+from chainlab._json import MAX_DEPTH, scalar_problem
+from chainlab._text import did_you_mean, safe_repr
 from chainlab.errors import PlanError, Problem
 from chainlab.plan.parts import RetryPolicy, Rollback, RunOptions, Step
 
@@ -197,6 +197,10 @@ class _Scan:
         """The number of values in ``value`` counted as a tree. Raises RecursionError when
         the data contains itself or is nested too deeply."""
         if isinstance(value, dict | list):
+            if len(path) >= MAX_DEPTH:
+                self.flag(path, f"plan data is nested too deeply: more than {MAX_DEPTH} "
+                                "levels, the limit of any value; flatten it")
+                return 1
             # a dict from Python may share a value between places: size it once (linear),
             # but count it everywhere it appears (that is what every later walk will do)
             size = self._sizes.get(id(value))
@@ -208,17 +212,15 @@ class _Scan:
             size = 1
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in items:
+                why = scalar_problem(key) if isinstance(key, str) else None
+                if why is not None:
+                    self.flag((*path, key), f"the key {safe_repr(key)} is {why}")
                 size += self.walk(item, (*path, key))
             self._sizes[id(value)] = size
             return size
-        if isinstance(value, float) and not math.isfinite(value):
-            self.flag(path, f"{value!r} is not a JSON number")
-        elif isinstance(value, int) and int_too_long(value):
-            self.flag(
-                path,
-                f"an integer with more than {int_digits_limit()} digits cannot be written as "
-                "JSON or YAML text (nor shown); pass it as a string",
-            )
+        why = scalar_problem(value)  # the value gate's rule (chainlab._json)
+        if why is not None:
+            self.flag(path, why if isinstance(value, int) else f"{safe_repr(value)} is {why}")
         return 1
 
     def flag(self, path: tuple[Any, ...], message: str) -> None:

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from chainlab.events.status import ErrorKind
 
 __all__ = [
+    "FOR_EACH_LIMIT",
+    "INDEX_NAME",
     "KEY_PATTERN",
     "RESERVED_KEYS",
     "STEP_ID_PATTERN",
@@ -27,6 +29,10 @@ __all__ = [
 ]
 
 STEP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+#: at most this many instances per ``for_each`` step (a run-time list past it fails the step)
+FOR_EACH_LIMIT = 10_000
+#: the name a ``for_each`` step's args and ``when`` read the item's position with
+INDEX_NAME = "index"
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 # roots of references, and words of the condition grammar (a bare {{ KEY }} must parse)
 RESERVED_KEYS = frozenset(
@@ -99,7 +105,12 @@ class Rollback(PlanModel):
 
 
 class Step(PlanModel):
-    """One tool call in a chain."""
+    """One tool call in a chain (or, with ``for_each``, one per item of a list known at run
+    time: the step's instances ``ID[0]``, ``ID[1]``, ...)."""
+
+    # ``as`` is a Python keyword: the field is ``as_`` in Python and ``as`` in YAML/JSON
+    model_config = ConfigDict(extra="forbid", validate_default=False, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True)
 
     id: Annotated[str, Field(pattern=STEP_ID_PATTERN, max_length=100)]
     tool: Annotated[str, Field(min_length=1, max_length=200)]
@@ -112,6 +123,14 @@ class Step(PlanModel):
     timeout_s: Annotated[float, Field(gt=0, le=86400)] | None = None
     rollback: Literal["none"] | Rollback | None = None
     confirm: bool | None = None
+    # fan-out over a list known at run time: one whole reference ("{{ steps.split.output }}")
+    for_each: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    # the name the args and `when` read each item with (default "item"; "index" is its
+    # position)
+    as_: Annotated[Annotated[str, Field(pattern=KEY_PATTERN, max_length=100)] | None,
+                   Field(alias="as")] = None
+    # at most this many of the step's instances in flight at once (under the run's cap)
+    max_concurrency: Annotated[int, Field(ge=1, le=FOR_EACH_LIMIT)] | None = None
 
     @field_validator("save_as")
     @classmethod
@@ -119,6 +138,16 @@ class Step(PlanModel):
         if v is not None and v.lower() in RESERVED_KEYS:
             raise ValueError(f"{v!r} is reserved for references; choose another key")
         return v
+
+    @property
+    def item_name(self) -> str:
+        """The name a ``for_each`` step's args and ``when`` read each item with."""
+        return self.as_ or "item"
+
+    @property
+    def local_names(self) -> tuple[str, ...]:
+        """The names bound per instance of a ``for_each`` step (none for another step)."""
+        return () if self.for_each is None else (self.item_name, INDEX_NAME)
 
     @property
     def is_subchain(self) -> bool:

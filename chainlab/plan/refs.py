@@ -44,6 +44,7 @@ __all__ = [
     "Template",
     "TemplateSyntaxError",
     "evaluate",
+    "is_local",
     "is_template",
     "iter_refs",
     "parse_condition",
@@ -86,6 +87,14 @@ class Template:
                 value = resolve(part)
                 out.append(value if isinstance(value, str) else json.dumps(value, default=str))
         return "".join(out)
+
+
+def is_local(ref: Ref, names: tuple[str, ...]) -> bool:
+    """Whether ``ref`` reads a name bound per instance of a ``for_each`` step (``names``:
+    the step's item name and ``index``): a bare ``{{ item.x }}`` or ``{{ index }}``, never
+    ``{{ memory.item }}``, which names a memory key."""
+    return (bool(names) and ref.root == "memory" and ref.target in names
+            and not ref.source.startswith("memory."))
 
 
 def is_template(value: object) -> bool:

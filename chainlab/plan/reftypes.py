@@ -16,15 +16,15 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chainlab.plan.graph import ref_target
-from chainlab.plan.refs import Ref, TemplateSyntaxError, parse_template
+from chainlab.plan.refs import Ref, TemplateSyntaxError, is_local, parse_template
 
 if TYPE_CHECKING:
     from chainlab.plan.parts import Step
     from chainlab.plan.schema import Chain
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["reference_type_findings", "schema_types", "subchain_reference_findings",
-           "type_text", "value_schema", "whole_arg_refs"]
+__all__ = ["for_each_findings", "reference_type_findings", "schema_types",
+           "subchain_reference_findings", "type_text", "value_schema", "whole_arg_refs"]
 
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # (source type, target type) pairs a tool's (lax) validation may still accept
@@ -175,8 +175,22 @@ def _down(schema: dict[str, Any], defs: Mapping[str, Any], path: tuple[Any, ...]
 
 def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
             context: Mapping[str, Any] | None, save_as: Mapping[str, str],
-            ) -> tuple[dict[str, Any], dict[str, Any], str] | None:
-    """The schema (with its defs) of what ``ref`` names, and how to say where it is from."""
+            *, local: bool = True) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """The schema (with its defs) of what ``ref`` names, and how to say where it is from
+    (``local``: in the args or ``when`` of a for_each step, where its item is bound; its
+    ``for_each`` itself is read outside any instance)."""
+    if local and is_local(ref, current.local_names):  # a for_each step's item or index
+        if ref.target != current.item_name:
+            return ({"type": "integer"}, {}, "the item's index") if not ref.path else None
+        whole = _for_each_ref(current)
+        found = _source(whole, current, chain, toolbox, context, save_as, local=False) \
+            if whole else None
+        if found is None:
+            return None
+        schema, defs, origin = found
+        items = _resolve(schema, defs).get("items")
+        sub = _down(items, defs, ref.path) if isinstance(items, dict) else None
+        return (sub, defs, f"an item of {origin}") if sub is not None else None
     if ref.root == "context":
         declared = chain.inputs.get(str(ref.path[0])) if chain.inputs and ref.path else None
         if declared is not None and declared.types:  # typed by its declaration
@@ -199,10 +213,12 @@ def _source(ref: Ref, current: Step, chain: Chain, toolbox: Toolbox,
     step = next((s for s in chain.steps if s.id == target), None)
     if step is None or step is current or step.is_subchain or step.tool not in toolbox:
         return None
-    found = _output_schema(toolbox.get(step.tool))
-    if found is None:
+    output = _output_schema(toolbox.get(step.tool))
+    if output is None:
         return None
-    schema, defs = found
+    schema, defs = output
+    if step.for_each is not None:  # one output per instance, in item order
+        schema = {"type": "array", "items": schema}
     sub = _down(schema, defs, tuple(rest))
     if sub is None:
         return None
@@ -213,13 +229,41 @@ def reference_type_findings(step: Step, tool: Tool, chain: Chain, toolbox: Toolb
                             context: Mapping[str, Any] | None,
                             save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """``reference_type`` findings of ``step``'s args: whole references whose source type
-    cannot fit the parameter they feed."""
+    cannot fit the parameter they feed; and a ``for_each`` whose source is not a list."""
     try:
         params_schema = tool.input_schema()
     except Exception:  # pragma: no cover - pydantic describes every input model it built
         return []
-    return _findings(step, params_schema.get("properties", {}), params_schema.get("$defs", {}),
-                     f"tool {tool.name!r}", "change the tool", chain, toolbox, context, save_as)
+    return for_each_findings(step, chain, toolbox, context, save_as) + _findings(
+        step, params_schema.get("properties", {}), params_schema.get("$defs", {}),
+        f"tool {tool.name!r}", "change the tool", chain, toolbox, context, save_as)
+
+
+def for_each_findings(step: Step, chain: Chain, toolbox: Toolbox,
+                      context: Mapping[str, Any] | None,
+                      save_as: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """A ``for_each`` whose source is typed as something other than a list."""
+    whole = _for_each_ref(step)
+    found = _source(whole, step, chain, toolbox, context, save_as, local=False) \
+        if whole else None
+    if found is None:
+        return []
+    source, sdefs, origin = found
+    types = schema_types(source, sdefs)
+    if types is None or "array" in types:
+        return []
+    return [("reference_type",
+             f"for_each {step.for_each!r} is {type_text(source, sdefs)} ({origin}), not a "
+             "list: refer to a list (a field of that value that holds one)", "for_each")]
+
+
+def _for_each_ref(step: Step) -> Ref | None:
+    if step.for_each is None:
+        return None
+    try:
+        return parse_template(step.for_each).whole
+    except TemplateSyntaxError:
+        return None
 
 
 def subchain_reference_findings(step: Step, child: Chain, chain: Chain, toolbox: Toolbox,

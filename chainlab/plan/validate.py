@@ -5,7 +5,7 @@ args, pools) in :mod:`chainlab.plan.toolbox_fit`.
 Problem codes (stable strings, documented in README):
 duplicate_step, unknown_dependency, self_dependency, cycle, unknown_tool, unknown_reference,
 duplicate_save_as, invalid_args, bad_template, bad_condition, recursive_chain, invalid_field,
-bad_syntax, reference_type, and for declared inputs (:mod:`chainlab.plan.inputs`)
+bad_syntax, reference_type, bad_for_each, and for declared inputs (:mod:`chainlab.plan.inputs`)
 undeclared_input, missing_input, invalid_input.
 """
 
@@ -24,9 +24,17 @@ from chainlab.plan.inputs import (
     subchain_arg_findings,
     undeclared_reference,
 )
-from chainlab.plan.parts import Rollback
+from chainlab.plan.parts import INDEX_NAME, RESERVED_KEYS, Rollback
 from chainlab.plan.problem_lines import duplicate_message, with_lines
-from chainlab.plan.refs import ROOTS, Ref, TemplateSyntaxError, iter_refs, parse_condition
+from chainlab.plan.refs import (
+    ROOTS,
+    Ref,
+    TemplateSyntaxError,
+    is_local,
+    iter_refs,
+    parse_condition,
+    parse_template,
+)
 from chainlab.plan.reftypes import reference_type_findings, subchain_reference_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
@@ -52,6 +60,7 @@ PROBLEM_CODES = (
     "invalid_field",
     "bad_syntax",
     "reference_type",
+    "bad_for_each",
     "undeclared_input",
     "missing_input",
     "invalid_input",
@@ -185,9 +194,12 @@ class _Checker:
                 )
             else:
                 deps.add(dep)
+        names = step.local_names
         for field, refs in self.step_refs(step):
-            for ref in refs:
-                deps |= self.check_ref(step, field, ref, allow_io=False)
+            for ref in refs:  # (item and index are bound in the args and when, not the list)
+                if field == "for_each" or not is_local(ref, names):
+                    deps |= self.check_ref(step, field, ref, allow_io=False)
+        self.check_for_each(step)
         tool = self.check_tool(step)
         if tool is not None:
             self.check_args(step, tool, step.args, "args")
@@ -209,7 +221,43 @@ class _Checker:
                 out.append(("when", list(iter_refs(parse_condition(step.when)))))
             except TemplateSyntaxError as exc:
                 self.add("bad_condition", str(exc), step, "when")
+        if step.for_each is not None:
+            try:
+                out.append(("for_each", list(parse_template(step.for_each).refs)))
+            except TemplateSyntaxError as exc:
+                self.add("bad_template", str(exc), step, "for_each")
         return out
+
+    def check_for_each(self, step: Step) -> None:
+        """A ``for_each`` is one whole reference; its item name collides with no root, memory
+        key or ``index``; ``as`` and ``max_concurrency`` come only with a ``for_each``."""
+        if step.for_each is None:
+            for field, value in (("as", step.as_), ("max_concurrency", step.max_concurrency)):
+                if value is not None:
+                    self.add("bad_for_each", f"{field!r} is only meaningful with 'for_each' "
+                             "(the list the step runs once per item of)", step, field)
+            return
+        try:
+            whole = parse_template(step.for_each).whole
+        except TemplateSyntaxError:
+            whole = None  # (reported as bad_template by step_refs)
+        else:
+            if whole is None:
+                self.add("bad_for_each",
+                         f"for_each {step.for_each!r} must be one whole reference to a list, "
+                         "e.g. '{{ steps.split.output }}' or '{{ context.items }}'",
+                         step, "for_each")
+        name = step.item_name
+        clash = None
+        if name.lower() in RESERVED_KEYS or name in ROOTS:
+            clash = "a reference root or keyword"
+        elif name == INDEX_NAME:
+            clash = "the name of the item's position"
+        elif name in self.save_as:
+            clash = f"the memory key step {self.save_as[name]!r} saves"
+        if clash is not None:
+            self.add("bad_for_each", f"as {name!r} collides with {clash}; choose another name "
+                     "for the item (e.g. 'as: row')", step, "as")
 
     def check_output(self) -> None:
         """The chain's ``output`` refers to steps, memory keys and inputs that exist."""
@@ -253,6 +301,12 @@ class _Checker:
             return set()
         target = ref_target(ref, self.save_as)
         if target is None:
+            if ref.root == "memory" and not ref.source.startswith("memory.") \
+                    and ref.target in ("item", INDEX_NAME):
+                self.add("unknown_reference", f"{ref.source!r}: {ref.target!r} is only bound "
+                         "in the args and when of a for_each step (the item it runs for, and "
+                         "its position)", step, field)
+                return set()
             self.add("unknown_reference", self.unknown_key(ref), step, field)
             return set()
         if target not in self.idset:

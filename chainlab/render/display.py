@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from chainlab.events.status import StepStatus
 from chainlab.render.dot import Drawing, draw_chain
@@ -20,7 +20,7 @@ from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
 
 if TYPE_CHECKING:
-    from chainlab.events.fold import StepState
+    from chainlab.events.fold import RunState, StepState
     from chainlab.plan.schema import Chain
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
@@ -29,6 +29,7 @@ __all__ = [
     "chain_mimebundle",
     "chain_svg",
     "drawing_svg",
+    "drawn_steps",
     "reason_text",
     "run_badges",
     "run_dot",
@@ -59,10 +60,42 @@ def reason_text(status: str, reason: object) -> str:
     return text
 
 
+#: how a for_each step's instances are counted on its node, in this order: (symbol, word,
+#: the statuses counted)
+_COUNTED = (
+    ("✓", "", (S.SUCCEEDED,)),
+    ("◔", "", (S.RUNNING, S.READY, S.RETRY_WAIT)),
+    ("☐", " awaiting approval", (S.WAITING_CONFIRMATION,)),
+    ("⚠", " in doubt", (S.IN_DOUBT,)),
+    ("✗", "", (S.FAILED, S.REJECTED, S.COMPENSATION_FAILED)),
+    ("↩", " undone", (S.COMPENSATED, S.COMPENSATING)),
+    ("⇥", " skipped", (S.SKIPPED,)),
+    ("■", " cancelled", (S.CANCELLED,)),
+    ("○", " pending", (S.PENDING,)),
+)
+
+
+def instance_counts(steps: Mapping[str, StepState], ids: list[str]) -> str:
+    """A grown step's instances counted by status: ``"✓ 12 · ◔ 3 · ☐ 2 awaiting approval ·
+    ✗ 1"`` (one node stands for them all, whatever their number)."""
+    tally: dict[str, int] = {}
+    for step_id in ids:
+        st = steps.get(step_id)
+        status = st.status if st is not None else S.PENDING
+        tally[status] = tally.get(status, 0) + 1
+    parts = []
+    for symbol, word, statuses in _COUNTED:
+        n = sum(tally.get(s, 0) for s in statuses)
+        if n:
+            parts.append(f"{symbol} {n:,}{word}")
+    return " · ".join(parts) if parts else "0 items"
+
+
 def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
     """Short texts shown after a step's status: the attempt count when above one (``TIMES``
     and the number), repeated compensations (``undo`` and the count), why it was skipped /
-    is in doubt / was cancelled, and ``approved`` or ``edited`` for a confirmed step."""
+    is in doubt / was cancelled, and ``approved`` or ``edited`` for a confirmed step (a
+    for_each step's instances counted: :func:`run_badges`)."""
     out: dict[str, str] = {}
     for step_id, st in steps.items():
         parts = []
@@ -84,20 +117,68 @@ def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
     return out
 
 
-def run_statuses(run: Run) -> dict[str, str]:
-    """``{step_id: status}`` of every step of the run (sub-chain steps as ``parent/child``)."""
-    return {step_id: str(st.status) for step_id, st in run.steps.items()}
+class Shown(Protocol):
+    """What a drawing reads of a run: a live ``Run``, or the run at an earlier event (the
+    widget's scrubber)."""
+
+    @property
+    def steps(self) -> Mapping[str, StepState]: ...
+    @property
+    def state(self) -> RunState: ...
+    @property
+    def chain(self) -> Chain: ...
+    @property
+    def runtime(self) -> Any: ...
+    @property
+    def record(self) -> Any: ...
 
 
-def run_badges(run: Run) -> dict[str, str]:
-    """:func:`step_badges` of the run's steps (feed it to ``LiveDag.css``)."""
-    return step_badges(run.steps)
+def drawn_steps(run: Shown) -> Mapping[str, StepState]:
+    """The run's steps that its DAG draws, by id: every step of its chain and of its
+    sub-chains (``parent/child``), but not the instances of a for_each step (its one node
+    counts them): what a drawing reads costs the same whatever the number of instances."""
+    steps = run.steps
+    if not run.state.children:
+        return steps
+    out: dict[str, StepState] = {}
+
+    def walk(chain: Chain, prefix: str, seen: tuple[str, ...]) -> None:
+        for step in chain.steps:
+            step_id = prefix + step.id
+            st = steps.get(step_id)
+            if st is not None:
+                out[step_id] = st
+            sub = chains.get(step.subchain_name or "") if step.is_subchain else None
+            if sub is not None and step.for_each is None and sub.name not in seen:
+                walk(sub, step_id + "/", (*seen, sub.name))
+
+    chains = _run_chains(run)
+    walk(run.chain, "", (run.chain.name,))
+    return out
+
+
+def run_statuses(run: Shown) -> dict[str, str]:
+    """``{step_id: status}`` of every step the run's DAG draws (sub-chain steps as
+    ``parent/child``; a for_each step's instances are counted on it, not listed)."""
+    return {step_id: str(st.status) for step_id, st in drawn_steps(run).items()}
+
+
+def run_badges(run: Shown) -> dict[str, str]:
+    """:func:`step_badges` of the steps the run's DAG draws (feed it to ``LiveDag.css``)."""
+    drawn = drawn_steps(run)
+    children = run.state.children
+    badges = step_badges(drawn)
+    for step_id, ids in children.items():  # a for_each step: its instances counted
+        if step_id in drawn:
+            badges[step_id] = " · ".join(
+                b for b in (instance_counts(run.steps, ids), badges.get(step_id)) if b)
+    return badges
 
 
 def run_notes(run: Run) -> dict[str, str]:
-    """Tooltip text per step: status, attempts, reason and the last error."""
+    """Tooltip text per drawn step: status, attempts, reason and the last error."""
     out: dict[str, str] = {}
-    for step_id, st in run.steps.items():
+    for step_id, st in drawn_steps(run).items():
         lines = [f"status: {st.status}" + (f" ({st.reason})" if st.reason else "")]
         if st.attempts:
             lines.append(f"attempts: {st.attempts}")
@@ -108,7 +189,7 @@ def run_notes(run: Run) -> dict[str, str]:
     return out
 
 
-def _run_chains(run: Run) -> dict[str, Chain]:
+def _run_chains(run: Shown) -> dict[str, Chain]:
     from chainlab.plan.schema import Chain
 
     chains = dict(getattr(run.runtime, "chains", {}) or {})
@@ -216,7 +297,7 @@ def run_status_table(run: Run) -> str:
     tools = {s.id: s.tool for s in run.chain.steps}
     badges = run_badges(run)
     rows = []
-    for step_id, st in run.steps.items():
+    for step_id, st in drawn_steps(run).items():  # (a for_each step's instances counted)
         status = str(st.status) + (f" · {badges[step_id]}" if step_id in badges else "")
         why = st.error if st.error and st.error != str(st.status) else reason_text(
             st.status, st.reason)

@@ -44,6 +44,7 @@ from chainlab.render.style import (
     MUTED_TEXT,
     NEUTRAL,
     PROBLEM,
+    RESERVED_COUNTS_LINE,
     RESERVED_LINE,
     StatusStyle,
     status_line,
@@ -110,11 +111,11 @@ class _Writer:
             return status_style("pending")
         return status_style(str(self.statuses.get(step_id, "pending")))
 
-    def _status_text(self, step_id: str) -> str | None:
+    def _status_text(self, step_id: str, *, counts: bool = False) -> str | None:
         if self.statuses is None:
             return None
-        if self.reserve:
-            return RESERVED_LINE
+        if self.reserve:  # (a for_each step's line counts its instances: reserved wider)
+            return RESERVED_COUNTS_LINE if counts else RESERVED_LINE
         return status_line(str(self.statuses.get(step_id, "pending")), self.badges.get(step_id))
 
     def _problem_text(self, step_id: str) -> str | None:
@@ -169,7 +170,8 @@ class _Writer:
                 continue
             self.drawn.append(full)
             sub = self.chains.get(step.subchain_name or "") if step.is_subchain else None
-            if sub is not None and sub.steps and sub.name not in stack:
+            if sub is not None and sub.steps and sub.name not in stack \
+                    and step.for_each is None:  # (one node for all its instances)
                 anchors[full] = self.cluster(step, sub, full, indent, stack)
             else:
                 self.node(step, full, indent)
@@ -241,12 +243,17 @@ class _Writer:
             self.kinds.add("conditional")
         tool = step.tool if not step.is_subchain else f"chain:{step.subchain_name}"
         lines = [_clip(step.id), _clip(f"{marks} {tool}".strip())]
+        mapped = step.for_each is not None
+        if mapped:  # ONE node for every instance, whatever their number
+            self.kinds.add("for_each")
+            source = step.for_each.strip("{} ") if step.for_each else ""
+            lines.append(_clip(f"for each {source}"))
         problem = self._problem_text(full) or (
             "⚠ duplicate_step" if duplicated and not self.reserve else None)
         if problem:
             lines.append(problem)
             self.kinds.add("problem")
-        status = self._status_text(full)
+        status = self._status_text(full, counts=mapped)
         if status is not None:
             lines.append(status)
         style = self._status_style(full) or (PROBLEM if problem else NEUTRAL)

@@ -32,6 +32,7 @@ _KINDS = [  # (kind, label, shape)
     ("idempotent", f"{KIND_MARK['idempotent']} idempotent effects", "box"),
     ("confirm", f"{KIND_MARK['confirm']} needs approval", "octagon"),
     ("subchain", f"{KIND_MARK['subchain']} sub-chain", "folder"),
+    ("for_each", f"{KIND_MARK['for_each']} once per item (counts)", "box"),
     ("conditional", "◇ has a condition", "rounded"),
     ("problem", "⚠ plan problem", "rounded"),
 ]

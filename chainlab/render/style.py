@@ -43,6 +43,7 @@ __all__ = [
     "MUTED_TEXT",
     "NEUTRAL",
     "PROBLEM",
+    "RESERVED_COUNTS_LINE",
     "RESERVED_LINE",
     "STATUS_STYLE",
     "TIMES",
@@ -132,6 +133,7 @@ KIND_MARK: Mapping[str, str] = MappingProxyType({
     "idempotent": "⚡=",  # side effects, safe to repeat
     "confirm": "☐",  # needs a person's approval first
     "subchain": "⇢",  # a sub-chain (drawn as a cluster when its chain is known)
+    "for_each": "⧉",  # runs once per item of a list known at run time (one node for all)
 })
 
 #: the longest status line, reserved in live views so a node never grows when it changes
@@ -176,13 +178,21 @@ RESERVED_LINE = max([LONGEST_CAPTION, status_line("skipped", "upstream failed"),
 #: how a remote job's caption begins (chainlab.render.json.job_caption), and its mark
 JOB_CAPTIONS = ("waiting · job", "submitting · job")
 WAITING_MARK = "◷"
+#: the same for a for_each step, whose line counts its instances by status
+RESERVED_COUNTS_LINE = status_line("running", "✓ 9,999 · ◔ 99 · ☐ 9,999 awaiting approval")
 
 #: a step's kind, which decides its shape in the DAG
 Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
 
 
 def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
-    """The step's kind (which decides its shape) and its markers (``"☐⚡"``)."""
+    """The step's kind (which decides its shape) and its markers (``"☐⚡"``; a for_each
+    step's begin with ``⧉``)."""
+    kind, marks = _kind(step, toolbox)
+    return kind, (KIND_MARK["for_each"] + marks if step.for_each is not None else marks)
+
+
+def _kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
     if step.is_subchain:
         return "subchain", KIND_MARK["subchain"]
     tool: Tool | None = toolbox.get(step.tool) if toolbox is not None and \

@@ -71,12 +71,7 @@ class Launching(Hosting):
         Raises PlanError if the chain (with this context) does not validate, InputError (a
         PlanError) if the context does not fit the chain's declared ``inputs``.
         """
-        try:
-            data: dict[str, Any] = to_json_value(dict(context or {}))
-        except NotJSONError as exc:
-            raise PlanError(
-                Problem("invalid_field", f"context must be JSON data: {exc}", field="context")
-            ) from None
+        data = _gated(chain, context)
         data = check_context(chain, data)  # the declared inputs: checked, defaults filled
         if run_id is not None:
             try:
@@ -363,3 +358,15 @@ class Launching(Hosting):
         """The live handle of a run this runtime is about to drive. (A Launching is always
         a Runtime, its one subclass: the handle holds the whole runtime.)"""
         return Run(cast("Runtime", self), chain, kernel, record)
+
+
+def _gated(chain: Chain, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The context through the value gate, and the chain's values too (a chain built from
+    Python objects did not pass the plan loader's check). Raises PlanError naming the
+    path of the bad value."""
+    try:
+        to_json_value(chain.model_dump(exclude_defaults=True), "chain")
+        return to_json_value(dict(context or {}), "context")  # type: ignore[no-any-return]
+    except NotJSONError as exc:
+        raise PlanError(Problem("invalid_field", str(exc), field=exc.path),
+                        chain_name=chain.name) from None

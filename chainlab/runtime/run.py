@@ -106,6 +106,23 @@ class Run(RunView):
                                   by or decisions.requester(), budget, budget_of(k)))
         await k.commit()
 
+    async def approve_all(self, step_id: str, note: str | None = None, *,
+                          by: str | None = None) -> list[str]:
+        """Approve every step waiting for confirmation at or under ``step_id`` (the waiting
+        instances of a ``for_each`` step, the steps of a sub-chain), each with its OWN args,
+        each recorded as its own approval. Returns the ids approved (none: nothing waited).
+        Raises UnknownStepError, StaleEpochError as :meth:`approve` does."""
+        k = self._k()
+        k.require_step(step_id)
+        ids = decisions.waiting_under(k.state, step_id)
+        who = by or decisions.requester()
+        for sid in ids:
+            k.apply(decisions.approve(k.state, k.nodes[sid].tool, sid, None, note, who,
+                                      None, budget_of(k)))
+        if ids:
+            await k.commit()
+        return ids
+
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:
         """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls

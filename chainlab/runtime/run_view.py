@@ -22,6 +22,8 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.runtime.engine.attempt.kinds import KINDS
+from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
@@ -177,24 +179,28 @@ class RunView:
         }
 
     def compiled(self) -> tuple[Graph, RunOptions] | None:
-        """The run's compiled graph and options (None when this process lacks its tools)."""
+        """The run's graph as it grew (its for_each steps' instances included) and its
+        options (None when this process lacks its tools)."""
         if self._kernel is not None:
-            return self._kernel.graph, self._kernel.options
+            return grown_graph(self._kernel.graph, self.state, KINDS), self._kernel.options
         from chainlab.runtime.engine.compile import compile_chain
 
         toolbox = self.runtime.toolbox
         known = self._compiled
         if known is not None and known[0] is toolbox and known[1] == len(toolbox):
-            return known[2]  # a stored run's chain does not change: compiled once (a view
-        options = RunOptions.model_validate(self.record.options)  # asks at every redraw)
-        chains = dict(self.runtime.chains)
-        chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
-        try:
-            found = compile_chain(self.chain, toolbox, chains, options), options
-        except (KeyError, LookupError):  # a tool this process does not have
-            found = None
-        self._compiled = (toolbox, len(toolbox), found)
-        return found
+            found = known[2]  # a stored run's chain does not change: compiled once (a view
+        else:  # asks at every redraw)
+            options = RunOptions.model_validate(self.record.options)
+            chains = dict(self.runtime.chains)
+            chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
+            try:
+                found = compile_chain(self.chain, toolbox, chains, options), options
+            except (KeyError, LookupError):  # a tool this process does not have
+                found = None
+            self._compiled = (toolbox, len(toolbox), found)
+        if found is None:
+            return None
+        return grown_graph(found[0], self.state, KINDS), found[1]
 
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the
@@ -253,10 +259,11 @@ class RunView:
 
 def _may_compensate(chain: Chain, toolbox: Any) -> bool:
     """Whether any step of ``chain`` could have a compensation (its own ``rollback``, or its
-    tool's ``compensate``); a sub-chain counts as one that could."""
+    tool's ``compensate``); a step that calls no tool of ``toolbox`` (a sub-chain, an agent,
+    a tool this process lacks) counts as one that could: the compiler knows."""
     for step in chain.steps:
-        if step.is_subchain or (step.rollback is not None and step.rollback != "none"):
+        if step.tool not in toolbox or (step.rollback is not None and step.rollback != "none"):
             return True
-        if step.rollback is None and step.tool in toolbox and toolbox.get(step.tool).compensate:
+        if step.rollback is None and toolbox.get(step.tool).compensate:
             return True
     return False

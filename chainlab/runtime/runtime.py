@@ -154,6 +154,29 @@ class Runtime(Launching):
         return await decide(self, run_id, step_id, action, by=by, payload=payload,
                             timeout=timeout)
 
+    async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
+                          note: str | None = None, timeout: float = 10.0) -> list[str]:
+        """Approve every step that waits for a confirmation at or under ``step_id`` (the
+        waiting instances of a ``for_each`` step, the steps of a sub-chain), wherever the run
+        is driven, each with its OWN args (:meth:`decide` once per step, each recorded as
+        its own approval). A step decided meanwhile by someone else is left out. Returns the
+        ids this call approved, in order. Raises RunNotFoundError, UnknownStepError, and as
+        :meth:`decide` does."""
+        from chainlab.errors import RunStateError
+        from chainlab.events import read_run
+        from chainlab.runtime.engine.decisions import waiting_under
+
+        state = (self._active[run_id].state if run_id in self._active
+                 else (await self.run_io(read_run, self.store, run_id))[2])
+        done: list[str] = []
+        for sid in waiting_under(state, step_id):
+            try:
+                await self.decide(run_id, sid, "approve", by=by, note=note, timeout=timeout)
+            except RunStateError:  # it stopped waiting since it was read: not ours to approve
+                continue
+            done.append(sid)
+        return done
+
     async def complete_job(self, run_id: str, step_id: str, *, output: Any = None,
                            error: str | None = None, by: str | None = None,
                            timeout: float = 10.0) -> str:

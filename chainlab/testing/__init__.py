@@ -1,7 +1,8 @@
 """Test doubles for chains and your own tools: an injected clock, flaky/slow/recording tools,
-an event recorder, (in :mod:`chainlab.testing.openai_server`) a scripted
-OpenAI-compatible HTTP server for planner tests and demos (its script items in
-:mod:`chainlab.testing.openai_script`), and (in
+an event recorder, (in :mod:`chainlab.testing.hostile`) a hypothesis strategy of hostile
+JSON values to push through a door, with its oracle, (in
+:mod:`chainlab.testing.openai_server`) a scripted OpenAI-compatible HTTP server for
+planner tests and demos (its script items in :mod:`chainlab.testing.openai_script`), and (in
 :mod:`chainlab.testing.mcp_server`, ``python -m chainlab.testing.mcp_server``) a real MCP
 server whose tools cover every annotation case, (in :mod:`chainlab.testing.job_server`) a
 real job backend for remote jobs (``JobServer``; the server process itself in

@@ -158,7 +158,8 @@ def _place(fig: Figure, handles: list[Any], margins: tuple[float, float]) -> Non
 
 
 def _step_order(record: RunRecord, state: RunState) -> list[str]:
-    """Step ids in declaration order, sub-chain steps right after their parent."""
+    """Step ids in declaration order, sub-chain steps right after their parent, a for_each
+    step's instances right after it, in item order (each one's sub-chain steps after it)."""
     out: list[str] = []
 
     def walk(chain: dict[str, Any], prefix: str, seen: tuple[str, ...]) -> None:
@@ -167,8 +168,15 @@ def _step_order(record: RunRecord, state: RunState) -> list[str]:
             out.append(step_id)
             tool = str(step.get("tool", ""))
             name = tool[len("chain:"):].strip() if tool.startswith("chain:") else None
-            if name and name in record.chains and name not in seen:
-                walk(record.chains[name], step_id + "/", (*seen, name))
+            below = name if name and name in record.chains and name not in seen else None
+            grown = state.children.get(step_id)
+            if grown is not None:  # a for_each step: its instances, grouped under it
+                for child in grown:
+                    out.append(child)
+                    if below is not None:
+                        walk(record.chains[below], child + "/", (*seen, below))
+            elif below is not None:
+                walk(record.chains[below], step_id + "/", (*seen, below))
 
     walk(record.chain, "", (record.chain_name,))
     known = set(out)

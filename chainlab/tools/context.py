@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from chainlab.events.usage import add_usage, normalize_usage
+from chainlab.events.usage import normalize_usage, summed_usage
 
 __all__ = ["CallContext", "Reconciliation", "response_usage"]
 
@@ -34,15 +34,17 @@ class CallContext(NamedTuple):
         other number (``cache_hits=2``). Several reports in one call add up. They are part
         of the attempt's end event, so the run's totals, the timeline and a budget see them.
 
-        Raises ValueError for a value that is not a finite number."""
+        Raises ValueError for a value that is not a number from 0 to ``USAGE_MAX``
+        (10**15; the call's reports summed, too): nothing of that report is recorded."""
         one = normalize_usage({"input_tokens": input_tokens, "output_tokens": output_tokens,
                                "cost": cost, "model": model, **numbers})
         if self.usage is not None and one:
             one.pop("tokens", None)  # derived again from the sums below
-            add_usage(self.usage, one)
-            if "input_tokens" in self.usage or "output_tokens" in self.usage:
-                self.usage["tokens"] = (self.usage.get("input_tokens", 0)
-                                        + self.usage.get("output_tokens", 0))
+            total = summed_usage(self.usage, one)
+            if "input_tokens" in total or "output_tokens" in total:
+                total = normalize_usage(total)  # (tokens derived, and checked)
+            self.usage.clear()
+            self.usage.update(total)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
 
-from chainlab._json import code_fingerprint, to_json_value
+from chainlab._json import (
+    NotJSONError,
+    code_fingerprint,
+    nonfinite_at,
+    scalar_problem,
+    to_json_value,
+)
 from chainlab._text import did_you_mean, int_too_long, safe_repr
 from chainlab.errors import ToolDefinitionError
 from chainlab.plan.parts import RetryPolicy, Rollback
@@ -25,6 +31,10 @@ __all__ = ["Tool"]
 
 class Tool:
     """A registered tool: the function plus its schemas and side-effect contract."""
+
+    #: how the runtime runs a call of it (the name of its attempt kind: one call of the
+    #: function; a remote job says "job")
+    kind = "call"
 
     __slots__ = (
         "_aliases",
@@ -204,16 +214,27 @@ class Tool:
 
     def check_output(self, value: Any) -> Any:
         """The output as JSON data, validated against the return annotation when there is
-        one. Raises ValidationError (wrong shape) or NotJSONError (not serialisable)."""
+        one, through the value gate (:func:`chainlab._json.to_json_value`). Raises
+        ValidationError (wrong shape) or NotJSONError (not JSON data chainlab can keep,
+        naming where in the output)."""
         if self._check_out is not None:
             value = self._check_out(value)
-            if value is None or type(value) in (str, bool) or (
-                    type(value) is int and not int_too_long(value)):
+            kind = type(value)
+            if value is None or kind is bool or (kind is int and not int_too_long(value)) \
+                    or (kind is str and scalar_problem(value) is None):
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
-            # e.g. object() under `-> dict`: left as is, to_json_value names where it sits
-            with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError):
-                value = self.output_adapter.dump_python(  # type: ignore[union-attr]
-                    value, mode="json")  # (set whenever _check_out is)
+            adapter = self.output_adapter
+            assert adapter is not None  # (set whenever _check_out is)
+            # e.g. object() under `-> dict`, or data nested too deeply for pydantic (a
+            # ValueError): left as is, to_json_value names where it sits
+            with contextlib.suppress(PydanticSerializationError, UnicodeDecodeError,
+                                     RecursionError, ValueError):
+                # pydantic's JSON form writes NaN and infinities as null: look for them in
+                # its Python form first, so that no number is changed without a word
+                where = nonfinite_at(adapter.dump_python(value))
+                if where is not None:
+                    raise NotJSONError(where[0], where[1], scalar_problem(where[1]) or "")
+                value = adapter.dump_python(value, mode="json")
         return to_json_value(value)
 
     def input_schema(self) -> dict[str, Any]:

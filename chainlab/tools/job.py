@@ -37,6 +37,7 @@ waits for the job, from its submission):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 from collections.abc import Callable
@@ -46,7 +47,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import TypeAdapter
 
-from chainlab._json import code_fingerprint
+from chainlab._json import clean_text, code_fingerprint
 from chainlab._text import safe_repr
 from chainlab.errors import ToolDefinitionError
 from chainlab.tools.contract import Tool
@@ -107,6 +108,21 @@ class JobStatus:
     def ended(self) -> bool:
         return self.state in JOB_ENDED
 
+    def checked(self) -> JobStatus:
+        """This status as a run keeps it: ``progress`` a fraction in [0, 1] (or None), the
+        texts storable (a surrogate in a note or a message is replaced: they are for a
+        person). The output is checked with the tool's output. Raises ValueError."""
+        progress = self.progress
+        if progress is not None and (isinstance(progress, bool)
+                                     or not isinstance(progress, int | float)
+                                     or not 0.0 <= progress <= 1.0):
+            raise ValueError(f"progress must be a fraction in [0, 1], got {safe_repr(progress)}")
+        def text(value: str | None) -> str | None:
+            return None if value is None else clean_text(str(value))
+
+        return dataclasses.replace(self, note=text(self.note), message=text(self.message),
+                                   kind=text(self.kind))
+
 
 @dataclass(slots=True)
 class JobSpec:
@@ -151,6 +167,7 @@ class JobTool(Tool):
     """A :class:`Tool` whose call is a remote job: ``fn`` is the instance's ``submit``."""
 
     __slots__ = ("job",)
+    kind = "job"  # submitted once, then waited on (chainlab.runtime.engine.attempt.job)
 
     def __init__(self, fn: Callable[..., Any], *, job: JobSpec, **meta: Any):
         super().__init__(fn, **meta)

@@ -28,6 +28,7 @@ from chainlab._json import to_json_value
 from chainlab._text import safe_repr
 from chainlab.errors import MissingExtraError, ToolDefinitionError
 from chainlab.tools.contract import Tool
+from chainlab.tools.patterns import check_patterns, linear_validator
 
 __all__ = ["SchemaTool", "schema_fingerprint"]
 
@@ -78,7 +79,48 @@ def _validator(schema: Any, tool: str, which: str) -> Any:
         raise ToolDefinitionError(
             f"{tool}: invalid {which} schema: {exc.message} (at "
             f"{'/'.join(str(p) for p in exc.absolute_path) or 'the top'})") from None
-    return cls(schema)
+    _check_refs(schema, tool, which)
+    check_patterns(schema, tool, which)
+    return linear_validator(cls)(schema)
+
+
+def _refs(schema: Any, *, top: bool = True) -> Any:
+    """The ``$ref`` strings of a schema (not those under a subschema with its own ``$id``,
+    which resolve against it, nor inside data keywords such as ``default``)."""
+    if isinstance(schema, list):
+        for item in schema:
+            yield from _refs(item, top=False)
+    elif isinstance(schema, dict):
+        if not top and "$id" in schema:
+            return
+        if isinstance(schema.get("$ref"), str):
+            yield schema["$ref"]
+        for key, value in schema.items():
+            if key not in ("const", "enum", "default", "examples"):
+                yield from _refs(value, top=False)
+
+
+def _check_refs(schema: dict[str, Any], tool: str, which: str) -> None:
+    """Every ``$ref`` resolves within the schema (nothing is fetched). Raises
+    ToolDefinitionError naming the tool and the ref (else validation would fail later,
+    inside jsonschema, on every plan that uses the tool)."""
+    import referencing
+    import referencing.jsonschema
+    from referencing.exceptions import Unresolvable
+
+    spec = referencing.jsonschema.specification_with(
+        schema.get("$schema", ""), default=referencing.jsonschema.DRAFT202012)
+    resource = spec.create_resource(schema)
+    base = resource.id() or ""
+    resolver = referencing.Registry().with_resource(base, resource).resolver(base)
+    for ref in _refs(schema):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise ToolDefinitionError(
+                f"{tool}: its {which} schema refers to {safe_repr(ref)}, which it does not "
+                "define (a $ref must point inside the schema, e.g. #/$defs/Name; nothing is "
+                "fetched)") from None
 
 
 def schema_fingerprint(*parts: Any) -> str:

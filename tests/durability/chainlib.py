@@ -210,6 +210,13 @@ def make_toolbox(ledger: Ledger, delay: float = 0.0,
         await anyio.sleep(delay)
 
     @tb.tool
+    async def batch(n: int, ctx: CallContext) -> list[int]:
+        """Effect-free: the list a for_each step fans out over."""
+        record(ctx, "batch", False)
+        await anyio.sleep(delay)
+        return list(range(n))
+
+    @tb.tool
     async def check(x: int, fail: bool, ctx: CallContext) -> int:
         """Effect-free audit; ``fail`` makes it fail permanently (never retried)."""
         record(ctx, "check", False)
@@ -242,6 +249,34 @@ def crash_chain(fail: bool = False) -> Chain:
         {"id": "i", "tool": "compute", "depends_on": ["e"],
          "args": {"x": "{{ steps.h.output.charged }}"}},
         {"id": "z", "tool": "check", "args": {"x": "{{ steps.i.output }}", "fail": fail}},
+    ]})
+
+
+FANOUT_UNSAFE_STEPS = {**{f"pay[{i}]": "charge" for i in range(3)},
+                       **{f"note[{i}]": "send" for i in range(3)}, "g": "transfer"}
+FANOUT_COMPENSABLE_STEPS = (*(f"pay[{i}]" for i in range(3)), *(f"up[{i}]" for i in range(3)))
+
+
+def fanout_chain(fail: bool = False) -> Chain:
+    """The crash chain's rules on a graph that grows (DESIGN §17): three for_each steps over
+    a list known only at run time (non-idempotent charges, reconcilable sends over the
+    charges' outputs, idempotent upserts with a rollback), a confirmation after them, and a
+    last step that depends on all; with ``fail`` it fails and the run rolls back: every
+    charge refunded and every upsert unset once, in reverse completion order."""
+    return Chain.from_dict({"name": "fanout", "options": {"max_concurrency": 3}, "steps": [
+        {"id": "a", "tool": "compute", "args": {"x": "{{ context.seed }}"}},
+        {"id": "list", "tool": "batch", "args": {"n": 3}},
+        {"id": "pay", "tool": "charge", "for_each": "{{ steps.list.output }}",
+         "args": {"account": "acct-{{ item }}", "amount": "{{ steps.a.output }}"}},
+        {"id": "note", "tool": "send", "for_each": "{{ steps.pay.output }}",
+         "as": "charge", "args": {"to": "ops", "body": "charged {{ charge.account }}"}},
+        {"id": "up", "tool": "upsert", "for_each": "{{ steps.list.output }}",
+         "args": {"name": "k{{ index }}", "value": "{{ item }}"},
+         "rollback": {"tool": "unset", "args": {"name": "{{ input.name }}"}}},
+        {"id": "g", "tool": "transfer", "depends_on": ["note"],
+         "args": {"to": "acct-2", "amount": 10}},
+        {"id": "z", "tool": "check", "depends_on": ["g", "up"],
+         "args": {"x": "{{ steps.a.output }}", "fail": fail}},
     ]})
 
 

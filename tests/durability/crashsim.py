@@ -14,7 +14,7 @@ from chainlab.store import Event, MemoryStore, RunRecord, SQLiteStore
 from tests.durability.chainlib import Ledger
 from tests.durability.harness import Snapshot
 
-EFFECT_FREE = frozenset({"compute", "noop", "boom", "check"})
+EFFECT_FREE = frozenset({"compute", "noop", "boom", "check", "batch"})
 
 
 def new_store(kind: str) -> MemoryStore | SQLiteStore:

@@ -20,9 +20,12 @@ from chainlab.store import Event, MemoryStore, RunRecord
 from tests.durability.chainlib import (
     CRASH_COMPENSABLE_STEPS,
     CRASH_UNSAFE_STEPS,
+    FANOUT_COMPENSABLE_STEPS,
+    FANOUT_UNSAFE_STEPS,
     SEED,
     Ledger,
     crash_chain,
+    fanout_chain,
     make_toolbox,
     settle,
 )
@@ -85,6 +88,43 @@ async def test_crash_after_every_event(kind: str, fail: bool, tmp_path: Path) ->
         want |= {f"{tool} compensation re-run ({when} its effect)"
                  for tool in ("refund", "unset") for when in ("before", "after")}
     assert {k for k in seen if not k.startswith("no open")} == want
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["succeeds", "rolls-back"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_graph_that_grows_recovers_after_every_event(kind: str, fail: bool,
+                                                            tmp_path: Path) -> None:
+    """The same exhaustive crash, on for_each steps (DESIGN §17): the instances are rebuilt
+    from the log's steps_added, never grown twice; every instance's interrupted call ends as
+    its tool's contract says; no recorded call runs again; the rollback undoes each instance
+    once, in reverse completion order."""
+    world = Ledger(tmp_path / "base.jsonl", fsync=False)
+    toolbox = make_toolbox(world)
+    events, record, outputs = await uninterrupted(toolbox, fanout_chain(fail), world)
+    expected = RunState.from_events("run", events)
+    assert expected.status == ("rolled_back" if fail else "succeeded")
+    assert [e.step_id for e in events if e.kind == "steps_added"] == ["pay", "up", "note"]
+    steps = {s: str(st.status) for s, st in expected.steps.items()}
+    seen = Counter[str]()
+    for cut in range(len(events) + 1):
+        prefix = events[:cut]
+        for in_flight_done in ([False, True] if open_calls(prefix) else [False]):
+            ledger = world_at(prefix, outputs, in_flight_done,
+                              tmp_path / f"ledger-{cut}-{in_flight_done}.jsonl")
+            at_crash = Snapshot(prefix, ledger.read(), None)
+            store = await crashed_store(kind, record, prefix)
+            world.path = ledger.path
+            await resume_and_settle(store, toolbox, world)
+            final = final_snapshot(store, ledger)
+            store.close()
+            check_finished(final, outputs, FANOUT_UNSAFE_STEPS, status=str(expected.status),
+                           steps=steps, compensable=FANOUT_COMPENSABLE_STEPS)
+            grown = [e.step_id for e in final.events if e.kind == "steps_added"]
+            assert sorted(grown) == ["note", "pay", "up"], grown  # each grew exactly once
+            seen.update(check_recovery_of(at_crash, final))
+    assert {"charge in doubt (after its effect)", "charge in doubt (before its effect)",
+            "send reconciled: took effect", "send reconciled: no effect",
+            "upsert re-run"} <= set(seen)
 
 
 # ---------------------------------------------------------------- a run that was stopping

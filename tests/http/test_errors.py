@@ -135,7 +135,12 @@ def test_bad_query_parameters(http: httpx.Client, api: Client) -> None:
     error(http.get("/runs", params={"status": "done"}), 400, "bad_request")
     error(http.get("/runs", params={"cursor": "garbage!"}), 400, "bad_request")
     error(http.get("/runs", params={"waiting": "perhaps"}), 400, "bad_request")
-    error(http.get(f"/runs/{run_id}/state", params={"at": 10_000}), 400, "bad_request")
+    error(http.get(f"/runs/{run_id}/state", params={"at": -1}), 400, "bad_request")
+    error(http.get(f"/runs/{run_id}/state", params={"at": ""}), 400, "bad_request")
+    error(http.get("/runs", params=[("limit", "5"), ("limit", "6")]), 400, "bad_request")
+    # (past the last event: the run as it is now, and `at` says which event that is)
+    now = http.get(f"/runs/{run_id}/state", params={"at": 10_000}).json()
+    assert now["at"] == now["last_seq"] < 10_000
     error(http.get(f"/runs/{run_id}/wait", params={"timeout": "nan"}), 400, "bad_request")
     error(http.get(f"/runs/{run_id}/stream", params={"kinds": "step_sucess"}), 400,
           "bad_request")

@@ -27,6 +27,7 @@ EXPECTED = {
     "RunNotActiveError": 409, "RunStateError": 409, "InvalidTransition": 409,
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
+    "NotJSONError": 400,
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
@@ -71,6 +72,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "PlanError": lambda: cls([errors.Problem("invalid_field", "m")]),
         "InputError": lambda: cls([errors.Problem("missing_input", "m")]),
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),
+        "NotJSONError": lambda: cls("context.x", float("nan"), "not a JSON number"),
     }
     if cls.__name__ in made:
         return made[cls.__name__]()

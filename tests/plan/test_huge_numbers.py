@@ -14,7 +14,7 @@ from chainlab.plan.parts import RunOptions, Step
 from chainlab.plan.refs import TemplateSyntaxError, evaluate
 
 BIG = 10**5000  # str(BIG) raises ValueError: it has more than 4300 digits
-TOO_LONG = "an integer with more than 4300 digits cannot be written as JSON or YAML text"
+TOO_LONG = "an integer with more than 4300 digits, which cannot be stored as JSON"
 SHOWN = "<int with more than 4300 digits>"
 
 

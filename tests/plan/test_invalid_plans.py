@@ -586,7 +586,7 @@ BAD: list[Bad] = [
     # ------------------------------------------------------------------ JSON / dict inputs
     Bad("json_nan_literal", '{"name": "c", "steps": [{"id": "a", "tool": "split",\n'
         ' "args": {"text": NaN}}]}', [("invalid_field", None)], stage="load", fmt="json",
-        fields=["steps.0.args.text"], lines=[2], says={0: ["nan is not a JSON number"]}),
+        fields=["steps.0.args.text"], lines=[2], says={0: ["is not a JSON number"]}),
     Bad("json_unknown_tool", json.dumps({"name": "c", "steps": [
         {"id": "a", "tool": "estimat", "args": {"tasks": []}}]}),
         [("unknown_tool", "a")], fmt="json", says={0: ["did you mean 'estimate'?"]}),
@@ -624,6 +624,66 @@ BAD: list[Bad] = [
             ("bad_condition", "d"),  # line 8
             ("recursive_chain", "e/x/y"),  # line 9
         ], cycle=["c", "d", "c"]),
+    # ------------------------------------------------------------------ bad_for_each
+    Bad("for_each_not_one_whole_reference", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+          - {id: b, tool: split, for_each: "items: {{ steps.a.output }}", args: {text: x}}
+        """), [("bad_for_each", "b")], fields=["for_each"], lines=[4],
+        says={0: ["must be one whole reference to a list", "steps.split.output"]}),
+    Bad("for_each_as_collides_with_a_root_index_or_memory_key", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, save_as: words, args: {text: hi}}
+          - {id: b, tool: split, for_each: "{{ words }}", as: steps, args: {text: x}}
+          - {id: c, tool: split, for_each: "{{ words }}", as: index, args: {text: x}}
+          - {id: d, tool: split, for_each: "{{ words }}", as: words, args: {text: x}}
+        """), [("bad_for_each", "b"), ("bad_for_each", "c"), ("bad_for_each", "d")],
+        fields=["as", "as", "as"],
+        says={0: ["'steps' collides with a reference root"], 1: ["position"],
+              2: ["memory key step 'a' saves"]}),
+    Bad("item_and_index_outside_a_for_each_step", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: "{{ item }}"}}
+          - {id: b, tool: split, args: {text: "{{ index }}"}, when: "item.x == 1"}
+        """), [("unknown_reference", "a"), ("unknown_reference", "b"),
+               ("unknown_reference", "b")], fields=["args.text", "args.text", "when"],
+        says={0: ["only bound in the args and when of a for_each step"]}),
+    Bad("for_each_source_typed_as_something_other_than_a_list", y("""
+        name: c
+        inputs: {title: {type: string}}
+        steps:
+          - {id: a, tool: estimate, args: {tasks: [x]}}
+          - {id: b, tool: split, for_each: "{{ steps.a.output }}", args: {text: hi}}
+          - {id: c, tool: split, for_each: "{{ context.title }}", args: {text: "{{ item }}"}}
+        """), [("reference_type", "b"), ("reference_type", "c")], fields=["for_each"] * 2,
+        says={0: ["is object (the output of 'estimate'), not a list"],
+              1: ["is string (input 'title'), not a list"]}),
+    Bad("for_each_item_typed_against_the_parameter_it_feeds", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+          - {id: b, tool: estimate, for_each: "{{ steps.a.output }}", args: {tasks: "{{ item }}"}}
+          - {id: c, tool: split, for_each: "{{ steps.b.output }}", args: {text: "{{ item }}"}}
+        """), [("reference_type", "b"), ("reference_type", "c")],
+        fields=["args.tasks", "args.text"],
+        says={0: ["'item' is string (an item of the output of 'split')", "array of string"],
+              1: ["'item' is object (an item of the output of 'estimate')"]}),
+    Bad("as_and_max_concurrency_without_for_each", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, as: row, max_concurrency: 2, args: {text: hi}}
+        """), [("bad_for_each", "a"), ("bad_for_each", "a")],
+        fields=["as", "max_concurrency"], says={0: ["only meaningful with 'for_each'"]}),
+    Bad("for_each_over_its_own_item_and_an_unknown_step", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, for_each: "{{ item }}", args: {text: "{{ item }}"}}
+          - {id: b, tool: split, for_each: "{{ steps.nope.output }}", args: {text: "{{ item }}"}}
+        """), [("unknown_reference", "a"), ("unknown_reference", "b")],
+        fields=["for_each", "for_each"], says={0: ["only bound in the args and when"]}),
     Bad("several_load_problems", y("""
         name: c
         colour: red
@@ -881,6 +941,20 @@ GOOD: list[Good] = [
           - {id: a, tool: split, args: {text: hi}}
           - {id: b, tool: "chain:sub", args: {text: "{{ steps.a.output[0] }}"}}
         """), {"a": set(), "b": {"a"}}),
+    Good("for_each_deps_come_from_the_list_and_the_args_not_the_item", y("""
+        name: c
+        steps:
+          - {id: a, tool: split, args: {text: hi}}
+          - {id: b, tool: split, save_as: item2, args: {text: ho}}
+          - id: c
+            tool: split
+            for_each: "{{ steps.a.output }}"
+            as: word
+            max_concurrency: 2
+            args: {text: "{{ word }} {{ index }} {{ item2[0] }}"}
+            when: "word != 'x' and index < 3"
+          - {id: d, tool: estimate, args: {tasks: "{{ steps.c.output[0] }}"}}
+        """), {"a": set(), "b": set(), "c": {"a", "b"}, "d": {"c"}}),
     Good("diamond_with_every_option", y("""
         name: diamond
         description: every optional field set

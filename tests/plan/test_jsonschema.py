@@ -83,7 +83,7 @@ def test_plain_schema_describes_a_chain() -> None:
     assert step["properties"]["id"]["pattern"] == "^[A-Za-z0-9_-]+$"
     assert set(step["properties"]) == {"id", "tool", "description", "depends_on", "args",
                                        "save_as", "when", "retry", "timeout_s", "rollback",
-                                       "confirm"}
+                                       "confirm", "for_each", "as", "max_concurrency"}
     # every $ref points into $defs
     for ref in _refs(schema):
         assert ref.startswith("#/$defs/") and ref[len("#/$defs/"):] in schema["$defs"]

@@ -257,3 +257,45 @@ async def test_a_run_with_a_sub_chain_replays() -> None:
     replayed.assert_same()
     assert CALLS == {}
     assert replayed.state.steps["sub"].output == run.steps["sub"].output
+
+
+async def test_a_run_that_grew_replays_instance_by_instance() -> None:
+    """A for_each step (DESIGN §17) replays as it ran: the same instances (its list comes
+    from the recorded output it reads), each answered from its own recorded call, each
+    approval re-applied to its own instance, no tool called."""
+    from chainlab.events import EventKind
+
+    tb = Toolbox("fan")
+    called: list[str] = []
+
+    @tb.tool
+    def split(text: str) -> list[str]:
+        called.append("split")
+        return text.split(",")
+
+    @tb.tool(side_effects=True, requires_confirmation=True)
+    def send(to: str) -> str:
+        called.append(to)
+        return f"sent {to}"
+
+    chain = Chain.from_dict({"name": "fan", "steps": [
+        {"id": "split", "tool": "split", "args": {"text": "{{ context.who }}"}},
+        {"id": "each", "tool": "send", "for_each": "{{ steps.split.output }}",
+         "args": {"to": "{{ item }}"}}]})
+    store = MemoryStore()
+    async with Runtime(tb, store, clock=ManualClock()) as runtime:
+        run = await runtime.start(chain, {"who": "ann,bo,cy"})
+        await run.wait()
+        await run.approve("each[1]")
+        await run.wait()
+        await run.approve_all("each")
+        assert (await run.wait()).status == "succeeded"
+    assert called == ["split", "bo", "ann", "cy"]
+    recorded = Recording.from_store(store, run.run_id)
+    called.clear()
+    replayed = await replay_run(recorded, tb)
+    replayed.assert_same()
+    assert called == []
+    grown = [e for e in replayed.run.event_list() if e.kind == EventKind.STEPS_ADDED]
+    assert grown[0].payload["ids"] == ["each[0]", "each[1]", "each[2]"]
+    assert replayed.run.state.steps["each"].output == ["sent ann", "sent bo", "sent cy"]

@@ -362,7 +362,8 @@ async def test_unsafe_output_is_an_execution_failure_naming_the_step(h: Harness)
     run, _result, _ = await h.run(
         chain_of(S("w", tool="weird"), S("t", tool="typed"), on_failure="continue")
     )
-    assert "step 'w'" in run.steps["w"].error and "not JSON-serialisable" in run.steps["w"].error
+    error = run.steps["w"].error
+    assert "step 'w'" in error and "is refused (not JSON data" in error
     assert "when" in run.steps["w"].error
     assert "return annotation" in run.steps["t"].error
 

@@ -73,7 +73,7 @@ async def test_an_output_that_is_not_json_fails_its_step(kind: str, bad: str, wh
     assert (result.status, step.status, step.error_kind) == ("failed", "failed",
                                                              "execution_failed")
     assert "step 'bad_step'" in step.error and "'untyped'" in step.error
-    assert "not JSON-serialisable" in step.error and where in step.error
+    assert "is refused (not JSON data" in step.error and where in step.error
     stored = [e for e in store.load_events("r") if e.kind == "step_failed"]
     assert [e.payload["error"] for e in stored] == [step.error]  # the failure itself is stored
     store.close()

@@ -59,6 +59,10 @@ def register(app: typer.Typer) -> None:
         keepalive: Annotated[float, typer.Option(
             "--keepalive", min=0.1, metavar="SECONDS",
             help="How often an idle event stream sends a keep-alive comment.")] = 15.0,
+        stream_send_timeout: Annotated[float, typer.Option(
+            "--stream-send-timeout", min=0.1, metavar="SECONDS",
+            help="Close an event stream whose client has not taken what was sent for this "
+                 "long (it reconnects with Last-Event-ID and loses nothing).")] = 60.0,
         access_log: Annotated[bool, typer.Option(
             "--access-log/--no-access-log", help="Log one line per request.")] = True,
     ) -> None:
@@ -93,7 +97,7 @@ def register(app: typer.Typer) -> None:
             else:
                 token, told = new_token(), ""
             config = Config(max_body_bytes=max_body, inline_chains=inline_chains,
-                            keepalive_s=keepalive,
+                            keepalive_s=keepalive, stream_send_timeout_s=stream_send_timeout,
                             cors_origins=tuple(cors_origin or ()), tools=tools,
                             extra_meta={"cwd": os.getcwd()})
             api = create_app(toolbox, token=token, chains=served, db=store, config=config)

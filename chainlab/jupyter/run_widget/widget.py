@@ -49,7 +49,7 @@ from chainlab.jupyter.run_widget.tabs import RunTabs
 from chainlab.jupyter.run_widget.toolbar import Toolbar
 from chainlab.jupyter.runloop import loop_of
 from chainlab.jupyter.views import error_html
-from chainlab.render.display import step_badges
+from chainlab.render.display import run_badges, run_statuses
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
@@ -228,13 +228,13 @@ class RunWidget(W.VBox):
 
     def statuses(self) -> dict[str, str]:
         """Step id -> status, as the DAG shows them (:attr:`view`)."""
-        return {step_id: str(st.status) for step_id, st in self.view.steps.items()}
+        return run_statuses(self.view)  # (a for_each step's instances: counted on it)
 
     def badges(self) -> dict[str, str]:
         """The DAG's badges: attempts, reasons, approvals (``chainlab.render``) and the
         breakpoints a paused run has not passed yet (of :attr:`view`)."""
         view = self.view
-        out = step_badges(view.steps)
+        out = run_badges(view)
         for step_id in pending_breakpoints(view):  # none once the run ended
             out[step_id] = " · ".join(b for b in (BREAK_MARK, out.get(step_id)) if b)
         return out
@@ -352,8 +352,7 @@ class RunWidget(W.VBox):
         from chainlab.render.display import run_html
 
         run = self.run
-        svg = self.dag.static_svg({s: str(st.status) for s, st in run.steps.items()},
-                                  step_badges(run.steps))  # the widget's layout: no second one
+        svg = self.dag.static_svg(run_statuses(run), run_badges(run))  # (its layout)
         return picture_bundle(run, run_html(run, svg=svg if self.dag.live is not None else None))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from chainlab.tools import args_hash
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 __all__ = ["BUDGET_EXCEEDED", "budget_of", "check_budget", "expected_usage"]
 
@@ -31,7 +31,7 @@ BUDGET_EXCEEDED = "budget_exceeded"
 _LIMITS = (("max_cost", "cost"), ("max_tokens", "tokens"))
 
 
-def budget_of(k: Kernel) -> dict[str, Any] | None:
+def budget_of(k: RunCore) -> dict[str, Any] | None:
     """The budget in force: the one a person last raised to, else the run's options."""
     if k.state.budget is not None:
         return k.state.budget
@@ -45,7 +45,7 @@ def _limits(budget: Any) -> dict[str, Any]:
     return budget.model_dump(exclude_none=True)  # type: ignore[no-any-return]
 
 
-def expected_usage(k: Kernel, step_id: str) -> dict[str, float]:
+def expected_usage(k: RunCore, step_id: str) -> dict[str, float]:
     """What the step's next call is expected to spend: cost, tokens, seconds."""
     out: dict[str, float] = dict(k.budget_estimates.get(step_id, {}))
     st = k.steps[step_id]
@@ -55,7 +55,7 @@ def expected_usage(k: Kernel, step_id: str) -> dict[str, float]:
     return out
 
 
-def check_budget(k: Kernel, node: Node, args: dict[str, Any]) -> bool:
+def check_budget(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
     """True when the step may start; else it now waits for a person (``budget_exceeded``)
     and the caller parks it."""
     budget = budget_of(k)

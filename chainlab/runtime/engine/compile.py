@@ -1,11 +1,16 @@
 """A validated chain compiled for the scheduler: flat nodes, sub-chains expanded.
 
-Sub-chain steps become *group* nodes: when a group starts, its children (ids namespaced
-``parent/child``) are released on the same scheduler; the group holds no slot and completes
-when its children are done. A sub-chain that declares ``inputs`` gets its group's args
-checked against them (defaults filled in) and one that declares an ``output`` gives it as
-the group's output (:mod:`chainlab.plan.inputs`). Args are pre-parsed once so the hot
-path only walks them.
+Each node names its *kind* (``call``, ``job``, ``chain``, ``for_each``, ...: how it runs is
+that kind's business, :mod:`chainlab.runtime.engine.attempt.kinds`): the step says what it is
+(``chain:NAME``, ``for_each``), else its tool does (``Tool.kind``).
+
+Sub-chain steps become *parent* nodes: when one starts, its children (ids namespaced
+``parent/child``) are released on the same scheduler; it holds no slot and completes when
+its children are done. A sub-chain that declares ``inputs`` gets its step's args checked
+against them (defaults filled in) and one that declares an ``output`` gives it as the
+step's output (:mod:`chainlab.plan.inputs`). A ``for_each`` step is a parent whose children
+are made at run time, one per item (:class:`Each` is how; :func:`compile_level` compiles a
+sub-chain under an instance). Args are pre-parsed once so the hot path only walks them.
 """
 
 from __future__ import annotations
@@ -24,10 +29,29 @@ from chainlab.runtime.engine.scheduler import Topology
 if TYPE_CHECKING:
     from chainlab.tools import Tool, Toolbox
 
-__all__ = ["Graph", "Namespace", "Node", "compile_chain", "compile_value", "used_chains"]
+__all__ = ["Each", "Graph", "Namespace", "Node", "compile_chain", "compile_level",
+           "compile_value", "used_chains"]
 
 DEFAULT_RETRY = RetryPolicy()
 Renderer = Callable[[Callable[[Ref], Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Each:
+    """How a ``for_each`` step makes its instances: the list it runs over, and what every
+    instance shares (compiled once, whatever the number of items)."""
+
+    source: Ref  # the whole reference to the list
+    kind: str  # the instances' kind (the step's, as if it had no for_each)
+    render_args: Renderer
+    static_args: dict[str, Any] | None
+    when: Expr | None
+    retry: RetryPolicy
+    timeout_s: float | None
+    rollback: Rollback | None
+    units: Mapping[str, int] | None  # each instance's pool units (its tool's; its step's cap)
+    pool: str | None  # the pool that caps the step's instances in flight (max_concurrency)
+    limit: int | None  # that cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +78,30 @@ class Node:
     retry: RetryPolicy
     timeout_s: float | None
     rollback: Rollback | None
+    kind: str = "call"  # how it runs: the name of its attempt kind (attempt.kinds)
+    # the parent it settles: its sub-chain's step, its for_each step, its agent step
     group: str | None = None
     succ: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
-    subchain: Chain | None = None  # the chain a group node runs
-    # a sub-chain step (no tool of its own); a field, not a property: read once per step
-    is_group: bool = field(init=False)
+    subchain: Chain | None = None  # the chain a sub-chain step (or its instances) runs
+    # a for_each instance: its item and its position (None: not an instance); its args and
+    # `when` read them as {{ item }} (or the step's `as` name) and {{ index }}
+    item: Any = None
+    index: int | None = None
+    each: Each | None = None  # a for_each step: how its instances are made
+    units: Mapping[str, int] | None = None  # the pool units it takes (its tool's resources)
     # whether the step waits for a person, when that does not depend on its args (None:
     # the tool's requires_confirmation is a function of them)
     fixed_confirm: bool | None = field(init=False)
+    # its tool has a serial key (resolved from its args when it is ready)
+    keyed: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.is_group = self.tool is None
-        if self.step.confirm is not None:
+        self.keyed = self.each is None and self.tool is not None \
+            and self.tool.serial_key is not None
+        if self.each is not None:
+            self.fixed_confirm = False  # each instance asks for itself, with its own args
+        elif self.step.confirm is not None:
             self.fixed_confirm = self.step.confirm
         elif self.tool is None:
             self.fixed_confirm = False
@@ -86,6 +121,10 @@ class Node:
 class Graph:
     nodes: dict[str, Node]
     top: list[str]  # top-level node ids in declaration order
+    # what it was compiled with: a step that grows at run time compiles with them too
+    toolbox: Toolbox
+    chains: Mapping[str, Chain]
+    options: RunOptions
     # the scheduler's static view, built once and shared by every run of this graph
     topology: Topology = field(init=False)
 
@@ -122,7 +161,16 @@ def compile_chain(
     """Compile a VALIDATED chain (and its sub-chains) into scheduler nodes."""
     nodes: dict[str, Node] = {}
     top = _compile_level(chain, toolbox, chains, options, nodes, prefix="", group=None, order=())
-    return Graph(nodes, top)
+    return Graph(nodes, top, toolbox, chains, options)
+
+
+def compile_level(graph: Graph, chain: Chain, nodes: dict[str, Node], *, prefix: str,
+                  group: str, order: tuple[int, ...]) -> list[str]:
+    """Compile ``chain``'s steps into ``nodes`` as the children of ``group`` (ids under
+    ``prefix``), with what ``graph`` was compiled with: a sub-chain run by a step that grew
+    at run time (a ``for_each`` instance). Returns the children's ids."""
+    return _compile_level(chain, graph.toolbox, graph.chains, graph.options, nodes,
+                          prefix=prefix, group=group, order=order)
 
 
 def _compile_level(
@@ -147,6 +195,18 @@ def _compile_level(
         render, static = compile_value(step.args)
         if child is not None and child.inputs is not None:
             render, static = _fitting(child, render), False
+        kind = "chain" if child is not None else tool.kind  # type: ignore[union-attr]
+        retry = (step.retry or (tool.retry if tool else None) or options.default_retry
+                 or DEFAULT_RETRY)
+        timeout_s = step.timeout_s or (tool.timeout_s if tool else None) \
+            or options.default_timeout_s
+        when = parse_condition(step.when) if step.when else None
+        units = tool.resources if tool is not None and tool.resources else None
+        each = None
+        if step.for_each is not None:  # a parent of its instances, made at run time
+            each = _each(step, step_id, kind, render, static, when, retry, timeout_s, tool,
+                         units)
+            kind, render, static, when, units = "for_each", _NO_ARGS, True, None, None
         node = Node(
             id=step_id,
             step=step,
@@ -155,24 +215,20 @@ def _compile_level(
             deps=tuple(prefix + d for d in sorted(deps[step.id])),
             ns=ns,
             render_args=render,
-            static_args=dict(step.args) if static else None,
-            when=parse_condition(step.when) if step.when else None,
-            retry=(
-                step.retry
-                or (tool.retry if tool else None)
-                or options.default_retry
-                or DEFAULT_RETRY
-            ),
-            timeout_s=step.timeout_s
-            or (tool.timeout_s if tool else None)
-            or options.default_timeout_s,
-            rollback=_rollback(step, tool),
+            static_args=(dict(step.args) if each is None else {}) if static else None,
+            when=when,
+            retry=retry,
+            timeout_s=timeout_s,
+            rollback=None if each is not None else _rollback(step, tool),
+            kind=kind,
             group=group,
             subchain=child,
+            each=each,
+            units=units,
         )
         nodes[step_id] = node
         ids.append(step_id)
-        if child is not None:
+        if child is not None and each is None:
             node.children = _compile_level(
                 child,
                 toolbox,
@@ -187,6 +243,27 @@ def _compile_level(
         for d in nodes[step_id].deps:
             nodes[d].succ.append(step_id)
     return ids
+
+
+def _no_args(resolve: Callable[[Ref], Any]) -> Any:
+    return {}
+
+
+_NO_ARGS: Renderer = _no_args
+
+
+def _each(step: Step, step_id: str, kind: str, render: Renderer, static: bool,
+          when: Expr | None, retry: RetryPolicy, timeout_s: float | None, tool: Tool | None,
+          units: Mapping[str, int] | None) -> Each:
+    source = parse_template(step.for_each or "").whole
+    assert source is not None  # (validated: one whole reference)
+    pool = f"{step_id}[*]" if step.max_concurrency is not None else None
+    return Each(
+        source=source, kind=kind, render_args=render,
+        static_args=dict(step.args) if static else None, when=when, retry=retry,
+        timeout_s=timeout_s, rollback=_rollback(step, tool),
+        units={**(units or {}), pool: 1} if pool is not None else units,
+        pool=pool, limit=step.max_concurrency)
 
 
 def _fitting(child: Chain, render: Renderer) -> Renderer:

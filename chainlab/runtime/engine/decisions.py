@@ -8,13 +8,13 @@ what the scheduler does); the kernel records it BEFORE its effects.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.runtime.engine.attempt.call import invalid_input
@@ -36,6 +36,7 @@ __all__ = [
     "reject",
     "requester",
     "resolve",
+    "waiting_under",
 ]
 
 S = StepStatus
@@ -89,6 +90,19 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
         )
 
 
+def waiting_under(state: RunState, step_id: str) -> list[str]:
+    """The steps that wait for a confirmation at or under ``step_id``: the step itself, or
+    every waiting instance of a ``for_each`` step (``ID[i]``) and step of a sub-chain
+    (``ID/child``), in the order they were added. What "approve all" decides, each on its
+    own, bound to its own args. Raises UnknownStepError for a step the run does not have."""
+    if step_id not in state.steps:
+        raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
+    below = (step_id + "[", step_id + "/")
+    return [sid for sid, st in state.steps.items()
+            if st.status == S.WAITING_CONFIRMATION
+            and (sid == step_id or sid.startswith(below))]
+
+
 def check_completion(state: RunState, step_id: str) -> None:
     """Raise UnknownStepError or RunStateError unless ``step_id`` is a remote job that is
     submitting or waiting and has no completion yet (a second completion is refused)."""
@@ -119,8 +133,8 @@ def completion_payload(step_id: str, *, output: Any, error: str | None,
         if output is not None:
             raise DecisionError(f"step {step_id!r}: pass output= or error=, not both",
                                 step_id=step_id, field="output")
-        return {"error": str(error), "by": by}
-    return {"output": _json(output, step_id, "output"), "by": by}
+        return {"error": _json(str(error), step_id, "error"), "by": _json(by, step_id, "by")}
+    return {"output": _json(output, step_id, "output"), "by": _json(by, step_id, "by")}
 
 
 def check_rollback(state: RunState) -> None:
@@ -172,7 +186,8 @@ def approve(
 ) -> Decision:
     check(state, Action.APPROVE, step_id)
     st = state.steps[step_id]
-    payload: dict[str, Any] = {"note": note, "args_hash": st.args_hash, "by": by}
+    payload: dict[str, Any] = {"note": _json(note, step_id, "note"),
+                               "args_hash": st.args_hash, "by": _json(by, step_id, "by")}
     if st.reason == BUDGET_EXCEEDED:  # it waits for the budget: let it past this one
         payload["over_budget"] = True
     if budget is not None:
@@ -190,18 +205,19 @@ def check_budget_raise(step_id: str, budget: Any, current: Any | None) -> dict[s
     from chainlab.plan.parts import Budget
 
     try:
-        merged = {**dict(current or {}), **dict(budget)}
-        return Budget.model_validate(merged).model_dump(exclude_none=True)
+        merged = {**dict(current or {}), **dict(_json(budget, step_id, "budget"))}
+        raised = Budget.model_validate(merged).model_dump(exclude_none=True)
     except (ValidationError, TypeError, ValueError) as exc:
-        raise DecisionError(f"step {step_id!r}: budget={budget!r} is not a budget: {exc}; "
-                            "give max_cost, max_tokens and/or max_duration_s",
+        raise DecisionError(f"step {step_id!r}: budget={safe_repr(budget)} is not a budget: "
+                            f"{exc}; give max_cost, max_tokens and/or max_duration_s",
                             step_id=step_id, field="budget") from None
+    return _json(raised, step_id, "budget")  # type: ignore[no-any-return]
 
 
 def reject(state: RunState, step_id: str, reason: str, by: str | None = None) -> Decision:
     check(state, Action.REJECT, step_id)
-    return Decision(step_id, [(EventKind.STEP_REJECTED, None, {"reason": reason, "by": by})],
-                    "done")
+    payload = {"reason": _json(reason, step_id, "reason"), "by": _json(by, step_id, "by")}
+    return Decision(step_id, [(EventKind.STEP_REJECTED, None, payload)], "done")
 
 
 def resolve(
@@ -223,6 +239,7 @@ def resolve(
         )
     check(state, Action.RESOLVE, step_id)
     st = state.steps[step_id]
+    note, by = _json(note, step_id, "note"), _json(by, step_id, "by")
     if retry:
         return Decision(
             step_id,
@@ -244,15 +261,16 @@ def resolve(
             ],
             "done",
         )
-    try:
-        value = tool.check_output(output) if tool is not None else to_json_value(output)
-    except Exception as exc:
-        raise DecisionError(
-            f"step {step_id!r}: the output does not fit the step: {exc}",
-            step_id=step_id,
-            field="output",
-        ) from None
-    value = _json(value, step_id, "output")
+    value = _json(output, step_id, "output")  # (the gate first: a message names the path)
+    if tool is not None:
+        try:
+            value = tool.check_output(value)
+        except Exception as exc:
+            raise DecisionError(
+                f"step {step_id!r}: the output does not fit the step: {exc}",
+                step_id=step_id,
+                field="output",
+            ) from None
     return Decision(
         step_id,
         [
@@ -267,25 +285,11 @@ def resolve(
 
 
 def _json(value: Any, step_id: str, what: str) -> Any:
-    """``value`` as strict JSON data (no NaN/infinity, string keys). Raises DecisionError."""
+    """``value`` through the value gate (chainlab._json). Raises DecisionError naming
+    where the bad value sits (``args.rows[3].price``)."""
     try:
-        data = to_json_value(value)
-        _strict(data)
-    except (NotJSONError, ValueError, TypeError) as exc:
+        return to_json_value(value, what)
+    except NotJSONError as exc:
         raise DecisionError(
             f"step {step_id!r}: {what} must be JSON data: {exc}", step_id=step_id, field=what
         ) from None
-    return data
-
-
-def _strict(value: Any) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value!r} is not a JSON number")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"object keys must be strings, got {key!r}")
-            _strict(item)
-    elif isinstance(value, list):
-        for item in value:
-            _strict(item)

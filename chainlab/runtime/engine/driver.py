@@ -11,9 +11,9 @@
                chainlab bug) is kept as ``k.error`` and ``run.wait()`` raises it, never a
                group of them
 
-:class:`.kernel.Kernel` holds the run's state and is what the Runtime calls (its ``drive``
-runs :func:`drive`); a step's way through the graph is :mod:`.flow`, an attempt
-:mod:`.attempt`.
+:class:`.core.RunCore` holds the run's state; :class:`.kernel.Kernel` is what the Runtime
+calls (its ``drive`` runs :func:`drive`, its ``wake_workers`` starts :func:`worker`); a step's
+way through the graph is :mod:`.flow`, an attempt of each kind :mod:`.attempt`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from chainlab.errors import StoreError
 from chainlab.events import EventKind, RunStatus, StepStatus
 from chainlab.events.status import UNSETTLED, DrivePhase, StopReason
 from chainlab.runtime.engine.attempt.fate import start_deferred_timers
-from chainlab.runtime.engine.attempt.life import run as run_attempt
-from chainlab.runtime.engine.flow import start_group, unblocked
+from chainlab.runtime.engine.attempt.kind import kind_of
+from chainlab.runtime.engine.flow import unblocked
 from chainlab.runtime.engine.recovery import finish_recovery
 from chainlab.runtime.engine.saga import finish_stopped
 from chainlab.runtime.engine.scheduler import Breakpoint
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 __all__ = ["drive", "worker"]
 
@@ -44,7 +44,7 @@ R = RunStatus
 K = EventKind
 
 
-async def drive(k: Kernel, phase: DrivePhase = DrivePhase.START) -> None:
+async def drive(k: RunCore, phase: DrivePhase = DrivePhase.START) -> None:
     """Run until the run is terminal (or, for a suspended run, until closed). Callers
     call :meth:`.Kernel.prepare_drive` first, when they schedule it."""
     if not k.driving:
@@ -85,7 +85,7 @@ async def drive(k: Kernel, phase: DrivePhase = DrivePhase.START) -> None:
         k.drive_done.set()
 
 
-def _crash(k: Kernel, exc: BaseException) -> None:
+def _crash(k: RunCore, exc: BaseException) -> None:
     """Keep the error that stops the driver (a store's word first: it says why the rest
     failed), and stop every worker."""
     leaves = list(_leaves(exc))
@@ -98,7 +98,7 @@ def _crash(k: Kernel, exc: BaseException) -> None:
         k.tg.cancel_scope.cancel()
 
 
-def _quiescent(k: Kernel) -> bool:
+def _quiescent(k: RunCore) -> bool:
     """No call runs (but bodies that outlived their timeout), no timer is armed and
     nothing ready could start: only a person, or the run's end, moves it on."""
     if k.sched.running > len(k.background) or k.timers:
@@ -106,7 +106,7 @@ def _quiescent(k: Kernel) -> bool:
     return not k.sched.is_active()
 
 
-async def _settle(k: Kernel) -> bool:
+async def _settle(k: RunCore) -> bool:
     """Nothing can move by itself: end the run, suspend it, or wait for a person."""
     if k.stopping:
         await finish_stopped(k)
@@ -140,7 +140,7 @@ async def _settle(k: Kernel) -> bool:
     return False
 
 
-async def worker(k: Kernel) -> None:
+async def worker(k: RunCore) -> None:
     """One of the run's workers (started by :meth:`.Kernel.wake_workers`)."""
     scope = anyio.CancelScope()
     k.calls[id(scope)] = scope  # cancel() cancels every worker (and its call)
@@ -155,7 +155,7 @@ async def worker(k: Kernel) -> None:
         k.poke()  # a cancelled worker ends without looking for work again
 
 
-async def _work(k: Kernel) -> None:
+async def _work(k: RunCore) -> None:
     """Take steps from the scheduler until the driver closes; idle when none is ready."""
     while not k.closing:
         got = k.sched.take()
@@ -176,10 +176,7 @@ async def _work(k: Kernel) -> None:
             continue
         node = k.nodes[got]
         try:
-            if node.is_group:
-                start_group(k, node)
-            else:
-                await run_attempt(k, node)
+            await kind_of(k, node).run(k, node)  # its kind: a call, a job, a sub-chain...
         finally:
             k.sched.release(got)
         if k.sched.n_ready > 1:  # this worker takes one itself

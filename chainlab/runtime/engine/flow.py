@@ -1,12 +1,15 @@
 """A step's way through the graph (DESIGN §4), between its attempts: the kernel's scheduler
 says what a step's end releases, these functions act on it.
 
-    unblocked     dependencies done (scheduler.done): condition, args, confirmation or ready
-    make_ready    queued for a slot with its args (a worker takes it: :mod:`.driver`)
-    finished      a terminal state: the scheduler releases or skips its dependants, a
-                  failure under ``fail_fast`` stops the run
-    start_group   a sub-chain step: its children run, it holds no slot; ``child_done``
-                  settles it when they have
+    unblocked       dependencies done (scheduler.done): condition, args, confirmation or
+                    ready
+    make_ready      queued for a slot with its args (a worker takes it: :mod:`.driver`, which
+                    hands it to its kind: :mod:`.attempt.kind`)
+    finished        a terminal state: the scheduler releases or skips its dependants, a
+                    failure under ``fail_fast`` stops the run; the last of a parent's steps
+                    (a sub-chain's, a for_each step's instances) settles the parent
+    start_children  a parent's steps start (its kind calls it: a sub-chain when it starts,
+                    a for_each step when it has grown its instances)
 
 The kernel (:meth:`.kernel.Kernel.apply`), an attempt's outcome (:mod:`.attempt.fate`), recovery
 (:mod:`.recovery`) and the saga (:func:`resolver`, for rollback args) come in here.
@@ -18,23 +21,24 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
-from chainlab.events.status import RELEASES_DEPENDANTS, UNSETTLED, StopReason, releases
-from chainlab.plan.inputs import select_output
+from chainlab.events.status import STEP_TERMINAL, StopReason, releases
+from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
-__all__ = ["child_done", "finished", "make_ready", "request_confirmation", "resolver",
-           "start_group", "unblocked"]
+__all__ = ["children_failed", "finished", "make_ready", "request_confirmation", "resolver",
+           "start_children", "unblocked"]
 
 S = StepStatus
 K = EventKind
 
 
-def unblocked(k: Kernel, node: Node) -> None:
+def unblocked(k: RunCore, node: Node) -> None:
     """All dependencies are done: evaluate the condition, resolve args, then ready or
     wait for confirmation."""
     if k.stopping:
@@ -70,22 +74,18 @@ def unblocked(k: Kernel, node: Node) -> None:
     make_ready(k, node, args)
 
 
-def make_ready(k: Kernel, node: Node, args: dict[str, Any] | None = None) -> None:
+def make_ready(k: RunCore, node: Node, args: dict[str, Any] | None = None) -> None:
     """Queue a step (unblocked or parked) for a slot, with the args it will run with.
     Wakes no worker: a worker that finishes a step looks again by itself (no task switch
     per step); callers outside a worker (decisions, timers, the start) wake them."""
     if args is not None:
         k.args[node.id] = args
     tool = node.tool
-    key = None
-    units: dict[str, int] = {}
-    if tool is not None and (tool.serial_key is not None or tool.resources):
-        key = tool.resolve_serial_key(k.args[node.id])
-        units = tool.resources
-    k.sched.ready(node.id, key, units)
+    key = tool.resolve_serial_key(k.args[node.id]) if node.keyed and tool else None
+    k.sched.ready(node.id, key, node.units)
 
 
-def request_confirmation(k: Kernel, node: Node, args: dict[str, Any]) -> None:
+def request_confirmation(k: RunCore, node: Node, args: dict[str, Any]) -> None:
     """Ask a person: the resolved args (and their hash, which an approval is bound to)
     and the preview are recorded with ``step_waiting_confirmation``."""
     try:
@@ -106,7 +106,7 @@ def request_confirmation(k: Kernel, node: Node, args: dict[str, Any]) -> None:
     )
 
 
-def _fail_early(k: Kernel, node: Node, message: str) -> None:
+def _fail_early(k: RunCore, node: Node, message: str) -> None:
     """A step fails before any attempt (bad reference at run time)."""
     k.emit(
         K.STEP_FAILED,
@@ -116,17 +116,24 @@ def _fail_early(k: Kernel, node: Node, message: str) -> None:
     finished(k, node)
 
 
-def resolver(k: Kernel, node: Node) -> Callable[[Ref], Any]:
+def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
     """How ``node``'s references read the run: its namespace's steps, memory, context."""
     ns = node.ns
     steps = k.steps
+    index = node.index
+    name = node.step.item_name if index is not None else None
 
     def resolve(ref: Ref) -> Any:
         root = ref.root
         if root == "steps":
             value = steps[ns.prefix + (ref.target or "")].output
         elif root == "memory":
-            value = steps[ns.save_as[ref.target or ""]].output
+            target = ref.target or ""
+            if index is not None and not ref.source.startswith("memory.") \
+                    and (target in (name, INDEX_NAME)):
+                value = node.item if target == name else index  # an instance's own
+            else:
+                value = steps[ns.save_as[target]].output
         elif root == "context":
             value = k.context if ns.group is None else steps[ns.group].args
         else:
@@ -136,13 +143,20 @@ def resolver(k: Kernel, node: Node) -> Callable[[Ref], Any]:
     return resolve
 
 
-def finished(k: Kernel, node: Node) -> None:
+def finished(k: RunCore, node: Node) -> None:
     """A step reached a terminal state: release or skip its dependants."""
     st = k.steps[node.id]
-    if node.group is not None:
-        child_done(k, k.nodes[node.group])
+    group = node.group
+    if group is not None:
+        left = k.open_children.get(group)
+        if left is not None:  # (None: its parent never started them)
+            left -= 1
+            k.open_children[group] = left
+            if left == 0:
+                parent = k.nodes[group]
+                kind_of(k, parent).child_settled(k, parent)
     ok = releases(st.status, st.reason)
-    if node.is_group:  # children of a sub-chain step that never started never run
+    if node.children:  # the steps of a sub-chain step that never started never run
         why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
         _skip_children(k, node, why)
     released = k.sched.done(node.id, ok)
@@ -163,66 +177,38 @@ def finished(k: Kernel, node: Node) -> None:
         k.start_stopping(StopReason.FAILED, f"step {node.id!r} {status}")
 
 
-# ================================================================== sub-chains
-def start_group(k: Kernel, node: Node) -> None:
-    """A sub-chain step starts: its children are started, the step holds no slot."""
-    st = k.steps[node.id]
-    k.emit(
-        K.STEP_STARTED,
-        node.id,
-        st.attempts + 1,
-        {"args": k.args[node.id], "tool": node.step.tool, "subchain": True},
-    )
-    k.sched.park(node.id)  # holds no slot while its children run
-    for step_id in k.sched.start(node.children):
-        if k.steps[step_id].status == S.PENDING:
-            unblocked(k, k.nodes[step_id])
-    if not node.children:
-        child_done(k, node)
+# ================================================================== parents
+def start_children(k: RunCore, node: Node, ids: list[str]) -> None:
+    """A parent's steps start (it holds no slot while they run): those without pending
+    dependencies are unblocked; it settles when the last has finished (at once when it has
+    none, or they are all done already: a fork reused them)."""
+    k.open_children[node.id] = len(ids)
+    sched, steps, nodes = k.sched, k.steps, k.nodes
+    for step_id in sched.start(ids):
+        st = steps[step_id]
+        if st.status == S.PENDING:
+            unblocked(k, nodes[step_id])
+        elif st.status in STEP_TERMINAL:  # reused by a fork as it grew: done already
+            finished(k, nodes[step_id])
+    if not ids:
+        kind_of(k, node).child_settled(k, node)
 
 
-def child_done(k: Kernel, group: Node) -> None:
-    """A child settled: once all have, the sub-chain step succeeds with their outputs
-    or fails."""
-    st = k.steps[group.id]
-    if st.status != S.RUNNING:
-        return
-    kids = [k.steps[c] for c in group.children]
-    if any(kid.status in UNSETTLED or kid.status == S.IN_DOUBT for kid in kids):
-        return
-    bad = [
-        kid.step_id
-        for kid in kids
-        if kid.status in (S.FAILED, S.REJECTED, S.CANCELLED)
-        or (kid.status == S.SKIPPED and kid.reason != SkipReason.CONDITION)
-    ]
-    if bad:
-        k.emit(
-            K.STEP_FAILED,
-            group.id,
-            st.attempts,
-            {
-                "error_kind": ErrorKind.EXECUTION_FAILED,
-                "error": f"sub-chain steps did not succeed: {', '.join(bad)}",
-            },
-        )
-    else:
-        prefix = group.id + "/"
-        output = {kid.step_id[len(prefix) :]: kid.output for kid in kids
-                  if kid.status in RELEASES_DEPENDANTS}
-        if group.subchain is not None and group.subchain.output is not None:
-            output = select_output(group.subchain, output, st.args or {})
-        k.emit(K.STEP_SUCCEEDED, group.id, st.attempts, {"output": output})
-    finished(k, group)
+def children_failed(k: RunCore, ids: list[str]) -> list[str]:
+    """Which of a parent's settled steps did not end well (it fails with them)."""
+    steps = k.steps
+    return [step_id for step_id in ids
+            if steps[step_id].status in (S.FAILED, S.REJECTED, S.CANCELLED)
+            or (steps[step_id].status == S.SKIPPED
+                and steps[step_id].reason != SkipReason.CONDITION)]
 
 
-def _skip_children(k: Kernel, group: Node, reason: str) -> None:
+def _skip_children(k: RunCore, group: Node, reason: str) -> None:
     """A sub-chain step that never started: its children never run either."""
     for step_id in group.children:
         if k.steps[step_id].status == S.PENDING:
             k.emit(K.STEP_SKIPPED, step_id, payload={"reason": reason, "because": group.id})
             child = k.nodes[step_id]
-            if child.is_group:
+            if child.children:
                 _skip_children(k, child, reason)
             k.sched.done(step_id, False)
-

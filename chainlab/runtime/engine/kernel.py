@@ -31,13 +31,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from chainlab.errors import RunStateError, UnknownStepError
 from chainlab.events import (
-    RUN_END_KINDS,
     RUN_TERMINAL,
-    Event,
     EventKind,
     RunState,
     RunStatus,
@@ -45,10 +41,11 @@ from chainlab.events import (
 )
 from chainlab.events.status import DrivePhase, StopReason
 from chainlab.plan.schema import RunOptions
+from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.compile import Graph, Node
+from chainlab.runtime.engine.core import RunCore
 from chainlab.runtime.engine.driver import drive, worker
 from chainlab.runtime.engine.flow import finished, make_ready
-from chainlab.runtime.engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.clock import Clock
@@ -67,7 +64,7 @@ _EMPTY: dict[str, Any] = {}
 _new_event = tuple.__new__
 
 
-class Kernel:
+class Kernel(RunCore):
     """Drives one run. Created by :class:`chainlab.runtime.Runtime`; used through ``Run``."""
 
     def __init__(
@@ -85,98 +82,13 @@ class Kernel:
         toolbox: Toolbox,
         priority: Callable[[str], float] | None = None,
     ):
-        self.run_id = run_id
-        self.graph = graph
-        self.nodes = graph.nodes
-        self.state = state
-        self.steps = state.steps
-        self.options = options
-        self.context = context
-        self.store = store
-        self.executor = executor
-        self.clock = clock
-        self.epoch = epoch
-        self.toolbox = toolbox
-        self.seq = state.last_seq
-        self.sched = Scheduler(
-            graph.topology,
-            max_concurrency=1 if options.mode == "sequential" else options.max_concurrency,
-            pools=options.pools,
-            breakpoints=options.breakpoints,
-            priority=priority,
-        )
-        self.args: dict[str, dict[str, Any]] = {}
-        self.workers = 0
-        self.idle: list[anyio.Event] = []
-        self.timers: dict[str, anyio.CancelScope] = {}
-        self.jobs: dict[str, Any] = {}  # step id -> the waiter of a waiting remote job
-        self.calls: dict[int, anyio.CancelScope] = {}  # worker scopes
-        # one entry per timed-out body still running (a step retried twice has two)
-        self.background: list[str] = []
-        self.stopping: StopReason | None = None
-        self.stop_reason: str = ""
-        self.retry_failed = True  # a rollback retries compensations that failed before
-        self.closing = False
-        self.driving = False
-        self.error: BaseException | None = None
-        self.subscribers: list[Callable[[Event], None]] = []
-        self.on_end: Callable[[], None] | None = None  # called once, when the run first ends
-        self._changed = anyio.Event()
-        self._settled = anyio.Event()
-        self.settled_status: RunStatus | None = None
-        self.tg: anyio.abc.TaskGroup | None = None
-        self.drive_done = anyio.Event()
-        self.drive_done.set()
-        self.to_reconcile: list[Node] = []  # interrupted calls the driver reconciles
-        self.deferred_timers: list[tuple[Node, float]] = []
-        # what each step is expected to spend (cost, tokens, seconds), for options.budget
-        self.budget_estimates: dict[str, dict[str, float]] = {}
+        super().__init__(run_id=run_id, graph=graph, state=state, options=options,
+                         context=context, store=store, executor=executor, clock=clock,
+                         epoch=epoch, toolbox=toolbox, kinds=KINDS, priority=priority)
 
     @property
     def paused(self) -> bool:
         return self.sched.paused
-
-    # ================================================================== events
-    def emit(
-        self,
-        kind: EventKind,
-        step_id: str | None = None,
-        attempt: int | None = None,
-        payload: dict[str, Any] = _EMPTY,
-        run_status: RunStatus | None = None,
-    ) -> Event:
-        """Record one change: fold it, append it to the store, tell subscribers."""
-        if kind.__class__ is not EventKind:
-            raise TypeError(f"emit takes an EventKind, got {kind!r}")
-        self.seq = seq = self.seq + 1
-        run_id, epoch = self.run_id, self.epoch
-        # tuple.__new__ is Event._make without its Python frame (three events per step)
-        ev = _new_event(Event, (run_id, seq, self.clock.now(), epoch, kind, step_id, attempt,
-                                payload))
-        self.state.apply(ev)
-        self.store.append(run_id, epoch, (ev,), run_status)
-        if self.subscribers:
-            self._notify(ev)
-        if kind in RUN_END_KINDS and self.on_end is not None:
-            on_end, self.on_end = self.on_end, None
-            on_end()
-        return ev
-
-    def _notify(self, ev: Event) -> None:
-        for cb in list(self.subscribers):
-            try:
-                cb(ev)
-            except Exception:  # a broken subscriber must not break the run
-                log.exception("event subscriber %r failed on %s; removing it", cb, ev)
-                self.subscribers.remove(cb)
-
-    def poke(self) -> None:
-        self._changed.set()
-
-    async def wait_changed(self) -> None:
-        """Wait for the next :meth:`poke` (the drive loop looks again after each)."""
-        await self._changed.wait()
-        self._changed = anyio.Event()
 
     # ================================================================== driving
     async def drive(self, phase: DrivePhase = DrivePhase.START) -> None:
@@ -184,34 +96,6 @@ class Kernel:
         loop, :func:`.driver.drive`. Callers call :meth:`prepare_drive` first, when they
         schedule it."""
         await drive(self, phase)  # driver.drive: the loop itself
-
-    def prepare_drive(self) -> None:
-        """Mark the run as driven from the moment a driver is scheduled (not when it first
-        runs), so a control call in between never starts a second driver."""
-        self.driving = True
-        self.drive_done = anyio.Event()
-
-    async def commit(self) -> None:
-        """Wait until every event emitted so far is durable (DESIGN §7). Raises
-        StaleEpochError when this driver was fenced, StoreError when the store failed."""
-        await self.store.flush(self.run_id, self.epoch)
-
-    def commit_inline(self) -> None:
-        """:meth:`commit` without giving up the loop (the thread waits for the store's
-        writer): for a caller that must not suspend, on a store read inline."""
-        self.store.flush_sync(self.run_id, self.epoch)
-
-    async def flush_and_signal(self) -> None:
-        await self.store.flush(self.run_id, self.epoch)
-        self.signal_settled()
-
-    def signal_settled(self) -> None:
-        self.settled_status = self.state.status
-        self._settled.set()
-        self._settled = anyio.Event()
-
-    async def wait_settled(self) -> None:
-        await self._settled.wait()
 
     # ================================================================== decisions
     def apply(self, decision: Decision) -> None:
@@ -246,19 +130,6 @@ class Kernel:
             want -= 1
 
     # ================================================================== control
-    def start_stopping(self, why: StopReason, reason: str) -> None:
-        """Release nothing new; cancel back-off timers; running steps finish."""
-        if self.stopping:
-            return
-        self.stopping = why
-        self.stop_reason = reason
-        self.sched.stop()
-        self.settled_status = None  # wait() must wait for the end of the stop, not return
-        # the status (e.g. suspended) it had before
-        for scope in list(self.timers.values()):
-            scope.cancel()
-        self.poke()
-
     async def begin_rollback(self) -> bool:
         """Ask for a rollback: a run still going stops first (running calls are cancelled)
         and rolls back as it ends (returns False: the current driver does it); a finished
@@ -337,5 +208,3 @@ class Kernel:
     def ready_steps(self) -> list[str]:
         return self.sched.get_ready()
 
-    def waiting(self) -> dict[str, str]:
-        return self.state.waiting()

@@ -1,33 +1,31 @@
 """Rebuilding a run's scheduler from its folded events after a restart (DESIGN §7).
 
-A completed step is never recomputed. An attempt that started but never ended is
-* re-run when the tool is idempotent or effect-free,
-* else reconciled when the tool has ``reconcile`` (did the call take effect?),
-* else left ``in_doubt`` for a person (``run.resolve``).
-A remote job (``chainlab.tools.job``) is waited on again on its recorded handle, never
-submitted twice (``jobsubmit.recover_job``).
+A completed step is never recomputed. The steps a run grew (``steps_added``: a for_each
+step's instances) are rebuilt first, from the log (:mod:`.growth`). An attempt that started
+but never ended is its kind's to recover (:meth:`.attempt.kind.Kind.recover`): a tool call
+is re-run when the tool is idempotent or effect-free, else reconciled when the tool has
+``reconcile`` (did the call take effect?), else left ``in_doubt`` for a person
+(``run.resolve``); a remote job is waited on again on its recorded handle, never submitted
+twice; a parent (sub-chain, for_each step) waits for its steps.
 A run that was stopping (fail_fast failure, cancel) stops again instead of releasing more.
 A rollback interrupted by a crash carries on without compensating anything twice.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
 from chainlab.runtime.engine.attempt.fate import start_timer
-from chainlab.runtime.engine.attempt.jobsubmit import recover_job
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import Node
-from chainlab.runtime.engine.flow import child_done, finished, make_ready, resolver, unblocked
+from chainlab.runtime.engine.flow import finished, make_ready, resolver, unblocked
+from chainlab.runtime.engine.growth import regrow
 from chainlab.runtime.engine.scheduler import Phase
-from chainlab.tools import JobTool, Reconciliation
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 __all__ = ["finish_recovery", "recover_now"]
 
@@ -37,10 +35,11 @@ K = EventKind
 _ENDED = STEP_TERMINAL | {S.COMPENSATING}
 
 
-def recover_now(k: Kernel) -> list[Node]:
+def recover_now(k: RunCore) -> list[Node]:
     """Rebuild the scheduler from the folded state, synchronously (so control methods work
     as soon as ``runtime.resume`` returns). Returns the interrupted calls that need their
     tool's ``reconcile`` (async: :func:`finish_recovery`, run by the driver)."""
+    regrow(k)
     if k.state.status == RunStatus.COMPENSATING:
         _recover_rollback(k)
         return []
@@ -62,11 +61,8 @@ def recover_now(k: Kernel) -> list[Node]:
             _recover_pending(k, node)
             continue
         k.sched.unblock(step_id)
-        if status == S.RUNNING and node.is_group:
-            k.args[step_id] = dict(st.args or {})
-            k.sched.park(step_id)  # its children run; it holds no slot
-        elif status == S.RUNNING:
-            reconcile = _recover_attempt(k, node)
+        if status == S.RUNNING:  # its kind says how (a call, a job, a parent...)
+            reconcile = kind_of(k, node).recover(k, node)
             if k.sched.phase(step_id) == Phase.UNBLOCKED:  # in doubt or to reconcile
                 k.sched.park(step_id)
             if reconcile:
@@ -82,13 +78,14 @@ def recover_now(k: Kernel) -> list[Node]:
         else:  # in_doubt, waiting_confirmation: a person decides
             k.args[step_id] = dict(st.args or {})
             k.sched.park(step_id)
-    for step_id, node in k.nodes.items():
-        if node.is_group and k.steps[step_id].status == S.RUNNING:
-            child_done(k, node)
+    for step_id, node in list(k.nodes.items()):
+        kind = kind_of(k, node)
+        if kind.has_children and k.steps[step_id].status == S.RUNNING:
+            kind.recount(k, node)
     return to_reconcile
 
 
-def _recover_pending(k: Kernel, node: Node) -> None:
+def _recover_pending(k: RunCore, node: Node) -> None:
     """As the kernel does: dependants of a failed/rejected step are skipped; those of a step
     cancelled by a stopping run are cancelled with the rest (cancel_remaining)."""
     ends = (
@@ -112,16 +109,14 @@ def _recover_pending(k: Kernel, node: Node) -> None:
         unblocked(k, node)
 
 
-async def finish_recovery(k: Kernel, nodes: list[Node]) -> None:
-    """Ask each interrupted call's tool whether it took effect."""
+async def finish_recovery(k: RunCore, nodes: list[Node]) -> None:
+    """The awaited part of each interrupted attempt's recovery (its kind's
+    :meth:`~.attempt.kind.Kind.reconcile`: a tool's reconcile, a job's find)."""
     for node in nodes:
-        if isinstance(node.tool, JobTool):
-            await recover_job(k, node)
-        else:
-            await _reconcile_attempt(k, node)
+        await kind_of(k, node).reconcile(k, node)
 
 
-def _restore_stopping(k: Kernel) -> None:
+def _restore_stopping(k: RunCore) -> None:
     """A run that was stopping when the process died stops again, so a crash never changes
     the outcome: a failed (or rejected) step under ``fail_fast``, or any cancelled step (only
     a stopping run cancels steps), means nothing new may start and the run must end (and
@@ -138,80 +133,13 @@ def _restore_stopping(k: Kernel) -> None:
         k.start_stopping(StopReason.CANCELLED, "the run was stopping when its process ended")
 
 
-def _args(k: Kernel, node: Node) -> dict[str, Any]:
+def _args(k: RunCore, node: Node) -> dict[str, Any]:
     if node.static_args is not None:
         return node.static_args
     return node.render_args(resolver(k, node))  # type: ignore[no-any-return]
 
 
-def _recover_attempt(k: Kernel, node: Node) -> bool:
-    """Settle an interrupted call now when possible; True when it needs reconciling."""
-    step_id = node.id
-    st = k.steps[step_id]
-    tool = node.tool
-    assert tool is not None
-    k.args[step_id] = dict(st.args or {})
-    if isinstance(tool, JobTool):
-        job = st.job
-        if job is not None and job["attempt"] == st.attempts:
-            return True  # reserved (or recorded): recover_job, never a blind resubmit
-        # started, nothing reserved: submit was not called (the reservation precedes it)
-        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
-        make_ready(k, node)
-        return False
-    if tool.safe_to_repeat:
-        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
-        make_ready(k, node)
-        return False
-    if tool.reconcile is not None:
-        return True
-    note = (
-        "the process stopped during this call and the tool is neither idempotent nor "
-        "reconcilable; check the outside world, then resolve the step"
-    )
-    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
-    return False
-
-
-async def _reconcile_attempt(k: Kernel, node: Node) -> None:
-    step_id = node.id
-    st = k.steps[step_id]
-    tool = node.tool
-    assert tool is not None and tool.reconcile is not None
-    if st.status != S.RUNNING:
-        return  # a person decided meanwhile
-    answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
-    if isinstance(answer, Reconciliation) and answer.applied:
-        try:
-            output = tool.check_output(answer.output)
-        except Exception as exc:
-            answer = None
-            note = f"reconcile said the call took effect but its output is bad: {exc}"
-        else:
-            k.emit(K.STEP_SUCCEEDED, step_id, st.attempts, {"output": output, "reconciled": True})
-            finished(k, node)
-            return
-    elif isinstance(answer, Reconciliation):
-        k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "reconciled_no_effect"})
-        make_ready(k, node)
-        return
-    else:
-        note = "reconcile could not tell whether the call took effect"
-    k.emit(K.STEP_IN_DOUBT, step_id, st.attempts, {"reason": ErrorKind.INTERRUPTED, "error": note})
-
-
-async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation | None:
-    try:
-        if inspect.iscoroutinefunction(fn):
-            answer = await fn(args, key)
-        else:
-            answer = await anyio.to_thread.run_sync(fn, args, key)
-    except Exception:
-        return None
-    return answer if isinstance(answer, Reconciliation) else None
-
-
-def _recover_rollback(k: Kernel) -> None:
+def _recover_rollback(k: RunCore) -> None:
     for step_id, st in k.steps.items():
         if st.status != S.COMPENSATING:
             continue

@@ -18,12 +18,13 @@ from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
 from chainlab.runtime.engine.attempt.call import call_tool
 from chainlab.runtime.engine.attempt.fate import Fate, fate_of
+from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import compile_value
 from chainlab.runtime.engine.flow import resolver
 from chainlab.tools import CallContext, args_hash, idempotency_key
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 __all__ = ["cancel_remaining", "compensate", "finish_stopped", "rollback_plan"]
 
@@ -33,7 +34,7 @@ K = EventKind
 COMPENSATION_RETRY = RetryPolicy(max_attempts=3, delay_s=0.5, backoff="exponential")
 
 
-async def finish_stopped(k: Kernel) -> None:
+async def finish_stopped(k: RunCore) -> None:
     """The run stopped (failure under fail_fast, cancel, rollback request) and nothing runs
     any more: cancel what never ran, then compensate or end the run."""
     cancel_remaining(k)
@@ -63,47 +64,26 @@ async def finish_stopped(k: Kernel) -> None:
         )
 
 
-def cancel_remaining(k: Kernel) -> None:
-    """Steps that never ran (or wait for a back-off or a person) are cancelled."""
-    groups = []
-    for step_id, st in k.steps.items():
-        node = k.nodes[step_id]
-        if node.is_group:
-            groups.append(node)
-            continue
-        if st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION, S.RETRY_WAIT):
-            k.emit(K.STEP_CANCELLED, step_id, payload={"reason": k.stop_reason or str(k.stopping)})
-    for node in reversed(groups):  # deepest first
-        st = k.steps[node.id]
-        if st.status == S.RUNNING:
-            kids = [k.steps[c] for c in node.children]
-            if any(c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT) for c in kids):
-                k.emit(
-                    K.STEP_FAILED,
-                    node.id,
-                    st.attempts,
-                    {
-                        "error_kind": ErrorKind.EXECUTION_FAILED,
-                        "error": "sub-chain stopped: "
-                        + ", ".join(
-                            f"{c.step_id} {c.status}"
-                            for c in kids
-                            if c.status in (S.FAILED, S.REJECTED, S.IN_DOUBT)
-                        ),
-                    },
-                )
-            else:
-                k.emit(K.STEP_CANCELLED, node.id, st.attempts, {"reason": k.stop_reason})
-        elif st.status in (S.PENDING, S.READY, S.WAITING_CONFIRMATION):
-            k.emit(K.STEP_CANCELLED, node.id, payload={"reason": k.stop_reason})
+def cancel_remaining(k: RunCore) -> None:
+    """Steps that never ran (or wait for a back-off or a person) are cancelled, each by its
+    kind (:meth:`~.attempt.kind.Kind.cancel`): a parent after its steps, deepest first."""
+    parents = []
+    for node in list(k.nodes.values()):
+        kind = kind_of(k, node)
+        if kind.has_children:
+            parents.append((kind, node))
+        else:
+            kind.cancel(k, node)
+    for kind, node in sorted(parents, key=lambda p: -len(p[1].order)):  # deepest first
+        kind.cancel(k, node)
 
 
-def _order(k: Kernel, retry_failed: bool) -> list[str]:
+def _order(k: RunCore, retry_failed: bool) -> list[str]:
     """Steps to compensate, most recently completed first."""
     return _plan(k, retry_failed)[0]
 
 
-def _plan(k: Kernel, retry_failed: bool) -> tuple[list[str], list[str]]:
+def _plan(k: RunCore, retry_failed: bool) -> tuple[list[str], list[str]]:
     return rollback_plan(k.state, {sid: n.rollback is not None for sid, n in k.nodes.items()},
                          strict=k.options.rollback_mode == "strict", retry_failed=retry_failed)
 
@@ -135,7 +115,7 @@ def rollback_plan(state: RunState, has_rollback: Mapping[str, bool], *, strict: 
     return out, held
 
 
-async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> None:
+async def compensate(k: RunCore, reason: str, *, retry_failed: bool = True) -> None:
     order, held = _plan(k, retry_failed)
     needs_decision = [
         step_id
@@ -182,21 +162,24 @@ async def compensate(k: Kernel, reason: str, *, retry_failed: bool = True) -> No
         )
 
 
-def _mark_undone_subchains(k: Kernel) -> None:
-    """A sub-chain step is undone once every child that had something to undo is compensated
-    (deepest first). No call is made, so no attempt is recorded: the event only moves it."""
-    for node in reversed(list(k.nodes.values())):
-        if not node.is_group or node.rollback is not None:
-            continue
+def _mark_undone_subchains(k: RunCore) -> None:
+    """A parent (a sub-chain step, a for_each step) is undone once every step of it that
+    had something to undo is compensated (deepest first). No call is made, so no attempt is
+    recorded: the event only moves it."""
+    parents = [(kind, node) for node in k.nodes.values()
+               if (kind := kind_of(k, node)).has_children and node.rollback is None]
+    for kind, node in sorted(parents, key=lambda p: -len(p[1].order)):
         if k.steps[node.id].status != S.SUCCEEDED:
             continue
-        kids = [k.steps[c] for c in node.children]
+        ids = kind.children(k, node)
+        kids = [k.steps[c] for c in ids]
         undone = [c.step_id for c in kids if c.status == S.COMPENSATED]
         if undone and all(
             c.status != S.COMPENSATION_FAILED
             and not (
                 c.status == S.SUCCEEDED
-                and (k.nodes[c.step_id].rollback is not None or k.nodes[c.step_id].is_group)
+                and (k.nodes[c.step_id].rollback is not None
+                     or kind_of(k, k.nodes[c.step_id]).has_children)
             )
             for c in kids
         ):
@@ -205,7 +188,7 @@ def _mark_undone_subchains(k: Kernel) -> None:
             )
 
 
-async def compensate_one(k: Kernel, step_id: str) -> bool:
+async def compensate_one(k: RunCore, step_id: str) -> bool:
     """Run one step's compensation with its retry policy; True when it succeeded."""
     node = k.nodes[step_id]
     rb = node.rollback
@@ -276,7 +259,7 @@ async def compensate_one(k: Kernel, step_id: str) -> bool:
         await k.clock.sleep(delay or 0.0)
 
 
-def _resolver(k: Kernel, step_id: str) -> Any:
+def _resolver(k: RunCore, step_id: str) -> Any:
     node = k.nodes[step_id]
     st = k.steps[step_id]
     base = resolver(k, node)

@@ -24,6 +24,8 @@ A step's life here (one phase at a time)::
   even if the step was already decided, e.g. a timed-out sync tool still running).
 * ``park(step_id)``: waiting for a person, a back-off or its sub-chain's children; holds
   nothing.
+* ``grow(graph)`` adds steps to a running graph (a ``for_each`` step's instances, an agent's
+  calls: DESIGN §17), blocked until ``start`` counts their dependencies.
 """
 
 from __future__ import annotations
@@ -82,6 +84,29 @@ class Topology:
                 succ[dep].append(step_id)
         self.succ: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in succ.items()}
 
+    def copy(self) -> Topology:
+        """A topology of its own (a run that grows must not change the shared one)."""
+        new = Topology.__new__(Topology)
+        new.deps, new.order, new.succ = dict(self.deps), dict(self.order), dict(self.succ)
+        return new
+
+    def add(self, graph: Mapping[str, tuple[Sequence[str], Sequence[int]]]) -> None:
+        """Add steps whose dependencies are known steps (or each other). Raises
+        SchedulerError for a step that exists or a dependency that does not."""
+        deps, order, succ = self.deps, self.order, self.succ
+        for step_id in graph:
+            if step_id in deps:
+                raise SchedulerError(f"step {step_id!r} already exists")
+        for step_id, (step_deps, step_order) in graph.items():
+            deps[step_id] = tuple(step_deps)
+            order[step_id] = tuple(step_order)
+            succ[step_id] = ()
+        for step_id, (step_deps, _) in graph.items():
+            for dep in step_deps:
+                if dep not in succ:
+                    raise SchedulerError(f"step {step_id!r} depends on unknown step {dep!r}")
+                succ[dep] = (*succ[dep], step_id)
+
 
 class Scheduler:
     """Indegrees, the ready heap, slots, serial keys, resource pools, pause, step tokens and
@@ -104,6 +129,7 @@ class Scheduler:
             raise SchedulerError(f"max_concurrency must be >= 1, got {max_concurrency}")
         topo = graph if isinstance(graph, Topology) else Topology(graph)
         self._topo = topo
+        self._own_topo = not isinstance(graph, Topology)  # a shared one is copied to grow
         # per-run state in flat dicts (built at C speed: a run of 1,000 steps allocates no
         # object per step here)
         self._phase: dict[str, Phase] = dict.fromkeys(topo.deps, Phase.BLOCKED)
@@ -175,6 +201,15 @@ class Scheduler:
             self._phase[step_id] = Phase.DONE
         for step_id, deps in self._topo.deps.items():
             self._waiting[step_id] = sum(1 for d in deps if d not in ok)
+
+    def grow(self, graph: Mapping[str, tuple[Sequence[str], Sequence[int]]]) -> None:
+        """Add steps to a running graph (``{step_id: (dependencies, declaration order)}``):
+        blocked until :meth:`start` counts their dependencies, like a sub-chain's steps."""
+        if not self._own_topo:
+            self._topo = self._topo.copy()
+            self._own_topo = True
+        self._topo.add(graph)
+        self._phase.update(dict.fromkeys(graph, Phase.BLOCKED))
 
     def unblock(self, step_id: str) -> None:
         """Mark a blocked step as unblocked (recovery: its dependencies were done before)."""

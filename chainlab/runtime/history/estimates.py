@@ -210,9 +210,12 @@ def priority_of(ranks: Mapping[str, float]) -> Callable[[str], float]:
 
 
 class _Keys(dict[str, float]):
-    """Priority keys; a step without a rank sorts as a rank of 0."""
+    """Priority keys; a step grown while the run goes (a for_each instance ``ID[i]``, or a
+    step under one) ranks as the step that grew it; another step without a rank as 0."""
 
     def __missing__(self, step_id: str) -> float:
+        if step_id.endswith("]") or "]/" in step_id:
+            return self[step_id[:step_id.rindex("[")]]
         return 0.0
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chainlab._json import join_path
 from chainlab.errors import (
     PlanError,
     Problem,
@@ -107,7 +108,10 @@ def plan_fork(
     planner = Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()),
                        origin)
     planner.level(graph.top)
-    rows = [planner.rows[step_id] for step_id in graph.nodes]
+    rows = []
+    for step_id in graph.nodes:  # a for_each step's instances after it, when known
+        rows.append(planner.rows[step_id])
+        rows += planner.instance_rows.get(step_id, [])
     return ForkPlan(
         parent_run_id=run_id,
         parent_seq=pstate.last_seq,
@@ -116,6 +120,7 @@ def plan_fork(
         options=options,
         chains={n: c.to_dict() for n, c in used_chains(new_chain, all_chains).items()},
         rows=rows,
+        instances={k: v for k, v in planner.instances.items() if v},
     )
 
 
@@ -150,16 +155,19 @@ def _edit_args(chain: Chain, edits: Mapping[str, Mapping[str, Any]], run_id: str
                 f"{type(edit).__name__}",
                 step_id=step_id, field="args"), chain_name=chain.name)
         step = data["steps"][ids.index(step_id)]
-        step["args"] = {**step.get("args", {}), **_json_data(dict(edit), f"args of {step_id}")}
+        edited = _json_data(dict(edit), join_path("args", step_id))
+        step["args"] = {**step.get("args", {}), **edited}
     return Chain.from_dict(data)
 
 
 def _json_data(value: dict[str, Any], what: str) -> dict[str, Any]:
+    """``value`` through the value gate. Raises PlanError naming where the bad value sits
+    (``args.step.rows[3]``)."""
     try:
-        return to_json_value(value)  # type: ignore[no-any-return]
+        return to_json_value(value, what)  # type: ignore[no-any-return]
     except NotJSONError as exc:
-        raise PlanError(Problem("invalid_field", f"{what} must be JSON data: {exc}",
-                                field=what.split()[0])) from None
+        raise PlanError(Problem("invalid_field", f"{what.split('.')[0]} must be JSON data: "
+                                f"{exc}", field=exc.path or what)) from None
 
 
 # ============================================================================ seeding
@@ -201,12 +209,14 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
             "parent_args": row.parent_args, "parent_output": row.parent_output,
             "reason": row.reason, "note": row.card(plan.parent_run_id),
         }}
-        for row in plan.rows if row.decision == ForkDecision.CONFIRM
+        for row in plan.rows
+        if row.decision == ForkDecision.CONFIRM and row.step_id in graph.nodes
     }
-    events: list[tuple[EventKind, str | None, dict[str, Any]]] = [
-        (K.RUN_FORKED, None, {**lineage, "decisions": plan.decisions,
-                              "confirm_first": confirm_first}),
-    ]
+    forked: dict[str, Any] = {**lineage, "decisions": plan.decisions,
+                              "confirm_first": confirm_first}
+    if plan.instances:  # what the parent's instances did: the fork reuses them as it grows
+        forked["instances"] = plan.instances
+    events: list[tuple[EventKind, str | None, dict[str, Any]]] = [(K.RUN_FORKED, None, forked)]
     for row in _reuse_order(plan, graph):
         override = row.decision == ForkDecision.OVERRIDE
         events.append((K.STEP_REUSED, row.step_id, {
@@ -227,6 +237,7 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
 
 def _reuse_order(plan: ForkPlan, graph: Graph) -> list[ForkRow]:
     """Reused/overridden rows, a sub-chain's steps before the sub-chain step itself."""
-    copied = [r for r in plan.rows if r.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE)]
-    groups = [r for r in copied if graph.nodes[r.step_id].is_group]
-    return [r for r in copied if not graph.nodes[r.step_id].is_group] + groups[::-1]
+    copied = [r for r in plan.rows if r.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE)
+              and r.step_id in graph.nodes]  # (an instance is reused as its step grows)
+    groups = [r for r in copied if graph.nodes[r.step_id].children]
+    return [r for r in copied if not graph.nodes[r.step_id].children] + groups[::-1]

@@ -90,6 +90,9 @@ class ForkPlan:
     options: RunOptions
     chains: dict[str, dict[str, Any]]
     rows: list[ForkRow] = field(default_factory=list)
+    # a for_each step -> what each instance of it did in the parent (the fork's run reuses
+    # an instance by its args as the step grows)
+    instances: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def row(self, step_id: str) -> ForkRow:
         for row in self.rows:

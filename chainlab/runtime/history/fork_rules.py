@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
+from chainlab._json import join_path
 from chainlab.errors import (
     DecisionError,
     PlanError,
@@ -21,14 +22,13 @@ from chainlab.events import (
     StepState,
     StepStatus,
 )
+from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kinds import KINDS
+from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
 from chainlab.runtime.engine.compile import Graph, Node
-from chainlab.tools import JobTool, NotJSONError
-
-if TYPE_CHECKING:
-    pass
-
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
+from chainlab.tools import NotJSONError, args_hash, to_json_value
 
 S = StepStatus
 K = EventKind
@@ -58,7 +58,12 @@ class Planner:
         self.rerun = rerun
         self.outputs = outputs
         self.edited = edited
+        self.graph = graph
         self.rows: dict[str, ForkRow] = {}
+        # a for_each step -> its instances' rows (when its list is known before the fork
+        # runs), and what each of its parent's instances did (the fork's run reuses by it)
+        self.instance_rows: dict[str, list[ForkRow]] = {}
+        self.instances: dict[str, list[dict[str, Any]]] = {}
         self.known: dict[str, Any] = {}  # fork outputs known now (reuse, override)
         self.stale: set[str] = set()  # steps whose fork output may differ from the parent's
         self.args: dict[str, dict[str, Any] | None] = {}
@@ -73,9 +78,12 @@ class Planner:
 
     def decide(self, node: Node) -> None:
         ps = self.pstate.steps.get(node.id)
+        if KINDS[node.kind].grows:
+            self._grows(node, ps)
+            return
         args = self.resolve_args(node)
         self.args[node.id] = args
-        if node.is_group:
+        if node.children:
             self.level(node.children)
         row = self._row(node, ps, args)
         self.rows[node.id] = row
@@ -86,7 +94,7 @@ class Planner:
             and ps.status == S.SUCCEEDED and same(row.output, ps.output)
         ):
             self.stale.add(node.id)
-        if node.is_group and row.decision != ForkDecision.REUSE:
+        if node.children and row.decision != ForkDecision.REUSE:
             self._rerun_children(node)
 
     def _row(self, node: Node, ps: StepState | None, args: dict[str, Any] | None) -> ForkRow:
@@ -100,7 +108,7 @@ class Planner:
                         parent_output=ps.output if ps.status != S.FAILED else None,
                         parent_source=(ps.reused or {}).get("source_run"))
         if node.id in self.outputs:
-            if tool is None:
+            if node.children:
                 raise DecisionError(
                     f"step {node.id!r} is a sub-chain step: give the outputs of its steps "
                     f"({', '.join(node.children)}) instead", step_id=node.id, field="outputs")
@@ -126,19 +134,133 @@ class Planner:
         return ForkRow(**base, decision=ForkDecision.CONFIRM,
                        reason=f"{why}; side-effecting: needs approval")
 
+    # -------------------------------------------------------------- for_each steps
+    def _grows(self, node: Node, ps: StepState | None) -> None:
+        """A step that grows (for_each) grows again in the fork: each instance is reused
+        when the parent ran an instance with the same args and code whose effect still
+        stands, else it runs (after a person's approval when it changes the world). Shown
+        per instance when its list is known before the fork runs; decided as it grows."""
+        base: dict[str, Any] = {
+            "step_id": node.id, "tool": node.step.tool,
+            "parent_status": str(ps.status) if ps is not None else None, "args": {}}
+        self.args[node.id] = {}
+        parents = self.instances[node.id] = self._parent_instances(node.id)
+        if node.id in self.outputs:
+            output = self._check_list_output(node, self.outputs[node.id])
+            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.OVERRIDE,
+                                         reason="output given", output=output)
+            self.known[node.id] = output
+            if not (ps is not None and ps.status == S.SUCCEEDED and same(output, ps.output)):
+                self.stale.add(node.id)
+            return
+        try:
+            items = self._resolver(node)(node.each.source)  # type: ignore[union-attr]
+        except _Unknown as exc:
+            items, why = None, f"upstream {exc.step_id!r} runs first"
+        except (LookupError, TypeError) as exc:
+            items, why = None, f"it cannot be read now ({exc})"
+        else:
+            why = "it is not a list"
+        if not isinstance(items, list):
+            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.RERUN,
+                                         reason=f"grows again in the fork; its instances are "
+                                                f"decided as it grows ({why})")
+            self.stale.add(node.id)
+            return
+        growth = {"ids": [instance_id(node.id, i) for i in range(len(items))], "items": items}
+        pool: dict[str, list[dict[str, Any]]] = {}
+        for entry in parents:
+            if entry["reusable"]:
+                pool.setdefault(entry["args_hash"], []).append(entry)
+        rows = []
+        for inst in grow_nodes(self.graph, self.nodes, node, growth)[:len(items)]:
+            rows.append(self._instance_row(node, inst, pool, parents))
+        self.instance_rows[node.id] = rows
+        counts = {d: sum(1 for r in rows if r.decision == d) for d in ForkDecision}
+        self.rows[node.id] = ForkRow(
+            **base, decision=ForkDecision.RERUN,
+            reason=f"grows again in the fork: {len(rows)} instances, "
+                   f"{counts[ForkDecision.REUSE]} reused, {counts[ForkDecision.RERUN]} run, "
+                   f"{counts[ForkDecision.CONFIRM]} after approval")
+        unchanged = (ps is not None and ps.status == S.SUCCEEDED and len(rows) == len(parents)
+                     and all(r.decision == ForkDecision.REUSE for r in rows))
+        if unchanged:
+            self.known[node.id] = ps.output  # type: ignore[union-attr]
+        else:
+            self.stale.add(node.id)
+
+    def _instance_row(self, node: Node, inst: Node, pool: dict[str, list[dict[str, Any]]],
+                      parents: list[dict[str, Any]]) -> ForkRow:
+        index = inst.index or 0
+        was = parents[index] if index < len(parents) else None
+        args = self.resolve_args(inst)
+        base: dict[str, Any] = {
+            "step_id": inst.id, "tool": node.step.tool, "args": args,
+            "parent_status": was["status"] if was else None,
+            "parent_args": was["args"] if was else None,
+            "parent_output": was["output"] if was else None}
+        why = self._condition_changed(inst)
+        hit = pool.get(args_hash(args)) if args is not None and why is None else None
+        tool = inst.tool
+        if hit and (tool is None or hit[0]["code"] == tool.fingerprint):
+            entry = hit.pop(0)
+            return ForkRow(**base, decision=ForkDecision.REUSE,
+                           reason="an instance of the parent ran these args",
+                           output=entry["output"], source_run=entry["source_run"],
+                           source_attempt=entry["source_attempt"], code=entry["code"],
+                           origin=entry["origin"])
+        if why is None:
+            why = "a new item" if was is None else (
+                "args not known before upstream steps run" if args is None
+                else "its item or args changed" if was["status"] == S.SUCCEEDED
+                else f"{was['status']} in the parent")
+        if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
+            return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
+        return ForkRow(**base, decision=ForkDecision.CONFIRM,
+                       reason=f"{why}; side-effecting: needs approval")
+
+    def _parent_instances(self, step_id: str) -> list[dict[str, Any]]:
+        """What each instance of the parent's ``step_id`` did, in item order: its status,
+        args and output, and whether (and from which run and attempt) it can be reused."""
+        out = []
+        for index, child in enumerate(self.pstate.children.get(step_id, [])):
+            st = self.pstate.steps[child]
+            if st.reused:
+                source = {k: st.reused.get(k) for k in ("source_run", "source_attempt",
+                                                         "code", "origin", "tool")}
+            else:
+                rec = self.last_call.get(child)
+                source = {"source_run": self.run_id,
+                          "source_attempt": rec.attempt if rec else None,
+                          "code": rec.code if rec else None, "origin": "call",
+                          "tool": rec.tool if rec else None}
+            ok = st.status == S.SUCCEEDED and st.args is not None
+            if ok and st.reused and source["origin"] == "call":
+                ok = self._effect_gone(child, str(source["source_run"])) is None
+            out.append({"index": index, "status": str(st.status), "args": st.args,
+                        "args_hash": args_hash(st.args) if st.args is not None else None,
+                        "output": st.output if st.status == S.SUCCEEDED else None,
+                        "error": st.error, "reusable": ok, **source})
+        return out
+
+    def _check_list_output(self, node: Node, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise DecisionError(
+                f"output given for for_each step {node.id!r} must be a list (one output per "
+                f"item), got {type(value).__name__}", step_id=node.id, field="outputs")
+        return [self._check_output(node, item) for item in value]
+
     def _waiting_job(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                      ) -> dict[str, Any] | None:
         """The parent's job when the fork can attach to it: a remote job step still waiting
         in the parent (handle recorded), same args, nothing upstream changed, not named in
         rerun."""
-        job = ps.job if ps is not None else None
-        if (job is None or ps is None or ps.status != S.RUNNING or job.get("handle") is None
-                or job.get("phase") == "ended" or not isinstance(node.tool, JobTool)
-                or node.id in self.rerun or any(d in self.stale for d in node.deps)
+        job = KINDS[node.kind].waiting_handle(ps)
+        if (job is None or ps is None or node.id in self.rerun
+                or any(d in self.stale for d in node.deps)
                 or args is None or not same(args, ps.args or {})):
             return None
-        return {"handle": job["handle"], "key": job.get("key"),
-                "submitted_at": job.get("submitted_at")}
+        return job
 
     def _why_not_reuse(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                        ) -> tuple[str | None, dict[str, Any]]:
@@ -161,7 +283,7 @@ class Planner:
             if ps.status == S.SKIPPED and ps.reason:
                 detail = f" ({ps.reason})"
             return f"{ps.status} in the parent{detail}", {}
-        if node.is_group:
+        if node.children:
             kids = [c for c in node.children if self.rows[c].decision != ForkDecision.REUSE]
             if kids:
                 return f"its sub-chain has steps to run ({', '.join(kids)})", {}
@@ -251,7 +373,7 @@ class Planner:
                 parent_source=row.parent_source)
             self.known.pop(child_id, None)
             self.stale.add(child_id)
-            if child.is_group:
+            if child.children:
                 self._rerun_children(child)
 
     # -------------------------------------------------------------- args and outputs
@@ -265,9 +387,15 @@ class Planner:
 
     def _resolver(self, node: Node) -> Any:
         ns = node.ns
+        index = node.index
+        name = node.step.item_name
 
         def resolve(ref: Ref) -> Any:
             root = ref.root
+            if index is not None and root == "memory" and ref.target in (name, INDEX_NAME) \
+                    and not ref.source.startswith("memory."):  # an instance's item, index
+                item = node.item if ref.target == name else index
+                return walk_path(item, ref.path, ref.source) if ref.path else item
             if root == "context":
                 if ns.group is None:
                     value: Any = self.context
@@ -304,7 +432,7 @@ class Planner:
     def _check_output(self, node: Node, value: Any) -> Any:
         assert node.tool is not None
         try:
-            return node.tool.check_output(value)
+            return node.tool.check_output(to_json_value(value, join_path("outputs", node.id)))
         except (ValidationError, NotJSONError, ValueError, TypeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if isinstance(exc, ValidationError):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.scheduler import Scheduler
 from chainlab.runtime.history.estimates import priority_of, upward_ranks
 
@@ -78,7 +79,7 @@ def simulate(
     while True:
         while isinstance(got := sched.take(), str):
             node = nodes[got]
-            if node.is_group:  # holds no slot while its children run
+            if KINDS[node.kind].has_children:  # holds no slot while its children run
                 sched.park(got)
                 sched.release(got)
                 group_start[got] = now

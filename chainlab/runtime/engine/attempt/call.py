@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 from pydantic import ValidationError
 
+from chainlab._json import clean_text
+from chainlab._text import safe_repr
 from chainlab.errors import ToolError
+from chainlab.events.usage import normalize_usage
 from chainlab.plan.schema import ErrorKind
 from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
 from chainlab.tools import CallContext, NotJSONError
@@ -100,22 +103,41 @@ async def call_tool(
             background = pending if pending is not None and not pending.finished else None
             return Outcome(
                 failure=Failure(ErrorKind.TIMEOUT, f"no answer within timeout_s={timeout_s}"),
-                background=background, usage=ctx.usage or None,
+                background=background, usage=_reported(ctx),
             )
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
         if _cancelled_from_outside(exc):
             raise  # run.cancel()/rollback(): the caller records the attempt
-        return Outcome(failure=classify(exc, tool_name=tool.name), usage=ctx.usage or None)
+        return Outcome(failure=classify(exc, tool_name=tool.name), usage=_reported(ctx))
     # a tool that reported nothing but returned an OpenAI-style response: its usage
-    usage = ctx.usage or response_usage(result)
+    try:
+        usage = _reported(ctx, strict=True) or response_usage(result)
+    except ValueError as exc:
+        return Outcome(failure=Failure(ErrorKind.EXECUTION_FAILED,
+                                       f"step {ctx.step_id!r}: the usage {tool.name!r} "
+                                       f"reported is refused: {exc}"))
     if not check_output:
         return Outcome(output=result, usage=usage)
     try:
         return Outcome(output=tool.check_output(result), usage=usage)
     except Exception as exc:
         return Outcome(failure=bad_output(exc, tool.name, ctx.step_id), usage=usage)
+
+
+def _reported(ctx: CallContext, *, strict: bool = False) -> dict[str, Any] | None:
+    """What the call reported it consumed, through the gate (``report_usage`` checks each
+    report; a body that wrote into ``ctx.usage`` itself is checked here). A bad usage raises
+    ValueError when ``strict``, else it is left out (the call failed anyway)."""
+    if not ctx.usage:
+        return None
+    try:
+        return normalize_usage(ctx.usage)
+    except ValueError:
+        if strict:
+            raise
+        return None
 
 
 def _cancelled_from_outside(exc: BaseException) -> bool:
@@ -157,8 +179,8 @@ def bad_output(exc: Exception, tool_name: str, step_id: str) -> Failure:
     if isinstance(exc, NotJSONError):
         return Failure(
             ErrorKind.EXECUTION_FAILED,
-            f"step {step_id!r}: output of {tool_name!r} is not JSON-serialisable: "
-            f"{exc}; return plain data or a pydantic model",
+            f"step {step_id!r}: the output of {tool_name!r} is refused (not JSON data "
+            f"chainlab can keep): {exc}",
         )
     if isinstance(exc, ValidationError):
         first = exc.errors(include_url=False)[0]
@@ -167,17 +189,22 @@ def bad_output(exc: Exception, tool_name: str, step_id: str) -> Failure:
             f"step {step_id!r}: {tool_name!r} returned {short_repr(first.get('input'))}, "
             f"which does not match its return annotation: {first['msg']}",
         )
-    return Failure(ErrorKind.EXECUTION_FAILED, f"step {step_id!r}: bad output: {exc}")
+    return Failure(ErrorKind.EXECUTION_FAILED,
+                   f"step {step_id!r}: bad output: {error_text(exc)}")
 
 
 
 def error_text(exc: BaseException) -> str:
-    """An exception's text for a record, at most 2000 characters."""
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 2000 else text[:1997] + "..."
+    """An exception's text for a record, at most 2000 characters, storable (a surrogate in
+    it is replaced: a message is for a person, never refused)."""
+    try:
+        text = str(exc) or type(exc).__name__
+    except Exception:  # a broken __str__ (or an int too long to show)
+        text = type(exc).__name__
+    text = clean_text(text if len(text) <= 2000 else text[:1997] + "...")
+    return text
 
 
 def short_repr(value: object) -> str:
-    """A value's repr for a message, at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A value's repr for a message, at most 60 characters (never raises)."""
+    return safe_repr(value, 60)

@@ -28,7 +28,7 @@ from chainlab.runtime.engine.flow import finished, make_ready
 if TYPE_CHECKING:
     from chainlab.runtime.engine.attempt.call import Failure, Outcome
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
     from chainlab.tools import Tool
 
 K = EventKind
@@ -57,7 +57,7 @@ def fate_of(failure: Failure, tool: Tool, policy: RetryPolicy, attempt: int) -> 
     return Fate.FAIL
 
 
-def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
+def record(k: RunCore, node: Node, attempt: int, outcome: Outcome) -> None:
     """Record an attempt's outcome and act on it: succeeded, retry (back-off timer),
     in_doubt, cancelled or failed (DESIGN §5)."""
     step_id = node.id
@@ -105,7 +105,7 @@ def record(k: Kernel, node: Node, attempt: int, outcome: Outcome) -> None:
         finished(k, node)
 
 
-def start_timer(k: Kernel, node: Node, delay: float) -> None:
+def start_timer(k: RunCore, node: Node, delay: float) -> None:
     """Ready the step again after ``delay`` seconds (a back-off: the step holds no slot)."""
     scope = anyio.CancelScope()
     k.timers[node.id] = scope
@@ -115,7 +115,7 @@ def start_timer(k: Kernel, node: Node, delay: float) -> None:
     k.tg.start_soon(_backoff, k, node, delay, scope)
 
 
-def start_deferred_timers(k: Kernel) -> None:
+def start_deferred_timers(k: RunCore) -> None:
     """Start the back-offs recovery armed before the driver had a task group."""
     assert k.tg is not None
     for node, delay in k.deferred_timers:
@@ -123,7 +123,7 @@ def start_deferred_timers(k: Kernel) -> None:
     k.deferred_timers.clear()
 
 
-async def _backoff(k: Kernel, node: Node, delay: float, scope: anyio.CancelScope) -> None:
+async def _backoff(k: RunCore, node: Node, delay: float, scope: anyio.CancelScope) -> None:
     try:
         with scope:
             await k.clock.sleep(delay)

@@ -26,7 +26,7 @@ from chainlab.tools import CallContext, NotJSONError, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 K = EventKind
 S = StepStatus
@@ -34,7 +34,7 @@ S = StepStatus
 __all__ = ["recover_job", "run_job", "submit_job"]
 
 
-async def run_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any], key: str) -> None:
+async def run_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any], key: str) -> None:
     """A job step's attempt as far as the worker goes: attach to a recorded handle, or
     reserve, submit and record; then arm the waiter (the slot goes back on return)."""
     step_id = node.id
@@ -63,7 +63,7 @@ async def run_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any], key
     await submit_job(k, node, attempt, args, job_key)
 
 
-async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
+async def submit_job(k: RunCore, node: Node, attempt: int, args: dict[str, Any],
                      job_key: str) -> None:
     """Reserve (durable), submit, record the handle (durable), arm the waiter."""
     step_id = node.id
@@ -88,7 +88,7 @@ async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
         record(k, node, attempt, Outcome(failure=failure))
         return
     try:
-        handle = to_json_value(outcome.output)
+        handle = _handle(outcome.output)
     except NotJSONError as exc:
         job_in_doubt(k, node, attempt, "bad_handle",
                      f"step {step_id!r}: submit of job {tool.name!r} returned a handle that is "
@@ -104,7 +104,15 @@ async def submit_job(k: Kernel, node: Node, attempt: int, args: dict[str, Any],
     arm_job(k, node, attempt, spec.poll_every_s)
 
 
-def _handle_ok(k: Kernel, node: Node, attempt: int, handle: Any) -> bool:
+def _handle(value: Any) -> Any:
+    """A job's handle through the value gate; null is no handle (a waiter needs one)."""
+    handle = to_json_value(value, "handle")
+    if handle is None:
+        raise NotJSONError("handle", None, "no handle: submit must return what poll needs")
+    return handle
+
+
+def _handle_ok(k: RunCore, node: Node, attempt: int, handle: Any) -> bool:
     try:
         job_tool(node).job.check_handle(handle)
     except (ValueError, TypeError) as exc:
@@ -121,7 +129,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
-async def recover_job(k: Kernel, node: Node) -> None:
+async def recover_job(k: RunCore, node: Node) -> None:
     """After a restart, a job step whose attempt was under way (recovery parked it):
     a recorded handle is waited on again, never submitted; a reservation without a handle
     asks ``find(key)`` -> attach; else resubmits under the same key when the backend
@@ -152,7 +160,7 @@ async def recover_job(k: Kernel, node: Node) -> None:
             why = f"find(key) raised {type(exc).__name__}: {error_text(exc)}"
     if found is not None:
         try:
-            handle = to_json_value(found)
+            handle = _handle(found)
         except NotJSONError as exc:
             why = f"find(key) returned a handle that is not JSON data ({exc})"
         else:

@@ -36,7 +36,7 @@ from chainlab.tools.job import JOB_STATES, JobStatus, JobTool
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 K = EventKind
 
@@ -69,14 +69,14 @@ def job_tool(node: Node) -> JobTool:
     return tool
 
 
-def job_in_doubt(k: Kernel, node: Node, attempt: int, reason: str, error: str) -> None:
+def job_in_doubt(k: RunCore, node: Node, attempt: int, reason: str, error: str) -> None:
     """The job step waits for a person (its job may be running: the handle is kept)."""
     k.emit(K.STEP_IN_DOUBT, node.id, attempt,
            {"reason": reason, "error_kind": ErrorKind.EXECUTION_FAILED, "error": error})
     k.sched.park(node.id)
 
 
-def arm_job(k: Kernel, node: Node, attempt: int, first_delay: float) -> None:
+def arm_job(k: RunCore, node: Node, attempt: int, first_delay: float) -> None:
     """Start the waiter of a recorded job: a timer task, the step parked (holds nothing)."""
     scope = anyio.CancelScope()
     waiter = _Waiter()
@@ -89,7 +89,7 @@ def arm_job(k: Kernel, node: Node, attempt: int, first_delay: float) -> None:
         scope.cancel()  # a stopping run cancels it at once (cancel(handle) is sent)
 
 
-async def _wait_job(k: Kernel, node: Node, attempt: int, first_delay: float,
+async def _wait_job(k: RunCore, node: Node, attempt: int, first_delay: float,
                     scope: anyio.CancelScope, waiter: _Waiter) -> None:
     step_id = node.id
     tool = job_tool(node)
@@ -210,7 +210,10 @@ async def _poll_once(spec: Any, name: str, handle: Any, ctx: CallContext
         return None, (f"poll of {name!r} returned {short_repr(status)}, not a JobStatus; return "
                       "JobStatus.pending(), .running(progress=...), .succeeded(output), "
                       ".failed(message), .cancelled() or .not_found()")
-    return status, None
+    try:
+        return status.checked(), None  # (the value gate's rules for what a poll says)
+    except ValueError as exc:
+        return None, f"poll of {name!r} returned a status that cannot be kept: {exc}"
 
 
 async def _send_cancel(spec: Any, handle: Any, ctx: CallContext) -> str:
@@ -257,7 +260,7 @@ def _checked(tool: JobTool, step_id: str, output: Any) -> Outcome:
         return Outcome(failure=bad_output(exc, tool.name, step_id))
 
 
-def complete_job(k: Kernel, step_id: str, payload: dict[str, Any]) -> None:
+def complete_job(k: RunCore, step_id: str, payload: dict[str, Any]) -> None:
     """Record a completion from outside (a callback) for a waiting job, checked by the
     caller (``decisions.check_completion``): kept in the log (``job_completed``) until its
     waiter reads it, so one that arrives before the waiter is armed is not lost."""
@@ -268,7 +271,7 @@ def complete_job(k: Kernel, step_id: str, payload: dict[str, Any]) -> None:
     k.poke()
 
 
-def cancel_job(k: Kernel, step_id: str) -> None:
+def cancel_job(k: RunCore, step_id: str) -> None:
     """Cancel one waiting job (``run.cancel_job``): its waiter sends ``cancel(handle)`` and
     the step fails (``permanent``: not retried); the run goes on as after any failure.
     Raises RunStateError when the step is not a job that waits."""

@@ -1,51 +1,49 @@
-"""One attempt of a tool step, its whole life (DESIGN §5): :func:`run` gates the step
-(confirmation for exactly these args, the budget), emits ``step_started``, calls the tool
-(:func:`.call.call_tool`), and records the outcome (:func:`.fate.record`: its fate decided,
-the step parked or its back-off timer armed). The kernel's workers call :func:`run` and
-nothing else; a new kind of attempt belongs here, as a remote job does
-(:func:`.jobsubmit.run_job`, then :mod:`.jobwait`).
+"""One attempt of a tool step, its whole life (DESIGN §5): :func:`gate` (confirmation for
+exactly these args, the budget: the prepare of every kind that calls something), then
+:class:`ToolCall`, the ``call`` kind: ``step_started``, the tool's body
+(:func:`.call.call_tool`), the outcome recorded (:func:`.fate.record`: its fate decided, the
+step parked or its back-off timer armed); after a restart, an interrupted call is re-run,
+reconciled or left in doubt.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.events import RUN_TERMINAL, EventKind
+from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind
 from chainlab.runtime.engine.attempt.call import Failure, Outcome, call_tool
 from chainlab.runtime.engine.attempt.fate import record
-from chainlab.runtime.engine.attempt.jobsubmit import run_job
+from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.budget import check_budget
-from chainlab.runtime.engine.flow import finished, request_confirmation
-from chainlab.tools import CallContext, args_hash, idempotency_key
-from chainlab.tools.job import JobTool
+from chainlab.runtime.engine.flow import finished, make_ready, request_confirmation
+from chainlab.tools import CallContext, Reconciliation, args_hash, idempotency_key
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
-    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.engine.core import RunCore
 
 K = EventKind
+S = StepStatus
 
-__all__ = ["run"]
+__all__ = ["ToolCall", "gate"]
 
 
-async def run(k: Kernel, node: Node) -> None:
-    """One attempt of a tool step: step_started, the call, the outcome recorded; a body
-    that outlived its timeout keeps the slot until it returns."""
+def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
+    """Before any call of any kind: ``(attempt, args, confirmed)`` when the step may start,
+    else None (it now waits for a person and the caller returns: it holds nothing).
+
+    THE rule every path goes through (a start, a resume, a takeover, a fork, a decision from
+    another process): a step that needs a person runs only with an approval recorded in THIS
+    run for exactly these args; and the budget, counting what is already under way."""
     step_id = node.id
-    tool = node.tool
-    assert tool is not None
     st = k.steps[step_id]
-    attempt = st.attempts + 1
     args = k.args.get(step_id)
     if args is None:
         args = k.args[step_id] = dict(st.args or {})
-    # THE rule every path goes through (a start, a resume, a takeover, a fork, a decision
-    # from another process): a step that needs a person runs only with an approval recorded
-    # in THIS run for exactly these args; and its start is durable before the call, so a
-    # driver that was taken over (fenced) learns it there and starts nothing
     confirm = node.fixed_confirm
     if confirm is None:
         confirm = node.needs_confirmation(args)
@@ -54,50 +52,127 @@ async def run(k: Kernel, node: Node) -> None:
         if st.approved_hash != args_hash(args):
             request_confirmation(k, node, args)  # (not approved for these args: ask again)
             k.sched.park(step_id)
-            return
+            return None
         confirm = True
     if (k.options.budget is not None or k.state.budget is not None) \
             and not check_budget(k, node, args):  # waits for a person: raise it, or stop
         k.sched.park(step_id)
-        return
-    # effect-free tools get a key only when they ask for it (nothing to deduplicate)
-    key = (
-        idempotency_key(k.run_id, step_id, args_hash(args))
-        if tool.side_effects or tool.context_param or tool.reconcile
-        or tool.__class__ is JobTool
-        else None
-    )
-    if tool.__class__ is JobTool:  # a remote job: reserve, submit, record, then a timer
-        await run_job(k, node, attempt, args, key or "")
-        return
-    k.emit(
-        K.STEP_STARTED,
-        step_id,
-        attempt,
-        {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
-    )
-    ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch, "call", {})
-    try:
-        outcome = await call_tool(
-            tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
-            write_ahead=tool.side_effects and (confirm or not tool.idempotent),
+        return None
+    return st.attempts + 1, args, confirm
+
+
+class ToolCall(Kind):
+    """One call of a tool's body (``call``)."""
+
+    name = "call"
+
+    async def run(self, k: RunCore, node: Node) -> None:
+        """One attempt: step_started, the call, the outcome recorded; a body that outlived
+        its timeout keeps the slot until it returns."""
+        opened = gate(k, node)
+        if opened is None:
+            return
+        attempt, args, confirm = opened
+        step_id = node.id
+        tool = node.tool
+        assert tool is not None
+        # effect-free tools get a key only when they ask for it (nothing to deduplicate);
+        # its start is durable before the call, so a fenced driver learns it there
+        key = (
+            idempotency_key(k.run_id, step_id, args_hash(args))
+            if tool.side_effects or tool.context_param or tool.reconcile
+            else None
         )
-    except anyio.get_cancelled_exc_class():
-        if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
-            record(k, node, attempt,
-                   Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
-        raise
-    if outcome.failure is None and outcome.background is None:  # the common case, inline
-        k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output}
-               if outcome.usage is None else {"output": outcome.output, "usage": outcome.usage})
-        finished(k, node)
-        return
-    record(k, node, attempt, outcome)
-    if outcome.background is not None:
-        k.background.append(step_id)
+        k.emit(
+            K.STEP_STARTED,
+            step_id,
+            attempt,
+            {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
+        )
+        ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch, "call", {})
         try:
-            await outcome.background.finished_wait()
-        finally:
-            k.background.remove(step_id)
-        if k.state.status not in RUN_TERMINAL:
-            k.emit(K.STEP_CALL_RETURNED, step_id, attempt)
+            outcome = await call_tool(
+                tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
+                write_ahead=tool.side_effects and (confirm or not tool.idempotent),
+            )
+        except anyio.get_cancelled_exc_class():
+            if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
+                record(k, node, attempt,
+                       Outcome(failure=Failure(ErrorKind.CANCELLED, "cancelled")))
+            raise
+        if outcome.failure is None and outcome.background is None:  # the common case
+            k.emit(K.STEP_SUCCEEDED, step_id, attempt, {"output": outcome.output}
+                   if outcome.usage is None
+                   else {"output": outcome.output, "usage": outcome.usage})
+            finished(k, node)
+            return
+        record(k, node, attempt, outcome)
+        if outcome.background is not None:
+            k.background.append(step_id)
+            try:
+                await outcome.background.finished_wait()
+            finally:
+                k.background.remove(step_id)
+            if k.state.status not in RUN_TERMINAL:
+                k.emit(K.STEP_CALL_RETURNED, step_id, attempt)
+
+    def recover(self, k: RunCore, node: Node) -> bool:
+        """An interrupted call: re-run when repeating is safe, reconcile when the tool can
+        say whether it took effect, else in_doubt for a person."""
+        step_id = node.id
+        st = k.steps[step_id]
+        tool = node.tool
+        assert tool is not None
+        k.args[step_id] = dict(st.args or {})
+        if tool.safe_to_repeat:
+            k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "rerun"})
+            make_ready(k, node)
+            return False
+        if tool.reconcile is not None:
+            return True
+        note = (
+            "the process stopped during this call and the tool is neither idempotent nor "
+            "reconcilable; check the outside world, then resolve the step"
+        )
+        k.emit(K.STEP_IN_DOUBT, step_id, st.attempts,
+               {"reason": ErrorKind.INTERRUPTED, "error": note})
+        return False
+
+    async def reconcile(self, k: RunCore, node: Node) -> None:
+        """Ask the tool whether the interrupted call took effect."""
+        step_id = node.id
+        st = k.steps[step_id]
+        tool = node.tool
+        assert tool is not None and tool.reconcile is not None
+        if st.status != S.RUNNING:
+            return  # a person decided meanwhile
+        answer = await _reconcile(tool.reconcile, dict(st.args or {}), st.idempotency_key or "")
+        if isinstance(answer, Reconciliation) and answer.applied:
+            try:
+                output = tool.check_output(answer.output)
+            except Exception as exc:
+                note = f"reconcile said the call took effect but its output is bad: {exc}"
+            else:
+                k.emit(K.STEP_SUCCEEDED, step_id, st.attempts,
+                       {"output": output, "reconciled": True})
+                finished(k, node)
+                return
+        elif isinstance(answer, Reconciliation):
+            k.emit(K.STEP_READY, step_id, st.attempts, {"recovery": "reconciled_no_effect"})
+            make_ready(k, node)
+            return
+        else:
+            note = "reconcile could not tell whether the call took effect"
+        k.emit(K.STEP_IN_DOUBT, step_id, st.attempts,
+               {"reason": ErrorKind.INTERRUPTED, "error": note})
+
+
+async def _reconcile(fn: Any, args: dict[str, Any], key: str) -> Reconciliation | None:
+    try:
+        if inspect.iscoroutinefunction(fn):
+            answer = await fn(args, key)
+        else:
+            answer = await anyio.to_thread.run_sync(fn, args, key)
+    except Exception:
+        return None
+    return answer if isinstance(answer, Reconciliation) else None
