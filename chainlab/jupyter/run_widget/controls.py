@@ -101,8 +101,7 @@ def _words(status: object) -> str:
 def first_failure(view: RunView) -> tuple[str, str] | None:
     """(step id, its error) of the first step that failed (or waits in doubt), in the
     order the steps ended; None when none did."""
-    bad = [st for st in view.steps.values()
-           if st.status in (StepStatus.FAILED, StepStatus.IN_DOUBT, StepStatus.REJECTED)]
+    bad = [st for st in view.steps.values() if st.status in _FAILED]
     if not bad:
         return None
     st = min(bad, key=lambda s: (s.ended_at is None, s.ended_at or 0.0))
@@ -112,9 +111,13 @@ def first_failure(view: RunView) -> tuple[str, str] | None:
     return st.step_id, said or str(st.status).replace("_", " ")
 
 
-def failure_html(view: RunView) -> str:
-    """The line that names the first failed step and its error ("" when none failed)."""
-    found = first_failure(view)
+_FAILED = frozenset({StepStatus.FAILED, StepStatus.IN_DOUBT, StepStatus.REJECTED})
+
+
+def failure_html(view: RunView, found: tuple[str, str] | None = None) -> str:
+    """The line that names the first failed step and its error ("" when none failed);
+    ``found``: :func:`first_failure` of ``view``, when the caller has it already."""
+    found = found if found is not None else first_failure(view)
     if found is None:
         return ""
     step_id, error = found

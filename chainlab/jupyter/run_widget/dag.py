@@ -136,10 +136,11 @@ class DagView(W.VBox):
         if self.live is None:
             self._list(statuses, badges)
             return
-        looks: list[Look] = [(str(statuses.get(s, "pending")), badges.get(s) or None)
+        status_of, badge_of = statuses.get, badges.get  # (a scrubber position: O(steps))
+        looks: list[Look] = [(status_of(s, "pending"), badge_of(s) or None)
                              for s in self.step_ids]
-        changed = [i for i, (now, was) in enumerate(zip(looks, self.shown, strict=True))
-                   if now != was]
+        shown = self.shown
+        changed = [i for i, look in enumerate(looks) if look != shown[i]]
         self.last_patch = {self.step_ids[i]: looks[i] for i in changed}
         if not changed:
             return

@@ -35,10 +35,10 @@ class FailureLine(W.HBox):
     def sync(self, view: RunView) -> None:
         """Name ``view``'s first failure; preselect it in the inspector (not over a
         person's pick)."""
-        shown = failure_html(view)
+        found = first_failure(view)  # (once: it walks every step)
+        shown = failure_html(view, found) if found is not None else ""
         if self.text.value != shown:
             self.text.value = shown
-        found = first_failure(view)
         self.button.layout.display = "" if found else "none"
         if found is not None:
             self.button.description = f"Show {found[0]!r}"
