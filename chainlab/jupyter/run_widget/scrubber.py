@@ -126,8 +126,7 @@ class Scrubber(W.HBox):
         view = RunAt(self.host.run, seq)  # raises for a seq out of range
         self._view = view  # folded once per position (from the run's nearest snapshot)
         self.seq = seq
-        self._show(seq)
-        self.host.refresh()
+        self.host.refresh()  # (the header and the DAG first, then this bar: host.refresh)
 
     def step(self, delta: int) -> None:
         """One event back (-1) or forward (+1); forward past the last event goes live."""
@@ -170,9 +169,13 @@ class Scrubber(W.HBox):
         return self._view
 
     # -------------------------------------------------------------- drawing
+    def follow(self) -> None:
+        """Note the run's latest event (the slider's end), drawing nothing yet."""
+        self.last = self.host.run.last_seq
+
     def sync(self) -> None:
         """Follow the run's log: the slider's end is its latest event."""
-        self.last = self.host.run.last_seq
+        self.follow()
         self._show(self.last if self.seq is None else self.seq)
 
     def _show(self, value: int) -> None:

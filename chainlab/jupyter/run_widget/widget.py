@@ -242,8 +242,9 @@ class RunWidget(W.VBox):
     def refresh(self) -> None:
         """Redraw everything from the run's state (cheap; unchanged parts are not re-sent);
         while scrubbing, from its state at the scrubbed event (read-only)."""
-        self.scrubber.sync()
-        self._draw()
+        self.scrubber.follow()
+        self._draw()  # the header and the DAG first: what a person looks at
+        self.scrubber.sync()  # then the history bar (each change is a message of its own)
         if self.scrubber.seq is None:
             self._sync_static()
 
