@@ -10,7 +10,8 @@ with ``%chain show RUN --db FILE`` in a private headless JupyterLab driven by Pl
 change was drawn (MutationObservers; "drawn": after the next animation frame, so the
 browser's restyle and paint count; until the DAG has been still for 0.6 s):
 
-  drag      the slider's handle dragged to a random place and released
+  drag      the slider's handle dragged to a random place and released (from its last move:
+            the slider follows the drag)
   < / >     the previous / next event button
   typed     an event's number typed into the box, then Enter (not in older code)
 
@@ -57,6 +58,9 @@ JS_WATCH = """() => {
     document.addEventListener(kind, () => { window.__cl.input = performance.now(); },
                               {capture: true});
   }
+  // a drag moves the slider before it is released: its last move is the input
+  document.addEventListener('pointermove', (e) => {
+    if (e.buttons) window.__cl.input = performance.now(); }, {capture: true});
 }"""
 JS_RESET = "() => { window.__cl.input = null; window.__cl.head = null; window.__cl.dag = null; }"
 JS_TIMES = "() => window.__cl"
@@ -132,7 +136,8 @@ def measure(src: Path, db: Path, run_id: str, reps: int, shots: Path | None
             f"%chain show {run_id} --db {db}",
         ])
         with Lab(Path(tmp) / "lab", [nb]) as lab, \
-                browser_page(Path(tmp) / "failure.png", width=1300) as page:
+                browser_page(Path(tempfile.gettempdir()) / "chainlab-scrub-bench-failure.png",
+                             width=1300) as page:
             run_all(page, lab, "scrub.ipynb")
             where = page.locator(f"{PANEL} .jp-OutputArea-output").first.inner_text()
             if not where.strip().startswith(str(src)):

@@ -64,11 +64,14 @@ function createDagView(el, options) {
   const svgOf = () => canvas.querySelector("svg");
   const nodeCount = () => canvas.querySelectorAll("g.cl-step").length;
 
+  let tiles = [];
+
   function apply() {
     const svg = svgOf();
     if (!svg || !natural) return;
     svg.style.width = `${natural.w * scale}px`;
     svg.style.height = `${natural.h * scale}px`;
+    clPlaceTiles(svg, tiles, scale);
     describe();
   }
 
@@ -87,7 +90,11 @@ function createDagView(el, options) {
       const x1 = (box.scrollLeft + box.clientWidth) / (natural.w * scale);
       const y0 = box.scrollTop / (natural.h * scale);
       const y1 = (box.scrollTop + box.clientHeight) / (natural.h * scale);
-      const pct = (a, b) => `${Math.round(a * 100)}-${Math.min(100, Math.round(b * 100))}%`;
+      const num = (v, fine) => (fine ? (v * 100).toFixed(1) : String(Math.round(v * 100)));
+      const pct = (a, b) => { // a tenth of a percent when the view is a sliver of the graph
+        const fine = b - a < 0.02;
+        return `${num(a, fine)}-${num(Math.min(1, b), fine)}%`;
+      };
       const where = [];
       if (wide) where.push(`${pct(x0, x1)} across`);
       if (tall) where.push(`${pct(y0, y1)} down`);
@@ -122,8 +129,10 @@ function createDagView(el, options) {
 
   const zoomBy = (k, px, py) => setScale(scale * k, px, py);
 
-  // a new picture (first draw, or the designer's new layout): fit it
-  function shown() {
+  // a new picture (first draw, or the designer's new layout): cut it into tiles when it is
+  // large (``tiled``), fit it
+  function shown(tiled) {
+    tiles = tiled ? clTile(canvas) : [];
     const svg = svgOf();
     natural = svg ? clNaturalSize(svg) : null;
     if (svg) {
@@ -202,7 +211,7 @@ function createDagView(el, options) {
   });
 
   const resized = typeof ResizeObserver === "function"
-    ? new ResizeObserver(() => { if (fitted) fit(); else describe(); }) : null;
+    ? new ResizeObserver(() => { if (fitted) fit(); else apply(); }) : null;
   if (resized) resized.observe(box);
 
   return {
@@ -232,4 +241,61 @@ function clSelect(model, stepId) {
   model.set("selected", ""); // a click on the selected node shows it again
   model.set("selected", stepId);
   model.save_changes();
+}
+
+// A large DAG is cut into tiles: its nodes and edges, in Graphviz's order, spread over several
+// <svg> elements, each cropped to the band its part of the graph covers and laid exactly where
+// that band is in the whole picture. A node's change then restyles and repaints its tile only
+// (Chrome records an SVG's paint as one piece: a 3,332-step DAG took ~50 ms to repaint for one
+// node, a tile of ~500 elements takes a few), and a tile out of view is skipped altogether
+// (content-visibility), so a scrubber jump that changes thousands of nodes restyles the ones
+// in view. The order is kept, so what lies on top still does; only the elements receive the
+// pointer, never a tile's empty area.
+const CL_TILE = 500;
+
+function clTile(canvas) {
+  const svg = canvas.querySelector(":scope > svg");
+  const graph = svg && svg.querySelector("g.graph");
+  if (!graph) return [];
+  const parts = [...graph.children].filter((c) => c.matches("g.node, g.edge, g.cluster"));
+  if (parts.length <= CL_TILE * 1.5) return [];
+  canvas.classList.add("cl-tiled");
+  const tiles = [];
+  for (let k = 1; k < Math.ceil(parts.length / CL_TILE); k++) {
+    const tile = svg.cloneNode(false);
+    tile.removeAttribute("id");
+    tile.classList.add("cl-tile");
+    const g = graph.cloneNode(false);
+    g.removeAttribute("id");
+    tile.append(g);
+    for (const part of parts.slice(k * CL_TILE, (k + 1) * CL_TILE)) g.append(part);
+    canvas.append(tile);
+    tiles.push({ tile, g, box: null });
+  }
+  return tiles;
+}
+
+// place each tile over its band: its bounding box (in the picture's own units, measured once
+// the picture is in the page) at the picture's current scale
+function clPlaceTiles(svg, tiles, scale) {
+  if (!tiles.length) return;
+  const view = (svg.getAttribute("viewBox") || "0 0 0 0").split(/[\s,]+/).map(Number);
+  const unit = (parseFloat(svg.getAttribute("width")) * (4 / 3)) / (view[2] || 1);
+  for (const t of tiles) {
+    if (!t.box) {
+      const b = t.g.getBBox();
+      if (!b.width && !b.height) continue; // not laid out yet: the next call places it
+      const m = t.g.transform.baseVal.consolidate();
+      const dx = m ? m.matrix.e : 0, dy = m ? m.matrix.f : 0;
+      const pad = 2;
+      t.box = { x: b.x + dx - pad, y: b.y + dy - pad, w: b.width + 2 * pad,
+                h: b.height + 2 * pad };
+      t.tile.setAttribute("viewBox", `${t.box.x} ${t.box.y} ${t.box.w} ${t.box.h}`);
+    }
+    const k = unit * scale;
+    Object.assign(t.tile.style, {
+      left: `${(t.box.x - view[0]) * k}px`, top: `${(t.box.y - view[1]) * k}px`,
+      width: `${t.box.w * k}px`, height: `${t.box.h * k}px`,
+    });
+  }
 }
