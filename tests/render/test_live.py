@@ -292,3 +292,30 @@ def test_a_live_node_is_wide_enough_for_its_usual_badged_line(backend: str, stat
         assert span is not None
         needed = span[1] - span[0] - 2 * _INSET
         assert float(box[1]) >= needed - 0.5, (step_id, float(box[1]), needed)
+
+
+def test_a_chain_of_the_same_content_is_drawn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a widget opened again on a stored run (a new Chain object, the same
+    content) reuses the drawing; a tool whose look changed (side effects) is drawn again."""
+    from chainlab import Toolbox
+
+    drawn: list[str] = []
+    real = live_module.draw_chain
+
+    def counting(chain: Chain, *args: object, **kwargs: object) -> object:
+        drawn.append(chain.name)
+        return real(chain, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(live_module, "draw_chain", counting)
+    live_module._DRAWN.clear()
+    data = {"name": "same", "steps": [{"id": "a", "tool": "t"},
+                                      {"id": "b", "tool": "t", "depends_on": ["a"]}]}
+    tb = Toolbox("look")
+    tb.tool(lambda: 1, name="t")
+    first = LiveDag(Chain.from_dict(data), tb)
+    again = LiveDag(Chain.from_dict(data), tb)  # another object, the same content
+    assert drawn == ["same"] and again.svg == first.svg.replace(first.scope, again.scope)
+    other = Toolbox("look")
+    other.tool(lambda: 1, name="t", side_effects=True)  # a square box with ⚡ now
+    changed = LiveDag(Chain.from_dict(data), other)
+    assert drawn == ["same", "same"] and "⚡" in changed.svg and "⚡" not in first.svg

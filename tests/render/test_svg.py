@@ -54,7 +54,8 @@ def test_svg_is_clean_embeddable_and_has_every_step(backend: str) -> None:
         assert set(got.text_fills) == {st.text} and got.lines[-1] == st.caption
 
 
-def test_same_dot_same_bytes(backend: str) -> None:
+def test_same_dot_same_bytes(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", "off")  # each render a real one
     dot_a = chain_dot(demo_chain(), demo_toolbox(), MID_RUN)
     dot_b = chain_dot(demo_chain(), demo_toolbox())
     first = to_svg(dot_a, backend=backend)  # type: ignore[arg-type]
