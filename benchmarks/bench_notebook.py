@@ -283,9 +283,13 @@ def busy_cell(src: Path, reps: int) -> dict[str, list[float]]:
 
 
 # --------------------------------------------------------------------------- the widget
-def widget(events: int, reps: int) -> dict[str, list[float]]:
+def widget(src: Path, events: int, reps: int) -> dict[str, list[float]]:
     import anyio
 
+    import chainlab  # from ``src`` (PYTHONPATH), before bench_history puts ROOT first
+
+    if not chainlab.__file__ or not chainlab.__file__.startswith(str(src)):
+        raise RuntimeError(f"imported {chainlab.__file__}, not the code in {src}")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_history import build
 
@@ -326,7 +330,8 @@ def widget(events: int, reps: int) -> dict[str, list[float]]:
 
         rows = anyio.run(main)
         # a new process (a restarted kernel): the layout is on disk, nothing in memory
-        probe = ("import sys, time, anyio, json\n"
+        probe = ("import sys, time, anyio, json, chainlab\n"
+                 f"assert chainlab.__file__.startswith({str(src)!r}), chainlab.__file__\n"
                  "from chainlab.jupyter import RunWidget\n"
                  "from chainlab.runtime import Runtime\nfrom chainlab.store import SQLiteStore\n"
                  "async def main():\n"
@@ -336,7 +341,7 @@ def widget(events: int, reps: int) -> dict[str, list[float]]:
                  "    print(json.dumps((time.perf_counter() - t0) * 1000))\n"
                  "anyio.run(main)\n")
         fresh = [float(subprocess.run([sys.executable, "-c", probe], capture_output=True,
-                                      text=True, check=True, env=dict(os.environ)
+                                      text=True, check=True, env=dict(os.environ), cwd=tmp
                                       ).stdout.split()[-1]) for _ in range(3)]
         rows["widget: open (new process)"] = fresh
         return rows
@@ -361,7 +366,7 @@ def measure(section: str, src: Path, ns: argparse.Namespace) -> dict[str, list[f
 def worker(section: str, ns: argparse.Namespace) -> None:
     src = Path(os.environ.get("PYTHONPATH", str(ROOT)).split(os.pathsep)[0])
     if section == "widget":
-        rows = widget(ns.events, max(ns.reps, 20))
+        rows = widget(src, ns.events, max(ns.reps, 20))
     else:
         rows = SECTIONS[section](src, ns.reps)  # type: ignore[misc]
     print(json.dumps(rows))
