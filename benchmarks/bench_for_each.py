@@ -15,8 +15,9 @@ compiled once, as a notebook's second run), microseconds per step, the ratio
 for_each / written (the issue's goal: within 1.2x), and memory per step retained by the
 finished run (tracemalloc's growth while its handle is kept, the chain compiled by an earlier
 run) and, apart, for one cold run with its chain (from the chain's data to the run's end:
-the chain model and its compiled graph count too, as they do for a chain run once). ``expand`` is the
-time of the growth alone per item at each size (O(items): the per-item figure stays flat).
+the chain model and its compiled graph count too, as they do for a chain run once).
+``expand`` is the time of the growth alone per item at each size (O(items): the per-item
+figure stays flat).
 Each cell is the fastest of ``--reps`` rounds, the two chains interleaved.
 
 Then the DAG: drawing a finished run whose for_each step has 10 instances and one whose step

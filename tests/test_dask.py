@@ -21,6 +21,7 @@ from chainlab.dask import DaskExecutor  # noqa: E402
 from chainlab.runtime import LocalExecutor, RunStatus, Runtime  # noqa: E402
 from chainlab.store import MemoryStore  # noqa: E402
 from chainlab.testing import ManualClock  # noqa: E402
+from tests.dask_ledger import cluster_client  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -32,14 +33,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
-                                       dashboard_address=":0")
-    client = distributed.Client(cluster)
-    try:
+    with cluster_client(n_workers=2, threads_per_worker=2, processes=False) as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 # ---------------------------------------------------------------------------- tools
@@ -294,11 +289,86 @@ async def test_an_asynchronous_client_on_the_same_loop(client: Any) -> None:
     assert [s.outcome for s in executor.submissions] == ["finished"]
 
 
+@toolbox.tool(side_effects=True)
+def effect(n: int) -> int:
+    EFFECTS.append(n)
+    return n
+
+
+EFFECTS: list[int] = []
+
+
+async def test_a_second_start_of_one_attempt_refuses(client: Any) -> None:
+    """The claim: the same attempt (run, step, kind, attempt, epoch) sent twice runs once;
+    the second start is refused before the tool is called, as a lost call (unknown
+    outcome); an older epoch of the run is refused once a newer one claimed."""
+    EFFECTS.clear()
+    executor, other = DaskExecutor(client), DaskExecutor(client)  # one registry for both
+    tool = toolbox.get("effect")
+    ctx = CallContext("run-claims", "pay", 1, "key", 2, "call", {})
+    assert await executor.call(tool, {"n": 1}, ctx) == 1
+    with pytest.raises(TransientError, match="second start of this attempt") as refused:
+        await other.call(tool, {"n": 1}, ctx)
+    assert refused.value.before_effect is False and "already claimed by " in str(
+        refused.value)
+    stale = CallContext("run-claims", "pay", 2, "key", 1, "call", {})
+    with pytest.raises(TransientError, match="epoch 1 is stale"):
+        await executor.call(tool, {"n": 2}, stale)
+    # another attempt, or a compensation of the same attempt number, is another claim
+    assert await executor.call(tool, {"n": 3}, CallContext("run-claims", "pay", 2, "key", 2,
+                                                           "call", {})) == 3
+    assert await executor.call(tool, {"n": 4}, CallContext("run-claims", "pay", 1, "key", 2,
+                                                           "compensation", {})) == 4
+    assert EFFECTS == [1, 3, 4]
+    assert [s.outcome for s in other.submissions] == ["lost"]
+
+
+async def test_a_scheduler_that_cannot_take_the_claims_fails_the_step_before_any_call(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin the scheduler cannot load (as on a scheduler without chainlab): the step
+    fails, permanent and before any effect, naming the fix; no task was submitted."""
+    import chainlab.dask as dask_module
+
+    monkeypatch.setattr(dask_module, "_dask_dumps", lambda plugin: b"not a pickle")
+    executor = DaskExecutor(client)
+    run, result = await run_with(executor, chain_of(step("pay", "effect", n=1)))
+    st = run.steps["pay"]
+    assert result.status == RunStatus.FAILED and st.error_kind == "permanent"
+    assert "the scheduler needs chainlab installed" in st.error
+    assert list(executor.submissions) == []
+
+
+def test_the_claim_registry_is_bounded() -> None:
+    """Claims of live tasks are kept; of ended ones the last ``keep``; epochs per run too."""
+    from chainlab.dask.claims import AttemptClaims
+
+    class FakeScheduler:
+        def __init__(self) -> None:
+            self.tasks: dict[str, object] = {}
+            self.handlers: dict[str, Any] = {}
+
+    registry, scheduler = AttemptClaims(keep=2), FakeScheduler()
+    registry.start(scheduler)
+    assert scheduler.handlers["chainlab_claim_attempt"] == registry.claim
+    scheduler.tasks.update({"t1": 1, "t2": 2, "t3": 3})
+    for i in (1, 2, 3):
+        assert registry.claim(f"a{i}", f"run{i}", 1, "w", f"t{i}") == {"ok": True}
+    assert registry.claim("a1", "run1", 1, "w2", "t1")["ok"] is False  # live: kept
+    assert list(registry.epochs) == ["run2", "run3"]  # the last `keep` runs
+    for key in ("t1", "t2", "t3"):
+        registry.transition(key, "released", "forgotten")
+    assert set(registry.claims) == {"a2", "a3"} and registry.live == {}
+    assert registry.claim("a3", "run3", 1, "w2", "t9") == {
+        "ok": False, "why": "attempt already claimed by w"}
+    assert registry.claim("a4", "run3", 0, "w", "t4") == {
+        "ok": False, "why": "epoch 0 is stale (the run is at 1)"}
+
+
 def test_only_chainlab_dask_imports_dask() -> None:
     root = Path(chainlab.__file__).parent
     offenders = []
     for path in root.rglob("*.py"):
-        if path.name == "dask.py" and path.parent == root:
+        if path.parent == root / "dask":
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else

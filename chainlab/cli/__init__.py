@@ -25,12 +25,13 @@ import anyio
 import typer
 
 from chainlab.cli.commands import export as commands_export
+from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
 from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
 from chainlab.cli.commands import tools as commands_tools
 from chainlab.cli.commands import watch as commands_watch
-from chainlab.cli.common import EXIT_CODES_HELP, reporting_errors
+from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
 from chainlab.cli.driving import Output, db_flag, start_run
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
@@ -76,8 +77,18 @@ def run(
     dask: DaskOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
+    enqueue: Annotated[bool, typer.Option(
+        "--enqueue", help="Do not drive it here: store it queued for the worker fleet "
+                          "(`chainlab worker`) and print its id.")] = False,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", metavar="NAME", help="The queue to enqueue it in (implies --enqueue; "
+                                        "default: 'default').")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", metavar="KEY", help="With --enqueue: an idempotency key (the same request "
+                                     "again enqueues nothing new).")] = None,
 ) -> None:
-    """Run a chain until it ends or waits for a person (exit 3: then approve/reject it)."""
+    """Run a chain until it ends or waits for a person (exit 3: then approve/reject it), or
+    with --enqueue store it for the worker fleet and exit."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
         toolbox = load_tools(tools, mcp, "run")
@@ -86,9 +97,17 @@ def run(
         ctx = parse_json_object(context, "--context") or {}
         chain.validate(toolbox, context=ctx)
         options = RunOptions(max_concurrency=concurrency) if concurrency else None
-        store = open_store(db, must_exist=False)
         meta = {"tools": spec, "cwd": os.getcwd(), "source": str(chain_file),
                 **({"mcp": list(mcp)} if mcp else {})}
+        if enqueue or queue is not None:
+            from chainlab.cli.commands.fleet import enqueue_run
+
+            enqueue_run(io, chain=chain, toolbox=toolbox, db=db, context=ctx,
+                        options=options, meta=meta, queue=queue, key=key)
+            raise typer.Exit(0)
+        if key is not None:
+            raise CliError("--key goes with --enqueue (an idempotency key of the enqueue)")
+        store = open_store(db, must_exist=False)
         with executor_for(dask) as executor:
             code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
                                 context=ctx, options=options, meta=meta, executor=executor)
@@ -240,6 +259,7 @@ commands_export.register(app)
 commands_watch.register(app)
 commands_serve.register(app)
 commands_tools.register(app)
+commands_fleet.register(app)
 
 
 def main() -> None:

@@ -26,13 +26,16 @@ from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
 from chainlab.store.base import RunRecord
+from chainlab.store.queue import QueueDepth
 
 __all__ = [
     "TIMELINE_COLUMNS",
     "Col",
     "attempt_rows",
+    "driver_text",
     "fitted",
     "next_steps",
+    "queues_line",
     "runs_table",
     "status_text",
     "steps_table",
@@ -42,7 +45,8 @@ __all__ = [
 
 S = StepStatus
 STATUS_STYLE: dict[str, str] = {
-    "pending": "dim", "ready": "cyan", "running": "bold cyan", "retry_wait": "yellow",
+    "queued": "dim cyan", "pending": "dim", "ready": "cyan", "running": "bold cyan",
+    "retry_wait": "yellow",
     "waiting_confirmation": "bold yellow", "succeeded": "green", "failed": "bold red",
     "skipped": "dim", "rejected": "red", "in_doubt": "bold magenta", "cancelled": "dim red",
     "compensating": "yellow", "compensated": "blue", "compensation_failed": "bold red",
@@ -264,13 +268,31 @@ def runs_table(records: Sequence[RunRecord], width: int | None = None) -> Table:
     """The runs, newest first, fitted to ``width``: the run id is never cut (the columns
     ``updated``, ``created``, ``steps``, ``forked from`` and ``chain`` go first)."""
     forks = any(r.lineage for r in records)  # the lineage column only where there is one
+    queued = any(r.queue for r in records)  # queue and worker only where a fleet works
     cols = [Col("run", key=True), Col("chain", drop=1), Col("status", keep=True),
             Col("steps", drop=3, justify="right"), Col("created", drop=4),
-            Col("updated", drop=5), *((Col("forked from", drop=2),) if forks else ())]
+            Col("updated", drop=5),
+            *((Col("queue", drop=6), Col("worker", drop=7)) if queued else ()),
+            *((Col("forked from", drop=2),) if forks else ())]
     rows = [[r.run_id, r.chain_name, status_text(r.status), str(len(r.chain.get("steps", []))),
-             _when(r.created_at), _when(r.updated_at), *((r.lineage or "",) if forks else ())]
+             _when(r.created_at), _when(r.updated_at),
+             *((r.queue or "", driver_text(r)) if queued else ()),
+             *((r.lineage or "",) if forks else ())]
             for r in records]
     return fitted(cols, rows, width)
+
+
+def driver_text(record: RunRecord) -> str:
+    """Who drives the run now: ``w2 on host-a`` (a fleet worker), ``pid 12 on host-a``."""
+    d = record.driver
+    if d is None:
+        return ""
+    return f"{d.worker} on {d.host}" if d.worker else f"pid {d.pid} on {d.host}"
+
+
+def queues_line(depths: Sequence[QueueDepth]) -> str:
+    """One line about every queue: ``queues: default: 12 queued · 3 in progress · ...``."""
+    return ("queues: " + "; ".join(d.text() for d in depths)) if depths else ""
 
 
 def _when(ts: float) -> str:

@@ -74,8 +74,9 @@ class EventKind(StrEnum):
     # owner; payload: stale_epoch, epoch, refused (the stale writer's events), error
     # graphs that grow while they run (DESIGN §17): the ONE kind that appends steps
     STEPS_ADDED = "steps_added"  # step_id: the parent that grew them (a for_each step, an
-    # agent step); payload: kind (for_each | agent), steps (a list of {id, ...}: what the
-    # parent's kind needs to rebuild each one), plus the kind's own fields
+    # agent step); payload: kind (for_each | agent), ids (the new steps, in order), plus what
+    # the parent's kind needs to rebuild each one (a for_each step's items; an agent turn's
+    # answer and calls)
 
 
 #: the kinds that end a run (until a later rollback)

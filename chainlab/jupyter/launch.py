@@ -7,6 +7,9 @@ then creates the run with that id on the loop runs are driven on, so nothing of 
 delays the run's first step. It hands the Run back at once, remembered by the session with
 its :class:`~chainlab.jupyter.run_widget.RunWidget`; :func:`widget` is the one widget of a
 run in this kernel.
+:func:`enqueue` (``%chain run --enqueue``) stores the run for the worker fleet instead
+and gives it the widget of a run driven elsewhere (it follows the run live; its approvals go
+to the fleet).
 """
 
 from __future__ import annotations
@@ -23,14 +26,21 @@ from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
 from chainlab.tools import Toolbox
 
-__all__ = ["start", "widget"]
+__all__ = ["enqueue", "start", "widget"]
 
 
 def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
           context: dict[str, Any] | None, options: RunOptions, *, paused: bool,
-          show: Callable[[RunWidget], None]) -> Run:
+          show: Callable[[RunWidget], None], queue: str | None = None) -> Run:
     """Show the run's widget (``show(widget)``), then start the run and return its handle
-    at once. Raises PlanError (before anything is shown), StoreError."""
+    at once (with ``queue``: enqueue it for the worker fleet, show the widget that follows
+    it, :func:`enqueue`, and return its handle). Raises PlanError (before anything is
+    shown), StoreError."""
+    if queue is not None:
+        follows = enqueue(session, chain, toolbox, db, context, options, queue=queue,
+                          paused=paused)
+        show(follows)
+        return follows.run
     runtime = session.runtime(toolbox, db)
     planning, meta = _planning_record(session, chain)
     merged = chain.options.merged(options)
@@ -73,9 +83,25 @@ def _planning_record(session: NotebookSession, chain: Chain
 def widget(session: NotebookSession, run: Run) -> RunWidget:
     """The (one) live widget of ``run``."""
     existing = session.widgets.get(run.run_id)
-    if existing is not None:
+    if isinstance(existing, RunWidget):  # (what the session keeps: widgets that show a run)
         if run.active and existing.run is not run:
             session.on_loop(existing.attach, run)
         return existing
     w = session.widgets[run.run_id] = RunWidget(run, session=session)
     return w
+
+
+def enqueue(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
+            context: dict[str, Any] | None, options: RunOptions, *, queue: str,
+            paused: bool) -> RunWidget:
+    """Enqueue a run in ``queue`` (a worker of the fleet drives it, DESIGN §19) and return
+    the run's widget in this kernel, the one of a run driven elsewhere: it follows the run
+    from the store (its status, its steps as the worker drives them) and its approval
+    buttons' decisions are recorded for the fleet. Raises PlanError (the chain, context or
+    queue name do not fit), StoreError (a store that keeps no queue)."""
+    from chainlab.jupyter.remote import watch_widget
+
+    runtime = session.runtime(toolbox, db)
+    run_id = session.run_now(runtime.enqueue(chain, context, queue=queue, options=options,
+                                             paused=paused), "runtime.enqueue")
+    return watch_widget(session, str(run_id), db, toolbox)

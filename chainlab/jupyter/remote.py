@@ -31,6 +31,7 @@ from chainlab.runtime.coordination.inbox import WaitingDecision, follow_decision
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Notifier
+from chainlab.store.queue import Queue
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.inbox import _Card
@@ -208,7 +209,7 @@ class ApprovalsInbox(W.VBox):
         value = (f'<div class="cl-head"><b>Approvals</b> <span class="cl-summary">{n} '
                  f'decision{"s" if n != 1 else ""} wait{"s" if n == 1 else ""} in {m} run'
                  f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")} · {how}'
-                 "</span></div>")
+                 "</span></div>" + self._queues())
         self.summary.value = value
 
     def _draw_lines(self) -> None:
@@ -218,6 +219,15 @@ class ApprovalsInbox(W.VBox):
                 value = self._run_line(item)
                 if line.value != value:
                     line.value = value
+
+    def _queues(self) -> str:
+        """How deep each queue of the worker fleet is ("" for a store without a queue)."""
+        store = self.runtime.store
+        depths = store.queue_depths() if isinstance(store, Queue) else []
+        if not depths:
+            return ""
+        text = "; ".join(d.text() for d in depths)
+        return f'<div class="cl-note cl-queues">queues: {html.escape(text)}</div>'
 
     def _card(self, item: WaitingDecision) -> _Card | None:
         host = self.hosts[item.run_id]

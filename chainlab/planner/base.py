@@ -39,6 +39,7 @@ FallbackReason = Literal[
     "timeout",  # the request exceeded the client timeout
     "http_error",  # the endpoint answered with an HTTP error status (``PlanRound.status``)
     "connection_error",  # the endpoint could not be reached
+    "disconnected",  # the endpoint took the request and closed without an answer (crashed?)
     "client_error",  # any other error of the openai client
     "refused",  # the model refused to answer
     "invalid_plan",  # still invalid after the last repair round

@@ -15,19 +15,19 @@ the prompt. A server that refuses a mode by name gets the next one in the same r
 mode that worked is remembered per base URL and model for the process.
 
 Configuration defaults come from the environment: ``OPENAI_MODEL``, ``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``. With a ``base_url`` and no key, a placeholder key is sent (local servers
-such as Ollama, vLLM or llama.cpp ignore it).
+``OPENAI_API_KEY`` (:class:`chainlab.agent.endpoint.Endpoint`, shared with agent steps). With a
+``base_url`` and no key, a placeholder key is sent (local servers such as Ollama, vLLM or
+llama.cpp ignore it).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
+from chainlab.agent.endpoint import Endpoint, host_of
+from chainlab.agent.openai import error_text, make_client
 from chainlab.errors import MissingExtraError, PlanError, PlannerError, Problem
 from chainlab.plan.schema import Chain
 from chainlab.planner.base import (
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIPlanner"]
 
-_PLACEHOLDER_KEY = "not-needed"
 _SCHEMA_NAME = "chainlab_chain"
 
 class OpenAIPlanner:
@@ -106,9 +105,8 @@ class OpenAIPlanner:
             raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens!r}")
         self.output_modes = modes_from(output_modes)
         self.max_tokens = max_tokens
-        self.model = model or os.environ.get("OPENAI_MODEL") or None
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        config = Endpoint.configure(model, base_url, api_key)
+        self.model, self.base_url, self._api_key = config.model, config.base_url, config.api_key
         self.repair_rounds = repair_rounds
         self.timeout = timeout
         self.max_retries = max_retries
@@ -126,37 +124,29 @@ class OpenAIPlanner:
                 f"repair_rounds={self.repair_rounds}>")
 
     # ------------------------------------------------------------------ configuration
+    def _config(self) -> Endpoint:
+        return Endpoint(self.model, self.base_url, self._api_key, self.timeout,
+                        self.max_retries)
+
     @property
     def endpoint(self) -> str:
         """The base URL requests go to (the key under which the output mode is remembered)."""
-        return str(self.client.base_url) if self.client is not None else \
-            (self.base_url or "https://api.openai.com/v1")
+        return str(self.client.base_url) if self.client is not None else self._config().url
 
     @property
     def base_url_host(self) -> str:
         """The endpoint's host (and port), never its credentials or path."""
-        url = self.endpoint
-        parts = urlsplit(url)
-        host = parts.hostname or url
-        return f"{host}:{parts.port}" if parts.port else host
+        return host_of(self.endpoint)
 
     def not_configured(self) -> str | None:
         """Why the model cannot be asked, or None when it can."""
-        if not self.model:
-            return "no model: pass OpenAIPlanner(model=...) or set OPENAI_MODEL"
-        if self.client is None and not (self._api_key or self.base_url):
-            return ("no endpoint: set OPENAI_API_KEY for api.openai.com, or OPENAI_BASE_URL "
-                    "(or base_url=...) for an OpenAI-compatible server")
-        return None
+        why = self._config().not_configured(has_client=self.client is not None)
+        return why.replace("model=...", "OpenAIPlanner(model=...)") if why else None
 
     def _make_client(self) -> tuple[openai.AsyncOpenAI, bool]:
         if self.client is not None:
             return self.client, False
-        kwargs: dict[str, Any] = {"api_key": self._api_key or _PLACEHOLDER_KEY,
-                                  "timeout": self.timeout, "max_retries": self.max_retries}
-        if self.base_url:
-            kwargs["base_url"] = self.base_url
-        return openai.AsyncOpenAI(**kwargs), True
+        return make_client(self._config()), True
 
     # ------------------------------------------------------------------ prompts
     def messages(self, request: str, toolbox: Toolbox,
@@ -265,7 +255,7 @@ class OpenAIPlanner:
                     **params)
             except openai.APIStatusError as exc:
                 took = time.perf_counter() - t0
-                text = _error_text(exc)
+                text = error_text(exc)
                 if len(modes) > 1 and refuses(mode, exc.status_code, text):
                     report.negotiation.append({
                         "mode": mode.value, "status": exc.status_code,
@@ -299,9 +289,9 @@ class OpenAIPlanner:
             reason, text = "timeout", f"no answer within the client timeout ({one_line(exc)})"
         elif isinstance(exc, openai.APIStatusError):
             rnd.status = exc.status_code
-            reason, text = "http_error", f"HTTP {exc.status_code}: {one_line(_error_text(exc))}"
+            reason, text = "http_error", f"HTTP {exc.status_code}: {one_line(error_text(exc))}"
         elif isinstance(exc, openai.APIConnectionError):
-            reason, text = "connection_error", f"cannot reach the endpoint: {one_line(exc)}"
+            reason, text = _connection_failure(exc)
         else:
             reason, text = "client_error", f"{type(exc).__name__}: {one_line(exc)}"
         rnd.error = text
@@ -368,18 +358,14 @@ class OpenAIPlanner:
         return chain
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
-    """What the server said: the error body's ``message`` (OpenAI's shape), else the whole
-    body as text (FastAPI's ``detail`` lists name the rejected field), else the client's."""
-    body = exc.body
-    if isinstance(body, Mapping):
-        message = body.get("message")
-        if isinstance(message, str) and message.strip():
-            return message
-        return json.dumps(body, default=str)
-    if isinstance(body, str) and body.strip():
-        return body
-    return exc.message
+def _connection_failure(exc: openai.APIConnectionError) -> tuple[str, str]:
+    """(reason, text): none made (the transport's ConnectError), or one made and lost."""
+    cause = exc.__cause__
+    if cause is None or any(c.__name__ == "ConnectError" for c in type(cause).__mro__):
+        return "connection_error", f"cannot reach the endpoint: {one_line(exc)}"
+    return "disconnected", (f"the endpoint took the request and closed the connection without an "
+                            f"answer ({type(cause).__name__}: {one_line(cause)}): the server may "
+                            "have crashed on it (a grammar it cannot parse?); see its log")
 
 
 def _usage(completion: Any) -> dict[str, int] | None:

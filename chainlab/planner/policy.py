@@ -46,8 +46,12 @@ __all__ = [
 
 #: Step fields a policy can let a model set (everything else is fixed above).
 MODEL_STEP_FIELDS = frozenset({"retry", "timeout_s"})
-_REFERENCE = {"type": "string", "pattern": r"^\s*\{\{.*\}\}\s*$",
-              "description": "a reference such as '{{ steps.ID.output }}' or '{{ context.KEY }}'"}
+#: JSON Schema keywords left out of the model's schema (the validation after the answer
+#: checks what they said): ``propertyNames``, which llguidance does not implement, and
+#: ``maxLength``, which llama.cpp's GBNF converter writes as that many nested optional
+#: characters (``for_each``'s 1000 overflowed its recursion; 100 per id made every grammar
+#: big and its sampling slow)
+_UNPORTABLE = frozenset({"propertyNames", "maxLength"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +198,14 @@ def _effect_tools(step: Step, toolbox: Toolbox, seen: set[str]) -> set[str]:
 
 
 def model_schema(toolbox: Toolbox, policy: PlanPolicy) -> dict[str, Any]:
-    """``Chain.json_schema(toolbox)`` cut down to what the policy lets a model set, with
-    each non-string arg also accepting a ``{{ ... }}`` reference string (so outputs can be
-    wired into list/number/object parameters under structured output)."""
-    schema = copy.deepcopy(Chain.json_schema(toolbox))
+    """``Chain.json_schema(toolbox)`` (where each non-string arg also accepts a whole
+    ``{{ ... }}`` reference string) cut down to what the policy lets a model set, with at
+    least one step required, and only keywords that grammar converters for constrained
+    decoding accept (llama.cpp's GBNF converter, llguidance, outlines: the planner tests
+    convert it with each)."""
+    schema = _portable(copy.deepcopy(Chain.json_schema(toolbox)))
+    schema["required"] = sorted({*schema.get("required", ()), "name", "steps"})
+    schema["properties"]["steps"]["minItems"] = 1
     defs = schema.get("$defs", {})
     step = defs.get("Step", {})
     for variant in step.get("anyOf", [step]):
@@ -213,10 +221,6 @@ def model_schema(toolbox: Toolbox, policy: PlanPolicy) -> dict[str, Any]:
             props.pop("rollback", None)
         props["confirm"] = {"anyOf": [{"const": True}, {"type": "null"}],
                             "description": "true asks a person to approve this step"}
-        args = props.get("args", {})
-        for pname, pschema in list(args.get("properties", {}).items()):
-            if pschema.get("type") != "string":
-                args["properties"][pname] = {"anyOf": [pschema, dict(_REFERENCE)]}
     if policy.model_options:
         run_options = copy.deepcopy(defs.get("RunOptions", {}))
         run_options["properties"] = {k: v for k, v in run_options.get("properties", {}).items()
@@ -224,4 +228,17 @@ def model_schema(toolbox: Toolbox, policy: PlanPolicy) -> dict[str, Any]:
         schema["properties"]["options"] = run_options
     else:
         schema["properties"].pop("options", None)
+    return schema
+
+
+def _portable(schema: Any) -> Any:
+    """``schema`` without the keywords of :data:`_UNPORTABLE`, at any depth (in place)."""
+    if isinstance(schema, dict):
+        for key in _UNPORTABLE & schema.keys():
+            del schema[key]
+        for value in schema.values():
+            _portable(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _portable(value)
     return schema

@@ -1,51 +1,105 @@
 """What a start does before anything runs, cached so that starting the same chain again (a
-loop in a script, a benchmark, a notebook re-run) pays for it once: validation and
-compilation (by content), and the release order (re-ranked as durations are learned)."""
+loop in a script, a benchmark, a notebook re-run) pays for it once: the value gate on the
+chain's values, validation and compilation (by content), and the release order (re-ranked as
+durations are learned); and what a new run is before it is stored: :class:`Admitted` (its
+checked record, graph and options), :func:`request_hash` (what makes a repeat of a keyed
+request the same request) and :class:`OpeningLog` (the head of its log, stored with its
+record in one transaction)."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
+from chainlab._json import NotJSONError, to_json_value
+from chainlab.errors import PlanError, Problem
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.runtime.history.estimates import History, release_order
 
 if TYPE_CHECKING:
+    from chainlab.events import Event
+    from chainlab.store.base import RunRecord
     from chainlab.tools import Toolbox
 
-__all__ = ["Prepared", "used_chains"]
+__all__ = ["Admitted", "OpeningLog", "Prepared", "request_hash", "used_chains"]
 
 _KEEP = 64  # entries each cache keeps (oldest dropped first)
+
+
+@contextlib.contextmanager
+def _building() -> Iterator[None]:
+    """No cyclic garbage collection while a chain is checked and compiled: that builds a few
+    objects per step that all stay (the graph, the record's chain data, the parsed
+    templates), and the collector would walk them again and again as they are made (a
+    quarter of a 10,000-step start, issue 38). Collection resumes, as it was, at the end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _gate(chain: Chain, values: Any) -> None:
+    """The chain's values through the value gate (a chain built from Python objects did not
+    pass the plan loader's check). Raises PlanError naming the path of the bad value."""
+    try:
+        to_json_value(values, "chain")
+    except NotJSONError as exc:
+        raise PlanError(Problem("invalid_field", str(exc), field=exc.path),
+                        chain_name=chain.name) from None
 
 
 class Prepared:
     """A runtime's caches of compiled chains and release orders."""
 
     def __init__(self) -> None:
-        self._compiled: dict[str, tuple[Graph, dict[str, Any]]] = {}
+        self._compiled: dict[bytes, tuple[Graph, dict[str, Any]]] = {}
         self._orders: dict[tuple[int, str, str], tuple[Any, ...]] = {}
 
-    def compile(self, chain: Chain, chain_json: str, opts: RunOptions, context: dict[str, Any],
+    def compile(self, chain: Chain, opts: RunOptions, context: dict[str, Any],
                 toolbox: Toolbox, chains: Mapping[str, Chain]) -> tuple[Graph, dict[str, Any]]:
-        """Validate and compile, cached by content. Returns the graph and the chain as JSON
-        data (read-only: shared by the records of its runs). Raises PlanError."""
+        """Gate the chain's values, validate and compile: once per content (a chain equal to
+        one done before, its values included, is done). Returns the graph and the chain as
+        JSON data (read-only: shared by the records of its runs). Raises PlanError (a bad
+        value names its path)."""
+        values = chain.model_dump(exclude_defaults=True)
         used = used_chains(chain, chains)
-        key = "\x1f".join(
+        # by a digest of the content (the text itself is as long as the chain, kept per
+        # entry); NaN and infinities written as such, so that no chain holding one is taken
+        # for the same chain with null there, which passed the gate
+        try:
+            text = to_json(values, inf_nan_mode="constants").decode()
+        except PydanticSerializationError:  # a value JSON cannot hold: the gate names it
+            _gate(chain, values)
+            raise
+        key = hashlib.sha256("\x1f".join(
             [
-                chain_json,
+                text,
                 opts.model_dump_json(),
                 ",".join(sorted(context)),
                 *(c.model_dump_json() for c in used.values()),
             ]
-        )
+        ).encode("utf-8", "surrogatepass")).digest()
         cached = self._compiled.get(key)
         if cached is None:
+            _gate(chain, values)
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
-            raise_for_problems(checked, toolbox, context=context, chains=chains)
-            cached = compile_chain(chain, toolbox, chains, opts), json.loads(chain_json)
+            with _building():
+                raise_for_problems(checked, toolbox, context=context, chains=chains)
+                # (as data that shares its strings with the chain: a parse of the text would
+                # copy every one of them)
+                cached = compile_chain(chain, toolbox, chains, opts), chain.to_dict()
             if len(self._compiled) >= _KEEP:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = cached
@@ -72,3 +126,39 @@ class Prepared:
             self._orders.pop(next(iter(self._orders)))
         self._orders[key] = (graph, learned, priority, order)
         return priority, order
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A new run, checked and compiled, not stored yet: its record, graph and options."""
+
+    record: RunRecord
+    graph: Graph
+    options: RunOptions
+
+
+@dataclass(slots=True)
+class OpeningLog:
+    """Stands in for the store while a new run's first events are emitted (by the kernel,
+    as always): it keeps them, and the run status they set, for ``create_run`` to store with
+    the run's record in ONE transaction (all or nothing)."""
+
+    events: list[Event] = field(default_factory=list)
+    status: str | None = None
+
+    def append(self, run_id: str, epoch: int, events: Iterable[Event],
+               run_status: str | None = None) -> None:
+        self.events.extend(events)
+        if run_status is not None:
+            self.status = run_status
+
+
+def request_hash(chain_json: str, context: Mapping[str, Any], options: RunOptions | None,
+                 run_id: str | None, queue: str | None, paused: bool) -> str:
+    """What makes two keyed requests the same request: the chain, the context, the options
+    given, the run id asked for, the queue and whether it starts paused."""
+    data = {"chain": json.loads(chain_json), "context": context,
+            "options": options.model_dump(mode="json", exclude_unset=True) if options else None,
+            "run_id": run_id, "queue": queue, "paused": paused}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

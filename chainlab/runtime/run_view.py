@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chainlab.errors import RunStateError, StaleEpochError
+from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
     Event,
@@ -22,6 +22,7 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.runtime.engine.attempt.agentcalls import transcript
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan
@@ -73,6 +74,9 @@ class RunView:
         self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
         # (toolbox, its size, what compiled() answered): a stored run is compiled once
         self._compiled: tuple[Any, int, tuple[Graph, RunOptions] | None] | None = None
+        #: True for the handle an idempotent start returned for a run an earlier call with
+        #: the same ``idempotency_key`` (and the same request) made: nothing new started
+        self.replayed = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -158,7 +162,8 @@ class RunView:
 
     @property
     def status(self) -> RunStatus:
-        return self.state.status or RunStatus.RUNNING
+        """The fold's status; a run with no event yet has its record's (``queued``)."""
+        return self.state.status or RunStatus(self.record.status)
 
     @property
     def steps(self) -> dict[str, StepState]:
@@ -217,6 +222,15 @@ class RunView:
     def waiting(self) -> dict[str, str]:
         """Steps that wait for a person: ``{step_id: waiting_confirmation | in_doubt}``."""
         return self.state.waiting()
+
+    def transcript(self, step_id: str) -> list[dict[str, Any]]:
+        """An agent step's turns as data: per turn the model's text, its calls (the step
+        each became, its status and what the model was told, or why it was refused) and
+        the turn's usage; the final answer last (DESIGN §18). Raises UnknownStepError."""
+        state = self.state
+        if step_id not in state.steps:
+            raise UnknownStepError(step_id, state.steps, run_id=self.run_id)
+        return transcript(state, step_id)
 
     def result(self) -> RunResult:
         st = self.state

@@ -20,6 +20,7 @@ __all__ = ["STATUS_OF_KIND", "view_sql"]
 STATUS_OF_KIND: dict[str, str] = {
     "step_ready": "ready",
     "step_started": "running",
+    "steps_added": "running",  # a for_each step grew (it starts so); an agent's turn ended
     "step_succeeded": "succeeded",
     "step_reused": "succeeded",
     "step_failed": "failed",
@@ -35,8 +36,9 @@ STATUS_OF_KIND: dict[str, str] = {
     "compensation_failed": "compensation_failed",  # or compensating when it will retry
 }
 
+# (steps_added ends an agent's model turn that asked for calls: its attempt succeeded)
 _CALL_ENDS = ("step_succeeded", "step_failed", "step_retry_scheduled", "step_in_doubt",
-              "step_timed_out", "step_cancelled", "step_ready")
+              "step_timed_out", "step_cancelled", "step_ready", "steps_added")
 
 
 def _quoted(kinds: tuple[str, ...] | list[str]) -> str:
@@ -68,7 +70,8 @@ def view_sql(dialect: str) -> str:
            CASE WHEN end_kind IS NULL THEN 'running'
                 WHEN end_kind = 'step_succeeded' AND {truthy('end_payload', 'reconciled')}
                      THEN 'interrupted'
-                WHEN end_kind IN ('step_succeeded', 'compensation_succeeded') THEN 'succeeded'
+                WHEN end_kind IN ('step_succeeded', 'compensation_succeeded', 'steps_added')
+                     THEN 'succeeded'
                 WHEN end_kind = 'step_timed_out' THEN 'timed_out'
                 WHEN end_kind = 'step_cancelled' THEN 'cancelled'
                 WHEN end_kind = 'step_ready' THEN 'interrupted'

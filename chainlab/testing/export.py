@@ -124,13 +124,15 @@ def render_test(recording: Recording, fixture_name: str, *, tools: str,
     chain_name = recording.chain.get("name", "?")
     live_list = ", ".join(repr(t) for t in sorted(live))
     replayed = [t for t in recording.tools_used() if t not in set(live)]
+    turns = ("\nThe model's turns of its agent steps answer from the recording too (no model "
+             "server,\nno network)." if recording.turns else "")
     return f'''"""Regression test exported by chainlab from run {recording.run_id}
 (chain {chain_name!r}).
 
 It replays the recorded run from {fixture_name} (its attempts and decisions; no
 database needed): the tools in LIVE run for real, the others ({", ".join(replayed) or "none"})
 answer from the recording, so nothing with a side effect is called. It fails, with a diff,
-when the step statuses, outputs or confirmation points differ from the recording.
+when the step statuses, outputs or confirmation points differ from the recording.{turns}
 Export it again: chainlab export-test {recording.run_id} -o THIS_FILE --tools {tools}
 """
 

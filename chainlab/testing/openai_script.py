@@ -12,9 +12,15 @@ script item         the server answers
 ``float``           waits that many seconds, then 504 (the client has usually
                     timed out by then)
 ``Delay(s, item)``  waits ``s`` seconds, then answers ``item``
-``Reply(...)``      full control: content, status, delay, refusal, raw body
+``Reply(...)``      full control: content, status, delay, refusal, raw body, tool
+                    calls (:func:`tool_calls`), usage
+``Call(...)``       200, an answer that asks for that one tool call
 callable            ``fn(request: RecordedRequest) -> item`` (dynamic answers)
 ==================  ==========================================================
+
+A request with ``stream: true`` is answered as a stream of chunks (server-sent events),
+the text and each call's arguments in pieces, the usage in a last chunk when
+``stream_options.include_usage`` asks for it.
 
 :func:`as_reply` turns any item into the :class:`Reply` the server sends. Every request is
 recorded as a :class:`RecordedRequest` (path, headers, parsed JSON body), so tests can
@@ -31,7 +37,24 @@ from typing import Any
 
 from chainlab.plan.schema import Chain
 
-__all__ = ["Delay", "RecordedRequest", "Reply", "Responder", "as_reply"]
+__all__ = ["Call", "Delay", "RecordedRequest", "Reply", "Responder", "as_reply", "tool_calls"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call in a scripted answer: the function's name and its ``arguments`` (a
+    dict or list, sent as JSON text; a str, sent exactly as written, so a test can send
+    arguments that are not JSON); ``call_id`` (default: ``call_N``, numbered by the
+    server)."""
+
+    function: str
+    arguments: Any = None
+    call_id: str | None = None
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps({} if self.arguments is None else self.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +69,15 @@ class Reply:
     refusal: str | None = None
     error: str | None = None
     body: dict[str, Any] | None = None
+    tool_calls: tuple[Call, ...] = ()
+    usage: dict[str, int] | None = None  # prompt_tokens / completion_tokens to report
+
+
+def tool_calls(*calls: Call, content: str | None = None,
+               usage: dict[str, int] | None = None) -> Reply:
+    """An answer that asks for ``calls`` (in this order: parallel tool calls), with an
+    optional text beside them."""
+    return Reply(content=content, tool_calls=tuple(calls), usage=usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +125,11 @@ class RecordedRequest:
             return name if isinstance(name, str) else None
         return None
 
+    @property
+    def stream(self) -> bool:
+        """The request asks for a streamed answer."""
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
     def text(self) -> str:
         """All message contents joined (handy for ``assert "..." in request.text()``)."""
         return "\n".join(str(m.get("content", "")) for m in self.messages)
@@ -118,9 +155,11 @@ def as_reply(item: Any) -> Reply:
         return Reply(status=item)
     if isinstance(item, float):
         return Reply(status=504, delay_s=item, error="fake server: delayed answer")
+    if isinstance(item, Call):
+        return Reply(tool_calls=(item,))
     if isinstance(item, Delay):
         then = as_reply(item.then) if item.then is not None else Reply(status=504)
         return Reply(then.content, then.status, item.seconds + then.delay_s, then.refusal,
-                     then.error, then.body)
+                     then.error, then.body, then.tool_calls, then.usage)
     raise TypeError(f"unsupported script item {item!r}: use a plan dict, text, an HTTP "
-                    "status, a delay in seconds, Delay, Reply or a callable")
+                    "status, a delay in seconds, Delay, Reply, Call or a callable")

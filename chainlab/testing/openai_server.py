@@ -24,7 +24,10 @@ script item (``server.refused`` counts them):
 =======================  =================================================================
 
 A request that forces a function (``tool_choice``) on a server that takes tools is answered
-with a call of that function whose arguments are the reply's content.
+with a call of that function whose arguments are the reply's content. A scripted answer may
+ask for tool calls (``Call``, ``tool_calls(...)``: parallel calls, arguments that are not
+JSON, a function that does not exist), and a request with ``stream: true`` gets the answer
+as server-sent chunks (:func:`stream_chunks`), as an OpenAI server streams it.
 
     with FakeOpenAI(script=[plan_dict, "not json", 500]) as server:
         planner = OpenAIPlanner(model="fake", base_url=server.base_url, api_key="test")
@@ -45,7 +48,7 @@ from typing import Any
 
 from chainlab.testing.openai_script import RecordedRequest, Reply, as_reply
 
-__all__ = ["SERVER_KINDS", "FakeOpenAI", "ServerKind"]
+__all__ = ["SERVER_KINDS", "FakeOpenAI", "ServerKind", "stream_chunks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,19 +225,26 @@ class FakeOpenAI:
                                    "refusal": reply.refusal}
         finish = "stop"
         function = request.forced_function
-        if function is not None and content is not None:  # answer with the forced call
+        if reply.tool_calls:  # the model asks for tool calls (several: parallel calls)
+            message["tool_calls"] = [
+                {"id": c.call_id or f"call_{next(self._ids)}", "type": "function",
+                 "function": {"name": c.function, "arguments": c.arguments_text()}}
+                for c in reply.tool_calls]
+            finish = "tool_calls"
+        elif function is not None and content is not None:  # answer with the forced call
             message = {"role": "assistant", "content": None, "refusal": None,
                        "tool_calls": [{"id": f"call_fake_{next(self._ids)}", "type": "function",
                                        "function": {"name": function, "arguments": content}}]}
             finish = "tool_calls"
+        said = len(content or "") + sum(len(c.arguments_text()) for c in reply.tool_calls)
+        usage = reply.usage or {"prompt_tokens": len(request.text()) // 4,
+                                "completion_tokens": said // 4}
         return {
             "id": f"chatcmpl-fake-{next(self._ids)}", "object": "chat.completion",
             "created": int(time.time()), "model": request.model or self.model,
             "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
                          "message": message}],
-            "usage": {"prompt_tokens": len(request.text()) // 4,
-                      "completion_tokens": len(content or "") // 4,
-                      "total_tokens": (len(request.text()) + len(content or "")) // 4},
+            "usage": {**usage, "total_tokens": sum(usage.values())},
         }
 
     def wait_or_stop(self, seconds: float) -> bool:
@@ -246,6 +256,42 @@ def error_body(status: int, message: str | None) -> dict[str, Any]:
     kind = "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message or f"fake server: scripted HTTP {status}",
                       "type": kind, "param": None, "code": None}}
+
+
+def _include_usage(request: RecordedRequest) -> bool:
+    options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def stream_chunks(body: dict[str, Any], include_usage: bool, piece: int = 7
+                  ) -> list[dict[str, Any]]:
+    """A chat completion ``body`` as the chunks of a streamed answer: the role, the text
+    in pieces of ``piece`` characters, each tool call (its id and name first, then its
+    arguments in pieces), the finish reason, and the usage in a last chunk without choices
+    when ``include_usage``."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
+            "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                     "logprobs": None}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = message.get("content") or ""
+    out += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]}))
+        args = call["function"]["arguments"]
+        out += [chunk({"tool_calls": [{"index": index, "function": {
+            "arguments": args[i:i + piece]}}]}) for i in range(0, len(args), piece)]
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**base, "choices": [], "usage": body["usage"]})
+    return out
 
 
 def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -297,8 +343,25 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return  # closing: drop the connection without an answer
             if reply.status != 200:
                 self._send(reply.status, reply.body or error_body(reply.status, reply.error))
+            elif request.stream:
+                self._send_stream(stream_chunks(server.completion_body(reply, request),
+                                                _include_usage(request)))
             else:
                 self._send(200, server.completion_body(reply, request))
+
+        def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
+            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for line in data.encode().splitlines(keepends=True):  # in pieces, as a
+                    self.wfile.write(line)  # server streams them
+                    self.wfile.flush()
+            except OSError:
+                pass
+            self.close_connection = True
 
     return Handler
 

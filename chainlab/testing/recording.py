@@ -1,9 +1,11 @@
 """What a replay needs of a recorded run, read from its event log (:class:`Recording`):
 the chain, context and options, every tool call that ran to an end (:class:`RecordedCall`,
-in the order they started), every person's decision in order, a fork's seed events, and the
-expected end (step statuses and outputs, the confirmation points, the run's status and
-usage). It is plain JSON data: :mod:`chainlab.testing.export` writes it as a test's fixture,
-and :mod:`chainlab.testing.replay` replays it.
+in the order they started), every model turn of its agent steps (``turns``: the request,
+its hash and the answer or the error: the cassette :mod:`chainlab.testing.replay_agent`
+answers from), every person's decision in order, a fork's seed events, and the expected end
+(step statuses and outputs, the confirmation points, the run's status and usage). It is
+plain JSON data: :mod:`chainlab.testing.export` writes it as a test's fixture, and
+:mod:`chainlab.testing.replay` replays it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 if TYPE_CHECKING:
     from chainlab.store.base import Store
 
-__all__ = ["FORMAT", "RecordedCall", "Recording", "expected_of"]
+__all__ = ["FORMAT", "RecordedCall", "Recording", "expected_of", "recorded_turns"]
 
 K = EventKind
 FORMAT = 1  # the fixture's format version
@@ -48,12 +50,16 @@ class RecordedCall:
     error: str | None = None
     usage: dict[str, Any] | None = None
     code: str | None = None
+    # a remote job's call: {"handle": what submit returned (None: it failed), "state": how
+    # the job ended (succeeded, failed, cancelled, not_found, timed_out, poll_failed, ...)}
+    job: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step_id": self.step_id, "kind": self.kind, "attempt": self.attempt,
-                "tool": self.tool, "args": self.args, "fate": self.fate,
-                "output": self.output, "error_kind": self.error_kind, "error": self.error,
-                "usage": self.usage, "code": self.code}
+        out = {"step_id": self.step_id, "kind": self.kind, "attempt": self.attempt,
+               "tool": self.tool, "args": self.args, "fate": self.fate,
+               "output": self.output, "error_kind": self.error_kind, "error": self.error,
+               "usage": self.usage, "code": self.code}
+        return out if self.job is None else {**out, "job": self.job}
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class Recording:
     chains: dict[str, dict[str, Any]] = field(default_factory=dict)
     seed: list[dict[str, Any]] = field(default_factory=list)  # a fork's first events
     started_at: float = 1_800_000_000.0
+    turns: list[dict[str, Any]] = field(default_factory=list)  # agent steps' model turns
 
     # ---------------------------------------------------------------- reading a run
     @classmethod
@@ -88,18 +95,21 @@ class Recording:
                 f"run {run_id!r} is {state.status or 'not started'}: only a finished or "
                 "suspended run can be replayed; wait for it (run.wait()) and export again",
                 run_id=run_id)
+        # the replay starts from the recorded first events: a fork's seed (its reused
+        # outputs), and for every run its run_started (the release order and the budget
+        # estimates it ran with: a replay has no history to compute them from)
         seed: list[dict[str, Any]] = []
-        if record.meta.get("forked_from") is not None:
-            for ev in events:
-                if ev.kind not in _SEED:
-                    break
-                seed.append(ev.to_dict())
+        for ev in events:
+            if ev.kind not in _SEED:
+                break
+            seed.append(ev.to_dict())
         recording = cls(
             run_id=run_id, chain=record.chain, context=record.context,
             options=record.options, calls=list(_calls(events)),
             decisions=list(_decisions(events)), expected=expected_of(state, events),
             chains=record.chains, seed=seed,
-            started_at=events[0].ts if events else record.created_at)
+            started_at=events[0].ts if events else record.created_at,
+            turns=recorded_turns(events))
         recording.check_json()
         return recording
 
@@ -118,7 +128,7 @@ class Recording:
                 "chains": self.chains, "context": self.context, "options": self.options,
                 "started_at": self.started_at, "seed": self.seed,
                 "calls": [c.to_dict() for c in self.calls], "decisions": self.decisions,
-                "expected": self.expected}
+                "expected": self.expected, "turns": self.turns}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "the fixture") -> Recording:
@@ -132,7 +142,8 @@ class Recording:
                        calls=[RecordedCall(**c) for c in data["calls"]],
                        decisions=list(data["decisions"]), expected=data["expected"],
                        seed=list(data.get("seed", [])),
-                       started_at=float(data.get("started_at", 1_800_000_000.0)))
+                       started_at=float(data.get("started_at", 1_800_000_000.0)),
+                       turns=list(data.get("turns", [])))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplayError(f"{source} is not a complete replay fixture ({exc!r} is "
                               "wrong or missing); write it again with `chainlab export-test`"
@@ -196,10 +207,16 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
     for ev in events:
         step_id = ev.step_id or ""
         p = ev.payload
-        if ev.kind == K.STEP_STARTED and not p.get("subchain"):
+        if ev.kind == K.STEP_STARTED and not p.get("subchain") and "turn" not in p:
             open_[(step_id, "call")] = {"step_id": step_id, "kind": "call",
                                         "attempt": ev.attempt or 1, "tool": p.get("tool"),
                                         "args": p.get("args") or {}, "code": p.get("code")}
+        elif ev.kind == K.JOB_SUBMITTED and (step_id, "call") in open_:
+            open_[(step_id, "call")]["job"] = {"handle": p.get("handle"), "state": None}
+        elif ev.kind == K.JOB_PROGRESS and p.get("ended") and (step_id, "call") in open_:
+            open_[(step_id, "call")].setdefault("job", {"handle": None})["state"] = p["state"]
+        elif ev.kind == K.STEP_IN_DOUBT and (job := open_.get((step_id, "call"), {}).get("job")):
+            job["state"] = job["state"] or p.get("reason")  # poll_failed, bad_handle
         elif ev.kind == K.COMPENSATION_STARTED:
             open_[(step_id, "compensation")] = {
                 "step_id": step_id, "kind": "compensation", "attempt": ev.attempt or 1,
@@ -223,6 +240,30 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
                                usage=p.get("usage"))
         elif ev.kind == K.STEP_READY and p.get("recovery"):
             open_.pop((step_id, "call"), None)
+
+
+def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Every model turn of the run's agent steps that was answered or failed, in the order
+    they were asked: ``step_id``, ``turn``, ``request_hash``, ``request``, and ``answer``
+    with its ``usage`` or ``error_kind`` and ``error``. A request a crash interrupted (asked
+    again after the restart) is not one."""
+    open_: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        p, step_id = ev.payload, ev.step_id or ""
+        if ev.kind == K.STEP_STARTED and "turn" in p:
+            open_[step_id] = {"step_id": step_id, "turn": p["turn"],
+                              "request_hash": p.get("request_hash"), "request": p.get("request")}
+        elif step_id in open_ and (ev.kind == K.STEPS_ADDED or (
+                ev.kind == K.STEP_SUCCEEDED and "answer" in p)):
+            out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage")})
+        elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
+                and not p.get("resolved"):
+            out.append({**open_.pop(step_id), "error_kind": p.get("error_kind"),
+                        "error": p.get("error")})
+        elif ev.kind in (K.STEP_READY, K.STEP_CANCELLED):
+            open_.pop(step_id, None)  # interrupted by a crash, or cancelled: no answer
+    return out
 
 
 def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:

@@ -13,20 +13,26 @@ the recording, matched by step id, kind (call or compensation) and the validated
 recorded output or the recorded error (its kind and message), in recorded order, so a flaky
 tool's failure then success replays as such; the usage it reported is reported again. A
 call with args the recording never saw fails the step (``permanent``) with a diff of the
-args against the recorded ones. A replayed side-effecting tool is never really called.
-``live=["tool"]`` keeps named tools real, to test a changed tool against the recorded rest.
+args against the recorded ones. A replayed side-effecting tool is never really called, and a
+remote job's backend is never asked: its submit answers the recorded handle, its polls the
+recorded end (:mod:`chainlab.testing.answers` builds the toolbox). ``live=["tool"]`` keeps
+named tools real, to test a changed tool against the recorded rest. An agent step's model
+turns answer from the recording (:mod:`.replay_agent`): a request that differs from the
+recorded one (a changed tool output, changed instructions) fails the step with a diff.
 
 :func:`replay_run` drives the replay: it starts the recorded chain (same context, options
-and run id) on an in-memory store and a manual clock, and when the run waits for a person it
-applies the recorded decisions (approvals, edited args included, rejections, resolutions of
-in-doubt steps, a raised budget, a ``run.rollback()`` where the run had got to) in recorded
-order; a cancel is not replayed (when it struck cannot be). A recorded fork replays from its seed
-(its reused outputs and confirm-first set, as the fork wrote them), so no parent is needed.
+and run id) on an in-memory store and a manual clock, from the recorded ``run_started`` (so
+the release order and a budget's estimates are the recorded ones: a replay has no history),
+and when the run waits for a person it applies the recorded decisions (approvals, edited
+args included, rejections, resolutions of in-doubt steps, a raised budget, a
+``run.rollback()`` where the run had got to) in recorded order; a cancel is not replayed
+(when it struck cannot be). A recorded fork replays from its seed (its reused outputs and
+confirm-first set, as the fork wrote them), so no parent is needed. Statuses and outputs are
+compared as JSON values, type included: ``1`` is not ``true`` and ``2`` is not ``2.0``.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,14 +41,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from chainlab._json import NotJSONError, to_json_value
-from chainlab.errors import ChainlabError, PlanError, ReplayError, RunNotFoundError, ToolError
+from chainlab.errors import ChainlabError, PlanError, ReplayError, RunNotFoundError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
-from chainlab.events.usage import add_usage
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
+from chainlab.runtime.history.fork_plan import same
+from chainlab.testing.answers import Answers, args_diff, replay, replay_toolbox, resolve
 from chainlab.testing.recording import RecordedCall, Recording, expected_of
-from chainlab.tools import CallContext, Tool, Toolbox
+from chainlab.tools import Toolbox
 
 if TYPE_CHECKING:
     from chainlab.runtime import Run
@@ -51,168 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["RecordedCall", "Recording", "Replayed", "replay", "replay_run"]
 
 K = EventKind
-_CTX = "_chainlab_replay_ctx"  # the context parameter of a replayed tool that had none
-
-
-# ============================================================================ the toolbox
-class ReplayMismatch(ToolError):
-    """A replayed tool was called in a way the recording never saw (never retried)."""
-
-    kind = "permanent"
-
-
-class _Replayed(ToolError):
-    """A recorded error, raised again with its recorded kind and message."""
-
-    def __init__(self, message: str, kind: str = "execution_failed",
-                 before_effect: bool = False):
-        super().__init__(message, before_effect=before_effect)
-        self.kind = kind
-
-
-class _Answers:
-    """The recorded calls of one run, by step and kind, consumed in order."""
-
-    def __init__(self, calls: Sequence[RecordedCall]):
-        self.left: dict[tuple[str, str], list[RecordedCall]] = {}
-        self.seen: dict[tuple[str, str], list[RecordedCall]] = {}
-        for call in calls:
-            self.left.setdefault((call.step_id, call.kind), []).append(call)
-            self.seen.setdefault((call.step_id, call.kind), []).append(call)
-
-    def take(self, tool: Tool, ctx: CallContext, args: dict[str, Any]) -> RecordedCall:
-        key = (ctx.step_id, ctx.kind)
-        left = self.left.get(key, [])
-        for i, call in enumerate(left):
-            if _same_args(tool, call.args, args):
-                del left[i]
-                return call
-        seen = self.seen.get(key, [])
-        what = "compensation of step" if ctx.kind == "compensation" else "step"
-        if not seen:
-            raise ReplayMismatch(f"replay: the recording has no call of {what} "
-                                 f"{ctx.step_id!r} (tool {tool.name!r}); the chain or a "
-                                 "tool now does something the recorded run did not")
-        if not left:
-            raise ReplayMismatch(f"replay: {what} {ctx.step_id!r} was called more often "
-                                 f"than the {len(seen)} recorded call(s)")
-        raise ReplayMismatch(
-            f"replay: {what} {ctx.step_id!r} (tool {tool.name!r}) was called with args "
-            "the recording never saw:\n" + args_diff(left[0].args, args))
-
-
-def _normal(tool: Tool, args: Mapping[str, Any]) -> Any:
-    """Args as the tool's body receives them, as JSON (recorded args are the resolved
-    ones, before validation: compare like with like)."""
-    try:
-        values = tool.validate_args(args)
-    except ValidationError:
-        values = dict(args)
-    values.pop(tool.context_param or "", None)
-    values.pop(_CTX, None)
-    try:
-        return to_json_value(values)
-    except NotJSONError:
-        return repr(values)
-
-
-def _same_args(tool: Tool, recorded: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
-    return _normal(tool, recorded) == now
-
-
-def args_diff(recorded: Any, now: Any) -> str:
-    """A unified diff of recorded args against the args of this call: one line per arg, its
-    value as compact JSON, every line shown (args are small)."""
-    a, b = _arg_lines(recorded), _arg_lines(now)
-    return "\n".join(difflib.unified_diff(a, b, "recorded args", "args now", lineterm="",
-                                         n=max(len(a), len(b))))
-
-
-def _arg_lines(args: Any) -> list[str]:
-    if not isinstance(args, Mapping):
-        return [json.dumps(args, sort_keys=True, default=repr)]
-    return [f"{key}: {json.dumps(value, sort_keys=True, separators=(',', ':'), default=repr)}"
-            for key, value in sorted(args.items())]
-
-
-def replay(run_or_recording: Run | Recording | str, *, toolbox: Toolbox | None = None,
-           store: Store | None = None, live: Iterable[str] = ()) -> Toolbox:
-    """A toolbox whose tools answer from the recorded attempts of a run (the module
-    docstring says how). ``run_or_recording``: a Run (its runtime's toolbox and store are
-    used), a :class:`Recording`, or a run id in ``store``. ``toolbox``: the tools the run
-    was made with (their schemas and contracts; ``live`` ones are called for real).
-
-    Raises RunNotFoundError, ReplayError (no toolbox to take the tools' contracts from, a
-    ``live`` name that is not a tool, a recorded tool missing from the toolbox)."""
-    recording, toolbox = _resolve(run_or_recording, toolbox, store)
-    return _toolbox(recording, toolbox, live, _Answers(recording.calls))
-
-
-def _resolve(what: Any, toolbox: Toolbox | None, store: Store | None
-             ) -> tuple[Recording, Toolbox]:
-    if isinstance(what, Recording):
-        recording = what
-    elif isinstance(what, str):
-        if store is None:
-            raise ReplayError(f"replay({what!r}): pass store= (the store that holds the run)")
-        recording = Recording.from_store(store, what)
-    else:  # a Run handle
-        recording = Recording.from_store(what.runtime.store, what.run_id)
-        toolbox = toolbox or what.runtime.toolbox
-    if toolbox is None:
-        raise ReplayError("replay needs the toolbox the run was made with (toolbox=...): "
-                          "its tools' schemas and side-effect contracts decide how the "
-                          "replay goes", run_id=recording.run_id)
-    return recording, toolbox
-
-
-def _toolbox(recording: Recording, toolbox: Toolbox, live: Iterable[str],
-             answers: _Answers) -> Toolbox:
-    live = set(live)
-    unknown = sorted(live - set(toolbox.names()))
-    if unknown:
-        raise ReplayError(f"live={unknown!r}: no such tool in toolbox {toolbox.name!r} "
-                          f"(it has {', '.join(toolbox.names())})", run_id=recording.run_id)
-    missing = [t for t in recording.tools_used() if t not in toolbox]
-    if missing:
-        raise ReplayError(f"the recorded run {recording.run_id!r} called {missing!r}, which "
-                          f"toolbox {toolbox.name!r} no longer has; add the tool back or "
-                          "export a new run", run_id=recording.run_id)
-    codes = {c.tool: c.code for c in recording.calls if c.code}
-    for ev in recording.seed:  # a fork reused outputs of this code: keep it reusable
-        payload = ev.get("payload") or {}
-        if ev.get("kind") == K.STEP_REUSED and payload.get("tool") and payload.get("code"):
-            codes.setdefault(payload["tool"], payload["code"])
-    out = Toolbox(f"replay:{toolbox.name}")
-    for tool in toolbox:
-        out.add(tool if tool.name in live else _replayed(tool, answers, codes.get(tool.name)))
-    for name, chain in toolbox.chains.items():
-        out.chains[name] = chain
-    return out
-
-
-def _replayed(tool: Tool, answers: _Answers, code: str | None) -> Tool:
-    twin = copy.copy(tool)  # same schemas and side-effect contract, another body
-    param = tool.context_param or _CTX
-
-    async def answer(**kwargs: Any) -> Any:
-        ctx: CallContext = kwargs.pop(param)
-        call = answers.take(tool, ctx, _normal(tool, kwargs))
-        if call.usage and ctx.usage is not None:
-            add_usage(ctx.usage, call.usage)
-        if call.fate == "succeeded":
-            return call.output
-        unsafe = tool.side_effects and not tool.idempotent
-        raise _Replayed(call.error or "replayed failure", call.error_kind or "execution_failed",
-                        before_effect=not (unsafe and call.fate == "in_doubt"))
-
-    twin.fn = answer
-    twin.is_async = True
-    twin.context_param = param
-    twin.reconcile = None  # nothing to ask the world: nothing happened in it
-    if code is not None:
-        twin.fingerprint = code
-    return twin
 
 
 # ============================================================================ driving it
@@ -237,7 +81,7 @@ class Replayed:
         want, got = _comparable(self.recording.expected), _comparable(self.actual)
         parts = []
         order = [s.get("id") for s in self.recording.chain.get("steps", [])]
-        if want != got:
+        if not same(want, got):  # as JSON values: 1 is not true, 2 is not 2.0
             parts.append("\n".join(difflib.unified_diff(
                 _lines(want, order), _lines(got, order),
                 f"recorded run {self.recording.run_id}", "replay", lineterm="")))
@@ -291,9 +135,9 @@ async def replay_run(recording: Recording | Run | str, toolbox: Toolbox | None =
     from chainlab.store import MemoryStore
     from chainlab.testing import ManualClock
 
-    recording, toolbox = _resolve(recording, toolbox, store)
-    answers = _Answers(recording.calls)
-    tools = _toolbox(recording, toolbox, live, answers)
+    recording, toolbox = resolve(recording, toolbox, store)
+    answers = Answers(recording.calls)
+    tools = replay_toolbox(recording, toolbox, live, answers)
     try:
         chain = Chain.from_dict(recording.chain)
         chains = {n: Chain.from_dict(c) for n, c in recording.chains.items()}
@@ -312,8 +156,8 @@ async def replay_run(recording: Recording | Run | str, toolbox: Toolbox | None =
     refused: list[str] = []
     async with runtime:
         if recording.seed:
-            run = await _start_fork(runtime, recording)
-        else:
+            run = await _start_seeded(runtime, recording)
+        else:  # a fixture written before runs kept their run_started
             run = await runtime.start(chain, recording.context, options,
                                       run_id=recording.run_id)
         while True:
@@ -352,8 +196,9 @@ def _approved_args(recording: Recording, decision: Mapping[str, Any]) -> Any:
     return decision.get("args")
 
 
-async def _start_fork(runtime: Any, recording: Recording) -> Run:
-    """A recorded fork, replayed from the events it was seeded with (no parent needed)."""
+async def _start_seeded(runtime: Any, recording: Recording) -> Run:
+    """A recorded run, replayed from its first events as they were recorded: run_started
+    (release order, budget estimates) and a fork's seed (no parent needed)."""
     from chainlab.store.base import RunRecord
 
     now = recording.started_at

@@ -240,6 +240,14 @@ class Tool:
     def input_schema(self) -> dict[str, Any]:
         return self.input_model.model_json_schema()
 
+    def fit_findings(self, toolbox: Any, chains: Mapping[str, Any],
+                     seen: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+        """What is wrong with this tool in ``toolbox`` beyond its name and args, as plan
+        validation's findings ``(code, message, field)``: none for a tool; an agent
+        (``agent:NAME``) names tools the toolbox must have (``seen``: the agents whose
+        tools are being checked, to find a circle)."""
+        return []
+
     def output_schema(self) -> dict[str, Any] | None:
         return self.output_adapter.json_schema() if self.output_adapter else None
 

@@ -71,6 +71,20 @@ class Toolbox:
         self._tools[tool.name] = tool
         return tool
 
+    def add_agent(self, agent: Any) -> Any:
+        """Register a :class:`chainlab.Agent` as the tool ``agent:NAME`` (a chain step runs
+        it with ``tool: agent:NAME``; another agent may name it among its tools). An agent
+        registered again under the same name replaces the earlier one (a notebook cell run
+        again); a plain tool of that name cannot exist (``:`` is not allowed in tool names).
+        Returns the agent."""
+        tool = agent.tool
+        old = self._tools.get(tool.name)
+        if old is not None and type(old) is not type(tool):  # pragma: no cover - see above
+            raise ToolDefinitionError(f"toolbox {self.name!r} already has a tool named "
+                                      f"{tool.name!r}")
+        self._tools[tool.name] = tool
+        return agent
+
     def add_mcp(self, command: Sequence[str] | str | None = None, *, url: str | None = None,
                 **options: Any) -> list[Tool]:
         """Register the tools of an MCP server: a stdio server's ``command`` (argv or a

@@ -14,7 +14,8 @@ from chainlab.store import Event, MemoryStore, RunRecord, SQLiteStore
 from tests.durability.chainlib import Ledger
 from tests.durability.harness import Snapshot
 
-EFFECT_FREE = frozenset({"compute", "noop", "boom", "check", "batch"})
+EFFECT_FREE = frozenset({"compute", "noop", "boom", "check", "batch",
+                         "agent:clerk"})  # (a model turn changes nothing in the world)
 
 
 def new_store(kind: str) -> MemoryStore | SQLiteStore:

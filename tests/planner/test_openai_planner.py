@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -241,6 +244,42 @@ async def test_unreachable_endpoint_falls_back(project: Project) -> None:
     assert chain.step_ids == FALLBACK_STEPS
     assert planner.last_report is not None
     assert planner.last_report.fallback_reason == "connection_error"
+
+
+_DIES_ON_POST = """
+import http.server, os, signal, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        os.kill(os.getpid(), signal.SIGSEGV)  # as llama-cpp-python's server on a bad grammar
+server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+async def test_a_server_that_dies_on_the_request_is_not_called_unreachable(
+        project: Project) -> None:
+    """A real server process that crashes (SIGSEGV) on the plan request: the report says
+    the server took the request and closed the connection, not that it cannot be reached."""
+    server = subprocess.Popen([sys.executable, "-c", _DIES_ON_POST], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        planner = OpenAIPlanner(model="m", base_url=f"http://127.0.0.1:{port}/v1",
+                                api_key="k", timeout=30, max_retries=0)
+        chain = await planner.plan(REQUEST, project.toolbox, CONTEXT)
+        assert server.wait(timeout=30) == -signal.SIGSEGV
+    finally:
+        server.kill()
+        server.wait()
+    report = planner.last_report
+    assert chain.step_ids == FALLBACK_STEPS and report is not None
+    assert report.fallback_reason == "disconnected"
+    assert report.fallback_error is not None
+    assert report.fallback_error.startswith(
+        "the endpoint took the request and closed the connection without an answer (")
+    assert "cannot reach" not in report.fallback_error and "crashed" in report.fallback_error
 
 
 async def test_not_configured_falls_back_without_a_request(project: Project, fake: Fake) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chainlab import CallContext, Chain, PermanentError, Toolbox, TransientError
+from chainlab.tools.job import JobStatus
 
 toolbox = Toolbox("replay-tests")
 CALLS: Counter[str] = Counter()
@@ -84,3 +85,37 @@ SMALL = Chain.from_dict({"name": "small", "steps": [
     {"id": "summarize", "tool": "summarize", "args": {"rows": "{{ steps.fetch.output.rows }}"}},
     {"id": "charge", "tool": "charge", "args": {"amount": 5}, "depends_on": ["summarize"]},
 ]})
+
+
+#: what ``count`` returns: a test changes it to see an exported test notice
+COUNT_ANSWER: list[Any] = [1]
+
+
+@toolbox.tool
+def count(items: list[int]) -> Any:
+    CALLS["count"] += 1
+    return COUNT_ANSWER[0]
+
+
+@toolbox.job(side_effects=True, poll_every_s=5.0)
+class Train:
+    """A remote job: submitted once, then polled (``CALLS`` counts both)."""
+
+    def submit(self, epochs: int, ctx: CallContext) -> dict[str, Any]:
+        CALLS["train.submit"] += 1
+        return {"job": f"j-{epochs}", "key": ctx.idempotency_key}
+
+    def poll(self, handle: dict[str, Any]) -> JobStatus:
+        CALLS["train.poll"] += 1
+        if CALLS["train.poll"] < 3:
+            return JobStatus.running(progress=CALLS["train.poll"] / 3)
+        return JobStatus.succeeded({"model": handle["job"], "loss": 0.25})
+
+    def cancel(self, handle: dict[str, Any]) -> None:
+        CALLS["train.cancel"] += 1
+
+
+@toolbox.tool
+def paid(n: int, ctx: CallContext) -> int:
+    ctx.report_usage(cost=0.01)
+    return n

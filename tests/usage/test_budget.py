@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from chainlab import CallContext, Chain, Toolbox
@@ -134,3 +135,91 @@ async def test_a_forks_reused_steps_do_not_spend_its_budget() -> None:
         result = await fork.wait()
     assert result.status == "succeeded"
     assert fork.state.usage["cost"] == 0.01
+
+
+# ---------------------------------------------------------------- reservations (issue 36)
+def concurrent_tools(gate: anyio.Event, started: list[str]) -> Toolbox:
+    tools = Toolbox("concurrent")
+
+    @tools.tool
+    async def work(n: int, ctx: CallContext) -> int:
+        started.append(ctx.step_id)
+        await gate.wait()
+        ctx.report_usage(cost=1.0)
+        return n
+
+    return tools
+
+
+def wide(budget: dict[str, Any] | None, n: int = 8) -> Chain:
+    return Chain.from_dict({"name": "wide", "options": {
+        "max_concurrency": n, **({"budget": budget} if budget else {})},
+        "steps": [{"id": f"w{i}", "tool": "work", "args": {"n": i}} for i in range(n)]})
+
+
+async def _history(store: Any) -> None:
+    """One earlier run of the same chain: each step is now known to cost 1.0."""
+    gate = anyio.Event()
+    gate.set()
+    async with Runtime(concurrent_tools(gate, []), store, clock=ManualClock()) as runtime:
+        run = await runtime.start(wide(None))
+        assert (await run.wait()).status == "succeeded"
+        assert run.state.usage["cost"] == 8.0
+
+
+async def test_concurrent_steps_reserve_their_expected_cost() -> None:
+    """Eight steps of known cost 1.0 released at once on a budget of 3.0: three run, the
+    others wait for a person (8 of 8 ran before: each checked 0 spent + 1 expected)."""
+    store = MemoryStore()
+    await _history(store)
+    gate, started = anyio.Event(), []
+    async with Runtime(concurrent_tools(gate, started), store, clock=ManualClock()) as runtime:
+        run = await runtime.start(wide({"max_cost": 3.0}))
+        await anyio.wait_all_tasks_blocked()
+        assert started == ["w0", "w1", "w2"]
+        assert run.waiting() == {f"w{i}": "waiting_confirmation" for i in range(3, 8)}
+        st = run.steps["w3"]
+        assert st.reason == "budget_exceeded"
+        assert st.preview.startswith("budget exceeded: cost: 0 spent + 3 reserved by running "
+                                     "steps + 1 expected > max_cost=3.")
+        gate.set()
+        assert (await run.wait()).status == "suspended"
+        # the reservations ended with their attempts; their real usage is spent now
+        assert run.state.usage["cost"] == 3.0 and run.state.open_attempts() == []
+        await run.approve("w3", budget={"max_cost": 8.0})
+        for step_id in [s for s, status in run.waiting().items()]:
+            await run.approve(step_id)
+        result = await run.wait()
+    assert result.status == "succeeded" and run.state.usage["cost"] == 8.0
+    assert sorted(started) == [f"w{i}" for i in range(8)]
+
+
+async def test_reservations_after_a_takeover(tmp_path: Path) -> None:
+    """A driver taken over with three calls under way: the new one's recovery ends those
+    attempts (their reservations with them) and runs them again, reserving them once."""
+    db = tmp_path / "runs.db"
+    await _history(SQLiteStore(db))
+    gate_a, started_a = anyio.Event(), []
+    gate_b, started_b = anyio.Event(), []
+    async with Runtime(concurrent_tools(gate_a, started_a), SQLiteStore(db),
+                       clock=ManualClock()) as a:
+        run_a = await a.start(wide({"max_cost": 3.0}))
+        await anyio.wait_all_tasks_blocked()
+        assert started_a == ["w0", "w1", "w2"]
+        await run_a.runtime.store.flush(run_a.run_id, 1)
+        async with Runtime(concurrent_tools(gate_b, started_b), SQLiteStore(db),
+                           clock=ManualClock()) as b:
+            run_b = await b.resume(run_a.run_id, force=True)  # A's calls never report
+            await anyio.wait_all_tasks_blocked()
+            assert started_b == ["w0", "w1", "w2"]  # effect-free: run again
+            assert [r.attempt for r in run_b.state.open_attempts()] == [2, 2, 2]
+            assert run_b.waiting() == {f"w{i}": "waiting_confirmation" for i in range(3, 8)}
+            gate_b.set()
+            assert (await run_b.wait()).status == "suspended"
+            assert run_b.state.usage["cost"] == 3.0
+            await run_b.approve("w3", budget={"max_cost": 8.0})
+            for step_id in list(run_b.waiting()):
+                await run_b.approve(step_id)
+            assert (await run_b.wait()).status == "succeeded"
+            assert run_b.state.usage["cost"] == 8.0
+        gate_a.set()

@@ -131,10 +131,18 @@ class WatchedRun(Run):
         """Who drives the run, as a phrase: ``driven by pid 123 on host 'x' (epoch 4)``
         while that driver lives (its heartbeat is fresh; on this host, its process exists:
         the runtime's one rule, ``Liveness.live_driver``); else that its driver is gone, or
-        that nobody drives it, and what a decision taken here then does."""
+        that nobody drives it, and what a decision taken here then does (on a run of a
+        worker fleet's queue: it is left to the fleet)."""
+        queue = self.record.queue
+        if queue is not None and self.status == RunStatus.SUSPENDED:  # it holds no worker
+            return (f"no worker while it waits for a person (a decision taken here is left "
+                    f"to the fleet of queue {queue!r})")
         info = self.driver()
         if self.status in RUN_TERMINAL:
             return "not driven (the run has ended)"
+        if info is None and queue is not None:  # a worker fleet's run
+            return (f"no worker right now (a decision taken here is left to the fleet of "
+                    f"queue {queue!r})")
         takes = "a decision taken here takes the run over in this process"
         if info is None:
             return f"no live driver ({takes})"
@@ -161,13 +169,18 @@ class WatchedRun(Run):
         self.runtime.spawn(self._pump)
 
     def stop(self) -> None:
-        """Stop following (the widget was closed, the command was interrupted)."""
+        """Stop following (the widget was closed, the command was interrupted, a decision
+        here took the run over): nothing more is read from now on."""
         if self._scope is not None:
-            self._scope.cancel()
+            self._scope.cancel()  # (the reading task ends at its next wait)
+            self._scope = None
+            self._following = False
 
     async def _pump(self) -> None:
+        scope = anyio.CancelScope()
+        self._scope = scope
         try:
-            with anyio.CancelScope() as self._scope:
+            with scope:
                 async for ev in self.runtime.watch(self.run_id, after_seq=self.state.last_seq,
                                                    follow=True,
                                                    poll_interval=self.poll_interval):
@@ -177,8 +190,9 @@ class WatchedRun(Run):
         except Exception as exc:  # the store went away: say so to whoever waits
             self.error = exc
         finally:
-            self._scope = None
-            self._following = False
+            if self._scope is scope:  # (not a newer reading task's)
+                self._scope = None
+                self._following = False
             self._notify()
 
     def _apply(self, ev: Event) -> None:

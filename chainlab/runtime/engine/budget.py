@@ -10,7 +10,12 @@ What a step is expected to spend: the mean of its calls' usage in this run (a re
 about what the attempts before it did), else the median of its history (recorded in the run's
 ``run_started`` as ``budget_estimates``, so a resumed run checks with the same numbers),
 else nothing. Spent: the run's folded usage (:attr:`RunState.usage`), which counts each
-attempt once: a reused (fork) or interrupted attempt adds nothing.
+attempt once: a reused (fork) or interrupted attempt adds nothing. Reserved: what the attempts
+already under way (started, not ended: running, or a remote job waiting) are expected to
+spend, so that steps released together cannot cross the budget between them (eight steps of
+cost 1.0 on a budget of 3.0: three run, the fourth waits). A reservation is not stored: it
+is read from the run's open attempts in the fold, so it ends with its attempt (whose real
+usage is then counted as spent) and a resumed run has the same ones.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
 
-__all__ = ["BUDGET_EXCEEDED", "budget_of", "check_budget", "expected_usage"]
+__all__ = ["BUDGET_EXCEEDED", "budget_of", "check_budget", "expected_usage", "reserved_usage"]
 
 BUDGET_EXCEEDED = "budget_exceeded"
 _LIMITS = (("max_cost", "cost"), ("max_tokens", "tokens"))
@@ -45,13 +50,26 @@ def _limits(budget: Any) -> dict[str, Any]:
     return budget.model_dump(exclude_none=True)  # type: ignore[no-any-return]
 
 
-def expected_usage(k: RunCore, step_id: str) -> dict[str, float]:
-    """What the step's next call is expected to spend: cost, tokens, seconds."""
+def expected_usage(k: RunCore, step_id: str, calls: int | None = None) -> dict[str, float]:
+    """What the step's next call is expected to spend: cost, tokens, seconds. ``calls``:
+    how many of its calls have ended (default: all it started)."""
     out: dict[str, float] = dict(k.budget_estimates.get(step_id, {}))
     st = k.steps[step_id]
     if st.usage:  # its calls in this run: one more costs about their mean (O(1) per check)
-        calls = max(st.attempts, 1)
+        calls = max(st.attempts if calls is None else calls, 1)
         out.update({key: st.usage[key] / calls for _, key in _LIMITS if key in st.usage})
+    return out
+
+
+def reserved_usage(k: RunCore) -> dict[str, float]:
+    """What the attempts under way are expected to spend (cost and tokens), each as its
+    step's check expected when it started."""
+    out: dict[str, float] = {}
+    for rec in k.state.open_attempts("call"):
+        expected = expected_usage(k, rec.step_id, rec.attempt - 1)
+        for _, key in _LIMITS:
+            if key in expected:
+                out[key] = out.get(key, 0.0) + expected[key]
     return out
 
 
@@ -66,12 +84,15 @@ def check_budget(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
         return True  # a person let it go past this budget, for exactly these args
     spent = k.state.usage
     expected = expected_usage(k, node.id)
+    reserved = reserved_usage(k)
     crossed: list[str] = []
     for limit, key in _LIMITS:
         cap = budget.get(limit)
-        if cap is not None and spent.get(key, 0) + expected.get(key, 0) > cap:
-            crossed.append(f"{key}: {_n(spent.get(key, 0))} spent + {_n(expected.get(key, 0))} "
-                           f"expected > {limit}={_n(cap)}")
+        held = reserved.get(key, 0)
+        if cap is not None and spent.get(key, 0) + held + expected.get(key, 0) > cap:
+            running = f"{_n(held)} reserved by running steps + " if held else ""
+            crossed.append(f"{key}: {_n(spent.get(key, 0))} spent + {running}"
+                           f"{_n(expected.get(key, 0))} expected > {limit}={_n(cap)}")
     cap = budget.get("max_duration_s")
     if cap is not None:
         elapsed = k.clock.now() - (k.state.started_at or k.clock.now())
@@ -86,7 +107,7 @@ def check_budget(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
         "reason": BUDGET_EXCEEDED,
         "preview": "budget exceeded: " + "; ".join(crossed)
         + ". Approve with a raised budget to continue, or reject to stop.",
-        "budget": budget, "spent": dict(spent), "expected": expected,
+        "budget": budget, "spent": dict(spent), "expected": expected, "reserved": reserved,
     })
     return False
 

@@ -121,7 +121,7 @@ async def _settle(k: RunCore) -> bool:
         bad = {
             step_id: str(st.status)
             for step_id, st in k.steps.items()
-            if st.status in (S.FAILED, S.REJECTED)
+            if st.status in (S.FAILED, S.REJECTED) and not k.nodes[step_id].contained
         }
         if bad:
             k.emit(K.RUN_FAILED, payload={"steps": bad}, run_status=R.FAILED)

@@ -44,7 +44,10 @@ class BodyBaseException(Exception):
 @runtime_checkable
 class Executor(Protocol):
     """Runs one tool call. Cancellation of the awaiting task must reach the call (or, for a
-    body that cannot be stopped, abandon it)."""
+    body that cannot be stopped, abandon it). An executor whose bodies run elsewhere must
+    start a body at most once per attempt (``ctx``: run, step, kind, attempt, epoch), even
+    when its own machinery starts it again (DESIGN §20; :mod:`chainlab.dask` claims each
+    attempt on the scheduler), and report a body it lost as a ``TransientError``."""
 
     async def call(self, tool: Tool, kwargs: dict[str, Any], ctx: CallContext) -> Any: ...
 

@@ -173,7 +173,8 @@ def finished(k: RunCore, node: Node) -> None:
         if k.steps[step_id].status == S.PENDING:
             k.emit(K.STEP_SKIPPED, step_id, payload={"reason": reason, "because": node.id})
             finished(k, k.nodes[step_id])
-    if status in (S.FAILED, S.REJECTED) and k.options.on_failure == "fail_fast":
+    if status in (S.FAILED, S.REJECTED) and k.options.on_failure == "fail_fast" \
+            and not node.contained:  # (an agent's call: its model reads what came of it)
         k.start_stopping(StopReason.FAILED, f"step {node.id!r} {status}")
 
 

@@ -125,6 +125,7 @@ def _restore_stopping(k: RunCore) -> None:
         (st.ended_at or 0.0, k.nodes[step_id].order, step_id)
         for step_id, st in k.steps.items()
         if st.status in (S.FAILED, S.REJECTED) and step_id in k.nodes
+        and not k.nodes[step_id].contained  # (an agent's call: its model read what came of it)
     ]
     if failed and k.options.on_failure == "fail_fast":
         step_id = min(failed)[2]

@@ -55,7 +55,7 @@ async def finish_stopped(k: RunCore) -> None:
         bad = {
             step_id: str(st.status)
             for step_id, st in k.steps.items()
-            if st.status in (S.FAILED, S.REJECTED)
+            if st.status in (S.FAILED, S.REJECTED) and not k.nodes[step_id].contained
         }
         k.emit(
             K.RUN_FAILED,

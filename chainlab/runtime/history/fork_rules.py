@@ -78,7 +78,7 @@ class Planner:
 
     def decide(self, node: Node) -> None:
         ps = self.pstate.steps.get(node.id)
-        if KINDS[node.kind].grows:
+        if KINDS[node.kind].regrows_in_fork:
             self._grows(node, ps)
             return
         args = self.resolve_args(node)

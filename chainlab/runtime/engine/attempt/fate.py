@@ -57,9 +57,12 @@ def fate_of(failure: Failure, tool: Tool, policy: RetryPolicy, attempt: int) -> 
     return Fate.FAIL
 
 
-def record(k: RunCore, node: Node, attempt: int, outcome: Outcome) -> None:
+def record(k: RunCore, node: Node, attempt: int, outcome: Outcome,
+           tries: int | None = None) -> None:
     """Record an attempt's outcome and act on it: succeeded, retry (back-off timer),
-    in_doubt, cancelled or failed (DESIGN §5)."""
+    in_doubt, cancelled or failed (DESIGN §5). ``tries``: which try of this call the attempt
+    was, when a step makes several calls (an agent step's model turns; default: the
+    attempt's number): the retry policy counts those."""
     step_id = node.id
     failure = outcome.failure
     if failure is None:
@@ -70,7 +73,8 @@ def record(k: RunCore, node: Node, attempt: int, outcome: Outcome) -> None:
         finished(k, node)
         return
     assert node.tool is not None
-    fate = fate_of(failure, node.tool, node.retry, attempt)
+    tries = tries or attempt
+    fate = fate_of(failure, node.tool, node.retry, tries)
     payload = {"error_kind": failure.kind, "error": failure.message}
     if outcome.usage:  # a failed call may have cost something too (the attempt's end event)
         payload["usage"] = outcome.usage
@@ -78,7 +82,7 @@ def record(k: RunCore, node: Node, attempt: int, outcome: Outcome) -> None:
         extra = {"still_running": True} if outcome.background is not None else {}
         k.emit(K.STEP_TIMED_OUT, step_id, attempt, {**payload, **extra})
     if fate == Fate.RETRY and not k.stopping:
-        delay = node.retry.delay(attempt)
+        delay = node.retry.delay(tries)
         k.emit(
             K.STEP_RETRY_SCHEDULED,
             step_id,

@@ -56,6 +56,10 @@ class Kind:
     has_children: ClassVar[bool] = False
     #: its steps are made while the run goes (``steps_added``), not compiled with the chain
     grows: ClassVar[bool] = False
+    #: a fork grows it again and decides its steps one by one (a for_each step's instances,
+    #: by their args); a kind that grows but is not (an agent step: its model chooses its
+    #: calls anew) is decided as one step: reused, or run again
+    regrows_in_fork: ClassVar[bool] = False
 
     @staticmethod
     def children(k: RunCore, node: Node) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from chainlab.runtime.engine.attempt.agent import AgentStep
 from chainlab.runtime.engine.attempt.job import RemoteJob
 from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.attempt.life import ToolCall
@@ -15,4 +16,4 @@ from chainlab.runtime.engine.attempt.subchain import SubChain
 __all__ = ["KINDS"]
 
 KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
-    ToolCall(), RemoteJob(), SubChain(), ForEach())}
+    ToolCall(), RemoteJob(), SubChain(), ForEach(), AgentStep())}

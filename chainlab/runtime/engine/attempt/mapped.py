@@ -55,6 +55,7 @@ class ForEach(Parent):
     name = "for_each"
     what = "for_each step"
     grows = True
+    regrows_in_fork = True
 
     async def run(self, k: RunCore, node: Node) -> None:
         """Read the list, record the instances (one ``steps_added``), start them."""

@@ -14,13 +14,27 @@ default executor (async tools keep running on the event loop). A timeout or a ca
 the run cancels the task on the cluster; like any Python thread, a body that already runs on
 a worker goes on until it returns, and its result is dropped.
 
+One attempt, one start (DESIGN §20): Dask starts a task again when the worker that ran it
+died (``distributed.scheduler.allowed-failures``, 3 by default) or lost its result. So the
+task's first act, before it calls the tool, is to CLAIM its attempt (run, step, kind, attempt
+number, epoch) on the scheduler, where :class:`AttemptClaims` (a scheduler plugin the
+executor registers once) answers in one step of the scheduler's event loop: a second start
+of the same attempt, or a start under an epoch older than one already seen for the run, is
+refused before the tool is called. The runtime then sees a lost call: ``in_doubt`` for a
+side-effecting tool that is not idempotent, a retry (a new attempt) for a safe one. When
+Dask gives up on a task (``KilledWorker``) or the run stops waiting for it, the executor
+claims the attempt itself: if no body had claimed it, none ever will, and the call is known
+not to have started (retried even when unsafe). The scheduler, like the workers, needs
+chainlab installed.
+
 Everything crosses the wire pickled (cloudpickle), even on an in-process cluster, so that a
 local test shows the errors a real cluster would: the function, its args and its output must
 be serialisable, else the step fails with a message that names the step and the tool. The
 workers need chainlab and the tools' module installed (a function defined in ``__main__`` or
 in a notebook is shipped by value).
 
-This is the only chainlab module that imports ``dask``/``distributed`` (extra ``dask``).
+This package is the only part of chainlab that imports ``dask``/``distributed`` (extra
+``dask``); :mod:`.claims` holds the attempt claims.
 """
 
 from __future__ import annotations
@@ -45,14 +59,17 @@ from chainlab.errors import MissingExtraError, PermanentError, ToolError, Transi
 try:
     import cloudpickle
     import distributed
+    from distributed.protocol.pickle import dumps as _dask_dumps
     from distributed.scheduler import KilledWorker
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("distributed", "dask", "chainlab.dask.DaskExecutor") from _exc
 
+from chainlab.dask.claims import AttemptClaims, AttemptRefused, attempt_id, claim_on_worker
+
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["DaskExecutor", "Submission"]
+__all__ = ["AttemptClaims", "AttemptRefused", "DaskExecutor", "Submission"]
 
 log = logging.getLogger("chainlab.dask")
 
@@ -81,12 +98,15 @@ class DaskExecutor:
     address, for which a client is created and closed by :meth:`close`.
     ``submit_options(tool, ctx)`` may return extra ``Client.submit`` arguments per call
     (``workers=``, ``resources=``, ``priority=``, ...). The last ``history`` submissions are
-    kept in :attr:`submissions` (keys and outcomes, for debugging and tests).
+    kept in :attr:`submissions` (keys and outcomes, for debugging and tests). Each body
+    claims its attempt on the scheduler before the call (the module docstring says why).
 
     ``call`` raises what the tool raised (the same exception class as a local call, so the
     runtime classifies it the same way), PermanentError when the call cannot be sent to the
     cluster, ToolError when the output cannot be sent back, TransientError when the cluster
-    lost the task (a worker died, the task was cancelled by someone else).
+    lost the task (a worker died, the task was cancelled by someone else, or Dask started
+    it a second time and the claim refused that start: the outcome is unknown, unless the
+    executor's own claim shows that no body ever started it, then ``before_effect``).
     """
 
     def __init__(self, client: distributed.Client | str, *,
@@ -98,6 +118,7 @@ class DaskExecutor:
         self.client: distributed.Client = client
         self.submit_options = submit_options
         self.submissions: deque[Submission] = deque(maxlen=history)
+        self._claims_ready = False
 
     @classmethod
     def connect(cls, address: str, **kwargs: Any) -> DaskExecutor:
@@ -127,8 +148,10 @@ class DaskExecutor:
         payload = _pack(tool, kwargs, label)
         options = dict(self.submit_options(tool, ctx)) if self.submit_options else {}
         key = f"{tool.name}-{secrets.token_hex(8)}"
-        future = self.client.submit(_call_on_worker, payload, label, key=key, pure=False,
-                                    **options)
+        claim = {"attempt": attempt_id(ctx), "run_id": ctx.run_id, "epoch": ctx.epoch}
+        await self._register_claims()
+        future = self.client.submit(_call_on_worker, payload, label, claim, key=key,
+                                    pure=False, **options)
         outcome = "error"
         try:
             packed = await self._on_client_loop(self.client.gather(future, asynchronous=True))
@@ -137,15 +160,23 @@ class DaskExecutor:
             outcome = "cancelled"
             with anyio.CancelScope(shield=True):
                 await self._cancel(future)
+                await self._claim(claim, key)  # a body not started yet never starts
             raise
-        except concurrent.futures.CancelledError as exc:
-            outcome = "lost"
-            raise TransientError(f"{label}: the cluster cancelled its task {key!r} ({exc})",
-                                 ) from exc
-        except KilledWorker as exc:
+        except AttemptRefused as exc:
             outcome = "lost"
             raise TransientError(
-                f"{label}: the Dask worker running task {key!r} died ({exc})") from exc
+                f"{label}: a second start of this attempt (task {key!r}) was refused ({exc}); "
+                "Dask starts a task again when its worker died or lost the result, so "
+                "whether the first start's call took effect is unknown") from None
+        except (concurrent.futures.CancelledError, KilledWorker) as exc:
+            outcome = "lost"
+            what = "died" if isinstance(exc, KilledWorker) else "was cancelled by the cluster"
+            unstarted = await self._claim(claim, key)
+            raise TransientError(
+                f"{label}: the Dask task {key!r} {what} ({exc}); "
+                + ("no body had started the call" if unstarted
+                   else "the call had started: its outcome is unknown"),
+                before_effect=unstarted) from exc
         finally:
             self.submissions.append(Submission(key, ctx.run_id, ctx.step_id, ctx.attempt,
                                                ctx.kind, tool.name, outcome))
@@ -174,6 +205,39 @@ class DaskExecutor:
         except asyncio.CancelledError:
             waiter.add_done_callback(_drop_outcome)
             raise
+
+    async def _register_claims(self) -> None:
+        """Register :class:`AttemptClaims` on the scheduler once (idempotent there too: a
+        second executor keeps the first one's claims)."""
+        if self._claims_ready:
+            return
+        try:
+            await self._on_client_loop(self._scheduler().register_scheduler_plugin(
+                plugin=_dask_dumps(AttemptClaims()), name=AttemptClaims.name, idempotent=True))
+        except Exception as exc:  # nothing was sent to run
+            raise PermanentError(
+                f"cannot register chainlab's attempt claims on the Dask scheduler "
+                f"({type(exc).__name__}: {exc}); the scheduler needs chainlab installed, as "
+                "the workers do", before_effect=True) from exc
+        self._claims_ready = True
+
+    async def _claim(self, claim: dict[str, Any], key: str) -> bool:
+        """Claim an attempt for the executor itself: True when no body had claimed it (and
+        so none ever will), False when one had, or when the scheduler cannot say."""
+        try:
+            with anyio.fail_after(10):
+                answer = await self._on_client_loop(self._scheduler().chainlab_claim_attempt(
+                    **claim, by="executor", task=key))
+        except Exception:
+            log.warning("could not claim attempt %s for the executor", claim, exc_info=True)
+            return False
+        return bool(answer.get("ok"))
+
+    def _scheduler(self) -> Any:
+        scheduler = self.client.scheduler
+        if scheduler is None:
+            raise TransientError(f"the Dask client {self.client!r} is closed")
+        return scheduler
 
     async def _cancel(self, future: distributed.Future) -> None:
         try:
@@ -268,12 +332,13 @@ def _unpack(packed: bytes, label: str) -> Any:
                         f"({type(exc).__name__}: {exc})") from exc
 
 
-def _call_on_worker(payload: bytes, label: str) -> bytes:
-    """The task: unpickle the call, run it, pickle the output (so an unserialisable output
-    is reported as such, on every kind of cluster)."""
+def _call_on_worker(payload: bytes, label: str, claim: dict[str, Any]) -> bytes:
+    """The task: unpickle the call, claim its attempt, run it, pickle the output (so an
+    unserialisable output is reported as such, on every kind of cluster)."""
     fn, kwargs = cloudpickle.loads(payload)
     if isinstance(fn, _ByName):
         fn = _resolve(fn)
+    claim_on_worker(claim, label)
     try:
         result = fn(**kwargs)
     except Exception as exc:

@@ -1,0 +1,21 @@
+"""Agent steps (DESIGN §18): a model that chooses tool calls turn by turn, as a step of a
+chain, on the same kernel and under every rule a chain keeps.
+
+- :mod:`.agent`: :class:`Agent` (instructions, tools, model endpoint, limits), registered
+  with ``toolbox.add_agent(agent)`` as the tool ``agent:NAME`` (:class:`AgentTool`);
+- :mod:`.model`: one model turn's request and answer, and the :class:`ModelClient` seam;
+- :mod:`.conversation`: the conversation rebuilt from a run's recorded turns, the tools as
+  functions, each call checked before it becomes a step;
+- :mod:`.endpoint` and :mod:`.modes`: the endpoint's configuration and the negotiation of
+  structured output, shared with the planner;
+- :mod:`.openai`: the client over the ``openai`` package (the only module here importing
+  it, loaded when an agent first asks its model).
+
+The runtime runs an agent step (``chainlab.runtime.engine.attempt.agent``); this package
+imports nothing of the runtime.
+"""
+
+from chainlab.agent.agent import Agent, AgentTool
+from chainlab.agent.model import ModelCall, ModelClient, ModelRequest, ModelTurn
+
+__all__ = ["Agent", "AgentTool", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn"]

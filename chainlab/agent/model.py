@@ -1,0 +1,112 @@
+"""What passes between an agent step and its model: the request of one model turn
+(:class:`ModelRequest`), the model's answer (:class:`ModelTurn`, with the tool calls it asks
+for, :class:`ModelCall`) and the one seam that asks (:class:`ModelClient`).
+
+A turn is recorded in the run's log as plain JSON (:meth:`ModelTurn.to_dict`): a resume,
+a takeover and a replay read it back from there and never ask the model again. A client
+says how a request failed by raising :class:`~chainlab.errors.TransientError` (the server
+is down, busy or slow: asked again by the step's retry policy) or
+:class:`~chainlab.errors.PermanentError` (asking again cannot help), naming the endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["ModelCall", "ModelClient", "ModelRequest", "ModelTurn", "request_hash"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One tool call the model asked for: its id (the model's), the function it named and
+    the arguments as the model wrote them (text: they may not even be JSON)."""
+
+    call_id: str
+    function: str
+    arguments: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.call_id, "function": self.function, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelCall:
+        return cls(str(data["id"]), str(data["function"]), str(data["arguments"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn:
+    """The model's answer to one request: its text (``content``), the tool calls it asks
+    for (in its order), why it stopped, and what the request consumed (a usage dict:
+    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``)."""
+
+    content: str | None = None
+    calls: tuple[ModelCall, ...] = ()
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as recorded in the run's log (the usage is recorded beside it)."""
+        return {"content": self.content, "calls": [c.to_dict() for c in self.calls],
+                "finish_reason": self.finish_reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None
+                  ) -> ModelTurn:
+        return cls(data.get("content"), tuple(ModelCall.from_dict(c)
+                                              for c in data.get("calls") or ()),
+                   data.get("finish_reason"), usage)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model turn's request: the chat ``messages``, the ``tools`` offered (OpenAI
+    function specs), the JSON Schema the final answer must follow (``output_schema``) and
+    the ``temperature``. ``step_id`` and ``turn`` say where it comes from (a recorded
+    model answers by them); ``hash`` identifies what is asked (:func:`request_hash`)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    output_schema: dict[str, Any] | None = None
+    temperature: float | None = None
+    step_id: str = ""
+    turn: int = 1
+
+    def body(self) -> dict[str, Any]:
+        """What is asked, as JSON data: what :attr:`hash` is computed over and what the log
+        records (the model's name and the endpoint are not in it: a recorded run replays
+        against another server as long as it asks the same)."""
+        out: dict[str, Any] = {"messages": self.messages}
+        if self.tools:
+            out["tools"] = self.tools
+        if self.output_schema is not None:
+            out["output_schema"] = self.output_schema
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        return out
+
+    @property
+    def hash(self) -> str:
+        return request_hash(self.body())
+
+
+def request_hash(body: Mapping[str, Any]) -> str:
+    """A stable hash of a request body (sorted keys, compact JSON)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class ModelClient(Protocol):
+    """What asks a model (:class:`chainlab.agent.openai.OpenAIClient` over HTTP; a recorded
+    run's turns in a replay). ``endpoint``: where it asks, for messages."""
+
+    @property
+    def endpoint(self) -> str: ...
+
+    async def complete(self, request: ModelRequest) -> ModelTurn:
+        """The model's answer. Raises TransientError or PermanentError naming the
+        endpoint."""
+        ...

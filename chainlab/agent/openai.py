@@ -1,0 +1,231 @@
+"""``OpenAIClient``: asks an OpenAI-compatible chat endpoint for an agent's turns (the agent
+layer's only module that imports ``openai``; loaded when an agent first asks).
+
+One request per turn: the messages, the tools as functions, and, when the agent has an
+``output_schema``, the schema in the mode the server takes (:mod:`chainlab.agent.modes`:
+``json_schema``, then ``json_object``, then in the prompt; a refused mode is dropped at once
+and the one that worked is remembered per endpoint and model, shared with the planner).
+Streamed answers (``stream=True``) are put together from their chunks: text, tool calls
+(their arguments arrive in pieces) and the usage of the last chunk.
+
+What went wrong is said once, here, naming the endpoint: a connection error, a timeout, HTTP
+408/409/429 or 5xx is a :class:`~chainlab.errors.TransientError` (the step's retry policy
+asks again); any other HTTP error (a server that does not take tool calls, a bad request)
+and an answer without a choice are a :class:`~chainlab.errors.PermanentError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from chainlab._json import clean_text
+from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
+from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
+from chainlab.agent.modes import (
+    OutputMode,
+    modes_from,
+    one_line,
+    refuses,
+    remember_mode,
+    remembered_mode,
+    response_format,
+    with_schema_prompt,
+)
+from chainlab.errors import MissingExtraError, PermanentError, TransientError
+from chainlab.events.usage import normalize_usage
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - the [llm] extra is installed in dev
+    raise MissingExtraError("openai", "llm", "an agent step") from exc
+
+__all__ = ["OpenAIClient", "error_text", "make_client"]
+
+#: the modes an agent's output schema is asked in (a forced function would end the turn)
+AGENT_MODES = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT)
+_TRANSIENT = frozenset({408, 409, 429})
+
+
+def make_client(endpoint: Endpoint, **overrides: Any) -> openai.AsyncOpenAI:
+    """A new ``openai.AsyncOpenAI`` for ``endpoint`` (the caller closes it); ``overrides``
+    replace client options."""
+    kwargs: dict[str, Any] = {"api_key": endpoint.api_key or PLACEHOLDER_KEY,
+                              "timeout": endpoint.timeout, "max_retries": endpoint.max_retries}
+    if endpoint.base_url:
+        kwargs["base_url"] = endpoint.base_url
+    kwargs.update(overrides)
+    return openai.AsyncOpenAI(**kwargs)
+
+
+class OpenAIClient:
+    """A :class:`~chainlab.agent.model.ModelClient` over the ``openai`` package."""
+
+    def __init__(self, endpoint: Endpoint, *, stream: bool = False,
+                 output_modes: Any = None):
+        self.config = endpoint
+        self.stream = stream
+        self.output_modes = modes_from(output_modes, AGENT_MODES)
+
+    @property
+    def endpoint(self) -> str:
+        return self.config.url
+
+    def __repr__(self) -> str:
+        return f"<OpenAIClient {self.config.model!r} at {self.config.host}>"
+
+    async def complete(self, request: ModelRequest) -> ModelTurn:
+        why = self.config.not_configured()
+        if why is not None:
+            raise PermanentError(f"the agent's model cannot be asked: {why}")
+        client = make_client(self.config)
+        try:
+            modes = list(self._modes()) if request.output_schema is not None else [None]
+            while True:
+                mode = modes[0]
+                try:
+                    return await self._ask(client, request, mode)
+                except openai.APIStatusError as exc:
+                    text = error_text(exc)
+                    if mode is not None and len(modes) > 1 \
+                            and refuses(mode, exc.status_code, text):
+                        modes.pop(0)
+                        continue
+                    raise self._status_error(exc.status_code, text) from None
+                except openai.APITimeoutError:
+                    raise TransientError(f"model endpoint {self.endpoint}: no answer within "
+                                         f"{self.config.timeout:g} s") from None
+                except openai.APIConnectionError as exc:
+                    raise TransientError(f"cannot reach the model endpoint {self.endpoint}: "
+                                         f"{one_line(exc.__cause__ or exc)}") from None
+                except openai.OpenAIError as exc:
+                    raise PermanentError(f"model endpoint {self.endpoint}: "
+                                         f"{type(exc).__name__}: {one_line(exc)}") from None
+        finally:
+            await client.close()
+
+    def _modes(self) -> tuple[OutputMode, ...]:
+        known = remembered_mode(self.endpoint, self.config.model or "")
+        if known is not None and known in self.output_modes:
+            return self.output_modes[self.output_modes.index(known):]
+        return self.output_modes
+
+    def _status_error(self, status: int, text: str) -> Exception:
+        said = f"model endpoint {self.endpoint} answered HTTP {status}: {one_line(text)}"
+        if status in _TRANSIENT or status >= 500:
+            return TransientError(said)
+        return PermanentError(said)
+
+    async def _ask(self, client: openai.AsyncOpenAI, request: ModelRequest,
+                   mode: OutputMode | None) -> ModelTurn:
+        params: dict[str, Any] = {"model": self.config.model}
+        messages = request.messages
+        if mode is not None and request.output_schema is not None:
+            params.update(response_format(mode, request.output_schema, name="answer",
+                                          strict=False, description="the final answer"))
+            messages = with_schema_prompt(messages, mode, request.output_schema,
+                                          "the final answer")
+        if request.tools:
+            params["tools"] = request.tools
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.stream:
+            turn = await _streamed(client, messages, params)
+        else:
+            completion = await client.chat.completions.create(
+                messages=messages, **params)  # type: ignore[arg-type]
+            turn = _turn(completion)
+        if mode is not None:
+            remember_mode(self.endpoint, self.config.model or "", mode)
+        return turn
+
+
+def _turn(completion: Any) -> ModelTurn:
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        raise PermanentError("the model's answer has no choices")
+    message = choices[0].message
+    refusal = getattr(message, "refusal", None)
+    if refusal:
+        raise PermanentError(f"the model refused: {one_line(refusal)}")
+    calls = tuple(_call(str(c.id), str(c.function.name), _arguments(c.function.arguments))
+                  for c in (message.tool_calls or ()))
+    return ModelTurn(_text(message.content), calls, choices[0].finish_reason,
+                     _usage(completion.usage, completion.model))
+
+
+async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str, Any]
+                    ) -> ModelTurn:
+    """A streamed answer, put together: text pieces, tool calls by index (their arguments
+    arrive in pieces), the finish reason and the last chunk's usage."""
+    stream = await client.chat.completions.create(  # type: ignore[call-overload]
+        messages=messages, stream=True, stream_options={"include_usage": True}, **params)
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = usage = model = None
+    async for chunk in stream:
+        model = chunk.model or model
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            finish = choice.finish_reason or finish
+            if getattr(delta, "refusal", None):
+                raise PermanentError(f"the model refused: {one_line(delta.refusal)}")
+            if delta.content:
+                text.append(delta.content)
+            for piece in delta.tool_calls or ():
+                call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = piece.id or call["id"]
+                if piece.function is not None:
+                    call["name"] += piece.function.name or ""
+                    call["arguments"] += piece.function.arguments or ""
+    return ModelTurn(_text("".join(text)) if text else None,
+                     tuple(_call(c["id"], c["name"], c["arguments"])
+                           for _, c in sorted(calls.items())),
+                     finish, _usage(usage, model))
+
+
+def _text(value: Any) -> str | None:
+    """A model's text as the log can keep it (what a server sends is kept as sent, a lone
+    surrogate made U+FFFD: the value gate then judges what is parsed out of it)."""
+    return clean_text(value) if isinstance(value, str) else None
+
+
+def _call(call_id: str, function: str, arguments: str) -> ModelCall:
+    return ModelCall(clean_text(call_id), clean_text(function), clean_text(arguments))
+
+
+def _arguments(value: Any) -> str:
+    """A call's arguments as text (a server that sends them as an object is answered the
+    same as one that sends the JSON text)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value) if value is not None else ""
+
+
+def _usage(usage: Any, model: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    found = {"input_tokens": getattr(usage, "prompt_tokens", None),
+             "output_tokens": getattr(usage, "completion_tokens", None),
+             "model": model if isinstance(model, str) else None}
+    try:
+        return normalize_usage(found) or None
+    except ValueError:
+        return None
+
+
+def error_text(exc: openai.APIStatusError) -> str:
+    """What the server said: the error body's ``message`` (OpenAI's shape), else the whole
+    body as text, else the client's."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message.strip():
+            return message
+        return json.dumps(body, default=str)
+    if isinstance(body, str) and body.strip():
+        return body
+    return exc.message
