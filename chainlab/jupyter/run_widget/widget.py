@@ -5,9 +5,8 @@ approvals inbox, a step inspector, the event log tail and the timeline. Buttons 
 run's public coroutines (the same controller a script uses) through
 :func:`chainlab.jupyter._loop.eager`; every error is shown in the widget.
 
-It subscribes to the run's events (a cheap callback that records the event and asks for a
-redraw) and redraws at most about ten times a second, so it keeps working after the cell
-that made it returned, and while a cell awaits ``run.wait()``.
+It subscribes to the run's events and redraws at most about ten times a second, also after
+its cell returned and while a cell awaits ``run.wait()``.
 
 The widget is the host of its panels (:mod:`.host`): each panel gets the widget as a
 :class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view``
@@ -204,13 +203,10 @@ class RunWidget(W.VBox):
 
     def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:
         """``fn`` as a callback for the front end (a click, a slider move): called on the
-        run's loop, handed over there when it arrives on another thread. A widget of a run
-        that nothing moves (ended, or stored and not driven here) has no other writer: it
-        is called where it arrives, one thread hop sooner (a scrubber position of a
-        10,000-event run is then drawn that much sooner)."""
+        run's loop, handed over there from another thread; where it arrives when nothing
+        moves the run (ended, or stored and not driven here: no other writer)."""
         def callback(*args: Any) -> None:
-            run = self.run
-            moving = run.active or isinstance(run, WatchedRun)
+            moving = self.run.active or isinstance(self.run, WatchedRun)
             if not (moving and call_on(self._loop, fn, *args)):
                 fn(*args)
 
