@@ -154,7 +154,7 @@ def _decided(decided: dict[str, Any] | None) -> dict[str, Any] | None:
 def _fields(action: str, body: Body) -> dict[str, Any]:
     """The keyword arguments of :meth:`Runtime.decide` for ``body``."""
     if isinstance(body, Approve):
-        return {"args": body.args, "note": body.comment,
+        return {"args": body.args, "note": body.note,
                 **({"budget": body.budget} if body.budget is not None else {})}
     if isinstance(body, Reject):
         return {"reason": body.reason}
@@ -166,10 +166,10 @@ def _fields(action: str, body: Body) -> dict[str, Any]:
                        + (f" (got {' and '.join(chosen)})" if chosen else ""),
                        fix='e.g. {"output": {"id": 1}} when the call took effect')
     if body.retry:
-        return {"retry": True, "note": body.comment}
+        return {"retry": True, "note": body.note}
     if body.fail:
-        return {"fail": True, "note": body.comment}
-    return {"output": body.output, "note": body.comment}
+        return {"fail": True, "note": body.note}
+    return {"output": body.output, "note": body.note}
 
 
 def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: str,

@@ -41,7 +41,7 @@ def test_start_stream_approve_over_http_and_the_same_run_succeeds(
             [waiting] = api.confirmations(run_id)
             assert waiting["step_id"] == "pay" and waiting["args"] == {"to": "bob", "amount": 42}
             assert waiting["preview"] == "pay 42 to bob"
-            assert api.approve(run_id, "pay", by="alice", comment="ok")["outcome"] == "applied"
+            assert api.approve(run_id, "pay", by="alice", note="ok")["outcome"] == "applied"
     assert end["status"] == "succeeded"
     assert seen == all_seqs(api, run_id) == list(range(1, len(seen) + 1))
     assert kinds[0] == "run_started" and kinds[-1] == "run_succeeded"
