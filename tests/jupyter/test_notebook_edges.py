@@ -207,3 +207,26 @@ async def test_approve_all_from_the_team_inbox(sh: Harness) -> None:
     await sh.settle()
     inbox.refresh()
     assert inbox.cards == {}
+
+
+async def test_the_inspector_lists_a_for_each_steps_instances(sh: Harness) -> None:
+    """Issue 35 item 5: the inspector of a for_each step lists its instances (status, args,
+    output, attempts), the first 25 of 30, and each opens from the step list."""
+    await sh.ok("import chainlab\ntb = chainlab.Toolbox('sq')\n"
+                "@tb.tool\ndef sq(n: int) -> int:\n    return n * n\n")
+    await sh.ok('%%chain squares --tools tb\nsteps:\n  - id: sq\n    tool: sq\n'
+                '    for_each: "{{ context.ns }}"\n    args: {n: "{{ item }}"}\n')
+    await sh.ok("r = %chain run squares --tools tb --context '{\"ns\": " +
+                str(list(range(30))) + "}'")
+    await sh.ok("res = await r.wait()")
+    await sh.settle()
+    widget = sh.session.widgets[sh.ns["r"].run_id]
+    widget.refresh()
+    widget.inspector.select("sq")
+    text = widget.inspector.details.value
+    assert "its 30 grown steps" in text
+    assert "<code>sq[0]</code>" in text and "<code>sq[24]</code>" in text
+    assert "<code>sq[25]</code>" not in text and "… and 5 more" in text
+    assert "{&quot;n&quot;: 7}" in text and "<td>49</td>" in text  # args and output
+    widget.inspector.select("sq[29]")  # an instance opens like any step
+    assert "841" in widget.inspector.details.value
