@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -127,20 +128,31 @@ class WatchedRun(Run):
         return info
 
     def driven_by(self) -> str:
-        """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        """Who drives the run, as a phrase: ``driven by pid 123 on host 'x' (epoch 4)``
+        while that driver lives (its heartbeat is fresh; on this host, its process exists:
+        the runtime's one rule, ``Liveness.live_driver``); else that its driver is gone, or
+        that nobody drives it, and what a decision taken here then does (on a run of a
+        worker fleet's queue: it is left to the fleet)."""
         queue = self.record.queue
         if queue is not None and self.status == RunStatus.SUSPENDED:  # it holds no worker
             return (f"no worker while it waits for a person (a decision taken here is left "
                     f"to the fleet of queue {queue!r})")
         info = self.driver()
-        if info is None and self.status in RUN_TERMINAL:
-            return "no driver (the run has ended)"
+        if self.status in RUN_TERMINAL:
+            return "not driven (the run has ended)"
         if info is None and queue is not None:  # a worker fleet's run
             return (f"no worker right now (a decision taken here is left to the fleet of "
                     f"queue {queue!r})")
+        takes = "a decision taken here takes the run over in this process"
         if info is None:
-            return "no live driver (a decision taken here takes the run over in this process)"
-        return info.describe()
+            return f"no live driver ({takes})"
+        current = replace(self.record, status=self.status, epoch=info.epoch)
+        if info.driver_id != self.runtime.liveness.driver_id \
+                and self.runtime.liveness.live_driver(info, current) is None:
+            age = info.age(time.time())
+            return (f"its driver, {info.describe()}, is gone (no heartbeat for {age:.0f} s); "
+                    f"{takes}")
+        return f"driven by {info.describe()}"
 
     @property
     def following(self) -> bool:
@@ -244,6 +256,15 @@ class WatchedRun(Run):
         when it refuses."""
         await self._decide(step_id, "approve", args=args, note=note, by=by, budget=budget)
 
+    async def approve_all(self, step_id: str, note: str | None = None, *,
+                          by: str | None = None) -> list[str]:
+        """Approve every step waiting at or under ``step_id`` through
+        :meth:`Runtime.approve_all` (each with its own args). Returns the ids approved."""
+        done: list[str] = await self.runtime.approve_all(self.run_id, step_id, note=note, by=by)
+        self.last_decision = "applied" if done else self.last_decision
+        self._after_decision()
+        return done
+
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:
         """Reject through :meth:`Runtime.decide`."""
@@ -258,6 +279,9 @@ class WatchedRun(Run):
 
     async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
         self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)
+        self._after_decision()
+
+    def _after_decision(self) -> None:
         live = self.runtime.get_run(self.run_id)
         if live.active:  # nobody drove it: this process took it over and drives it now
             self.stop()
@@ -271,7 +295,7 @@ class WatchedRun(Run):
 
     def _k(self) -> Kernel:
         raise RunNotActiveError(
-            f"run {self.run_id!r} is driven by {self.driven_by()}, not by this process: "
+            f"run {self.run_id!r} is {self.driven_by()}, not by this process: "
             "pause, step, continue, cancel, rollback and breakpoints act in the driving "
             "process; approve / reject / resolve work here (they go through the store)",
             run_id=self.run_id, status=str(self.status))
