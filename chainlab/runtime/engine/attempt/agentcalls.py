@@ -23,6 +23,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chainlab.agent.agent import AGENT_PREFIX
 from chainlab.agent.conversation import TurnRecord, result_text
 from chainlab.agent.model import ModelTurn
 from chainlab.plan.parts import Step
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Graph
 
 __all__ = ["call_step_id", "fork_confirm", "grow_calls", "refused_streak", "transcript",
-           "turn_records", "turns_of"]
+           "turn_records", "turns_by_step", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -160,6 +161,28 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     if str(st.status) in ("succeeded", "compensated") and st.output is not None:
         out.append({"turn": len(turns) + 1, "content": st.output, "calls": [],
                     "feedback": None, "usage": _final_usage(state, step_id), "final": True})
+    return out
+
+
+def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
+    """Every agent step of the run with its turns, as the JSON view and ``chainlab show``
+    list them: ``{step_id: [{"turn", "calls": [{"step_id", "tool", "status"}, or
+    {"step_id": None, "function", "refused"} for a call refused to the model], "usage",
+    "final"}]}``, in the order the steps first asked their model. A step is an agent step
+    when one of its attempts ran an agent (``agent:NAME``): a prompt step is listed with its
+    one turn; an agent step waiting before its first turn is not listed yet."""
+    agents = dict.fromkeys(rec.step_id for rec in state.attempts
+                           if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for step_id in agents:
+        out[step_id] = [
+            {"turn": entry["turn"],
+             "calls": [{"step_id": call["step_id"], "tool": call["tool"],
+                        "status": call["status"]} if call["step_id"] is not None else
+                       {"step_id": None, "function": call["function"],
+                        "refused": call["refused"]} for call in entry["calls"]],
+             "usage": entry["usage"], "final": bool(entry.get("final"))}
+            for entry in transcript(state, step_id)]
     return out
 
 
