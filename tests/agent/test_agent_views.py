@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from chainlab.render.display import run_badges, run_dot, run_statuses
 from chainlab.render.json import run_dict
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
@@ -68,4 +69,19 @@ async def test_a_prompt_step_is_listed_with_its_one_turn_and_a_waiting_call_as_s
         view = run_dict(runtime.store.get_run(run.run_id), run.state)
     assert [(t["turn"], t["calls"], t["final"]) for t in view["steps"]["help"]["turns"]] == [
         (1, [], True)]
+    await runtime.aclose()
+
+
+async def test_the_dag_draws_an_agent_step_as_one_node_counting_its_calls(
+        shop: Shop, server: FakeOpenAI) -> None:
+    # the same drawing as a for_each step's: one node, its grown steps counted by status
+    runtime, run, result = await run_agent(
+        shop, server, tool_calls(Call("lookup", {"order": 7}),
+                                 Call("refund", {"order": 7, "amount": 15})), "Refunded.")
+    assert result.suspended
+    assert run_statuses(run) == {"help": "running"}  # no node per call
+    assert run_badges(run) == {"help": "✓ 1 · ☐ 1 awaiting approval"}
+    text = run_dot(run)
+    assert "help/1." not in text
+    assert 'label="help\\nagent:support\\n▶ running · ✓ 1 · ☐ 1 awaiting approval"' in text
     await runtime.aclose()
