@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
-__all__ = ["call_step_id", "fork_confirm", "grow_calls", "refused_streak", "transcript",
-           "turn_records", "turns_by_step", "turns_of"]
+__all__ = ["agent_step_ids", "call_step_id", "fork_confirm", "grow_calls", "refused_streak",
+           "transcript", "turn_records", "turns_by_step", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -164,6 +164,14 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     return out
 
 
+def agent_step_ids(state: RunState) -> list[str]:
+    """The run's agent steps that have asked their model (one of their attempts ran an agent,
+    ``agent:NAME``), in the order they first did."""
+    return list(dict.fromkeys(
+        rec.step_id for rec in state.attempts
+        if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX)))
+
+
 def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
     """Every agent step of the run with its turns, as the JSON view and ``chainlab show``
     list them: ``{step_id: [{"turn", "calls": [{"step_id", "tool", "status"}, or
@@ -171,10 +179,8 @@ def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
     "final"}]}``, in the order the steps first asked their model. A step is an agent step
     when one of its attempts ran an agent (``agent:NAME``): a prompt step is listed with its
     one turn; an agent step waiting before its first turn is not listed yet."""
-    agents = dict.fromkeys(rec.step_id for rec in state.attempts
-                           if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX))
     out: dict[str, list[dict[str, Any]]] = {}
-    for step_id in agents:
+    for step_id in agent_step_ids(state):
         out[step_id] = [
             {"turn": entry["turn"],
              "calls": [{"step_id": call["step_id"], "tool": call["tool"],
