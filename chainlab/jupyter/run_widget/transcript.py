@@ -5,20 +5,22 @@ step it became and its status, what the model was told) and a row for the final 
 The turns are read by the agent kind's own module
 (:mod:`chainlab.runtime.engine.attempt.agentcalls`) from the state the inspector draws (the
 live run, or the run at the scrubbed event), so the inspector asks no step which kind it
-is: a step with no recorded turn gets no transcript."""
+is: a step with no recorded turn gets no transcript. A call's step shows its own tool
+(:func:`call_tool`), not the agent's."""
 
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING, Any
 
+from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
-from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, transcript
+from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, call_tools, transcript
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState
 
-__all__ = ["transcript_html"]
+__all__ = ["call_tool", "transcript_html"]
 
 esc = html.escape
 _HEAD = ("turn", "model said", "call", "step", "status", "told to the model", "usage")
@@ -50,16 +52,22 @@ def transcript_html(state: RunState, step_id: str) -> str:
             f"<tr>{head}</tr>{''.join(rows)}</table>")
 
 
+def call_tool(state: RunState, step_id: str) -> str | None:
+    """The tool of a step an agent's model call became (the chain names only the agent),
+    else None."""
+    return call_tools(state).get(step_id)
+
+
 def _call_cells(call: dict[str, Any] | None, *, final: bool) -> list[str]:
     if call is None:
         return [_cell(""), _cell(""), _cell("final answer" if final else ""), _cell("")]
     written = f"{call['function']}({call['arguments']})"
     if call["step_id"] is None:  # refused to the model: never a step
         return [_cell(written), _cell("-"), _cell("refused"), _cell(call["result"])]
+    told = call["result"] if call["status"] in STEP_TERMINAL else ""  # not settled: not yet
     return [_cell(written), _cell(call["step_id"], code=True),
             f'<td><span class="cl-badge cl-s-{esc(call["status"])}">'
-            f'{esc(call["status"].replace("_", " "))}</span></td>',
-            _cell(call["result"])]
+            f'{esc(call["status"].replace("_", " "))}</span></td>', _cell(told)]
 
 
 def _cell(text: str, span: int = 1, *, code: bool = False) -> str:

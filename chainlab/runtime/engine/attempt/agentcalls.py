@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
-__all__ = ["agent_step_ids", "call_step_id", "fork_confirm", "grow_calls", "refused_streak",
-           "transcript", "turn_records", "turns_by_step", "turns_of"]
+__all__ = ["agent_step_ids", "call_step_id", "call_tools", "fork_confirm", "grow_calls",
+           "refused_streak", "transcript", "turn_records", "turns_by_step", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -170,6 +170,14 @@ def agent_step_ids(state: RunState) -> list[str]:
     return list(dict.fromkeys(
         rec.step_id for rec in state.attempts
         if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX)))
+
+
+def call_tools(state: RunState) -> dict[str, str]:
+    """``{step_id: tool}`` of every call an agent's model made that became a step (``chain:NAME``
+    for a sub-chain), also before the call was attempted: what a front end shows as the
+    step's tool (the chain names only the agent)."""
+    return {step_id: spec["tool"] for _, payload in state.growth if "turn" in payload
+            for step_id, spec in zip(payload["ids"], payload["calls"], strict=True)}
 
 
 def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
