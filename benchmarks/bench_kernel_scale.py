@@ -23,7 +23,6 @@ import argparse
 import gc
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import anyio
@@ -31,7 +30,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scheduler import asyncio_floor
-from workloads import as_chain, chain_workload, node_toolbox
+from workloads import as_chain, chain_workload, node_toolbox, retained
 
 from chainlab.events import Event, EventKind, RunState
 from chainlab.runtime import Runtime
@@ -121,17 +120,9 @@ async def memory_per_step(n: int) -> float:
     chain = as_chain(wl, 8)
     runtime = Runtime(node_toolbox(0.0), MemoryStore())
     await (await runtime.start(chain)).wait()  # warm caches (compiled chain, history)
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    run = await runtime.start(chain)
-    assert (await run.wait()).ok
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    kept, _ = await retained(runtime, chain)
     await runtime.aclose()
-    del run
-    return (after - before) / n
+    return kept / n
 
 
 async def main(reps: int) -> None:

@@ -166,3 +166,22 @@ def store_only(store: Any, n: int) -> Callable[[], Awaitable[float]]:
         return time.perf_counter() - t0
 
     return go
+
+
+async def retained(runtime: Any, chain: Chain) -> tuple[int, int]:
+    """(bytes a finished run of ``chain`` keeps after gc, bytes at its peak), by
+    tracemalloc's count from just before ``runtime.start`` to the end of the run."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    run = await runtime.start(chain)
+    result = await run.wait()
+    assert result.ok, result.errors
+    del result  # (a copy of the outputs: not what the run keeps)
+    gc.collect()
+    after, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return after - before, peak - before

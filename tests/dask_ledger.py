@@ -6,6 +6,7 @@ the LocalCluster client both Dask test modules use."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,12 @@ from typing import Any
 from chainlab import CallContext, Toolbox
 
 toolbox = Toolbox("dask-ledger")
+
+# The interpreter's own __main__, kept at collection: an in-process IPython shell of another
+# test in this pytest process puts its user namespace there, and clearing that namespace
+# drops ``__spec__``, which multiprocessing's spawn reads to start a Dask worker process
+# ("Nanny failed to start" in CI once a notebook test had run first on the same xdist worker).
+_MAIN = sys.modules["__main__"]
 
 
 def _append(path: Path, line: str) -> None:
@@ -58,10 +65,15 @@ def cluster_client(**cluster: Any) -> Iterator[Any]:
     """A client of a new ``distributed.LocalCluster(**cluster)``, both closed after."""
     import distributed
 
-    local = distributed.LocalCluster(dashboard_address=":0", **cluster)
-    client = distributed.Client(local)
+    shell_main = sys.modules["__main__"]
+    sys.modules["__main__"] = _MAIN  # for the cluster's life: a killed worker is respawned
     try:
-        yield client
+        local = distributed.LocalCluster(dashboard_address=":0", **cluster)
+        client = distributed.Client(local)
+        try:
+            yield client
+        finally:
+            client.close()
+            local.close()
     finally:
-        client.close()
-        local.close()
+        sys.modules["__main__"] = shell_main

@@ -16,7 +16,7 @@ from chainlab.events.event import Event, EventKind
 from chainlab.events.status import StepStatus
 
 if TYPE_CHECKING:
-    from chainlab.events.fold import Handler, RunState, StepState
+    from chainlab.events.fold_state import FoldState, Handler, StepState
 
 __all__ = ["HANDLERS", "record_decision"]
 
@@ -28,7 +28,7 @@ def record_decision(st: StepState, ev: Event, action: str) -> None:
     st.decided = {"action": action, "by": ev.payload.get("by"), "ts": ev.ts}
 
 
-def _on_waiting(state: RunState, ev: Event) -> None:
+def _on_waiting(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.WAITING_CONFIRMATION)
     p = ev.payload
@@ -40,7 +40,7 @@ def _on_waiting(state: RunState, ev: Event) -> None:
     st.reason = p.get("reason")  # budget_exceeded, or None: the tool asks
 
 
-def _on_approved(state: RunState, ev: Event) -> None:
+def _on_approved(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.READY)
     st.reason = None
@@ -56,7 +56,7 @@ def _on_approved(state: RunState, ev: Event) -> None:
     record_decision(st, ev, "approved")
 
 
-def _on_rejected(state: RunState, ev: Event) -> None:
+def _on_rejected(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.REJECTED)
     st.reason = ev.payload.get("reason")

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from chainlab.events.event import Event, EventKind
 
 if TYPE_CHECKING:
-    from chainlab.events.fold import Handler, RunState
+    from chainlab.events.fold_state import FoldState, Handler
 
 __all__ = ["HANDLERS"]
 
 
-def _on_job_submitting(state: RunState, ev: Event) -> None:
+def _on_job_submitting(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     st.job = {"attempt": ev.attempt, "key": ev.payload.get("key"), "phase": "submitting",
               "handle": None, "how": None, "reserved_at": ev.ts, "submitted_at": None,
@@ -28,7 +28,7 @@ def _on_job_submitting(state: RunState, ev: Event) -> None:
               "poll_errors": 0, "error": None, "completion": None, "updated_at": ev.ts}
 
 
-def _on_job_submitted(state: RunState, ev: Event) -> None:
+def _on_job_submitted(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     job = st.job
     if job is None:  # attached without a reservation (a fork attaching to a handle)
@@ -44,7 +44,7 @@ def _on_job_submitted(state: RunState, ev: Event) -> None:
         job["key"] = p["key"]
 
 
-def _on_job_progress(state: RunState, ev: Event) -> None:
+def _on_job_progress(state: FoldState, ev: Event) -> None:
     job = state.step(ev.step_id or "").job
     if job is None:
         return
@@ -57,7 +57,7 @@ def _on_job_progress(state: RunState, ev: Event) -> None:
         job["phase"] = "ended"
 
 
-def _on_job_completed(state: RunState, ev: Event) -> None:
+def _on_job_completed(state: FoldState, ev: Event) -> None:
     job = state.step(ev.step_id or "").job
     if job is not None:
         job["completion"] = dict(ev.payload)

@@ -15,29 +15,29 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.events.usage import add_usage
 
 if TYPE_CHECKING:
-    from chainlab.events.fold import Handler, RunState
+    from chainlab.events.fold_state import FoldState, Handler
 
 __all__ = ["HANDLERS"]
 
 
-def _on_run_started(state: RunState, ev: Event) -> None:
+def _on_run_started(state: FoldState, ev: Event) -> None:
     state.set_run_status(RunStatus.RUNNING)
     state.started_at = ev.ts
     state.priority = str(ev.payload.get("priority", "declaration"))
     state.estimates = dict(ev.payload.get("estimates") or {})
 
 
-def _on_paused(state: RunState, ev: Event) -> None:
+def _on_paused(state: FoldState, ev: Event) -> None:
     state.set_run_status(RunStatus.PAUSED)
     state.paused_at = ev.payload.get("step_id")
 
 
-def _on_suspended(state: RunState, ev: Event) -> None:
+def _on_suspended(state: FoldState, ev: Event) -> None:
     state.set_run_status(RunStatus.SUSPENDED)
     state.suspended_on = dict(ev.payload.get("waiting", {}))
 
 
-def _on_resumed(state: RunState, ev: Event) -> None:
+def _on_resumed(state: FoldState, ev: Event) -> None:
     reason = ev.payload.get("reason")
     if reason == "recovery" and state.status in (RunStatus.COMPENSATING,):
         return  # a rollback interrupted by a crash carries on as a rollback
@@ -48,35 +48,35 @@ def _on_resumed(state: RunState, ev: Event) -> None:
     state.suspended_on = {}
 
 
-def _on_run_end(state: RunState, status: RunStatus, ev: Event) -> None:
+def _on_run_end(state: FoldState, status: RunStatus, ev: Event) -> None:
     state.set_run_status(status)
     state.ended_at = ev.ts
     if status in (RunStatus.FAILED, RunStatus.ROLLBACK_FAILED):
         state.failure = dict(ev.payload)
 
 
-def _on_rollback_started(state: RunState, ev: Event) -> None:
+def _on_rollback_started(state: FoldState, ev: Event) -> None:
     state.set_run_status(RunStatus.COMPENSATING)
     state.ended_at = None
 
 
-def _on_forked(state: RunState, ev: Event) -> None:
+def _on_forked(state: FoldState, ev: Event) -> None:
     payload = dict(ev.payload)
     state.confirm_first = dict(payload.pop("confirm_first", None) or {})
     state.forked_from = payload
 
 
-def _on_fault(state: RunState, ev: Event) -> None:
+def _on_fault(state: FoldState, ev: Event) -> None:
     state.faults.append(
         {"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, "step_id": ev.step_id, **ev.payload}
     )
 
 
-def _on_refused(state: RunState, ev: Event) -> None:
+def _on_refused(state: FoldState, ev: Event) -> None:
     state.fenced.append({"seq": ev.seq, "ts": ev.ts, "epoch": ev.epoch, **ev.payload})
 
 
-def _on_planning(state: RunState, ev: Event) -> None:
+def _on_planning(state: FoldState, ev: Event) -> None:
     state.planning.append({"kind": ev.kind, **ev.payload})
     add_usage(state.usage, ev.payload.get("usage"))
 

@@ -5,7 +5,7 @@ A call's life: ready, started, then one end (succeeded, failed, a retry schedule
 out, in doubt, cancelled); a step copied by a fork (reused) or skipped makes no call; a
 compensation (the saga's undo) is an attempt of its own kind. Each handler opens or closes
 the step's attempt record and moves the step through the transition table, both through
-the primitives of :class:`~chainlab.events.fold.RunState`.
+the primitives of :class:`~chainlab.events.fold_state.FoldState`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from chainlab.events.status import (
 )
 
 if TYPE_CHECKING:
-    from chainlab.events.fold import Handler, RunState
+    from chainlab.events.fold_state import FoldState, Handler
 
 __all__ = ["HANDLERS"]
 
@@ -33,9 +33,9 @@ S = StepStatus
 
 
 # the three events of every step's life (ready, started, succeeded) look the step up and
-# check the transition inline: the same table as RunState.set_status, without two calls per
+# check the transition inline: the same table as FoldState.set_status, without two calls per
 # event
-def _on_ready(state: RunState, ev: Event) -> None:
+def _on_ready(state: FoldState, ev: Event) -> None:
     st = state.steps.get(ev.step_id) or state.step(ev.step_id or "")  # type: ignore[arg-type]
     if st.status == S.RUNNING:  # recovery of a safe call interrupted by a crash
         state.end_attempt(ev, "call", AttemptStatus.INTERRUPTED)
@@ -48,7 +48,7 @@ def _on_ready(state: RunState, ev: Event) -> None:
         record_decision(st, ev, "resolved (retry)")
 
 
-def _on_started(state: RunState, ev: Event) -> None:
+def _on_started(state: FoldState, ev: Event) -> None:
     st = state.steps.get(ev.step_id) or state.step(ev.step_id or "")  # type: ignore[arg-type]
     if S.RUNNING not in STEP_NEXT[st.status]:
         check_step(st.step_id, st.status, S.RUNNING)
@@ -62,7 +62,7 @@ def _on_started(state: RunState, ev: Event) -> None:
     state.begin_attempt(st, "call", st.attempts, ev, st.idempotency_key, code=p.get("code"))
 
 
-def _on_succeeded(state: RunState, ev: Event) -> None:
+def _on_succeeded(state: FoldState, ev: Event) -> None:
     st = state.steps.get(ev.step_id) or state.step(ev.step_id or "")  # type: ignore[arg-type]
     status = AttemptStatus.SUCCEEDED
     if st.status == S.RUNNING and ev.payload.get("reconciled"):
@@ -82,7 +82,7 @@ def _on_succeeded(state: RunState, ev: Event) -> None:
     state.completion.append(st.step_id)
 
 
-def _on_reused(state: RunState, ev: Event) -> None:
+def _on_reused(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     check_reuse(st.step_id, st.status)
     st.status = S.SUCCEEDED
@@ -98,7 +98,7 @@ def _on_reused(state: RunState, ev: Event) -> None:
     state.completion.append(st.step_id)
 
 
-def _on_steps_added(state: RunState, ev: Event) -> None:
+def _on_steps_added(state: FoldState, ev: Event) -> None:
     """A parent grew steps (a for_each step's instances, an agent's calls): one event, all
     or nothing; ``ids`` names them in order (the rest of the payload is the parent kind's:
     a for_each step's ``items``). Each new step is pending, except one a fork reused
@@ -138,7 +138,7 @@ def _on_steps_added(state: RunState, ev: Event) -> None:
     state.growth.append((parent, p))
 
 
-def _on_failed(state: RunState, ev: Event) -> None:
+def _on_failed(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.end_attempt(ev, "call", AttemptStatus.FAILED)
     state.set_status(st, S.FAILED)
@@ -150,7 +150,7 @@ def _on_failed(state: RunState, ev: Event) -> None:
     st.ended_at = ev.ts
 
 
-def _on_retry(state: RunState, ev: Event) -> None:
+def _on_retry(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.end_attempt(ev, "call", AttemptStatus.FAILED)
     state.set_status(st, S.RETRY_WAIT)
@@ -159,23 +159,23 @@ def _on_retry(state: RunState, ev: Event) -> None:
     st.due_at = ev.payload.get("due_at")
 
 
-def _on_timed_out(state: RunState, ev: Event) -> None:
+def _on_timed_out(state: FoldState, ev: Event) -> None:
     state.end_attempt(ev, "call", AttemptStatus.TIMED_OUT)
     if ev.payload.get("still_running"):
         state.step(ev.step_id or "").background = True
 
 
-def _on_call_returned(state: RunState, ev: Event) -> None:
+def _on_call_returned(state: FoldState, ev: Event) -> None:
     state.step(ev.step_id or "").background = False
 
 
-def _on_skipped(state: RunState, ev: Event) -> None:
+def _on_skipped(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.SKIPPED)
     st.reason = ev.payload.get("reason")
 
 
-def _on_in_doubt(state: RunState, ev: Event) -> None:
+def _on_in_doubt(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     interrupted = ev.payload.get("reason") == ErrorKind.INTERRUPTED
     state.end_attempt(ev, "call",
@@ -186,14 +186,14 @@ def _on_in_doubt(state: RunState, ev: Event) -> None:
     st.error = ev.payload.get("error", st.error)
 
 
-def _on_cancelled(state: RunState, ev: Event) -> None:
+def _on_cancelled(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.end_attempt(ev, "call", AttemptStatus.CANCELLED)
     state.set_status(st, S.CANCELLED)
     st.reason = ev.payload.get("reason")
 
 
-def _on_comp_started(state: RunState, ev: Event) -> None:
+def _on_comp_started(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.COMPENSATING)
     st.compensations = ev.attempt or st.compensations + 1
@@ -201,13 +201,13 @@ def _on_comp_started(state: RunState, ev: Event) -> None:
                         ev.payload.get("idempotency_key"))
 
 
-def _on_comp_succeeded(state: RunState, ev: Event) -> None:
+def _on_comp_succeeded(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.end_attempt(ev, "compensation", AttemptStatus.SUCCEEDED)
     state.set_status(st, S.COMPENSATED)
 
 
-def _on_comp_failed(state: RunState, ev: Event) -> None:
+def _on_comp_failed(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     status = (
         AttemptStatus.INTERRUPTED

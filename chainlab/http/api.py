@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from chainlab.http.bodies import MAX_QUERY_INT
+
 if TYPE_CHECKING:
     from chainlab.http.bodies import Body
     from chainlab.http.deciding import Decider
     from chainlab.http.feeds import Feeds
     from chainlab.http.service import Service
 
-__all__ = ["ENDPOINTS", "MAX_QUERY_INT", "Endpoint", "Param", "by_of", "decider", "endpoint",
+__all__ = ["ENDPOINTS", "Endpoint", "Param", "by_of", "decider", "endpoint",
            "feeds", "json", "one_or_more", "service"]
 
-#: the largest integer a query value or Last-Event-ID may hold (18 digits)
-MAX_QUERY_INT = 10**18 - 1
 
 
 def one_or_more(names: list[str]) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from starlette.requests import Request
 
 from chainlab._json import MAX_DEPTH, NotJSONError, to_json_value
 from chainlab._text import did_you_mean, safe_repr
-from chainlab.http.api import MAX_QUERY_INT
 from chainlab.http.errors import ApiError
 
 __all__ = [
+    "MAX_QUERY_INT",
     "RUN_ID_PATTERN",
     "Approve",
     "Body",
@@ -42,6 +42,9 @@ __all__ = [
 ]
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+#: the largest integer a query value or Last-Event-ID may hold (18 digits); here, with the
+#: checks that hold to it (the endpoint table documents it, and imports it from here)
+MAX_QUERY_INT = 10**18 - 1
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
               "text/plain")

@@ -10,7 +10,6 @@ from chainlab._text import safe_repr
 from chainlab.events import RunStatus
 from chainlab.http.api import (
     H_IDEMPOTENCY,
-    MAX_QUERY_INT,
     P_AFTER,
     P_TIMEOUT,
     Param,
@@ -21,6 +20,7 @@ from chainlab.http.api import (
     service,
 )
 from chainlab.http.bodies import (
+    MAX_QUERY_INT,
     Empty,
     Fork,
     Resume,

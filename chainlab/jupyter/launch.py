@@ -61,7 +61,7 @@ def _planning_record(session: NotebookSession, chain: Chain
 def widget(session: NotebookSession, run: Run) -> RunWidget:
     """The (one) live widget of ``run``."""
     existing = session.widgets.get(run.run_id)
-    if existing is not None:
+    if isinstance(existing, RunWidget):  # (what the session keeps: widgets that show a run)
         if run.active and existing.run is not run:
             existing.attach(run)
         return existing

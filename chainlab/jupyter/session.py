@@ -18,7 +18,7 @@ runtime calls them on the loop's thread instead of a worker thread. That is what
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chainlab._text import did_you_mean
 from chainlab.errors import StoreError, UsageError
@@ -29,14 +29,25 @@ from chainlab.store.open import redacted
 from chainlab.tools import Toolbox, default_toolbox
 from chainlab.workspace import Workspace
 
-if TYPE_CHECKING:
-    from chainlab.jupyter.run_widget.widget import RunWidget
-
-__all__ = ["NotebookSession", "SessionError", "get_session"]
+__all__ = ["NotebookSession", "SessionError", "ShownRun", "get_session"]
 
 
 class SessionError(UsageError):
     """A name the user gave does not resolve; the magics show it as an IPython UsageError."""
+
+
+class ShownRun(Protocol):
+    """What the session and the magics use of the widget that shows a run: the handle it
+    shows, showing another handle of the same run (resumed, taken over), and its error line.
+    The run widget is one; the session names it by this role because the widget imports the
+    session."""
+
+    @property
+    def run(self) -> Run: ...
+
+    def attach(self, run: Run) -> None: ...
+
+    def show_error(self, exc: BaseException, action: str | None = None) -> None: ...
 
 
 class NotebookSession(Workspace):
@@ -51,7 +62,7 @@ class NotebookSession(Workspace):
         # name -> (chain, PlanReport) bound by `%chain plan`: a run of exactly that chain
         # records how it was planned
         self.plans: dict[str, tuple[Chain, Any]] = {}
-        self.widgets: dict[str, RunWidget] = {}
+        self.widgets: dict[str, ShownRun] = {}  # run id -> the widget showing it here
         self.mcp_specs: set[tuple[int, str]] = set()  # (toolbox id, --mcp spec) added
 
     @property

@@ -16,8 +16,7 @@ from chainlab.plan.refs import (
 )
 
 if TYPE_CHECKING:
-    from chainlab.plan.parts import Step
-    from chainlab.plan.schema import Chain
+    from chainlab.plan.parts import ChainData, Step
 
 __all__ = ["Edge", "dependencies", "edges", "find_cycle", "topological_order", "value_refs"]
 
@@ -69,7 +68,7 @@ def ref_target(ref: Ref, save_as: Mapping[str, str]) -> str | None:
     return None
 
 
-def edges(chain: Chain, *, lenient: bool = True) -> list[Edge]:
+def edges(chain: ChainData, *, lenient: bool = True) -> list[Edge]:
     """All edges in declaration order; explicit first per step, then data edges (one per
     distinct source, labelled with the first reference). With ``lenient``, steps whose
     templates do not parse contribute only their explicit edges."""
@@ -97,7 +96,7 @@ def edges(chain: Chain, *, lenient: bool = True) -> list[Edge]:
     return out
 
 
-def dependencies(chain: Chain) -> dict[str, set[str]]:
+def dependencies(chain: ChainData) -> dict[str, set[str]]:
     """``{step_id: ids it depends on}`` = depends_on UNION data references."""
     deps: dict[str, set[str]] = {s.id: set() for s in chain.steps}
     for e in edges(chain, lenient=False):

@@ -28,17 +28,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, JsonValue, model_validator
-
-from chainlab._text import did_you_mean, safe_repr
+from chainlab._text import did_you_mean
 from chainlab.errors import InputError, Problem
-from chainlab.plan.parts import PlanModel
+from chainlab.plan.parts import JSON_TYPES, Input, json_equal, value_type
 from chainlab.plan.refs import Ref, RefError, TemplateSyntaxError, render_value, walk_path
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain
+    from chainlab.plan.parts import ChainData
 
 __all__ = [
     "JSON_TYPES",
@@ -57,123 +55,8 @@ __all__ = [
     "value_type",
 ]
 
-JsonType = Literal["string", "integer", "number", "boolean", "array", "object", "null"]
-JSON_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "array", "object",
-                               "null")
-
-
-class Input(PlanModel):
-    """One declared input: a context key the chain reads (a sub-chain: an arg of its step).
-
-    ``type``: a JSON Schema type name, or a list of them (None: any JSON value).
-    ``required``: a run cannot start without it; by default an input is required unless it
-    has a ``default``. An input that is neither given nor required nor defaulted is null.
-    """
-
-    type: JsonType | list[JsonType] | None = None
-    description: str = ""
-    default: JsonValue = None
-    required: bool | None = None
-    enum: list[JsonValue] | None = Field(default=None, min_length=1)
-
-    @model_validator(mode="after")
-    def _explicit_null_default(self) -> Input:
-        # ``default: null`` written out: the input is optional (and stays so when the chain is
-        # dumped, which leaves a null default out)
-        if "default" in self.model_fields_set and self.default is None and self.required is None:
-            self.required = False
-        return self
-
-    @property
-    def is_required(self) -> bool:
-        return self.required if self.required is not None else self.default is None
-
-    @property
-    def types(self) -> tuple[str, ...] | None:
-        if self.type is None:
-            return None
-        return (self.type,) if isinstance(self.type, str) else tuple(self.type)
-
-    def type_text(self) -> str:
-        """``string``, ``integer | null``, ``any``."""
-        types = self.types
-        return " | ".join(types) if types else "any"
-
-    def json_schema(self) -> dict[str, Any]:
-        """This input as a JSON Schema (what the planner and the designer are shown)."""
-        out: dict[str, Any] = {}
-        types = self.types
-        if types:
-            out["type"] = types[0] if len(types) == 1 else list(types)
-        if self.enum is not None:
-            out["enum"] = list(self.enum)
-        if self.description:
-            out["description"] = self.description
-        if self.default is not None:
-            out["default"] = self.default
-        return out
-
-    def summary(self) -> str:
-        """``string, required: who asks`` / ``integer, default 10``: one line for a person."""
-        parts = [self.type_text() if self.enum is None
-                 else "one of " + ", ".join(safe_repr(v) for v in self.enum)]
-        if self.default is not None:
-            parts.append(f"default {safe_repr(self.default)}")
-        elif self.is_required:
-            parts.append("required")
-        else:
-            parts.append("optional")
-        return ", ".join(parts) + (f": {self.description}" if self.description else "")
-
-    def misfit(self, value: Any) -> str | None:
-        """Why ``value`` does not fit this input (None when it does). An input that is not
-        required may be null (what it is when it is left out)."""
-        if value is None and not self.is_required:
-            return None
-        types = self.types
-        kind = value_type(value)
-        if types and not (kind in types or (kind == "integer" and "number" in types)):
-            return f"is {safe_repr(value)} ({kind}), but it is declared as {self.type_text()}"
-        if self.enum is not None and not any(json_equal(value, v) for v in self.enum):
-            allowed = ", ".join(safe_repr(v) for v in self.enum)
-            return f"is {safe_repr(value)}, but it must be one of {allowed}"
-        return None
-
-
-def value_type(value: Any) -> str:
-    """The JSON type name of a JSON value (a bool is ``boolean``, not ``integer``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of two JSON values as JSON Schema's ``enum`` and ``const`` see it: numbers by
-    their value (``1`` equals ``1.0``), but a boolean is never a number (``true`` is not
-    ``1``, which Python's ``==`` says it is), and arrays and objects item by item."""
-    kind_a, kind_b = value_type(a), value_type(b)
-    numbers = ("integer", "number")
-    if kind_a != kind_b and not (kind_a in numbers and kind_b in numbers):
-        return False
-    if kind_a == "array":
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if kind_a == "object":
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    return bool(a == b)
-
-
 # ============================================================================ declarations
-def declaration_problems(chain: Chain) -> list[Problem]:
+def declaration_problems(chain: ChainData) -> list[Problem]:
     """What is wrong with the declarations themselves: a default that does not fit its
     input's type, a required input with a default (the default would never be used)."""
     out: list[Problem] = []
@@ -192,7 +75,7 @@ def declaration_problems(chain: Chain) -> list[Problem]:
     return out
 
 
-def undeclared_reference(chain: Chain, ref: Ref) -> str | None:
+def undeclared_reference(chain: ChainData, ref: Ref) -> str | None:
     """The message for a ``{{ context.KEY }}`` whose KEY is not a declared input (None when it
     is, or when the chain declares no inputs)."""
     if chain.inputs is None or not ref.path or not isinstance(ref.path[0], str):
@@ -206,7 +89,7 @@ def undeclared_reference(chain: Chain, ref: Ref) -> str | None:
 
 
 # ============================================================================ a context
-def context_problems(chain: Chain, context: Mapping[str, Any]) -> list[Problem]:
+def context_problems(chain: ChainData, context: Mapping[str, Any]) -> list[Problem]:
     """The context's problems against the declared inputs (none when nothing is declared):
     ``missing_input``, ``invalid_input``, ``undeclared_input``, each at ``context.KEY``."""
     if chain.inputs is None:
@@ -214,7 +97,7 @@ def context_problems(chain: Chain, context: Mapping[str, Any]) -> list[Problem]:
     return _fit(chain.inputs, context, _ContextWords(chain.name))
 
 
-def apply_defaults(chain: Chain, context: Mapping[str, Any]) -> dict[str, Any]:
+def apply_defaults(chain: ChainData, context: Mapping[str, Any]) -> dict[str, Any]:
     """The context with every declared input that is not given set to its default (null for
     an optional input without one). Unchanged when nothing is declared."""
     out = dict(context)
@@ -224,7 +107,7 @@ def apply_defaults(chain: Chain, context: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_context(chain: Chain, context: Mapping[str, Any]) -> dict[str, Any]:
+def check_context(chain: ChainData, context: Mapping[str, Any]) -> dict[str, Any]:
     """The context a run of ``chain`` starts with: checked against the declared inputs, with
     the defaults filled in. Raises :class:`~chainlab.errors.InputError` naming each key."""
     problems = context_problems(chain, context)
@@ -299,7 +182,7 @@ def _fit(inputs: Mapping[str, Input], given: Mapping[str, Any], words: _ContextW
 
 
 # ============================================================================ sub-chains
-def subchain_arg_findings(args: Mapping[str, Any], child: Chain,
+def subchain_arg_findings(args: Mapping[str, Any], child: ChainData,
                           needed: set[str]) -> list[tuple[str, str, str]]:
     """``invalid_args`` findings of a step calling sub-chain ``child`` with ``args``: with
     declared inputs, the args must fit them (literal values are type-checked); without, every
@@ -311,7 +194,7 @@ def subchain_arg_findings(args: Mapping[str, Any], child: Chain,
             for p in _fit(child.inputs, args, _ArgWords(child.name), literal_only=True)]
 
 
-def fit_args(child: Chain, args: Mapping[str, Any]) -> dict[str, Any]:
+def fit_args(child: ChainData, args: Mapping[str, Any]) -> dict[str, Any]:
     """The context a sub-chain runs with: the resolved args of its step, checked against its
     declared inputs, with the defaults filled in. Raises InputError."""
     if child.inputs is None:
@@ -322,13 +205,13 @@ def fit_args(child: Chain, args: Mapping[str, Any]) -> dict[str, Any]:
     return apply_defaults(child, args)
 
 
-def needed_inputs(chain: Chain) -> list[str]:
+def needed_inputs(chain: ChainData) -> list[str]:
     """The declared inputs a context must give (required, no default), in declared order."""
     return [k for k, spec in (chain.inputs or {}).items()
             if spec.is_required and spec.default is None]
 
 
-def inputs_json_schema(chain: Chain) -> dict[str, Any] | None:
+def inputs_json_schema(chain: ChainData) -> dict[str, Any] | None:
     """The declared inputs as the JSON Schema of an object (None when nothing is declared)."""
     if chain.inputs is None:
         return None
@@ -344,7 +227,7 @@ def inputs_json_schema(chain: Chain) -> dict[str, Any] | None:
 
 
 # ============================================================================ the output
-def select_output(chain: Chain, outputs: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
+def select_output(chain: ChainData, outputs: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
     """The chain's declared ``output`` rendered from a finished run's step ``outputs`` (by
     step id) and its ``context``; None when no output is declared. A reference to a step that
     has no output (it was skipped) or to a path its output lacks is null."""

@@ -10,7 +10,7 @@ import gc
 import json
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -19,18 +19,17 @@ import chainlab.plan.yamltext as yamltext
 from chainlab._json import MAX_DEPTH, scalar_problem
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.errors import PlanError, Problem
-from chainlab.plan.parts import RetryPolicy, Rollback, RunOptions, Step
-
-if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain
+from chainlab.plan.parts import ChainData, RetryPolicy, Rollback, RunOptions, Step
 
 __all__ = ["dump_yaml", "load_data", "load_text"]
+
+C = TypeVar("C", bound=ChainData)  # the Chain class, handed in
 
 _MAX_TEXT = 5_000_000  # a plan larger than this is a mistake, not a plan
 _MAX_VALUES = 2_000_000  # values in plan data counted as a tree (10x a 50,000-step plan)
 
 
-def load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[Chain]) -> Chain:
+def load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[C]) -> C:
     """Parse plan text into a ``chain_type`` (the :class:`~chainlab.plan.schema.Chain` class,
     handed in by its own classmethods: this module never imports it). Raises PlanError
     (``bad_syntax`` with line and column, or ``invalid_field`` problems located by line)."""
@@ -64,7 +63,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[Chain]) -> Chain:
+def _load_text(text: str, fmt: Literal["yaml", "json"], chain_type: type[C]) -> C:
     node: yaml.Node | None = None
     try:
         if fmt == "json":
@@ -107,7 +106,7 @@ _FIELDS = {  # + "chain": the fields of the chain type being loaded
 }
 
 
-def load_data(data: Any, chain_type: type[Chain], *, locate: Any = None) -> Chain:
+def load_data(data: Any, chain_type: type[C], *, locate: Any = None) -> C:
     """Validate plain data into a ``chain_type``; every field problem is reported at once."""
     try:
         return _load_data(data, chain_type, locate=locate)
@@ -117,7 +116,7 @@ def load_data(data: Any, chain_type: type[Chain], *, locate: Any = None) -> Chai
         ) from None
 
 
-def _load_data(data: Any, chain_type: type[Chain], *, locate: Any = None) -> Chain:
+def _load_data(data: Any, chain_type: type[C], *, locate: Any = None) -> C:
     problems: list[Problem] = []
     fields = {**_FIELDS, "chain": set(chain_type.model_fields)}
     locate = locate or (lambda path: None)

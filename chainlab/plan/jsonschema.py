@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 from chainlab.plan.inputs import inputs_json_schema
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain
-    from chainlab.tools import Toolbox
+    from chainlab.plan.parts import ChainData
+    from chainlab.plan.toolbox_fit import ToolSource
 
 __all__ = ["chain_json_schema"]
 
 
-def chain_json_schema(chain_type: type[Chain], toolbox: Toolbox | None = None) -> dict[str, Any]:
+def chain_json_schema(chain_type: type[ChainData], toolbox: ToolSource | None = None
+                      ) -> dict[str, Any]:
     """The JSON Schema of ``chain_type`` (the :class:`~chainlab.plan.schema.Chain` class, handed
     in by ``Chain.json_schema``). With a toolbox, each step must be one of the toolbox's tools
     (``tool`` is a constant) with ``args`` following that tool's input schema; sub-chains

@@ -1,33 +1,51 @@
-"""The parts of a plan: :class:`Step` with its :class:`RetryPolicy` and :class:`Rollback`, and
-the :class:`RunOptions` a chain carries, plus the patterns and reserved words their fields
-follow.
+"""The parts of a plan: :class:`Step` with its :class:`RetryPolicy` and :class:`Rollback`, the
+:class:`RunOptions` and declared :class:`Input` s a chain carries, plus the patterns and
+reserved words their fields follow; and :class:`ChainData`, a chain's fields.
 
-Leaf models (pydantic only): the loading, validation and schema modules import them, and the
-:class:`~chainlab.plan.schema.Chain` that holds them imports those modules in turn.
+Leaf models (pydantic only): the loading, validation, graph and schema modules import them
+and read a chain as :class:`ChainData`; :class:`~chainlab.plan.schema.Chain` (the data with
+its methods: load, dump, validate, draw) imports those modules in turn, so none of them
+imports it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
+from chainlab._text import safe_repr
 from chainlab.events.status import ErrorKind
 
 __all__ = [
+    "CHAIN_NAME_PATTERN",
     "FOR_EACH_LIMIT",
     "INDEX_NAME",
+    "JSON_TYPES",
     "KEY_PATTERN",
     "RESERVED_KEYS",
     "STEP_ID_PATTERN",
     "Budget",
+    "ChainData",
+    "Input",
     "PlanModel",
     "RetryPolicy",
     "Rollback",
     "RunOptions",
     "Step",
+    "json_equal",
+    "value_type",
 ]
 
+CHAIN_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 STEP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 #: at most this many instances per ``for_each`` step (a run-time list past it fails the step)
 FOR_EACH_LIMIT = 10_000
@@ -197,3 +215,145 @@ class RunOptions(PlanModel):
         data = self.model_dump()
         data.update({k: getattr(override, k) for k in override.model_fields_set})
         return RunOptions.model_validate(data)
+
+
+# ============================================================================ inputs
+JsonType = Literal["string", "integer", "number", "boolean", "array", "object", "null"]
+JSON_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "array", "object",
+                               "null")
+
+
+class Input(PlanModel):
+    """One declared input: a context key the chain reads (a sub-chain: an arg of its step).
+
+    ``type``: a JSON Schema type name, or a list of them (None: any JSON value).
+    ``required``: a run cannot start without it; by default an input is required unless it
+    has a ``default``. An input that is neither given nor required nor defaulted is null.
+    """
+
+    type: JsonType | list[JsonType] | None = None
+    description: str = ""
+    default: JsonValue = None
+    required: bool | None = None
+    enum: list[JsonValue] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _explicit_null_default(self) -> Input:
+        # ``default: null`` written out: the input is optional (and stays so when the chain is
+        # dumped, which leaves a null default out)
+        if "default" in self.model_fields_set and self.default is None and self.required is None:
+            self.required = False
+        return self
+
+    @property
+    def is_required(self) -> bool:
+        return self.required if self.required is not None else self.default is None
+
+    @property
+    def types(self) -> tuple[str, ...] | None:
+        if self.type is None:
+            return None
+        return (self.type,) if isinstance(self.type, str) else tuple(self.type)
+
+    def type_text(self) -> str:
+        """``string``, ``integer | null``, ``any``."""
+        types = self.types
+        return " | ".join(types) if types else "any"
+
+    def json_schema(self) -> dict[str, Any]:
+        """This input as a JSON Schema (what the planner and the designer are shown)."""
+        out: dict[str, Any] = {}
+        types = self.types
+        if types:
+            out["type"] = types[0] if len(types) == 1 else list(types)
+        if self.enum is not None:
+            out["enum"] = list(self.enum)
+        if self.description:
+            out["description"] = self.description
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+    def summary(self) -> str:
+        """``string, required: who asks`` / ``integer, default 10``: one line for a person."""
+        parts = [self.type_text() if self.enum is None
+                 else "one of " + ", ".join(safe_repr(v) for v in self.enum)]
+        if self.default is not None:
+            parts.append(f"default {safe_repr(self.default)}")
+        elif self.is_required:
+            parts.append("required")
+        else:
+            parts.append("optional")
+        return ", ".join(parts) + (f": {self.description}" if self.description else "")
+
+    def misfit(self, value: Any) -> str | None:
+        """Why ``value`` does not fit this input (None when it does). An input that is not
+        required may be null (what it is when it is left out)."""
+        if value is None and not self.is_required:
+            return None
+        types = self.types
+        kind = value_type(value)
+        if types and not (kind in types or (kind == "integer" and "number" in types)):
+            return f"is {safe_repr(value)} ({kind}), but it is declared as {self.type_text()}"
+        if self.enum is not None and not any(json_equal(value, v) for v in self.enum):
+            allowed = ", ".join(safe_repr(v) for v in self.enum)
+            return f"is {safe_repr(value)}, but it must be one of {allowed}"
+        return None
+
+
+def value_type(value: Any) -> str:
+    """The JSON type name of a JSON value (a bool is ``boolean``, not ``integer``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON values as JSON Schema's ``enum`` and ``const`` see it: numbers by
+    their value (``1`` equals ``1.0``), but a boolean is never a number (``true`` is not
+    ``1``, which Python's ``==`` says it is), and arrays and objects item by item."""
+    kind_a, kind_b = value_type(a), value_type(b)
+    numbers = ("integer", "number")
+    if kind_a != kind_b and not (kind_a in numbers and kind_b in numbers):
+        return False
+    if kind_a == "array":
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if kind_a == "object":
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+# ============================================================================ the chain
+class ChainData(PlanModel):
+    """A chain's fields: what loading, the checks, the graph and the views read. The
+    :class:`~chainlab.plan.schema.Chain` a person uses is this data with its methods."""
+
+    # the YAML/JSON text it was loaded from, so validate() can point problems at lines
+    _source: str | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the plans are equal, wherever (and whether) they were loaded from."""
+        if not isinstance(other, ChainData):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
+
+    name: Annotated[str, Field(pattern=CHAIN_NAME_PATTERN, max_length=100)]
+    description: str = ""
+    # the context keys the chain takes (None: any key, undeclared), see chainlab.plan.inputs
+    inputs: dict[Annotated[str, Field(pattern=KEY_PATTERN, max_length=100)], Input] | None = None
+    steps: list[Step] = Field(default_factory=list)
+    # what a run gives: templates over step outputs (None: no selected output)
+    output: JsonValue = None
+    options: RunOptions = Field(default_factory=RunOptions)

@@ -12,13 +12,13 @@ from chainlab.errors import Problem
 from chainlab.plan.yamltext import Lines
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain
+    from chainlab.plan.parts import ChainData
 
 __all__ = ["duplicate_message", "with_lines"]
 
 
 def with_lines(
-    chain: Chain, problems: list[Problem], at: Mapping[int, int], first: Mapping[int, int]
+    chain: ChainData, problems: list[Problem], at: Mapping[int, int], first: Mapping[int, int]
 ) -> list[Problem]:
     """Point problems at lines of the text the chain was loaded from (when it was).
 

@@ -34,7 +34,13 @@ from typing import Any
 
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.plan.conditions import Expr, evaluate, iter_refs, parse_condition
-from chainlab.plan.syntax import Cursor, Ref, TemplateSyntaxError, parse_braced_ref
+from chainlab.plan.syntax import (
+    Cursor,
+    Ref,
+    TemplateSyntaxError,
+    parse_braced_ref,
+    parse_whole_path,
+)
 
 __all__ = [
     "ROOTS",
@@ -44,6 +50,7 @@ __all__ = [
     "Template",
     "TemplateSyntaxError",
     "evaluate",
+    "has_template",
     "is_local",
     "is_template",
     "iter_refs",
@@ -67,13 +74,9 @@ class Template:
     parts: tuple[str | Ref, ...]
     source: str
     refs: tuple[Ref, ...] = ()
-
-    @property
-    def whole(self) -> Ref | None:
-        """The reference when the string is exactly one reference (type-preserving)."""
-        if len(self.parts) == 1 and isinstance(self.parts[0], Ref):
-            return self.parts[0]
-        return None
+    #: the reference when the string is exactly one reference (type-preserving); a field, not
+    #: a property: every call's args read it
+    whole: Ref | None = None
 
     def render(self, resolve: Callable[[Ref], Any]) -> Any:
         whole = self.whole
@@ -102,11 +105,25 @@ def is_template(value: object) -> bool:
     return isinstance(value, str) and "{{" in value
 
 
+def has_template(value: Any) -> bool:
+    """True for a JSON value with a template anywhere inside (its strings, at any depth)."""
+    if isinstance(value, str):
+        return "{{" in value
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return False
+
+
 @functools.lru_cache(maxsize=65536)
 def parse_template(text: str) -> Template:
     """Parse a string with ``{{ ref }}`` parts. Raises :class:`TemplateSyntaxError`.
     Cached: templates are immutable and a plan's strings are parsed by validation, the
     graph and the runtime."""
+    whole = parse_whole_path(text)  # the usual case, in one step
+    if whole is not None:
+        return Template((whole,), text, (whole,), whole)
     parts: list[str | Ref] = []
     cur = Cursor(text)
     literal_start = 0
@@ -121,7 +138,9 @@ def parse_template(text: str) -> Template:
         literal_start = cur.pos
     if literal_start < len(text):
         parts.append(text[literal_start:])
-    return Template(tuple(parts), text, tuple(p for p in parts if isinstance(p, Ref)))
+    refs = tuple(p for p in parts if isinstance(p, Ref))
+    return Template(tuple(parts), text, refs,
+                    refs[0] if len(parts) == 1 and len(refs) == 1 else None)
 
 
 def render_value(value: Any, resolve: Callable[[Ref], Any]) -> Any:

@@ -12,20 +12,18 @@ read top-down: parts < io, graph, validate, jsonschema < schema.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
-
-from pydantic import Field, JsonValue, PrivateAttr
+from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import PlanError, Problem, UnknownChainStepError
 from chainlab.events.status import ErrorKind
 from chainlab.plan.graph import dependencies
-from chainlab.plan.inputs import Input
 from chainlab.plan.io import dump_yaml, load_data, load_text
 from chainlab.plan.jsonschema import chain_json_schema
 from chainlab.plan.parts import (
-    KEY_PATTERN,
+    CHAIN_NAME_PATTERN,
     STEP_ID_PATTERN,
-    PlanModel,
+    ChainData,
+    Input,
     RetryPolicy,
     Rollback,
     RunOptions,
@@ -35,7 +33,7 @@ from chainlab.plan.refs import TemplateSyntaxError
 from chainlab.plan.validate import find_problems, raise_for_problems
 
 if TYPE_CHECKING:
-    from chainlab.tools import Toolbox
+    from chainlab.plan.toolbox_fit import ToolSource
 
 __all__ = [
     "CHAIN_NAME_PATTERN",
@@ -49,31 +47,11 @@ __all__ = [
     "Step",
 ]
 
-CHAIN_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 
-
-class Chain(PlanModel):
-    """A plan: named steps forming a DAG. Load with :meth:`from_yaml` / :meth:`from_json`."""
-
-    # the YAML/JSON text it was loaded from, so validate() can point problems at lines
-    _source: str | None = PrivateAttr(default=None)
-
-    def __eq__(self, other: object) -> bool:
-        """Equal when the plans are equal, wherever (and whether) they were loaded from."""
-        if not isinstance(other, Chain):
-            return NotImplemented
-        return self.__dict__ == other.__dict__
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
-
-    name: Annotated[str, Field(pattern=CHAIN_NAME_PATTERN, max_length=100)]
-    description: str = ""
-    # the context keys the chain takes (None: any key, undeclared), see chainlab.plan.inputs
-    inputs: dict[Annotated[str, Field(pattern=KEY_PATTERN, max_length=100)], Input] | None = None
-    steps: list[Step] = Field(default_factory=list)
-    # what a run gives: templates over step outputs (None: no selected output)
-    output: JsonValue = None
-    options: RunOptions = Field(default_factory=RunOptions)
+class Chain(ChainData):
+    """A plan: named steps forming a DAG. Load with :meth:`from_yaml` / :meth:`from_json`.
+    Its fields are :class:`~chainlab.plan.parts.ChainData`'s: ``name``, ``description``,
+    ``inputs``, ``steps``, ``output`` and ``options``."""
 
     # ------------------------------------------------------------------ loading / dumping
     @classmethod
@@ -103,7 +81,7 @@ class Chain(PlanModel):
         return self.model_dump_json(exclude_defaults=True, indent=indent)
 
     @classmethod
-    def json_schema(cls, toolbox: Toolbox | None = None) -> dict[str, Any]:
+    def json_schema(cls, toolbox: ToolSource | None = None) -> dict[str, Any]:
         """JSON Schema of a plan; with a toolbox, ``tool`` and ``args`` are restricted to its
         tools and their input schemas (what the LLM planner asks a model for)."""
         return chain_json_schema(cls, toolbox)
@@ -139,7 +117,7 @@ class Chain(PlanModel):
             raise PlanError(bad, chain_name=self.name) from None
 
     def validate(  # type: ignore[override]
-        self, toolbox: Toolbox | None = None, *, context: dict[str, Any] | None = None
+        self, toolbox: ToolSource | None = None, *, context: dict[str, Any] | None = None
     ) -> Chain:
         """Check everything; raise one :class:`chainlab.PlanError` listing ALL problems.
 
@@ -150,7 +128,7 @@ class Chain(PlanModel):
         return self
 
     def problems(
-        self, toolbox: Toolbox | None = None, *, context: dict[str, Any] | None = None
+        self, toolbox: ToolSource | None = None, *, context: dict[str, Any] | None = None
     ) -> list[Problem]:
         """Like :meth:`validate` but returns the problem list instead of raising."""
         return find_problems(self, toolbox, context=context)

@@ -15,7 +15,7 @@ from typing import Literal
 from chainlab._text import int_digits_limit, safe_repr
 
 __all__ = ["IDENT_START", "KEY_RE", "Cursor", "Ref", "TemplateSyntaxError", "parse_braced_ref",
-           "parse_int", "parse_path", "parse_string"]
+           "parse_int", "parse_path", "parse_string", "parse_whole_path"]
 
 _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "none"}
 KEY_RE = re.compile(r"[A-Za-z0-9_\-]+")
@@ -152,6 +152,25 @@ def parse_string(cur: Cursor) -> str:
         if ch == quote:
             return "".join(out)
         out.append(ch)
+
+
+# a string that is exactly one braced dotted path (the usual template, "{{ steps.a.output }}"):
+# the grammar of parse_braced_ref and parse_path, keys only, in one regular expression
+_WHOLE_PATH = re.compile(
+    r"\{\{[ \t\r\n]*([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*)[ \t\r\n]*\}\}")
+
+
+def parse_whole_path(text: str) -> Ref | None:
+    """The reference when ``text`` is exactly ``{{ root.key.key }}`` (keys only, no ``[...]``),
+    read in one step; None for any other text (the general parser reads it, and says what
+    is wrong). Raises TemplateSyntaxError as :func:`parse_braced_ref` does for such a text
+    (``{{ steps.a }}``, a keyword)."""
+    m = _WHOLE_PATH.fullmatch(text)
+    if m is None:
+        return None
+    path = m.group(1)
+    head, *segments = path.split(".")
+    return _make_ref(head, list(segments), path, Cursor(text), m.start(1))
 
 
 def parse_braced_ref(cur: Cursor) -> Ref:

@@ -9,26 +9,44 @@ turns them into problems of the step they are about.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
 from chainlab._text import did_you_mean, safe_repr
+from chainlab.plan.refs import has_template
 
 if TYPE_CHECKING:
-    from chainlab.plan.parts import Rollback, Step
-    from chainlab.plan.schema import Chain
-    from chainlab.tools import Tool, Toolbox
+    from chainlab.plan.parts import ChainData, Rollback, Step
+    from chainlab.tools.contract import Tool
 
-__all__ = ["Finding", "arg_findings", "pool_findings", "rollback_tool", "step_tool"]
+__all__ = ["Finding", "ToolSource", "arg_findings", "pool_findings", "rollback_tool",
+           "step_tool"]
 
 #: one thing wrong: (problem code, message, field of the step it is about)
 Finding = tuple[str, str, str]
 
 
-def step_tool(step: Step, toolbox: Toolbox | None,
-              chains: Mapping[str, Chain]) -> tuple[Tool | None, list[Finding]]:
+class ToolSource(Protocol):
+    """What the plan's checks read of a toolbox: its tools by name and the sub-chains
+    registered with it. A :class:`chainlab.tools.Toolbox` is one (the plan names this role
+    instead of importing the toolbox, which holds chains)."""
+
+    @property
+    def chains(self) -> Mapping[str, ChainData]: ...
+
+    def get(self, name: str) -> Tool: ...
+
+    def names(self) -> list[str]: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __iter__(self) -> Iterator[Tool]: ...
+
+
+def step_tool(step: Step, toolbox: ToolSource | None,
+              chains: Mapping[str, ChainData]) -> tuple[Tool | None, list[Finding]]:
     """The tool a step calls (None for a sub-chain, or without a toolbox) and what is wrong
     with its name: an unknown tool, or an unknown sub-chain when a toolbox is given; and
     what the tool itself says is wrong in this toolbox (an agent naming an unknown tool)."""
@@ -55,7 +73,7 @@ def step_tool(step: Step, toolbox: Toolbox | None,
     return tool, tool.fit_findings(toolbox, chains)
 
 
-def rollback_tool(rollback: Rollback, toolbox: Toolbox) -> tuple[Tool | None, list[Finding]]:
+def rollback_tool(rollback: Rollback, toolbox: ToolSource) -> tuple[Tool | None, list[Finding]]:
     """The tool a rollback calls, or the finding that the toolbox has no such tool."""
     if rollback.tool not in toolbox:
         return None, [(
@@ -82,7 +100,7 @@ def arg_findings(tool: Tool, args: Mapping[str, Any], field: str) -> list[Findin
                     f"{field}.{key}",
                 ))
             continue
-        if _has_template(value):
+        if has_template(value):
             continue
         adapter = tool.field_adapter(key)
         try:
@@ -105,7 +123,7 @@ def arg_findings(tool: Tool, args: Mapping[str, Any], field: str) -> list[Findin
     return out
 
 
-def pool_findings(chain: Chain, toolbox: Toolbox) -> list[tuple[Step, Finding]]:
+def pool_findings(chain: ChainData, toolbox: ToolSource) -> list[tuple[Step, Finding]]:
     """Steps whose tool draws more units from a pool than the chain's options give it: they
     could never run."""
     out: list[tuple[Step, Finding]] = []
@@ -123,13 +141,3 @@ def pool_findings(chain: Chain, toolbox: Toolbox) -> list[tuple[Step, Finding]]:
                     "options.pools",
                 )))
     return out
-
-
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "{{" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False

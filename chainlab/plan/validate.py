@@ -35,13 +35,13 @@ from chainlab.plan.refs import (
     parse_condition,
     parse_template,
 )
-from chainlab.plan.reftypes import reference_type_findings, subchain_reference_findings
+from chainlab.plan.reftypes import SourceTypes
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
 if TYPE_CHECKING:
-    from chainlab.plan.parts import Step
-    from chainlab.plan.schema import Chain
-    from chainlab.tools import Tool, Toolbox
+    from chainlab.plan.parts import ChainData, Step
+    from chainlab.plan.toolbox_fit import ToolSource
+    from chainlab.tools.contract import Tool
 
 __all__ = ["PROBLEM_CODES", "find_problems", "raise_for_problems"]
 
@@ -68,11 +68,11 @@ PROBLEM_CODES = (
 
 
 def raise_for_problems(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     *,
     context: Mapping[str, Any] | None = None,
-    chains: Mapping[str, Chain] | None = None,
+    chains: Mapping[str, ChainData] | None = None,
 ) -> None:
     """Raise PlanError (CycleError when a cycle is among the problems) if anything is wrong."""
     problems, cycle = _collect(chain, toolbox, context, chains)
@@ -83,11 +83,11 @@ def raise_for_problems(
 
 
 def find_problems(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     *,
     context: Mapping[str, Any] | None = None,
-    chains: Mapping[str, Chain] | None = None,
+    chains: Mapping[str, ChainData] | None = None,
 ) -> list[Problem]:
     """Every problem of the chain, sorted by line when the chain was loaded from text
     (:func:`chainlab.errors.by_line`), else in a stable order (by step, then by check)."""
@@ -95,10 +95,10 @@ def find_problems(
 
 
 def _collect(
-    chain: Chain,
-    toolbox: Toolbox | None,
+    chain: ChainData,
+    toolbox: ToolSource | None,
     context: Mapping[str, Any] | None,
-    chains: Mapping[str, Chain] | None,
+    chains: Mapping[str, ChainData] | None,
 ) -> tuple[list[Problem], list[str] | None]:
     known_chains = dict(toolbox.chains if toolbox is not None else {})
     known_chains.update(chains or {})
@@ -116,10 +116,10 @@ def _collect(
 class _Checker:
     def __init__(
         self,
-        chain: Chain,
-        toolbox: Toolbox | None,
+        chain: ChainData,
+        toolbox: ToolSource | None,
         context: Mapping[str, Any] | None,
-        chains: dict[str, Chain],
+        chains: dict[str, ChainData],
     ):
         self.chain = chain
         self.toolbox = toolbox
@@ -134,6 +134,7 @@ class _Checker:
         self.at: dict[int, int] = {}
         self.first: dict[int, int] = {}
         self._index = {id(step): i for i, step in enumerate(chain.steps)}
+        self.types: SourceTypes | None = None  # (built in run(), once save_as is known)
 
     def add(
         self, code: str, message: str, step: Step | None = None, field: str | None = None
@@ -161,6 +162,9 @@ class _Checker:
                     )
                 else:
                     self.save_as[step.save_as] = step.id
+        # the reference type check's view of the chain: built once, with every save_as key
+        self.types = SourceTypes(self.chain, self.toolbox, self.context, self.save_as) \
+            if self.toolbox is not None else None
         deps: dict[str, set[str]] = {sid: set() for sid in self.ids}
         for step in self.chain.steps:
             deps[step.id] |= self.check_step(step)
@@ -203,9 +207,8 @@ class _Checker:
         tool = self.check_tool(step)
         if tool is not None:
             self.check_args(step, tool, step.args, "args")
-            if self.toolbox is not None:  # references whose type cannot fit their field
-                self.add_all(step, reference_type_findings(step, tool, self.chain, self.toolbox,
-                                                           self.context, self.save_as))
+            if self.types is not None:  # references whose type cannot fit their field
+                self.add_all(step, self.types.findings(step, tool))
         self.check_rollback(step, tool)
         return deps
 
@@ -406,6 +409,9 @@ class _Checker:
 
     # ------------------------------------------------------------------ sub-chains
     def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:
+        # a sub-chain is checked once however many steps call it (its problems are repeated
+        # under each caller's id): the work grows with the chains, not with the callers
+        checked: dict[str, tuple[list[Problem], set[str]]] = {}
         for step in self.chain.steps:
             name = step.subchain_name
             if name is None or name not in self.chains:
@@ -415,21 +421,24 @@ class _Checker:
                 self.add("recursive_chain", f"sub-chain recursion {path}", step, "tool")
                 continue
             child = self.chains[name]
-            sub = _Checker(child, self.toolbox, None, self.chains)
-            sub.run()
-            sub.check_subchains((*stack, name), prefix)
-            for p in sub.problems:
+            if name not in checked:
+                sub = _Checker(child, self.toolbox, None, self.chains)
+                sub.run()
+                sub.check_subchains((*stack, name), prefix)
+                checked[name] = sub.problems, _context_keys(child)
+            problems, needed = checked[name]
+            for p in problems:
                 step_id = f"{step.id}/{p.step_id}" if p.step_id else step.id
                 field = p.field if p.step_id else f"chain:{name}.{p.field or ''}".rstrip(".")
                 self.problems.append(Problem(p.code, p.message, step_id, field))
-            self.check_subchain_args(step, child)
+            self.add_all(step, subchain_arg_findings(step.args, child, needed))
+            if self.types is not None:  # references whose type cannot fit a declared input
+                self.add_all(step, self.types.subchain_findings(step, child))
 
-    def check_subchain_args(self, step: Step, child: Chain) -> None:
-        reader = _Checker(child, None, None, {})
-        refs = [r for s in child.steps for _, rs in reader.step_refs(s) for r in rs]
-        needed = {r.path[0] for r in refs
-                  if r.root == "context" and r.path and isinstance(r.path[0], str)}
-        self.add_all(step, subchain_arg_findings(step.args, child, needed))
-        if self.toolbox is not None:  # references whose type cannot fit a declared input
-            self.add_all(step, subchain_reference_findings(step, child, self.chain, self.toolbox,
-                                                           self.context, self.save_as))
+
+def _context_keys(chain: ChainData) -> set[str]:
+    """The context keys a chain's steps refer to (what a caller's args must give it)."""
+    reader = _Checker(chain, None, None, {})
+    refs = [r for s in chain.steps for _, rs in reader.step_refs(s) for r in rs]
+    return {r.path[0] for r in refs
+            if r.root == "context" and r.path and isinstance(r.path[0], str)}

@@ -1,6 +1,6 @@
 """The rules of :func:`chainlab.plan.yamlerrors.explain` about layout: a missing or glued
 colon, a ': ' inside an unquoted value, keys and list items at the wrong column, and brackets
-left open. Each rule reads the error and its text (:class:`~chainlab.plan.yamlerrors.ErrorText`)
+left open. Each rule reads the error and its text (:class:`~chainlab.plan.yamlrule.ErrorText`)
 and names the mistake with a hint, or returns None for the next rule to try.
 """
 
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from chainlab.plan.yamlerrors import ErrorText, Found
+from chainlab.plan.yamlrule import ErrorText, Found
 
 __all__ = ["LAYOUT_RULES"]
 

@@ -71,7 +71,7 @@ class Launching(Hosting):
         Raises PlanError if the chain (with this context) does not validate, InputError (a
         PlanError) if the context does not fit the chain's declared ``inputs``.
         """
-        data = _gated(chain, context)
+        data = _gated(chain, context)  # (the chain's values: by Prepared.compile, once)
         data = check_context(chain, data)  # the declared inputs: checked, defaults filled
         if run_id is not None:
             try:
@@ -79,9 +79,8 @@ class Launching(Hosting):
             except ValueError as exc:
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
-        chain_json = chain.model_dump_json(exclude_defaults=True)
-        graph, chain_data = self._prepared.compile(chain, chain_json, opts, data,
-                                                   self.toolbox, self.chains)
+        graph, chain_data = self._prepared.compile(chain, opts, data, self.toolbox,
+                                                   self.chains)
         run_id = run_id or self.id_factory()
         now = self.clock.now()
         record = RunRecord(
@@ -361,11 +360,9 @@ class Launching(Hosting):
 
 
 def _gated(chain: Chain, context: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The context through the value gate, and the chain's values too (a chain built from
-    Python objects did not pass the plan loader's check). Raises PlanError naming the
-    path of the bad value."""
+    """The context through the value gate. Raises PlanError naming the path of the bad
+    value."""
     try:
-        to_json_value(chain.model_dump(exclude_defaults=True), "chain")
         return to_json_value(dict(context or {}), "context")  # type: ignore[no-any-return]
     except NotJSONError as exc:
         raise PlanError(Problem("invalid_field", str(exc), field=exc.path),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from chainlab._json import MAX_DEPTH, MAX_STRING_CHARS, MAX_VALUE_SIZE
@@ -133,6 +134,29 @@ def refusal(value: Any) -> str | None:
     except TypeError as exc:  # a key that is not a string, an object that is not JSON
         return str(exc)[:80]
     return None
+
+
+def args_refusal(value: Any) -> str | None:
+    """:func:`refusal` for a value written as a step's args, where ``{{`` in a string (not a
+    key) opens a template: the plan language refuses it unless it names something the run
+    has, and the hostile strategies only make templates of names no test defines
+    (``{{ context.x }}``) or broken ones (``a{{b``)."""
+    why = refusal(value)
+    if why is None and any("{{" in s for s in _strings(value)):
+        return "a template of nothing the run has"
+    return why
+
+
+def _strings(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
 
 
 def text_refusal(text: str) -> str | None:

@@ -461,3 +461,39 @@ def test_plan_package_never_calls_eval_exec_or_a_template_engine() -> None:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
                 assert not any(n.split(".")[0] in {"jinja2", "mako", "ast"} for n in names), path
+
+
+WHOLE_PATHS = [
+    "{{ steps.a.output }}", "{{steps.a-b.output.x.y}}", "{{ \tcontext.customer\n}}",
+    "{{ memory.k.v }}", "{{ key }}", "{{ key.0.x }}", "{{ steps.a.output.0 }}",
+    "{{ steps.a }}", "{{ steps }}", "{{ and }}", "{{ none.x }}", "{{ input.x }}",
+    "{{ output }}", "{{ _x.-y }}",
+    # not for the quick reading (the general parser reads them, or refuses them)
+    "{{ steps.a.output[0] }}", "{{ 0x }}", "{{ a. }}", "{{ a..b }}", "{{}}", "x {{ a }}",
+    "{{ a }} ", "{{ a }}{{ b }}", "{{ -a }}", "{{ a.b }} }}", "{{ a.b",
+]
+
+
+@pytest.mark.parametrize("text", WHOLE_PATHS)
+def test_the_quick_reading_of_a_whole_path_agrees_with_the_parser(text: str) -> None:
+    """parse_template reads ``{{ root.key }}`` with one regular expression: the same Ref, or
+    the same error, as the general parser (which reads everything else)."""
+    from chainlab.plan.syntax import Cursor, parse_braced_ref, parse_whole_path
+
+    def general() -> Any:
+        cur = Cursor(text)
+        ref = parse_braced_ref(cur)
+        return ref if cur.at_end() else None  # (a longer text: not one whole reference)
+
+    try:
+        expected: Any = general()
+    except TemplateSyntaxError as exc:
+        expected = (str(exc), exc.pos)
+    try:
+        quick: Any = parse_whole_path(text)
+    except TemplateSyntaxError as exc:
+        quick = (str(exc), exc.pos)
+    if quick is None:  # left to the general parser: then it is not a plain whole path
+        assert "[" in text or expected is None or isinstance(expected, tuple)
+    else:
+        assert quick == expected

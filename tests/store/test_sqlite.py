@@ -319,7 +319,7 @@ async def test_a_commit_that_raises_fails_its_writers_instead_of_hanging_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug inside a commit must not kill the writer thread with flushes queued behind it
     (they would wait forever): the batch's writers fail, later batches still commit."""
-    from chainlab.store.sqlite import writer as sqlite_module
+    from chainlab.store.sqlite import store as sqlite_module
 
     store = SQLiteStore(tmp_path / "bug.db")
     store.create_run(record())

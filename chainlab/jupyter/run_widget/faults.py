@@ -21,7 +21,7 @@ from chainlab.runtime.faults import RAISABLE, Fault, is_disposable
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunHost
-    from chainlab.jupyter.session import NotebookSession
+    from chainlab.jupyter.session import NotebookSession, ShownRun
     from chainlab.runtime.run import Run
 
 __all__ = ["FaultsPanel", "fault_lines", "run_fault"]
@@ -41,7 +41,7 @@ _BUTTONS = [  # fault, label, tooltip
 
 
 async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str,
-                    session: NotebookSession | None = None, widget: RunHost | None = None,
+                    session: NotebookSession | None = None, widget: ShownRun | None = None,
                     **options: Any) -> Any:
     """``await run.inject(...)``; a second driver's run is then remembered by the session
     and shown by the widget (it took the run over)."""

@@ -19,7 +19,6 @@ from chainlab.jupyter.views import error_html
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunHost, RunView
     from chainlab.jupyter.run_widget.inbox import Inbox
-    from chainlab.jupyter.run_widget.inspector import StepInspector
 
 __all__ = ["ForkPanel", "fork_notes"]
 
@@ -32,9 +31,9 @@ class ForkPanel(W.VBox):
     change. **Preview** shows the fork plan (nothing runs); **Fork** starts it and shows
     its widget below."""
 
-    def __init__(self, widget: RunHost, inspector: StepInspector):
+    def __init__(self, widget: RunHost, picker: W.Dropdown):
         self.widget = widget
-        self.inspector = inspector
+        self.picker = picker  # the step inspector's: the inspected step is the one forked
         self.open_button = W.Button(description="Fork from here", icon="code-branch",
                                     tooltip="start a new run from this step (runtime.fork)")
         self.args = W.Textarea(description="args", layout=W.Layout(width="95%", height="6em"),
@@ -58,7 +57,7 @@ class ForkPanel(W.VBox):
 
     def refresh(self) -> None:
         real = self.widget.run  # while scrubbing too: the run itself, not its past
-        step_id = self.inspector.picker.value
+        step_id = self.picker.value
         ended = real.status in RUN_TERMINAL or real.status == RunStatus.SUSPENDED
         top = step_id is not None and "/" not in step_id
         self.open_button.disabled = not (ended and top)
@@ -84,7 +83,7 @@ class ForkPanel(W.VBox):
     def edits(self) -> dict[str, Any]:
         """``runtime.fork`` arguments: rerun the step, with the args typed here when they
         differ from what it ran with. Raises ValueError for text that is not a JSON object."""
-        step_id = self.inspector.picker.value
+        step_id = self.picker.value
         try:
             args = json.loads(self.args.value or "{}")
         except json.JSONDecodeError as exc:

@@ -44,7 +44,7 @@ class StepInspector(W.VBox):
                                            "fails, the run goes on as after any failure",
                                    layout=W.Layout(display="none"))
         self.cancel_job.on_click(lambda _: self._cancel_job())
-        self.fork = ForkPanel(widget, self)
+        self.fork = ForkPanel(widget, self.picker)
         super().__init__([self.picker, self.details, self.cancel_job, self.fork])
         self.add_class("cl-inspector")
         self._last = ""

@@ -10,19 +10,28 @@ its children are done. A sub-chain that declares ``inputs`` gets its step's args
 against them (defaults filled in) and one that declares an ``output`` gives it as the
 step's output (:mod:`chainlab.plan.inputs`). A ``for_each`` step is a parent whose children
 are made at run time, one per item (:class:`Each` is how; :func:`compile_level` compiles a
-sub-chain under an instance). Args are pre-parsed once so the hot path only walks them.
+sub-chain under an instance). A step's args are rendered by one small object that walks
+them (templates parsed once, cached by their text).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import InputError
 from chainlab.plan.graph import dependencies
 from chainlab.plan.inputs import fit_args
-from chainlab.plan.refs import Expr, Ref, parse_condition, parse_template
+from chainlab.plan.refs import (
+    Expr,
+    Ref,
+    has_template,
+    parse_condition,
+    parse_template,
+    render_value,
+)
 from chainlab.plan.schema import Chain, RetryPolicy, Rollback, RunOptions, Step
 from chainlab.runtime.engine.scheduler import Topology
 
@@ -136,26 +145,18 @@ class Graph:
 
 
 def compile_value(value: Any) -> tuple[Renderer, bool]:
-    """Pre-parse templates in a JSON value. Returns (render, is_static)."""
-    if isinstance(value, str):
-        if "{{" not in value:
-            return (lambda resolve: value), True
-        tpl = parse_template(value)
-        whole = tpl.whole
-        if whole is not None:
-            return (lambda resolve: resolve(whole)), False
-        return tpl.render, False
-    if isinstance(value, dict):
-        parts = {k: compile_value(v) for k, v in value.items()}
-        if all(static for _, static in parts.values()):
-            return (lambda resolve: value), True
-        return (lambda resolve: {k: r(resolve) for k, (r, _) in parts.items()}), False
-    if isinstance(value, list):
-        items = [compile_value(v) for v in value]
-        if all(static for _, static in items):
-            return (lambda resolve: value), True
-        return (lambda resolve: [r(resolve) for r, _ in items]), False
-    return (lambda resolve: value), True
+    """The renderer of a JSON value's templates and whether it has none: ``(render,
+    is_static)``, where ``render(resolve)`` gives the value with every template resolved.
+    One small object per value: it walks the value when called, each template parsed once
+    (:func:`~chainlab.plan.refs.parse_template` caches them), where a closure per part cost a
+    10,000-step chain 1.6 KB per step (issue 38)."""
+    if not has_template(value):
+        return partial(_as_is, value), True
+    return partial(render_value, value), False
+
+
+def _as_is(value: Any, resolve: Callable[[Ref], Any]) -> Any:
+    return value
 
 
 def compile_chain(

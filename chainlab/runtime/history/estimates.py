@@ -18,7 +18,7 @@ from __future__ import annotations
 import graphlib
 import math
 import statistics
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -63,17 +63,19 @@ class Estimate:
 
 @dataclass(slots=True)
 class History:
-    """Successful call durations: per (chain, step) and per tool."""
+    """Successful call durations: per (chain, step) and per tool, the most recent
+    :data:`KEEP` of each, oldest first. Lists, not ``deque(maxlen=)``: a history keeps one
+    per step, and a deque costs about 600 bytes even for one value (a 10,000-step chain
+    learned 6 MB of them); :meth:`add_run`, the one writer, drops the oldest."""
 
-    by_step: dict[tuple[str, str], deque[float]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
-    by_tool: dict[str, deque[float]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    by_step: dict[tuple[str, str], list[float]] = field(
+        default_factory=lambda: defaultdict(list))
+    by_tool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     # usage of successful calls that reported any (cost, tokens), per (chain, step), per tool
-    usage_by_step: dict[tuple[str, str], deque[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
-    usage_by_tool: dict[str, deque[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(lambda: deque(maxlen=KEEP)))
+    usage_by_step: dict[tuple[str, str], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list))
+    usage_by_tool: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list))
 
     runs: int = 0  # runs added so far
 
@@ -88,11 +90,17 @@ class History:
             # it, so a release order and its recorded estimates stay plain numbers
             if took is None or rec.tool is None or not math.isfinite(took) or took < 0:
                 continue
-            self.by_step[(chain_name, rec.step_id)].append(took)
-            self.by_tool[rec.tool].append(took)
+            for recent, value in ((self.by_step[(chain_name, rec.step_id)], took),
+                                  (self.by_tool[rec.tool], took)):
+                recent.append(value)
+                if len(recent) > KEEP:
+                    del recent[0]
             if rec.usage:
-                self.usage_by_step[(chain_name, rec.step_id)].append(rec.usage)
-                self.usage_by_tool[rec.tool].append(rec.usage)
+                for used in (self.usage_by_step[(chain_name, rec.step_id)],
+                             self.usage_by_tool[rec.tool]):
+                    used.append(rec.usage)
+                    if len(used) > KEEP:
+                        del used[0]
 
 
 def history(store: Any, limit: int = RECENT_RUNS) -> History:
