@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from chainlab._error_root import ChainlabError
 
-__all__ = ["RunNotFoundError", "StaleEpochError", "StoreError", "StoreFileError",
-           "StoreServerError"]
+__all__ = ["RunExistsError", "RunNotFoundError", "StaleEpochError", "StoreError",
+           "StoreFileError", "StoreServerError"]
 
 
 class StoreError(ChainlabError):
@@ -33,6 +33,20 @@ class RunNotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class RunExistsError(StoreError):
+    """A run cannot be created: its id is taken, or its idempotency key already names a run.
+    ``.run_id`` is the run that exists (the one the key names, when ``.key`` is set)."""
+
+    def __init__(self, run_id: str, key: str | None = None):
+        self.run_id = run_id
+        self.key = key
+        if key is None:
+            text = f"run {run_id!r} already exists"
+        else:
+            text = f"idempotency key {key!r} already names run {run_id!r}"
+        super().__init__(text)
 
 
 class StaleEpochError(StoreError):

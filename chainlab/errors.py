@@ -23,9 +23,11 @@
     │                             chainlab.events.status)
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
+    │   ├── RunExistsError        a new run's id (or idempotency key) is taken already
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
     │   ├── StoreFileError        the database file is gone, replaced, read-only or corrupt
     │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
+    ├── IdempotencyKeyError       an idempotency key names a run another request made
     ├── NotJSONError              a value the value gate refuses (``.path``, ``.reason``;
     │                             also a TypeError; chainlab.tools, chainlab._json)
     ├── PlannerError              the planner could not produce a chain
@@ -61,6 +63,7 @@ from typing import Any
 from chainlab._error_root import ChainlabError
 from chainlab._problems import Problem, by_line, listing
 from chainlab._store_errors import (
+    RunExistsError,
     RunNotFoundError,
     StaleEpochError,
     StoreError,
@@ -74,6 +77,7 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "IdempotencyKeyError",
     "InputError",
     "MCPServerError",
     "MissingExtraError",
@@ -82,6 +86,7 @@ __all__ = [
     "PlannerError",
     "Problem",
     "ReplayError",
+    "RunExistsError",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunStateError",
@@ -101,8 +106,8 @@ __all__ = [
 
 # the classes that live below name this module, their public home, as theirs (tracebacks,
 # pickles and the API pages show ``chainlab.errors.StoreFileError`` as before)
-for _cls in (ChainlabError, RunNotFoundError, StaleEpochError, StoreError, StoreFileError,
-             StoreServerError):
+for _cls in (ChainlabError, RunExistsError, RunNotFoundError, StaleEpochError, StoreError,
+             StoreFileError, StoreServerError):
     _cls.__module__ = __name__
 del _cls
 
@@ -318,6 +323,20 @@ class DecisionTimeoutError(RunStateError):
             "blocked or dying), then try again, or take the run over once its heartbeat is "
             "stale (runtime.resume(run_id, force=True) / chainlab resume --force)",
             run_id=run_id, status="driven")
+
+
+class IdempotencyKeyError(ChainlabError, ValueError):
+    """An idempotency key was sent with a request other than the one that first used it (a
+    key names ONE request: the run it made is returned for a repeat of that request, never
+    for another one). ``.key`` is the key, ``.run_id`` the run it names."""
+
+    def __init__(self, key: str, run_id: str):
+        self.key = key
+        self.run_id = run_id
+        super().__init__(
+            f"idempotency key {key!r} was used for another request (it made run "
+            f"{run_id!r}: another chain, context, options, run id or queue); a key names "
+            "one request: use a new key for a new request")
 
 
 class ReplayError(ChainlabError):

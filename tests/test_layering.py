@@ -268,7 +268,7 @@ HOOKS = frozenset({
 #: Runtime (and the faults demo, which starts a second Runtime) sit on top
 RUNTIME_SUBLAYERS: dict[str, float] = {
     "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
-    "hosting": 4, "launching": 4, "runtime": 4, "faults": 4,
+    "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4, "fleet": 4,
 }
 
 

@@ -139,10 +139,11 @@ def test_plan_render_timeline_tools_and_json_are_in_no_import_cycle() -> None:
 #: scopes; a scope that holds no cycle any more must leave this list (it only shrinks).
 PENDING_CYCLES: dict[tuple[str, ...], str] = {
     ("chainlab.runtime.run", "chainlab.runtime.run_view", "chainlab.runtime.runtime",
-     "chainlab.runtime.hosting", "chainlab.runtime.launching", "chainlab.runtime.faults",
-     "chainlab.runtime.coordination"): (
+     "chainlab.runtime.hosting", "chainlab.runtime.launching", "chainlab.runtime.resuming",
+     "chainlab.runtime.faults", "chainlab.runtime.coordination"): (
         "a Run holds its Runtime (`run.runtime`, typed Runtime, used by every front end: "
-        "fork, resume, decide...) and the Runtime makes and keeps Runs; coordination's Host "
+        "fork, resume, decide...) and the Runtime makes and keeps Runs (resuming is launching's "
+        "half that continues a stored run); coordination's Host "
         "protocol and Liveness name each other, and watching/routing annotate Runtime"),
 }
 

@@ -27,12 +27,13 @@ import typer
 
 from chainlab.agent import one_step_chain
 from chainlab.cli.commands import export as commands_export
+from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
 from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
 from chainlab.cli.commands import tools as commands_tools
 from chainlab.cli.commands import watch as commands_watch
-from chainlab.cli.common import EXIT_CODES_HELP, reporting_errors
+from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
 from chainlab.cli.driving import Output, db_flag, start_run
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
@@ -79,28 +80,51 @@ def run(
     dask: DaskOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
+    enqueue: Annotated[bool, typer.Option(
+        "--enqueue", help="Do not drive it here: store it queued for the worker fleet "
+                          "(`chainlab worker`) and print its id.")] = False,
+    queue: Annotated[str | None, typer.Option(
+        "--queue", metavar="NAME", help="The queue to enqueue it in (implies --enqueue; "
+                                        "default: 'default').")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", metavar="KEY", help="With --enqueue: an idempotency key (the same request "
+                                     "again enqueues nothing new).")] = None,
 ) -> None:
-    """Run a chain until it ends or waits for a person (exit 3: then approve/reject it)."""
+    """Run a chain until it ends or waits for a person (exit 3: then approve/reject it), or
+    with --enqueue store it for the worker fleet and exit."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
         toolbox = load_tools(tools, mcp, "run")
         chain = load_chain(chain_file)
         ctx = parse_json_object(context, "--context") or {}
         options = RunOptions(max_concurrency=concurrency) if concurrency else None
-        code = _start(io, chain, toolbox, ctx, options, source=str(chain_file), tools=tools,
-                      mcp=mcp, db=db, dask=dask)
+        chain.validate(toolbox, context=ctx)
+        meta = _run_meta(tools, mcp, str(chain_file))
+        if enqueue or queue is not None:
+            from chainlab.cli.commands.fleet import enqueue_run
+
+            enqueue_run(io, chain=chain, toolbox=toolbox, db=db, context=ctx,
+                        options=options, meta=meta, queue=queue, key=key)
+            raise typer.Exit(0)
+        if key is not None:
+            raise CliError("--key goes with --enqueue (an idempotency key of the enqueue)")
+        code = _start(io, chain, toolbox, ctx, options, meta=meta, db=db, dask=dask)
     raise typer.Exit(int(code))
 
 
-def _start(io: Output, chain: Chain, toolbox: Toolbox, context: dict[str, Any],
-           options: RunOptions | None, *, source: str, tools: str | None,
-           mcp: list[str] | None, db: str, dask: str | None) -> int:
-    """What ``run`` and ``agent`` share: validate, open the store, start the run through the
-    one runtime and follow it (the run's meta keeps ``--tools`` for later decisions)."""
-    chain.validate(toolbox, context=context)
-    store = open_store(db, must_exist=False)
-    meta = {"tools": tools or "", "cwd": os.getcwd(), "source": source,
+def _run_meta(tools: str | None, mcp: list[str] | None, source: str) -> dict[str, Any]:
+    """What a run started here keeps in its meta: ``--tools`` and ``--mcp`` (so a later
+    decision, resume or worker loads the same toolbox), the directory and the source."""
+    return {"tools": tools or "", "cwd": os.getcwd(), "source": source,
             **({"mcp": list(mcp)} if mcp else {})}
+
+
+def _start(io: Output, chain: Chain, toolbox: Toolbox, context: dict[str, Any],
+           options: RunOptions | None, *, meta: dict[str, Any], db: str,
+           dask: str | None) -> int:
+    """What ``run`` and ``agent`` share: open the store, start the run through the one
+    runtime and follow it until it ends or waits for a person."""
+    store = open_store(db, must_exist=False)
     with executor_for(dask) as executor:
         code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
                             context=context, options=options, meta=meta, executor=executor)
@@ -127,8 +151,10 @@ def agent(
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
         toolbox = load_tools(tools, mcp, "agent")
-        code = _start(io, one_step_chain(name), toolbox, {"request": request}, None,
-                      source=f"agent {name}", tools=tools, mcp=mcp, db=db, dask=dask)
+        chain, context = one_step_chain(name), {"request": request}
+        chain.validate(toolbox, context=context)
+        code = _start(io, chain, toolbox, context, None,
+                      meta=_run_meta(tools, mcp, f"agent {name}"), db=db, dask=dask)
     raise typer.Exit(int(code))
 
 
@@ -276,6 +302,7 @@ commands_export.register(app)
 commands_watch.register(app)
 commands_serve.register(app)
 commands_tools.register(app)
+commands_fleet.register(app)
 
 
 def main() -> None:

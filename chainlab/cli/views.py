@@ -24,11 +24,14 @@ from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
 from chainlab.store.base import RunRecord
+from chainlab.store.queue import QueueDepth
 
 __all__ = [
     "TIMELINE_COLUMNS",
     "attempt_rows",
+    "driver_text",
     "next_steps",
+    "queues_line",
     "runs_table",
     "status_text",
     "steps_table",
@@ -38,7 +41,8 @@ __all__ = [
 
 S = StepStatus
 STATUS_STYLE: dict[str, str] = {
-    "pending": "dim", "ready": "cyan", "running": "bold cyan", "retry_wait": "yellow",
+    "queued": "dim cyan", "pending": "dim", "ready": "cyan", "running": "bold cyan",
+    "retry_wait": "yellow",
     "waiting_confirmation": "bold yellow", "succeeded": "green", "failed": "bold red",
     "skipped": "dim", "rejected": "red", "in_doubt": "bold magenta", "cancelled": "dim red",
     "compensating": "yellow", "compensated": "blue", "compensation_failed": "bold red",
@@ -181,14 +185,30 @@ def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
 def runs_table(records: Sequence[RunRecord]) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     forks = any(r.lineage for r in records)  # the lineage column only where there is one
+    queued = any(r.queue for r in records)  # queue and worker only where a fleet works
     for name in ("run", "chain", "status", "steps", "created", "updated",
+                 *(("queue", "worker") if queued else ()),
                  *(("forked from",) if forks else ())):
         table.add_column(name, no_wrap=True)
     for r in records:
+        fleet = (r.queue or "", driver_text(r)) if queued else ()
         table.add_row(r.run_id, r.chain_name, status_text(r.status),
                       str(len(r.chain.get("steps", []))), _when(r.created_at),
-                      _when(r.updated_at), *((r.lineage or "",) if forks else ()))
+                      _when(r.updated_at), *fleet, *((r.lineage or "",) if forks else ()))
     return table
+
+
+def driver_text(record: RunRecord) -> str:
+    """Who drives the run now: ``w2 on host-a`` (a fleet worker), ``pid 12 on host-a``."""
+    d = record.driver
+    if d is None:
+        return ""
+    return f"{d.worker} on {d.host}" if d.worker else f"pid {d.pid} on {d.host}"
+
+
+def queues_line(depths: Sequence[QueueDepth]) -> str:
+    """One line about every queue: ``queues: default: 12 queued · 3 in progress · ...``."""
+    return ("queues: " + "; ".join(d.text() for d in depths)) if depths else ""
 
 
 def _when(ts: float) -> str:

@@ -53,6 +53,7 @@ class StepStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
+    QUEUED = "queued"  # stored, waiting for a worker to claim it (no event yet)
     RUNNING = "running"  # steps are being released
     PAUSED = "paused"  # step-through: nothing new starts until step() or resume()
     SUSPENDED = "suspended"  # only a person can move it on (approve, reject, resolve)
@@ -168,6 +169,9 @@ R = RunStatus
 RUN_TERMINAL = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED, R.ROLLED_BACK, R.ROLLBACK_FAILED})
 
 _RUN: dict[RunStatus, frozenset[RunStatus]] = {
+    # a worker's claim starts it (``run_started``; paused when enqueued paused) or it is
+    # cancelled before any worker took it
+    R.QUEUED: frozenset({R.RUNNING, R.PAUSED, R.CANCELLED}),
     R.RUNNING: frozenset(
         {R.PAUSED, R.SUSPENDED, R.SUCCEEDED, R.FAILED, R.CANCELLED, R.COMPENSATING, R.RUNNING}
     ),

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from chainlab._json import MAX_DEPTH, NotJSONError, to_json_value
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.http.errors import ApiError
+from chainlab.store.queue import QUEUE_NAME
 
 __all__ = [
     "MAX_QUERY_INT",
@@ -82,6 +83,10 @@ class StartRun(Body):
     run_id: Annotated[str | None, Field(default=None, pattern=RUN_ID_PATTERN, description=(
         "A client-chosen run id: a retried request with the same id returns the same run "
         "(as the Idempotency-Key header does)."))]
+    queue: Annotated[str | None, Field(default=None, pattern=QUEUE_NAME.pattern, description=(
+        "Enqueue the run in this queue instead of driving it in this server: it is stored "
+        "'queued' and a worker of the fleet (chainlab worker --queue NAME) claims and drives "
+        "it. A simple identifier, e.g. 'default'."))]
 
 
 class Approve(Body):

@@ -71,8 +71,10 @@ class Decider:
 
     async def decide(self, run_id: str, step_id: str, action: str, body: Body, *,
                      by: str) -> dict[str, Any]:
-        """Apply ``action`` on ``step_id``. Returns ``{outcome: "applied", run_id, step_id,
-        action, by}``. Raises ApiError (400, 404, 409 with ``decided``, 422, 504)."""
+        """Apply ``action`` on ``step_id``. Returns ``{outcome, run_id, step_id, action,
+        by}``: ``outcome`` ``applied``, or ``recorded`` for a queue's run no worker of the
+        fleet answered for yet (a worker applies it when it takes the run). Raises ApiError
+        (400, 404, 409 with ``decided``, 422, 504)."""
         fields = _fields(action, body)
         service = self.service
         async with self._turn(run_id):
@@ -83,9 +85,9 @@ class Decider:
                 raise await self._refused(run_id, step_id, action, None)  # 422 on its body
             _precheck(service.runtime.toolbox, record.chain, step_id, action, fields)
             try:
-                await service.runtime.decide(run_id, step_id, action, by=by,
-                                             timeout=service.config.decision_timeout_s,
-                                             **fields)
+                outcome = await service.runtime.decide(
+                    run_id, step_id, action, by=by, timeout=service.config.decision_timeout_s,
+                    **fields)
             except DecisionTimeoutError:
                 raise
             except DecisionError as exc:
@@ -94,7 +96,7 @@ class Decider:
                 raise await self._refused(run_id, step_id, action, exc) from None
             except (RunStateError, StaleEpochError) as exc:
                 raise await self._refused(run_id, step_id, action, exc) from None
-        return {"outcome": "applied", "run_id": run_id, "step_id": step_id, "action": action,
+        return {"outcome": outcome, "run_id": run_id, "step_id": step_id, "action": action,
                 "by": by}
 
     async def _refused(self, run_id: str, step_id: str, action: str,

@@ -44,9 +44,11 @@ from chainlab.errors import (
     DecisionError,
     DecisionTimeoutError,
     DriverAliveError,
+    IdempotencyKeyError,
     MissingExtraError,
     PlanError,
     Problem,
+    RunExistsError,
     RunNotFoundError,
     RunStateError,
     StaleEpochError,
@@ -159,6 +161,13 @@ def api_error(exc: BaseException) -> ApiError | None:
                             "resume with {\"force\": true} to take it over")
     if isinstance(exc, RunStateError):  # (RunNotActiveError too)
         return ApiError(409, "conflict", str(exc))
+    if isinstance(exc, IdempotencyKeyError):
+        return ApiError(422, "idempotency_key_reused", str(exc),
+                        fix="use a new key for a new request",
+                        extra={"run_id": exc.run_id})
+    if isinstance(exc, RunExistsError):
+        return ApiError(409, "conflict", f"{exc}, started by another request",
+                        fix="choose another run_id, or leave it out")
     if isinstance(exc, StaleEpochError):
         return ApiError(409, "conflict", str(exc),
                         fix="read the run again (GET /runs/{run_id}): another decision or "

@@ -46,10 +46,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "run_id": {"type": "string"}, "chain": {"type": "string"},
             "status": {"type": "string", "enum": [
-                "running", "paused", "suspended", "succeeded", "failed", "cancelled",
-                "compensating", "rolled_back", "rollback_failed"]},
+                "queued", "running", "paused", "suspended", "succeeded", "failed",
+                "cancelled", "compensating", "rolled_back", "rollback_failed"]},
             "epoch": {"type": "integer"}, "created_at": {"type": "number"},
             "updated_at": {"type": "number"}, "lineage": {"type": ["object", "null"]},
+            "queue": {**_STR_OR_NULL, "description": "The queue a worker fleet drains it "
+                                                     "from (None: not enqueued)."},
+            "worker": {"type": ["object", "null"], "description": "The fleet worker that "
+                       "drives it now: name, host, pid (None: no worker does)."},
             "last_seq": {"type": "integer", "description": "Stream from here."},
             "steps": {"type": "object", "additionalProperties": _OBJ,
                       "description": "step id -> status, attempts, output, reason, "
@@ -65,7 +69,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                        "status": {"type": "string"}, "epoch": {"type": "integer"},
                        "created_at": {"type": "number"}, "updated_at": {"type": "number"},
                        "steps": {"type": "integer"}, "meta": _OBJ,
-                       "lineage": {"type": ["object", "null"]}},
+                       "lineage": {"type": ["object", "null"]},
+                       "queue": _STR_OR_NULL, "worker": {"type": ["object", "null"]}},
     },
     "RunList": {"type": "object", "properties": {
         "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}},
@@ -94,7 +99,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "WaitingList": {"type": "object", "properties": {
         "waiting": {"type": "array", "items": {"$ref": "#/components/schemas/Waiting"}}}},
     "Decision": {"type": "object", "properties": {
-        "outcome": {"const": "applied"}, "run_id": {"type": "string"},
+        "outcome": {"enum": ["applied", "recorded"], "description": "recorded: a queue's "
+                    "run; a worker of the fleet applies it when it takes the run"},
+        "run_id": {"type": "string"},
         "step_id": {"type": "string"}, "action": {"type": "string"},
         "by": {"type": "string"}}},
     "ChainList": {"type": "object", "properties": {

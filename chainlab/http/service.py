@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
-from chainlab.errors import ChainlabError, RunNotFoundError, StoreError
+from chainlab.errors import ChainlabError, IdempotencyKeyError, RunNotFoundError
 from chainlab.events import RUN_TERMINAL, read_run
 from chainlab.http.bodies import Fork, StartRun, field_problem
 from chainlab.http.chains import ServedChains
@@ -193,54 +193,49 @@ class Service:
 
     async def start(self, body: StartRun, *, key: str | None, by: str
                     ) -> tuple[dict[str, Any], bool]:
-        """``POST /runs``: start a run in this server (it drives it). With a client-chosen
-        ``run_id`` or an ``Idempotency-Key`` a retried request returns the run the first one
-        started (``created`` False), never a second one; the same id or key with another
-        request is refused (409 / 422). Returns ``(view, created)``."""
+        """``POST /runs``: start a run in this server (it drives it), or with ``queue``
+        enqueue it for the worker fleet. An ``Idempotency-Key`` (or a client-chosen
+        ``run_id``, which then stands for the key) names the request: a retry returns the
+        run the first one made (``created`` False), never a second one, also when retries
+        race (the key is stored with the run, in one transaction); the same key with another
+        request is refused (422 ``idempotency_key_reused``), a taken ``run_id`` without a
+        key too (409). Returns ``(view, created)``."""
         chain = self.chain_of(body)
         options = _options(body.options)
-        request_hash = _fingerprint(chain, body.context, options)
+        if key is not None:
+            _check_key(key)
         run_id = body.run_id or (_key_run_id(key) if key is not None else None)
-        if run_id is not None:
-            found = await self._existing(run_id, request_hash, key)
-            if found is not None:
-                return found, False
-        meta = {**self.config.extra_meta, "source": "http", "started_by": by,
-                "request_hash": request_hash}
+        request_key = key if key is not None else (
+            f"run_id={body.run_id}" if body.run_id is not None else None)
+        meta = {**self.config.extra_meta, "source": "http", "started_by": by}
         if self.config.tools:
             meta["tools"] = self.config.tools
-        if key is not None:
-            meta["idempotency_key"] = key
         try:
+            if body.queue is not None:
+                before = await self._named(request_key)
+                queued = await self.runtime.enqueue(chain, body.context, queue=body.queue,
+                                                    options=options, run_id=run_id,
+                                                    idempotency_key=request_key, meta=meta)
+                return await self.view(queued), before is None
             run = await self.runtime.start(chain, body.context, options, run_id=run_id,
-                                           meta=meta)
-        except StoreError:
-            # the same id, started meanwhile by a concurrent retry of this request
-            found = await self._existing(run_id, request_hash, key) if run_id else None
-            if found is None:
+                                           meta=meta, idempotency_key=request_key)
+        except IdempotencyKeyError as exc:
+            if key is not None:
                 raise
-            return found, False
+            raise ApiError(409, "conflict", f"run {exc.run_id!r} exists and was started by "
+                           "another request", fix="choose another run_id, or leave it out"
+                           ) from None
         with contextlib.suppress(ChainlabError):  # durable before it is announced
             await self.store.flush(run.run_id, run.epoch)
+        if run.replayed:
+            return await self.view(run.run_id), False
         return run_dict(run.record, run.state), True
 
-    async def _existing(self, run_id: str, request_hash: str, key: str | None
-                        ) -> dict[str, Any] | None:
-        """The view of ``run_id`` if it exists and was started by this same request."""
-        try:
-            record = await self.runtime.run_io(self.store.get_run, run_id)
-        except RunNotFoundError:
+    async def _named(self, key: str | None) -> str | None:
+        """The run an idempotency key names already (None: none, or no key)."""
+        if key is None:
             return None
-        if record.meta.get("request_hash") != request_hash:
-            if key is not None:
-                raise ApiError(422, "idempotency_key_reused",
-                               f"Idempotency-Key {key!r} was used for another request (run "
-                               f"{run_id!r}); a key names one request",
-                               fix="use a new key for a new request")
-            raise ApiError(409, "conflict",
-                           f"run {run_id!r} exists and was started by another request",
-                           fix="choose another run_id, or leave it out")
-        return await self.view(run_id)
+        return await self.runtime.run_io(self.store.run_for_key, key)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ control
     async def resume(self, run_id: str, *, force: bool) -> dict[str, Any]:
@@ -322,20 +317,14 @@ def _options(data: dict[str, Any] | None) -> RunOptions | None:
                            "ranges", problems=problems) from None
 
 
-def _fingerprint(chain: Chain, context: dict[str, Any], options: RunOptions | None) -> str:
-    """What makes two start requests the same request."""
-    data = {"chain": chain.to_dict(), "context": context,
-            "options": options.model_dump(mode="json") if options else None}
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _key_run_id(key: str) -> str:
-    """The run id an Idempotency-Key stands for: the same key, the same run, across
-    restarts and concurrent retries (the store refuses a second run with one id)."""
+def _check_key(key: str) -> None:
     if not key or len(key) > 255 or not key.isprintable():
         raise ApiError(400, "bad_request", "Idempotency-Key must be 1 to 255 printable "
                        "characters", fix="use a UUID: Idempotency-Key: $(uuidgen)")
+
+
+def _key_run_id(key: str) -> str:
+    """The run id an Idempotency-Key stands for when the request names none."""
     return "k-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

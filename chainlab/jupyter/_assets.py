@@ -51,7 +51,8 @@ def badge_css() -> str:
         return ""
     rules = [f".cl-s-{status}{{background:{s.fill};border-color:{s.stroke};color:{s.text}}}"
              for status, s in STATUS_STYLE.items()]
-    runs = {"running": "running", "paused": "ready", "suspended": "waiting_confirmation",
+    runs = {"queued": "pending", "running": "running", "paused": "ready",
+            "suspended": "waiting_confirmation",
             "succeeded": "succeeded", "failed": "failed", "cancelled": "cancelled",
             "compensating": "compensating", "rolled_back": "compensated",
             "rollback_failed": "compensation_failed"}

@@ -4,7 +4,9 @@ the designer's **Run** share (neither imports the other).
 :func:`start` validates the chain, lays its DAG out, starts the run on the kernel's loop
 (:func:`chainlab.jupyter._loop.eager`) and hands the Run back at once, remembered by the
 session with its :class:`~chainlab.jupyter.run_widget.RunWidget`; :func:`widget` is the one
-widget of a run in this kernel.
+widget of a run in this kernel. :func:`enqueue` (``%chain run --enqueue``) stores the run
+for the worker fleet instead and gives it the widget of a run driven elsewhere (it follows
+the run live; its approvals go to the fleet).
 """
 
 from __future__ import annotations
@@ -20,12 +22,18 @@ from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
 from chainlab.tools import Toolbox
 
-__all__ = ["start", "widget"]
+__all__ = ["enqueue", "start", "widget"]
 
 
 def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
-          context: dict[str, Any] | None, options: RunOptions, *, paused: bool) -> Run:
-    """Start a run on the kernel's loop and return its handle at once. Raises PlanError."""
+          context: dict[str, Any] | None, options: RunOptions, *, paused: bool,
+          queue: str | None = None) -> Run:
+    """Start a run on the kernel's loop and return its handle at once (with ``queue``:
+    enqueue it for the worker fleet and return the handle that follows it, :func:`enqueue`).
+    Raises PlanError."""
+    if queue is not None:
+        return enqueue(session, chain, toolbox, db, context, options, queue=queue,
+                       paused=paused).run  # type: ignore[return-value]
     runtime = session.runtime(toolbox, db)
     planning, meta = _planning_record(session, chain)
     raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
@@ -67,3 +75,21 @@ def widget(session: NotebookSession, run: Run) -> RunWidget:
         return existing
     w = session.widgets[run.run_id] = RunWidget(run, session=session)
     return w
+
+
+def enqueue(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
+            context: dict[str, Any] | None, options: RunOptions, *, queue: str,
+            paused: bool) -> RunWidget:
+    """Enqueue a run in ``queue`` (a worker of the fleet drives it, DESIGN §19) and return
+    the run's widget in this kernel, the one of a run driven elsewhere: it follows the run
+    from the store (its status, its steps as the worker drives them) and its approval
+    buttons' decisions are recorded for the fleet. Raises PlanError (the chain, context or
+    queue name do not fit), StoreError (a store that keeps no queue)."""
+    from chainlab.jupyter.remote import watch_widget
+
+    runtime = session.runtime(toolbox, db)
+    queued = eager(runtime.enqueue(chain, context, queue=queue, options=options,
+                                   paused=paused))
+    if not queued.done:  # pragma: no cover - the session's stores never block
+        raise RuntimeError("runtime.enqueue suspended; chainlab.jupyter needs inline stores")
+    return watch_widget(session, str(queued.value), db, toolbox)

@@ -28,6 +28,7 @@ from chainlab.jupyter.views import error_html
 from chainlab.runtime.coordination.inbox import WaitingDecision
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run, Runtime
+from chainlab.store.queue import Queue
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.inbox import _Card
@@ -138,7 +139,17 @@ class ApprovalsInbox(W.VBox):
         self.summary.value = (
             f'<div class="cl-head"><b>Approvals</b> <span class="cl-summary">{n} decision'
             f'{"s" if n != 1 else ""} wait{"s" if n == 1 else ""} in {m} run'
-            f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")}</span></div>')
+            f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")}</span></div>'
+            + self._queues())
+
+    def _queues(self) -> str:
+        """How deep each queue of the worker fleet is ("" for a store without a queue)."""
+        store = self.runtime.store
+        depths = store.queue_depths() if isinstance(store, Queue) else []
+        if not depths:
+            return ""
+        text = "; ".join(d.text() for d in depths)
+        return f'<div class="cl-note cl-queues">queues: {html.escape(text)}</div>'
 
     def _card(self, item: WaitingDecision) -> _Card | None:
         host = self.hosts[item.run_id]

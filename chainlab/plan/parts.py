@@ -207,6 +207,23 @@ class RunOptions(PlanModel):
     # first (ties by declaration order); "auto" = critical_path once durations are known
     priority: Literal["auto", "declaration", "critical_path"] = "auto"
     budget: Budget | None = None  # limits on cost, tokens and time (suspends, never kills)
+    # in a worker fleet (DESIGN §19), runs whose key (a template over the context, e.g.
+    # "customer:{{ context.customer_id }}") resolves the same never run at the same time
+    concurrency_key: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+
+    @field_validator("concurrency_key")
+    @classmethod
+    def _context_template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from chainlab.plan.refs import parse_template
+
+        template = parse_template(value)  # TemplateSyntaxError is a ValueError
+        bad = [str(r) for r in template.refs if r.root != "context"]
+        if bad:
+            raise ValueError(f"concurrency_key may refer only to the context "
+                             f"({{{{ context.NAME }}}}), not {', '.join(bad)}")
+        return value
 
     def merged(self, override: RunOptions | None) -> RunOptions:
         """These options with the fields that ``override`` set explicitly replaced."""

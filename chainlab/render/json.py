@@ -10,6 +10,8 @@ shown by its repr).
     {"run_id": "run-1", "chain": "saga", "status": "suspended", "epoch": 1,
      "created_at": 1800000000.0, "updated_at": 1800000003.5,
      "lineage": {"forked_from": "run-0", "at_seq": 12} | None,
+     "queue": "default" | None,
+     "worker": {"name": "w2", "host": "h1", "pid": 4242, "beat_at": 1800000003.1} | None,
      "last_seq": 9,
      "steps": {"pay": {"status": "waiting_confirmation", "attempts": [...], "output": None,
                        "reason": None, "error_kind": None, "error": None, "reused": None},
@@ -42,7 +44,10 @@ shown by its repr).
   (None when it reported nothing; a step a fork reused made no call, so None).
 
 :func:`record_dict` is a run as listed (``chainlab runs --json``): the record's fields, the
-number of top-level steps, the run's meta and its lineage.
+number of top-level steps, the run's meta, its lineage, its queue and worker.
+
+* ``queue``: the queue a worker fleet drains the run from (None: it was not enqueued);
+  ``worker``: the fleet worker that drives it right now (:func:`worker_dict`).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
     from chainlab.store.base import RunRecord
 
 __all__ = ["attempt_dict", "declared_output", "job_caption", "job_dict", "job_short_id",
-           "lineage_dict", "record_dict", "run_dict", "step_dict", "waiting_dicts"]
+           "lineage_dict", "record_dict", "run_dict", "step_dict", "waiting_dicts", "worker_dict"]
 
 #: the step statuses that wait for a person, and the kind of decision each one needs
 _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_doubt"}
@@ -85,6 +90,8 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "lineage": lineage_dict(record),
+        "queue": record.queue,
+        "worker": worker_dict(record),
         "last_seq": state.last_seq,
         "steps": steps,
         "outputs": _plain(state.outputs),
@@ -110,7 +117,18 @@ def record_dict(record: RunRecord) -> dict[str, Any]:
     return {"run_id": record.run_id, "chain": record.chain_name, "status": str(record.status),
             "epoch": record.epoch, "created_at": record.created_at,
             "updated_at": record.updated_at, "steps": len(record.chain.get("steps", [])),
-            "meta": _plain(record.meta), "lineage": lineage_dict(record)}
+            "meta": _plain(record.meta), "lineage": lineage_dict(record),
+            "queue": record.queue, "worker": worker_dict(record)}
+
+
+def worker_dict(record: RunRecord) -> dict[str, Any] | None:
+    """``{"name", "host", "pid", "beat_at"}`` of the fleet worker that drives the run now
+    (DESIGN §19), None when no worker does (not enqueued, or suspended: it holds none)."""
+    driver = record.driver
+    if driver is None or driver.worker is None:
+        return None
+    return {"name": driver.worker, "host": driver.host, "pid": driver.pid,
+            "beat_at": driver.beat_at}
 
 
 def lineage_dict(record: RunRecord) -> dict[str, Any] | None:

@@ -4,8 +4,10 @@ recovery and the event stream (stdlib + pydantic + anyio only)."""
 from chainlab.events import Event, EventKind
 from chainlab.events.fold import AttemptRecord, RunState, StepState
 from chainlab.events.status import AttemptStatus, RunStatus, SkipReason, StepStatus
+from chainlab.runtime.coordination.workers import LeaseExecutor, Worker
 from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
+from chainlab.runtime.fleet import new_worker
 from chainlab.runtime.runtime import Run, RunResult, Runtime
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Executor",
+    "LeaseExecutor",
     "LocalExecutor",
     "Run",
     "RunResult",
@@ -25,4 +28,6 @@ __all__ = [
     "StepState",
     "StepStatus",
     "SystemClock",
+    "Worker",
+    "new_worker",
 ]

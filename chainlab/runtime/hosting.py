@@ -18,21 +18,26 @@ import time
 import weakref
 from collections import ChainMap
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import anyio
 
+from chainlab.errors import StaleEpochError
+from chainlab.events import RUN_TERMINAL, RunState, RunStatus
+from chainlab.events.status import DrivePhase
 from chainlab.runtime.coordination.liveness import Liveness
 from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
+from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.preparing import Prepared
+from chainlab.runtime.run import Run
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain
+    from chainlab.plan.schema import Chain, RunOptions
     from chainlab.runtime.history.estimates import History
-    from chainlab.runtime.run import Run
-    from chainlab.store.base import Store
+    from chainlab.runtime.runtime import Runtime
+    from chainlab.store.base import RunRecord, Store
 
 __all__ = ["Hosting", "new_run_id"]
 
@@ -76,6 +81,7 @@ class Hosting:
         # else holds the handle: a long-lived runtime must not keep every run in memory)
         self._active: dict[str, Run] = {}
         self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
+        self._scopes: dict[str, anyio.CancelScope] = {}  # each driven run's drive
         self._prepared = Prepared()  # compiled chains and release orders, cached
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -143,3 +149,79 @@ class Hosting:
         """The handle of ``run_id`` if this runtime drives it right now, else None."""
         run = self._active.get(run_id)
         return run if run is not None and run.driving else None
+
+    # ------------------------------------------------------------------ driving
+    def _launch(self, run: Run, phase: DrivePhase) -> None:
+        """Drive ``run`` from ``phase`` in the background: the one way every run begins (a
+        start, a resume, a fork, a rollback, a worker's claim). Marked as driven before this
+        returns, so a control call in between never starts a second driver; nothing here
+        awaits."""
+        kernel = run._kernel
+        assert kernel is not None
+        self._active[run.run_id] = run
+        kernel.prepare_drive()
+        self.spawn(lambda: self._drive(run, phase))
+
+    async def _drive(self, run: Run, phase: DrivePhase) -> None:
+        kernel = run._kernel
+        assert kernel is not None
+        with anyio.CancelScope() as scope:
+            self._scopes[run.run_id] = scope  # release() stops this drive alone
+            try:
+                async with self.liveness.attend(cast("Runtime", self), run):  # beat, mailbox
+                    await kernel.drive(phase)
+            finally:
+                if self._scopes.get(run.run_id) is scope:
+                    del self._scopes[run.run_id]
+        if self._active.get(run.run_id) is not run:
+            return
+        if isinstance(kernel.error, StaleEpochError) or scope.cancelled_caught:
+            del self._active[run.run_id]  # fenced, or released: get_run reads the store
+        elif kernel.state.status in RUN_TERMINAL:
+            del self._active[run.run_id]
+            self._finished[run.run_id] = run
+
+    def release(self, run_id: str) -> bool:
+        """Stop driving ``run_id`` here while it is suspended (it waits for a person and
+        holds nothing: no call, no timer), leaving it in the store for whoever takes it up
+        next (its driver row goes, so a decision on it is left to the store). A fleet
+        worker releases every run that suspends: a suspended run holds no worker. Returns
+        False (and does nothing) when the run is not driven here or not suspended."""
+        run = self._active.get(run_id)
+        scope = self._scopes.get(run_id)
+        kernel = run._kernel if run is not None else None
+        if kernel is None or scope is None or kernel.state.status != RunStatus.SUSPENDED \
+                or kernel.background or kernel.sched.running or kernel.timers:
+            return False
+        scope.cancel()
+        return True
+
+    def _new_kernel(
+        self,
+        run_id: str,
+        graph: Any,
+        state: RunState,
+        opts: RunOptions,
+        context: dict[str, Any],
+        *,
+        epoch: int,
+        priority: Callable[[str], float] | None = None,
+    ) -> Kernel:
+        return Kernel(
+            run_id=run_id,
+            graph=graph,
+            state=state,
+            options=opts,
+            context=context,
+            store=self.store,
+            executor=self.executor,
+            clock=self.clock,
+            epoch=epoch,
+            toolbox=self.toolbox,
+            priority=priority,
+        )
+
+    def _handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
+        """The live handle of a run this runtime is about to drive. (A Hosting is always a
+        Runtime, its one subclass at the end: the handle holds the whole runtime.)"""
+        return Run(cast("Runtime", self), chain, kernel, record)

@@ -1,11 +1,15 @@
-"""``Launching``: every way a run of a :class:`~chainlab.runtime.runtime.Runtime` begins, a
-base of that class. :meth:`~Launching.start` (a new run), :meth:`~Launching.resume` (a
-stored run claimed by this process: check-and-claim, or a takeover) and
+"""``Launching``: every way a NEW run of a :class:`~chainlab.runtime.runtime.Runtime`
+begins, a base of that class. :meth:`~Launching.start` (a new run driven here),
+:meth:`~Launching.enqueue` (a new run stored ``queued`` for the worker fleet) and
 :meth:`~Launching.fork` (a new run from a finished or suspended one, previewed by
-:meth:`~Launching.fork_plan`) each build a kernel (``_new_kernel``; a new run's log opens
-in ``_create``) and hand the run to ``_launch``, as ``run.rollback()`` does with its own:
-the one tail that marks the run as driven here and drives it in the background
-(``_drive``: heartbeat and mailbox while it moves, then the run leaves the active set).
+:meth:`~Launching.fork_plan`).
+
+Creating a run is all or nothing (issue 36): what a new run must be is checked first
+(``_admit``), and the record, its driver, the head of its log and its idempotency key are
+stored in ONE transaction (``_create``, through ``store.create_run``): a refused write
+leaves no run behind. A start and a fork then hand the run to ``_launch``
+(:mod:`chainlab.runtime.hosting`), the one tail that drives every run; stored runs are
+taken up in :mod:`chainlab.runtime.resuming`.
 """
 
 from __future__ import annotations
@@ -13,9 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from chainlab.errors import PlanError, Problem, RunNotFoundError, StaleEpochError
+from chainlab.errors import (
+    IdempotencyKeyError,
+    PlanError,
+    Problem,
+    RunExistsError,
+    RunNotFoundError,
+    StoreError,
+)
 from chainlab.events import (
-    RUN_TERMINAL,
     EventKind,
     RunState,
     RunStatus,
@@ -25,24 +35,26 @@ from chainlab.events import (
 from chainlab.events.status import DrivePhase
 from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
+from chainlab.runtime.coordination.queue import concurrency_key, queue_name
+from chainlab.runtime.engine.compile import Graph, used_chains
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import (
     budget_estimates,
     history,
-    recorded_order,
     release_order,
 )
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.hosting import Hosting
+from chainlab.runtime.preparing import Admitted, OpeningLog, request_hash
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord, check_run_id
+from chainlab.store.queue import DEFAULT_QUEUE, Queue
 from chainlab.tools import NotJSONError, to_json_value
 
 if TYPE_CHECKING:
     from chainlab.runtime.runtime import Runtime
+    from chainlab.store.base import Store
 
 __all__ = ["Launching"]
 
@@ -62,15 +74,100 @@ class Launching(Hosting):
         meta: Mapping[str, Any] | None = None,
         paused: bool = False,
         planning: Sequence[tuple[str, dict[str, Any]]] = (),
+        idempotency_key: str | None = None,
     ) -> Run:
-        """Validate ``chain`` and start a run in the background; returns its handle at once.
-        With ``paused=True`` nothing starts until ``run.step()`` or ``run.unpause()``.
-        ``planning``: ``(kind, payload)`` planning events to record at the head of the log
-        (the planner's report, see chainlab.planner).
+        """Validate ``chain`` and start a run in the background; returns its handle once the
+        run is stored (its record, this runtime as its driver and the head of its log, in one
+        transaction: all or nothing). With ``paused=True`` nothing starts until
+        ``run.step()`` or ``run.unpause()``. ``planning``: ``(kind, payload)`` planning
+        events to record at the head of the log (the planner's report, see
+        chainlab.planner). ``idempotency_key``: a key naming this request: the same request
+        again returns the run the first one started (``run.replayed`` is then True), never a
+        second one.
 
         Raises PlanError if the chain (with this context) does not validate, InputError (a
-        PlanError) if the context does not fit the chain's declared ``inputs``.
+        PlanError) if the context does not fit the chain's declared ``inputs``,
+        IdempotencyKeyError (the key named another request), RunExistsError (``run_id`` is
+        taken).
         """
+        new = self._admit(chain, context, options, run_id=run_id, meta=meta,
+                          key=idempotency_key, paused=paused)
+        if idempotency_key is not None:
+            found = await self._keyed(idempotency_key, new.record)
+            if found is not None:
+                return found
+        for kind, _ in planning:
+            if not str(kind).startswith("planning_"):
+                raise ValueError(f"planning events are planning_*, got {kind!r}")
+
+        def opening(kernel: Kernel) -> None:
+            for kind, payload in planning:
+                kernel.emit(event_kind(kind), payload=dict(payload))
+            if paused:
+                kernel.pause_now(reason="start paused (step-through)")
+
+        priority, order = await self._order(new.graph, chain.name, new.options)
+        try:
+            kernel = await self._create(chain, new.graph, new.record, new.options, priority,
+                                        order, then=opening, key=idempotency_key)
+        except RunExistsError as exc:
+            found = await self._keyed(exc.key, new.record) if exc.key else None
+            if found is None:
+                raise
+            return found
+        run = self._handle(chain, kernel, new.record)
+        self._launch(run, DrivePhase.START)
+        return run
+
+    async def enqueue(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        paused: bool = False,
+    ) -> str:
+        """Store a run as ``queued`` in ``queue`` and return its id without driving it: a
+        worker of the fleet (``chainlab worker``, :class:`chainlab.runtime.Worker`) claims
+        and drives it (DESIGN §19). Validated as :meth:`start` validates, and stored all or
+        nothing; ``idempotency_key`` as for :meth:`start` (the same request again returns
+        the same id). A chain's ``options.concurrency_key`` is resolved against the context
+        now.
+
+        Raises PlanError (the chain, context, options or concurrency key do not fit),
+        ValueError (``queue`` is not a simple identifier), IdempotencyKeyError,
+        RunExistsError, StoreError (e.g. a store that keeps no queue).
+        """
+        new = self._admit(chain, context, options, run_id=run_id, meta=meta,
+                          key=idempotency_key, paused=paused, queue=queue_name(queue))
+        if not isinstance(self.store, Queue):
+            raise StoreError(f"{self.store!r} keeps no queue: enqueue into a SQLite file or a "
+                             "PostgreSQL database (or a MemoryStore, for one process)")
+        record = new.record.with_(concurrency_key=concurrency_key(new.options, new.record))
+        if idempotency_key is not None:
+            found = await self._key_names(idempotency_key, record)
+            if found is not None:
+                return found
+        try:
+            await self.run_io(self.store.create_run, record, None, (), idempotency_key)
+        except RunExistsError as exc:
+            found = await self._key_names(exc.key, record) if exc.key else None
+            if found is None:
+                raise
+            return found
+        return record.run_id
+
+    def _admit(self, chain: Chain, context: Mapping[str, Any] | None,
+               options: RunOptions | None, *, run_id: str | None,
+               meta: Mapping[str, Any] | None, key: str | None, paused: bool = False,
+               queue: str | None = None) -> Admitted:
+        """A new run's record, checked (context, declared inputs, run id, chain with its
+        options) and compiled: everything a start or an enqueue checks before it writes.
+        Raises PlanError."""
         data = _gated(chain, context)  # (the chain's values: by Prepared.compile, once)
         data = check_context(chain, data)  # the declared inputs: checked, defaults filled
         if run_id is not None:
@@ -81,12 +178,16 @@ class Launching(Hosting):
         opts = chain.options.merged(options)
         graph, chain_data = self._prepared.compile(chain, opts, data, self.toolbox,
                                                    self.chains)
-        run_id = run_id or self.id_factory()
         now = self.clock.now()
+        extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
+        if key is not None:  # what makes a repeat the SAME request
+            extra["idempotency_key"] = key
+            extra["request_hash"] = request_hash(chain.model_dump_json(exclude_defaults=True),
+                                                 data, options, run_id, queue, paused)
         record = RunRecord(
-            run_id=run_id,
+            run_id=run_id or self.id_factory(),
             chain_name=chain.name,
-            status=RunStatus.RUNNING,
+            status=RunStatus.QUEUED if queue is not None else RunStatus.RUNNING,
             epoch=1,
             created_at=now,
             updated_at=now,
@@ -94,39 +195,76 @@ class Launching(Hosting):
             chains={n: c.to_dict() for n, c in used_chains(chain, self.chains).items()},
             context=data,
             options=opts.model_dump(mode="json", exclude_defaults=True),
-            meta=dict(meta or {}),
+            meta={**dict(meta or {}), **extra},
+            queue=queue,
         )
+        return Admitted(record, graph, opts)
+
+    async def _keyed(self, key: str, record: RunRecord) -> Run | None:
+        """A handle (``replayed`` set) of the run ``key`` names, see :meth:`_key_names`."""
+        found = await self._key_names(key, record)
+        if found is None:
+            return None
+        run = cast("Runtime", self).get_run(found)
+        handle = Run(run.runtime, run.chain, run._kernel, run.record)
+        handle.replayed = True
+        return handle
+
+    async def _key_names(self, key: str, record: RunRecord) -> str | None:
+        """The run ``key`` names when this request is the one that made it, None when the
+        key names no run yet. Raises IdempotencyKeyError when it names a run another
+        request made."""
+        found: str | None = await self.run_io(self.store.run_for_key, key)
+        if found is None:
+            return None
+        existing = await self.run_io(self.store.get_run, found)
+        if existing.meta.get("request_hash") != record.meta.get("request_hash"):
+            raise IdempotencyKeyError(key, found)
+        return found
+
+    async def _order(self, graph: Graph, chain_name: str, opts: RunOptions
+                     ) -> tuple[Callable[[str], float] | None, dict[str, Any]]:
+        """The release order of a new run, and what ``run_started`` records of it."""
         if (opts.priority != "declaration" or opts.budget is not None) \
                 and self._history is None:
             self._history = await self.run_io(history, self.store)
-        priority, order = self._prepared.release_order(graph, chain.name, opts.priority,
+        priority, order = self._prepared.release_order(graph, chain_name, opts.priority,
                                                        self._history)
         if opts.budget is not None:  # what each step is expected to spend, recorded
-            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain.name,
+            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain_name,
                                                                    self._history)}
-        kernel = await self._create(chain, graph, record, opts, priority, order)
-        for kind, payload in planning:
-            if not str(kind).startswith("planning_"):
-                raise ValueError(f"planning events are planning_*, got {kind!r}")
-            kernel.emit(event_kind(kind), payload=dict(payload))
-        if paused:
-            kernel.pause_now(reason="start paused (step-through)")
-        run = self._handle(chain, kernel, record)
-        self._launch(run, DrivePhase.START)
-        return run
+        return priority, order
 
     async def _create(self, chain: Chain, graph: Graph, record: RunRecord, opts: RunOptions,
                       priority: Callable[[str], float] | None, order: dict[str, Any],
-                      lineage: Mapping[str, Any] | None = None) -> Kernel:
-        """Store a new run, with this runtime as its driver from the first moment, and open
-        its log with ``run_started`` (a start and a fork)."""
-        await self.run_io(self.store.create_run, record, self.liveness.identity())
+                      lineage: Mapping[str, Any] | None = None, *,
+                      then: Callable[[Kernel], None] | None = None,
+                      key: str | None = None) -> Kernel:
+        """Store a new run (a start and a fork) all or nothing: its record, this runtime as
+        its driver from the first moment, and the head of its log (``run_started``, then
+        what ``then`` emits) in ONE transaction. A refused write (a value the store cannot
+        keep, a key or id taken) leaves no run behind. Raises RunExistsError, StoreError."""
+        opening = OpeningLog()
         state = RunState(record.run_id, graph.nodes)
         kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
                                   priority=priority)
+        kernel.store = cast("Store", opening)  # (the head of the log goes to create_run)
         kernel.budget_estimates = dict(order.get("budget_estimates") or {})
-        if self._history is not None:  # learn the durations when the run ends, before
-            learned = self._history  # wait() returns, so the next start knows them
+        self._open_log(kernel, chain, graph, record, order, lineage)
+        if then is not None:
+            then(kernel)
+        stored = record.with_(status=opening.status or record.status)
+        await self.run_io(self.store.create_run, stored, self.liveness.identity(),
+                          opening.events, key)
+        kernel.store = self.store
+        return kernel
+
+    def _open_log(self, kernel: Kernel, chain: Chain, graph: Graph, record: RunRecord,
+                  order: dict[str, Any], lineage: Mapping[str, Any] | None = None) -> None:
+        """Emit ``run_started`` (a new run's first event), and learn the run's durations
+        when it ends (before ``wait()`` returns, so the next start knows them)."""
+        if self._history is not None:
+            learned, state = self._history, kernel.state
             kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
         kernel.emit(
             EventKind.RUN_STARTED,
@@ -137,89 +275,10 @@ class Launching(Hosting):
                 "options": record.options,
                 **order,
                 **(lineage or {}),
+                **self.liveness.signature(),
             },
             run_status=RunStatus.RUNNING,
         )
-        return kernel
-
-    async def resume(
-        self, run_id: str, *, check: Callable[[RunState], None] | None = None,
-        force: bool = False,
-    ) -> Run:
-        """Continue a run from the store in this process (after a crash, a suspension, or to
-        roll it back). Takes the next epoch: an older writer can no longer commit.
-
-        ``check(state)`` runs on the stored state before the run is claimed and may raise to
-        refuse (e.g. "is this step still waiting for my approval?"): the check and the claim
-        are one step, because the claim fails if anything was written since that state.
-
-        A run another process drives (its heartbeat is fresh) is refused unless ``force``; a
-        run whose driver went stale is taken over. Either way the old driver is fenced: it
-        commits nothing after the claim.
-
-        Raises RunNotFoundError, DriverAliveError (another live process drives it),
-        StaleEpochError (another process resumed it, or wrote to it, since it was read), or
-        what ``check`` raises.
-        """
-        active = self._active.get(run_id) or self._finished.get(run_id)
-        if active is not None and active.driving:
-            return active
-        record = await self.run_io(self.store.get_run, run_id)
-        if not force:
-            await self.liveness.refuse_live(self, record)
-        chain = Chain.from_dict(record.chain)
-        chains = dict(self.chains)
-        chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
-        opts = RunOptions.model_validate(record.options)
-        raise_for_problems(chain, self.toolbox, chains=chains)
-        graph = compile_chain(chain, self.toolbox, chains, opts)
-        me = self.liveness.identity()
-        if force:
-            # a takeover: claim FIRST (the old driver, busy or not, is fenced from here on),
-            # then read the log, which nobody can extend any more
-            # (another process that claimed since `record` was read wins: StaleEpochError)
-            epoch = await self.run_io(self.store.claim, run_id, record.epoch, None, me)
-            events = await self.run_io(self.store.load_events, run_id)
-            state = RunState.from_events(run_id, events, graph.nodes)
-            if check is not None:
-                try:
-                    check(state)
-                except BaseException:
-                    await self.run_io(self.store.clear_driver, run_id, me.driver_id)
-                    raise
-        else:
-            events = await self.run_io(self.store.load_events, run_id)
-            state = RunState.from_events(run_id, events, graph.nodes)
-            if check is not None:
-                check(state)
-            # check-and-claim: the claim fails if anything was written since these events,
-            # so the state rebuilt here (and checked) is exactly the state this process owns
-            last = events[-1].seq if events else 0
-            epoch = await self.run_io(self.store.claim, run_id, record.epoch, last, me)
-        started: dict[str, Any] = next(
-            (e.payload for e in events if e.kind == EventKind.RUN_STARTED), {}
-        )
-        kernel = self._new_kernel(run_id, graph, state, opts, record.context, epoch=epoch,
-                              priority=recorded_order(started, graph.nodes))
-        kernel.budget_estimates = dict(started.get("budget_estimates") or {})
-        was = state.status
-        kernel.emit(
-            EventKind.RUN_RESUMED,
-            payload={"reason": "recovery", "epoch": epoch, "was": str(was)},
-            run_status=None
-            if was in RUN_TERMINAL
-            else (RunStatus.COMPENSATING if was == RunStatus.COMPENSATING else RunStatus.RUNNING),
-        )
-        run = self._handle(chain, kernel, record)
-        if was in RUN_TERMINAL:
-            self._active[run_id] = run
-            kernel.settled_status = was
-            await kernel.commit()
-        else:
-            # rebuilt here, synchronously: control methods work as soon as this returns
-            kernel.to_reconcile = recover_now(kernel)
-            self._launch(run, DrivePhase.RECOVER)
-        return run
 
     # ------------------------------------------------------------------ time travel
     async def fork_plan(
@@ -278,9 +337,10 @@ class Launching(Hosting):
         ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
         ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written).
 
-        Returns once the fork's first events (its reused steps and what waits for a person
-        first) are durable: a process that dies right after still leaves a fork that a
-        resume continues exactly."""
+        Returns once the fork is stored with its first events (its reused steps and what
+        waits for a person first), in one transaction: a process that dies right after
+        leaves a fork that a resume continues exactly, and a refused write (an output the
+        store cannot keep) leaves no fork at all."""
         plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
                                     chain=chain, rerun=rerun)
         seed = fork_seed(plan, self.toolbox, self.chains, run_id=self.id_factory(),
@@ -291,72 +351,16 @@ class Launching(Hosting):
         if plan.options.budget is not None:
             order = {**order, "budget_estimates": budget_estimates(
                 graph.nodes, plan.chain.name, self._history)}
+        def opening(kernel: Kernel) -> None:
+            for kind, step_id, payload in seed.events:
+                kernel.emit(kind, step_id, payload=payload)
+
         kernel = await self._create(plan.chain, graph, record, plan.options, priority, order,
-                                    seed.lineage)
-        for kind, step_id, payload in seed.events:
-            kernel.emit(kind, step_id, payload=payload)
-        if self.store.blocking:
-            await kernel.commit()
-        else:  # an inline store (memory; a notebook's): durable without a suspension
-            kernel.commit_inline()
+                                    seed.lineage, then=opening)
         run = self._handle(plan.chain, kernel, record)
         kernel.to_reconcile = recover_now(kernel)  # reused steps are done: release the rest
         self._launch(run, DrivePhase.RECOVER)
         return run
-
-    # ------------------------------------------------------------------ driving
-    def _launch(self, run: Run, phase: DrivePhase) -> None:
-        """Drive ``run`` from ``phase`` in the background: the one way every run begins (a
-        start, a resume, a fork, a rollback). Marked as driven before this returns, so a
-        control call in between never starts a second driver; nothing here awaits."""
-        kernel = run._kernel
-        assert kernel is not None
-        self._active[run.run_id] = run
-        kernel.prepare_drive()
-        self.spawn(lambda: self._drive(run, phase))
-
-    async def _drive(self, run: Run, phase: DrivePhase) -> None:
-        kernel = run._kernel
-        assert kernel is not None
-        async with self.liveness.attend(self, run):  # heartbeat + mailbox while it drives
-            await kernel.drive(phase)
-        if self._active.get(run.run_id) is not run:
-            return
-        if isinstance(kernel.error, StaleEpochError):  # fenced: another driver took it over
-            del self._active[run.run_id]  # (get_run now reads the store, not this handle)
-        elif kernel.state.status in RUN_TERMINAL:
-            del self._active[run.run_id]
-            self._finished[run.run_id] = run
-
-    def _new_kernel(
-        self,
-        run_id: str,
-        graph: Any,
-        state: RunState,
-        opts: RunOptions,
-        context: dict[str, Any],
-        *,
-        epoch: int,
-        priority: Callable[[str], float] | None = None,
-    ) -> Kernel:
-        return Kernel(
-            run_id=run_id,
-            graph=graph,
-            state=state,
-            options=opts,
-            context=context,
-            store=self.store,
-            executor=self.executor,
-            clock=self.clock,
-            epoch=epoch,
-            toolbox=self.toolbox,
-            priority=priority,
-        )
-
-    def _handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
-        """The live handle of a run this runtime is about to drive. (A Launching is always
-        a Runtime, its one subclass: the handle holds the whole runtime.)"""
-        return Run(cast("Runtime", self), chain, kernel, record)
 
 
 def _gated(chain: Chain, context: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,14 +1,19 @@
 """What a start does before anything runs, cached so that starting the same chain again (a
 loop in a script, a benchmark, a notebook re-run) pays for it once: the value gate on the
 chain's values, validation and compilation (by content), and the release order (re-ranked as
-durations are learned)."""
+durations are learned); and what a new run is before it is stored: :class:`Admitted` (its
+checked record, graph and options), :func:`request_hash` (what makes a repeat of a keyed
+request the same request) and :class:`OpeningLog` (the head of its log, stored with its
+record in one transaction)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError, to_json
@@ -21,9 +26,11 @@ from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.runtime.history.estimates import History, release_order
 
 if TYPE_CHECKING:
+    from chainlab.events import Event
+    from chainlab.store.base import RunRecord
     from chainlab.tools import Toolbox
 
-__all__ = ["Prepared", "used_chains"]
+__all__ = ["Admitted", "OpeningLog", "Prepared", "request_hash", "used_chains"]
 
 _KEEP = 64  # entries each cache keeps (oldest dropped first)
 
@@ -119,3 +126,39 @@ class Prepared:
             self._orders.pop(next(iter(self._orders)))
         self._orders[key] = (graph, learned, priority, order)
         return priority, order
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A new run, checked and compiled, not stored yet: its record, graph and options."""
+
+    record: RunRecord
+    graph: Graph
+    options: RunOptions
+
+
+@dataclass(slots=True)
+class OpeningLog:
+    """Stands in for the store while a new run's first events are emitted (by the kernel,
+    as always): it keeps them, and the run status they set, for ``create_run`` to store with
+    the run's record in ONE transaction (all or nothing)."""
+
+    events: list[Event] = field(default_factory=list)
+    status: str | None = None
+
+    def append(self, run_id: str, epoch: int, events: Iterable[Event],
+               run_status: str | None = None) -> None:
+        self.events.extend(events)
+        if run_status is not None:
+            self.status = run_status
+
+
+def request_hash(chain_json: str, context: Mapping[str, Any], options: RunOptions | None,
+                 run_id: str | None, queue: str | None, paused: bool) -> str:
+    """What makes two keyed requests the same request: the chain, the context, the options
+    given, the run id asked for, the queue and whether it starts paused."""
+    data = {"chain": json.loads(chain_json), "context": context,
+            "options": options.model_dump(mode="json", exclude_unset=True) if options else None,
+            "run_id": run_id, "queue": queue, "paused": paused}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

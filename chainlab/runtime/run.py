@@ -65,6 +65,11 @@ class Run(RunView):
             )
         return self._kernel
 
+    def _for_fleet(self) -> bool:
+        """A stored handle of a run that belongs to a queue: a decision on it is left to the
+        worker fleet, never applied by taking the run over here (DESIGN §19)."""
+        return self._kernel is None and self.record.queue is not None
+
     async def pause(self) -> None:
         """Release nothing new until ``step()`` or ``resume()``; running steps finish."""
         k = self._k()
@@ -99,7 +104,13 @@ class Run(RunView):
         (reason ``budget_exceeded``), the raised limits (merged over the current ones). Raises
         RunStateError if the step is not waiting (saying who decided it),
         DecisionError for args that do not fit, StaleEpochError when another driver took the
-        run over (then nothing was approved and the step's call does not start here)."""
+        run over (then nothing was approved and the step's call does not start here).
+        On a stored handle of a queue's run, the approval goes to the fleet
+        (``runtime.decide``: recorded, and applied by a worker)."""
+        if self._for_fleet():
+            await self.runtime.decide(self.run_id, step_id, "approve", args=args, note=note,
+                                      by=by, budget=budget)
+            return
         k = self._k()
         k.require_step(step_id)
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
@@ -126,7 +137,11 @@ class Run(RunView):
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:
         """Reject a waiting step: its dependants are skipped; under fail_fast the run rolls
-        back. ``by`` says who rejects. Raises RunStateError if the step is not waiting."""
+        back. ``by`` says who rejects. Raises RunStateError if the step is not waiting.
+        On a stored handle of a queue's run, it goes to the fleet (``runtime.decide``)."""
+        if self._for_fleet():
+            await self.runtime.decide(self.run_id, step_id, "reject", reason=reason, by=by)
+            return
         k = self._k()
         k.apply(decisions.reject(k.state, step_id, reason, by or decisions.requester()))
         await k.commit()
@@ -143,7 +158,12 @@ class Run(RunView):
     ) -> None:
         """Decide an in-doubt step: it took effect with ``output``, or ``retry`` it, or
         ``fail`` it. ``by`` says who decides. Raises RunStateError if it is not in doubt,
-        DecisionError for an output that does not fit."""
+        DecisionError for an output that does not fit. On a stored handle of a queue's run,
+        it goes to the fleet (``runtime.decide``)."""
+        if self._for_fleet():
+            await self.runtime.decide(self.run_id, step_id, "resolve", output=output,
+                                      retry=retry, fail=fail, note=note, by=by)
+            return
         k = self._k()
         tool = k.nodes[step_id].tool if step_id in k.nodes else None
         k.apply(decisions.resolve(k.state, tool, step_id, output=output, retry=retry,

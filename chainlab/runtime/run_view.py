@@ -72,6 +72,9 @@ class RunView:
         self._static: RunState | None = None
         self._events: list[Event] | None = None  # the log of a finished stored run
         self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
+        #: True for the handle an idempotent start returned for a run an earlier call with
+        #: the same ``idempotency_key`` (and the same request) made: nothing new started
+        self.replayed = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -157,7 +160,8 @@ class RunView:
 
     @property
     def status(self) -> RunStatus:
-        return self.state.status or RunStatus.RUNNING
+        """The fold's status; a run with no event yet has its record's (``queued``)."""
+        return self.state.status or RunStatus(self.record.status)
 
     @property
     def steps(self) -> dict[str, StepState]:

@@ -1,14 +1,18 @@
-"""``Runtime``: starts, resumes, forks and lists runs (``Run``, the handle, is in run.py).
+"""``Runtime``: starts, enqueues, resumes, forks and lists runs (``Run``, the handle, is in
+run.py).
 
-The class is built in three layers, each a module: :class:`~chainlab.runtime.hosting.Hosting`
-(its parts and lifetime: the constructor, ``spawn``, ``run_io``, ``driven``, ``aclose``) <
-:class:`~chainlab.runtime.launching.Launching` (every way a run begins, through one
-``_launch``: a new run, a resumed one, a fork and a rollback of a finished run) < ``Runtime``
-here: reading runs (``get_run``, ``runs``, ``watch``, the frames), the team inbox, decisions
-from anywhere (``decide``, ``complete_job``) and the blocking entry points. The coordination
-code (heartbeats, the mailbox, decisions from other processes, watching) sees a runtime only
-through its :class:`~chainlab.runtime.coordination.Host` members: ``store``, ``liveness``,
-``run_io``, ``spawn``, ``driven`` and ``resume``.
+The class is built in four layers, each a module: :class:`~chainlab.runtime.hosting.Hosting`
+(its parts and lifetime: the constructor, ``spawn``, ``run_io``, ``driven``, ``aclose``, and
+driving a run: ``_launch``, the one tail every run's drive begins with, and ``release``) <
+:class:`~chainlab.runtime.launching.Launching` (every way a NEW run begins: a start, an
+enqueue, a fork) < :class:`~chainlab.runtime.resuming.Resuming` (every way a STORED run is
+taken up: a resume, a fleet worker's claim) < ``Runtime`` here: reading runs (``get_run``,
+``runs``, ``watch``, the frames), the team inbox, decisions from anywhere (``decide``,
+``complete_job``), the queue's views and limits, and the blocking entry points. The
+coordination code (heartbeats, the mailbox, decisions from other processes, watching, the
+worker fleet) sees a runtime only through its :class:`~chainlab.runtime.coordination.Host`
+members: ``store``, ``liveness``, ``run_io``, ``spawn``, ``driven``, ``resume``,
+``claimed`` and ``release``.
 
 One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
 coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
@@ -26,7 +30,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.history.estimates import estimate, history
 from chainlab.runtime.hosting import new_run_id
-from chainlab.runtime.launching import Launching
+from chainlab.runtime.resuming import Resuming
 from chainlab.runtime.run import Run
 from chainlab.runtime.run_view import RunResult
 from chainlab.store.base import RunRecord
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
 
 
-class Runtime(Launching):
+class Runtime(Resuming):
     """Starts, resumes and lists runs of chains built from one toolbox.
 
     ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
@@ -138,8 +142,11 @@ class Runtime(Launching):
         ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
         another live process (sent to it through the store; it applies the decision with the
         same checks and answers), or by nobody
-        (this runtime takes the run over, applies it, and drives the run on). ``by`` says
-        who decides (default ``user@host``). Returns ``"applied"``.
+        (this runtime takes the run over, applies it, and drives the run on). A run of a
+        queue (DESIGN §19) is never taken over here: the decision is checked, recorded and
+        left to the worker fleet, and the answer waited for up to ``timeout``. ``by`` says
+        who decides (default ``user@host``). Returns ``"applied"``, or ``"recorded"`` for a
+        queue's run no worker answered for yet (a worker applies it when one runs).
 
         Raises ValueError (unknown action, arguments of another action), RunNotFoundError,
         RunStateError / UnknownStepError / DecisionError (the step does not wait for this

@@ -23,10 +23,10 @@ from typing import Any
 
 from chainlab.errors import RunNotFoundError, StoreError
 from chainlab.events.event import Event
-from chainlab.store.base import RunRecord, raise_if_refused
+from chainlab.store.base import DriverInfo, RunRecord, raise_if_refused
 
-__all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "record_of",
-           "sort_batch", "wait_for"]
+__all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "insert_run",
+           "not_text", "record_of", "run_select", "sort_batch", "wait_for"]
 
 log = logging.getLogger(__name__)
 
@@ -261,9 +261,55 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def record_of(row: tuple[Any, ...]) -> RunRecord:
-    """A RunRecord from a runs row (JSON columns as text)."""
+def run_select(dialect: str) -> str:
+    """``SELECT``'s columns and ``FROM`` that :func:`record_of` reads (add ``WHERE`` /
+    ``ORDER BY``): a commit touches only the events table unless the status changes (the hot
+    path writes one page less), so a run's ``updated_at`` is the later of the row's and its
+    last event's time; the driver (with its fleet worker's name) is joined in when it holds
+    the run's current epoch. ``dialect``: ``"sqlite"`` or ``"postgres"``."""
+    later = "greatest" if dialect == "postgres" else "max"
+    return (
+        f"runs.run_id, chain_name, status, runs.epoch, created_at, {later}(updated_at, "
+        "coalesce((SELECT e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq "
+        "DESC LIMIT 1), updated_at)), chain, chains, context, options, meta, queue, "
+        "concurrency_key, d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
+        "FROM runs LEFT JOIN drivers d ON d.run_id = runs.run_id AND d.epoch = runs.epoch "
+        "LEFT JOIN workers w ON w.worker_id = d.driver_id")
+
+
+def record_of(row: tuple[Any, ...] | Any) -> RunRecord:
+    """A RunRecord from a runs row read with its driver (JSON columns as text): the 13
+    columns of the runs table, then the driver's 5 and its worker's name (None when no
+    driver holds the run's current epoch)."""
+    driver = None
+    if len(row) > 13 and row[13] is not None:
+        driver = DriverInfo(row[13], row[14], int(row[15]), int(row[16]), float(row[17]),
+                            row[18])
     return RunRecord(run_id=row[0], chain_name=row[1], status=row[2], epoch=row[3],
                      created_at=row[4], updated_at=row[5], chain=json.loads(row[6]),
                      chains=json.loads(row[7]), context=json.loads(row[8]),
-                     options=json.loads(row[9]), meta=json.loads(row[10]))
+                     options=json.loads(row[9]), meta=json.loads(row[10]),
+                     queue=row[11], concurrency_key=row[12], driver=driver)
+
+
+def insert_run(conn: Any, record: RunRecord, key: str | None, mark: str) -> None:
+    """Insert ``record`` (and its idempotency ``key``) on a SQL connection, inside the
+    caller's transaction; ``mark`` is the dialect's placeholder (``?`` or ``%s``)."""
+    marks = ",".join([mark] * 13)
+    conn.execute(
+        "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, updated_at, chain, "
+        f"chains, context, options, meta, queue, concurrency_key) VALUES ({marks})",
+        (record.run_id, record.chain_name, record.status, record.epoch, record.created_at,
+         record.updated_at, dumps(record.chain), dumps(record.chains), dumps(record.context),
+         dumps(record.options), dumps(record.meta), record.queue, record.concurrency_key))
+    if key is not None:
+        conn.execute(f"INSERT INTO run_keys (idempotency_key, run_id) VALUES ({mark},{mark})",
+                     (key, record.run_id))
+
+
+def not_text(run_id: str, exc: UnicodeEncodeError) -> StoreError:
+    """The refusal of a new run holding text the database cannot store (a lone surrogate)."""
+    return StoreError(
+        f"run {run_id!r} was not created: it holds text that is not valid Unicode ({exc.reason}"
+        f": {exc.object[exc.start:exc.end]!r}); nothing of it was stored. Pass text without "
+        "lone surrogates (e.g. decode bytes with errors='replace')")

@@ -18,7 +18,7 @@ Reads are plain blocking calls (cheap; the runtime calls them from a worker thre
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,8 +38,39 @@ REQUEST_OUTCOMES = ("applied", "refused")
 
 
 @dataclass(frozen=True, slots=True)
+class DriverInfo:
+    """Who drives a run: ``driver_id`` (one per Runtime), ``host``, ``pid``, the ``epoch`` it
+    holds and ``beat_at``, the time (``time.time()`` of the driver's host) of its last
+    heartbeat."""
+
+    driver_id: str
+    host: str
+    pid: int
+    epoch: int = 0
+    beat_at: float = 0.0
+    worker: str | None = None  # the fleet worker's name, when a worker drives the run
+
+    def age(self, now: float) -> float:
+        """Seconds since the last heartbeat (never negative)."""
+        return max(0.0, now - self.beat_at)
+
+    def describe(self) -> str:
+        """``pid 123 on host 'x' (epoch 4)``; for a fleet worker ``worker 'w2' on host 'x'
+        (pid 123, epoch 4)``."""
+        if self.worker:
+            return (f"worker {self.worker!r} on host {self.host!r} (pid {self.pid}, epoch "
+                    f"{self.epoch})")
+        return f"pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
-    """A run as stored: identity, status, owner epoch, and what is needed to resume it."""
+    """A run as stored: identity, status, owner epoch, and what is needed to resume it.
+
+    ``queue``: the queue a worker fleet drains it from (None: not enqueued; DESIGN §19),
+    ``concurrency_key``: its resolved key (one run per key at a time in the fleet).
+    ``driver`` is read with the record, not stored with it: who drives the run at its
+    current epoch right now (None when nobody does; ``driver.worker`` names a fleet worker)."""
 
     run_id: str
     chain_name: str
@@ -52,6 +83,9 @@ class RunRecord:
     context: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    concurrency_key: str | None = None
+    driver: DriverInfo | None = field(default=None, compare=False)
 
     @property
     def lineage(self) -> str | None:
@@ -61,27 +95,6 @@ class RunRecord:
 
     def with_(self, **changes: Any) -> RunRecord:
         return replace(self, **changes)
-
-
-@dataclass(frozen=True, slots=True)
-class DriverInfo:
-    """Who drives a run: ``driver_id`` (one per Runtime), ``host``, ``pid``, the ``epoch`` it
-    holds and ``beat_at``, the time (``time.time()`` of the driver's host) of its last
-    heartbeat."""
-
-    driver_id: str
-    host: str
-    pid: int
-    epoch: int = 0
-    beat_at: float = 0.0
-
-    def age(self, now: float) -> float:
-        """Seconds since the last heartbeat (never negative)."""
-        return max(0.0, now - self.beat_at)
-
-    def describe(self) -> str:
-        """``pid 123 on host 'x' (epoch 4)`` for messages."""
-        return f"pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +216,19 @@ class RunLog(Protocol):
     #: True when reads block on I/O (the runtime then calls them from a worker thread)
     blocking: bool
 
-    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
-        """Insert a new run (epoch as given), and ``driver`` as its driver in the same
-        transaction (a run is never without a known driver, even before its first beat).
-        Raises StoreError if the id exists, ValueError for a bad id (:func:`check_run_id`)."""
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None,
+                   events: Sequence[Event] = (), key: str | None = None) -> None:
+        """Insert a new run (epoch and status as given) all or nothing, in ONE transaction
+        with: ``driver`` as its driver (a run is never without a known driver, even before
+        its first beat), ``events``, the opening of its log (written by the owner of
+        ``record.epoch``; a run that is not queued is never stored without them), and
+        ``key``, an idempotency key that names this run from now on (:meth:`run_for_key`).
+        Nothing is stored when any part is refused. Raises RunExistsError if the id (or the
+        key) is taken, StoreError if the events cannot be stored (e.g. text that is not
+        valid Unicode), ValueError for a bad id (:func:`check_run_id`)."""
+
+    def run_for_key(self, key: str) -> str | None:
+        """The run an idempotency key names (None: the key was never used)."""
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
               driver: DriverInfo | None = None) -> int:
@@ -262,7 +284,8 @@ class Drivers(Protocol):
         took over), RunNotFoundError if unknown."""
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
-        """The run's last recorded driver (None when none beats for it)."""
+        """The run's last recorded driver (None when none beats for it), with the name of
+        its fleet worker when a worker drives it."""
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:
         """Forget the run's driver if it is ``driver_id`` (a driver that stops cleanly)."""

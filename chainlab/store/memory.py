@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
+from chainlab.errors import RunExistsError, RunNotFoundError, StaleEpochError, StoreError
 from chainlab.events.event import Event
 from chainlab.store.base import (
     DecisionRequest,
@@ -23,6 +23,7 @@ from chainlab.store.base import (
     raise_if_refused,
     unknown_request,
 )
+from chainlab.store.memory_queue import MemoryFleet, MemoryQueue
 
 __all__ = ["MemoryStore"]
 
@@ -43,6 +44,7 @@ class MemoryLiveness:
         _lock: threading.Lock
         _mail: MemoryMail
         _runs: dict[str, RunRecord]
+        _fleet: MemoryFleet
 
         def _get_live(self, run_id: str) -> Any: ...
 
@@ -55,7 +57,11 @@ class MemoryLiveness:
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
         with self._lock:
-            return self._mail.drivers.get(run_id)
+            found = self._mail.drivers.get(run_id)
+            worker = self._fleet.workers.get(found.driver_id) if found else None
+            if found is None or worker is None:
+                return found
+            return replace(found, worker=worker.name)
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:
         with self._lock:
@@ -111,7 +117,7 @@ class _Live:
     updated_at: float
 
 
-class MemoryStore(MemoryLiveness):
+class MemoryStore(MemoryQueue, MemoryLiveness):
     """Keeps runs and events in dictionaries. Thread-safe; everything is "durable" at once.
 
     Payloads are kept as given (not copied through JSON): the runtime only appends JSON data,
@@ -129,18 +135,30 @@ class MemoryStore(MemoryLiveness):
         self._failed: dict[tuple[str, int], StoreError] = {}
         self._lock = threading.Lock()
         self._mail = MemoryMail()  # driver heartbeats and decision requests
+        self._keys: dict[str, str] = {}  # idempotency key -> the run it names
+        self._fleet = MemoryFleet()  # queue limits and workers
 
-    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None,
+                   events: Sequence[Event] = (), key: str | None = None) -> None:
         check_run_id(record.run_id)
         with self._lock:
             if record.run_id in self._runs:
-                raise StoreError(f"run {record.run_id!r} already exists")
-            self._runs[record.run_id] = record
-            self._live[record.run_id] = _Live(record.status, record.epoch, record.updated_at)
-            self._events[record.run_id] = []
+                raise RunExistsError(record.run_id)
+            if key is not None and key in self._keys:
+                raise RunExistsError(self._keys[key], key)
+            self._runs[record.run_id] = record.with_(driver=None)
+            last = events[-1].ts if events else record.updated_at
+            self._live[record.run_id] = _Live(record.status, record.epoch, last)
+            self._events[record.run_id] = list(events)
+            if key is not None:
+                self._keys[key] = record.run_id
             if driver is not None:
                 self._mail.drivers[record.run_id] = replace(driver, epoch=record.epoch,
                                                             beat_at=time.time())
+
+    def run_for_key(self, key: str) -> str | None:
+        with self._lock:
+            return self._keys.get(key)
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
               driver: DriverInfo | None = None) -> int:
@@ -189,7 +207,16 @@ class MemoryStore(MemoryLiveness):
         with self._lock:
             live = self._get_live(run_id)
             return self._runs[run_id].with_(status=live.status, epoch=live.epoch,
-                                            updated_at=live.updated_at)
+                                            updated_at=live.updated_at,
+                                            driver=self._driving(run_id, live.epoch))
+
+    def _driving(self, run_id: str, epoch: int) -> DriverInfo | None:
+        """The run's driver at ``epoch``, with its worker's name (hold the lock)."""
+        found = self._mail.drivers.get(run_id)
+        if found is None or found.epoch != epoch:
+            return None
+        worker = self._fleet.workers.get(found.driver_id)
+        return found if worker is None else replace(found, worker=worker.name)
 
     def _get_live(self, run_id: str) -> _Live:
         try:

@@ -100,6 +100,31 @@ def test_idempotency_key_and_run_id_return_the_same_run(api: Client, server: Ser
     assert clash.value.status == 409
 
 
+def test_a_key_with_a_run_id_names_one_request(server: Server) -> None:
+    """Issue 36: ``POST /runs`` with an Idempotency-Key AND a run_id ignored the key: the same
+    key with another run id or context started a second run."""
+    with httpx.Client(base_url=server.url,
+                      headers={"Authorization": f"Bearer {server.token}"}) as http:
+        def post(body: dict[str, Any]) -> httpx.Response:
+            return http.post("/runs", json=body, headers={"Idempotency-Key": "inv-9"})
+
+        first = post({"chain": "quick", "run_id": "inv-9-run"})
+        assert first.status_code == 201 and first.json()["run_id"] == "inv-9-run"
+        again = post({"chain": "quick", "run_id": "inv-9-run"})
+        assert again.status_code == 200 and again.json()["run_id"] == "inv-9-run"
+        assert again.headers["idempotent-replayed"] == "true"
+        for other in ({"chain": "quick", "run_id": "inv-9-other"},
+                      {"chain": "payout", "context": {"base": 1, "to": "x"},
+                       "run_id": "inv-9-run"},
+                      {"chain": "quick"}, {"chain": "quick", "queue": "default"}):
+            refused = post(other)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"] == "idempotency_key_reused"
+            assert refused.json()["run_id"] == "inv-9-run"
+        listed = [r["run_id"] for r in http.get("/runs", params={"limit": 500}).json()["runs"]]
+        assert "inv-9-other" not in listed and listed.count("inv-9-run") == 1
+
+
 def test_list_filters_and_pages_with_a_cursor(api: Client) -> None:
     started = [api.start("quick", wait=True)["run_id"] for _ in range(5)]
     waiting = api.start("payout", {"base": 2, "to": "z"}, wait=True)

@@ -27,7 +27,7 @@ EXPECTED = {
     "RunNotActiveError": 409, "RunStateError": 409, "InvalidTransition": 409,
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
-    "NotJSONError": 400,
+    "IdempotencyKeyError": 422, "RunExistsError": 409, "NotJSONError": 400,
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
@@ -62,6 +62,8 @@ def _instance(cls: type[BaseException]) -> BaseException:
                                         stale_in_s=1),
         "StaleEpochError": lambda: cls("r", 1, 2),
         "RunNotFoundError": lambda: cls("r"),
+        "RunExistsError": lambda: cls("r"),
+        "IdempotencyKeyError": lambda: cls("k", "r"),
         "UnknownStepError": lambda: cls("s", []),
         "UnknownChainStepError": lambda: cls("s", []),
         "UnknownToolError": lambda: cls("t", []),

@@ -390,6 +390,7 @@ async def test_subprocess_job_survives_its_driver(tmp_path: Path) -> None:
     while (run.steps["train"].job or {}).get("phase") != "waiting":
         await anyio.sleep(0.01)
     await first.aclose()  # the driver stops; the command goes on
+    first.store.close()  # what it queued is committed before the next process reads the log
     second = Runtime(tb, SQLiteStore(db))
     resumed = await second.resume(run.run_id)
     with anyio.fail_after(20):

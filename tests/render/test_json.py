@@ -50,7 +50,8 @@ async def test_a_run_with_a_retry() -> None:
     await run.wait()
     assert view(lab, run.run_id) == {
         "run_id": "run-1", "chain": "retries", "status": "succeeded", "epoch": 1,
-        "created_at": T0, "updated_at": T0 + 9.5, "lineage": None, "last_seq": 14,
+        "created_at": T0, "updated_at": T0 + 9.5, "lineage": None, "queue": None,
+        "worker": None, "last_seq": 14,
         "steps": {
             "fetch": step("succeeded", [
                 call(1, 0, 1, "failed", error_kind="transient", error="503 from upstream (1)",
@@ -74,7 +75,8 @@ async def test_a_confirmation_then_a_step_in_doubt() -> None:
     await run.wait()  # pay waits for approval
     assert view(lab, run.run_id) == {
         "run_id": "run-1", "chain": "saga", "status": "suspended", "epoch": 1,
-        "created_at": T0, "updated_at": T0 + 0.5, "lineage": None, "last_seq": 6,
+        "created_at": T0, "updated_at": T0 + 0.5, "lineage": None, "queue": None,
+        "worker": None, "last_seq": 6,
         "steps": {
             "charge": step("succeeded", [call(1, 0, 0.5, "succeeded")], {"id": "ch-10"}),
             "pay": step("waiting_confirmation", []),
@@ -137,7 +139,7 @@ async def test_a_fork_carries_its_lineage_and_what_it_reused() -> None:
     assert view(lab, fork.run_id) == {
         "run_id": "run-2", "chain": "retries", "status": "succeeded", "epoch": 1,
         "created_at": T0 + 9.5, "updated_at": T0 + 10, "last_seq": 7,
-        "lineage": {"forked_from": "run-1", "at_seq": 14},
+        "lineage": {"forked_from": "run-1", "at_seq": 14}, "queue": None, "worker": None,
         "steps": {
             "fetch": step("succeeded", [], "ok", reason="reused from run run-1", reused={
                 "decision": "reuse", "source_run": "run-1", "source_attempt": 3,
@@ -153,7 +155,7 @@ async def test_a_fork_carries_its_lineage_and_what_it_reused() -> None:
         "run_id": "run-2", "chain": "retries", "status": "succeeded", "epoch": 1,
         "created_at": T0 + 9.5, "updated_at": T0 + 10, "steps": 2,
         "meta": {"forked_from": "run-1", "forked_at_seq": 14},
-        "lineage": {"forked_from": "run-1", "at_seq": 14}}
+        "lineage": {"forked_from": "run-1", "at_seq": 14}, "queue": None, "worker": None}
     assert record_dict(lab.store.get_run(run.run_id))["lineage"] is None
 
 

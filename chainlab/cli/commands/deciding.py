@@ -3,7 +3,9 @@
 If another live process (a notebook, a service) drives the run, the decision is sent to it
 through the store and it applies the decision; this command prints its answer and the run
 as stored, and exits 0. If nobody drives the run, this process takes it over, applies the
-decision and follows the run to its next resting state, as ``chainlab resume`` does.
+decision and follows the run to its next resting state, as ``chainlab resume`` does. A run
+of a queue is never taken over here: the decision is recorded for the worker fleet, which
+applies it (the answer is printed when a worker gives it within ``--timeout``).
 """
 
 from __future__ import annotations
@@ -34,14 +36,17 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     :meth:`Runtime.decide` raises."""
 
     asked: list[Any] = []  # the driver the decision went to (its row goes when the run ends)
+    outcome: list[str] = []
+    queue = store.get_run(run_id).queue  # a queue's run: the decision goes to the fleet
 
     async def main() -> tuple[Chain, RunState] | None:
         async with Runtime(toolbox, store, executor=executor) as runtime:
             live = runtime.liveness.live_driver(store.driver_of(run_id), store.get_run(run_id))
-            if no_toolbox is not None and live is None:
+            if no_toolbox is not None and live is None and queue is None:
                 raise no_toolbox  # nobody else drives it and this process cannot
             asked.append(live)
-            await runtime.decide(run_id, step_id, action, timeout=timeout, **options)
+            outcome.append(await runtime.decide(run_id, step_id, action, timeout=timeout,
+                                                **options))
             run = runtime.get_run(run_id)
             if not run.active:  # applied by the process that drives the run
                 return None
@@ -53,9 +58,27 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     if taken is not None:
         return report(io, run_id, *taken, db, store)
     driver = store.driver_of(run_id) or (asked[0] if asked else None)
-    by = f" by its driver, {driver.describe()}" if driver is not None else ""
-    io.err.print(f"{action} {step_id}: applied{by}, which drives run {run_id} on",
-                 markup=False)
+    if queue is not None and outcome == ["recorded"]:
+        io.err.print(f"{action} {step_id}: recorded for the fleet; a worker of queue "
+                     f"{queue!r} applies it when it takes run {run_id} (chainlab workers)",
+                     markup=False, soft_wrap=True)
+    elif queue is not None:
+        worker = _last_worker(store, run_id)  # (its driver row may be gone: it ended)
+        by = f" by worker {worker['name']!r} on host {worker['host']!r}" if worker else ""
+        io.err.print(f"{action} {step_id}: applied{by}; run {run_id} goes on in the fleet",
+                     markup=False, soft_wrap=True)
+    else:
+        by = f" by its driver, {driver.describe()}" if driver is not None else ""
+        io.err.print(f"{action} {step_id}: applied{by}, which drives run {run_id} on",
+                     markup=False)
     chain, state = stored_state(store, run_id)
     report(io, run_id, chain, state, db, store)
     return ExitCode.OK
+
+
+def _last_worker(store: Store, run_id: str) -> dict[str, Any] | None:
+    """The fleet worker that took the run up last, as its log says (``run_started`` /
+    ``run_resumed`` name it)."""
+    named = [ev.payload["worker"] for ev in store.load_events(run_id)
+             if isinstance(ev.payload.get("worker"), dict)]
+    return named[-1] if named else None

@@ -30,11 +30,18 @@ from chainlab.cli.loading import (
     toolbox_for_run,
 )
 from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
-from chainlab.cli.views import attempt_rows, runs_table, timeline_table, write_csv
+from chainlab.cli.views import (
+    attempt_rows,
+    queues_line,
+    runs_table,
+    timeline_table,
+    write_csv,
+)
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.render.json import record_dict
 from chainlab.runtime.engine import decisions
+from chainlab.store.queue import Queue
 from chainlab.tools import Toolbox
 
 __all__ = ["register"]
@@ -119,13 +126,17 @@ def register(app: typer.Typer) -> None:
         """List the runs in the database, newest first."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
-            records = open_store(db, must_exist=True, readonly=True).list_runs(limit)
+            store = open_store(db, must_exist=True, readonly=True)
+            records = store.list_runs(limit)
             if as_json:
                 sys.stdout.write(json.dumps([record_dict(r) for r in records]) + "\n")
             elif not records:
                 io.err.print(f"no runs in {db}", markup=False)
             else:
                 io.out.print(runs_table(records))
+                line = queues_line(store.queue_depths()) if isinstance(store, Queue) else ""
+                if line:  # how deep each queue of the fleet is
+                    io.out.print(line, markup=False, soft_wrap=True)
 
     @app.command()
     def show(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:

@@ -2,7 +2,7 @@
 
     %%chain NAME [--tools VAR]                       define a chain (cell body = YAML)
     run = %chain run NAME [--tools VAR] [--context JSON|VAR] [--concurrency N] [--step]
-                          [--break a,b] [--db PATH]
+                          [--break a,b] [--db PATH] [--enqueue [QUEUE]]
     %chain runs [--db PATH] [--limit N]
     %chain show NAME|RUN [--db PATH]
     %chain resume RUN [--tools VAR] [--db PATH]
@@ -66,6 +66,7 @@ def _parsers() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--concurrency", metavar="N", type=int)
     p.add_argument("--step", action="store_true", help="start paused (step-through)")
     p.add_argument("--break", dest="breakpoints", metavar="a,b", help="pause before these steps")
+    p.add_argument("--enqueue", nargs="?", const="default", metavar="Q", help="a worker drives it")
     p = sub("runs", "list the runs in the store")
     p.add_argument("--limit", metavar="N", type=int, default=20)
     p = sub("show", "draw a chain, or show a run's widget", tools=True)
@@ -220,7 +221,8 @@ class ChainMagics(Magics):
         context = cmd.json_or_var(session, ns.context, "--context")
         options = cmd.run_options(chain, ns.concurrency, ns.breakpoints)
         try:
-            run = cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step)
+            run = cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step,
+                            queue=ns.enqueue)
         except PlanError as exc:
             raise UsageError(f"cannot start: {exc}") from None
         if note:

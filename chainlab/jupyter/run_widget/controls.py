@@ -72,8 +72,15 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
     where = "" if view.active else (
         " · <i>stored run, not driven by this kernel</i>" if status not in RUN_TERMINAL
         else " · <i>from the store</i>")
+    driver = view.record.driver
+    if not view.active and status not in RUN_TERMINAL and driver is not None \
+            and driver.worker:  # a fleet worker drives it (DESIGN §19)
+        where = f" · <i>driven by {html.escape(driver.describe())}</i>"
     if isinstance(view, WatchedRun):  # its driver is elsewhere: only decisions work here
         where = f" · <i>watching: driven by {html.escape(view.driven_by())}</i>"
+    if status == RunStatus.QUEUED:
+        queue = html.escape(str(view.record.queue))
+        where = f" · <i>queued in <code>{queue}</code>: a worker of the fleet starts it</i>"
     if isinstance(view, RunAt):
         where = (f' · <span class="cl-scrub-mark" style="font-weight:600">◀ history: '
                  f"after event {view.seq} of {last_seq} (read-only)</span>")

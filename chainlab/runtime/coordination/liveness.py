@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from chainlab.runtime.coordination import Host
     from chainlab.runtime.run import Run
 
-__all__ = ["Liveness", "apply_request"]
+__all__ = ["Liveness", "apply_request", "pid_alive"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,10 @@ class Liveness:
         self.first_beat_s = min(heartbeat_s, 0.25)
         self.driver_id = secrets.token_hex(8)
         self.host = socket.gethostname()
+        self.worker: str | None = None  # this runtime's name when it is a fleet worker
+        # a request the driver leaves in the mailbox for now (a fleet worker leaves the
+        # decisions on its suspended runs to a claim, which checks the queue's limits)
+        self.defer: Callable[[Run, DecisionRequest], bool] | None = None
         self._answering = 0  # decisions being applied and answered right now
         self._answered: anyio.Event | None = None
 
@@ -86,7 +90,15 @@ class Liveness:
 
     def identity(self) -> DriverInfo:
         """This runtime as a driver (the pid read now: a forked child is another driver)."""
-        return DriverInfo(self.driver_id, self.host, os.getpid())
+        return DriverInfo(self.driver_id, self.host, os.getpid(), worker=self.worker)
+
+    def signature(self) -> dict[str, Any]:
+        """What a run's ``run_started`` / ``run_resumed`` records of a fleet worker that
+        drives it (``{"worker": {"name", "host", "pid"}}``; nothing for other drivers), so
+        the log says which worker drove each epoch."""
+        if self.worker is None:
+            return {}
+        return {"worker": {"name": self.worker, "host": self.host, "pid": os.getpid()}}
 
     # ------------------------------------------------------------------ who drives
     def live_driver(self, driver: DriverInfo | None, record: RunRecord,
@@ -99,7 +111,7 @@ class Liveness:
         age = driver.age(time.time() if now is None else now)
         if age >= self.stale_after_s:
             return None
-        if driver.host == self.host and not _pid_alive(driver.pid):
+        if driver.host == self.host and not pid_alive(driver.pid):
             return None  # on this host its process is gone: no need to wait for staleness
         return driver
 
@@ -168,7 +180,7 @@ class Liveness:
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await self.answers_sent()  # the serving task's answer in flight first
                     for request in await host.run_io(store.pending_requests, run.run_id, 0):
-                        if not await self._answer(host, run, request):
+                        if not await self.answer(host, run, request):
                             break
                     # then say this driver is gone: a request posted from now on is refused
                     # by its requester, who sees the run ended and nobody left to answer
@@ -199,10 +211,12 @@ class Liveness:
                 unread, pending = True, []
             for request in pending:
                 after_id = request.request_id
+                if self.defer is not None and self.defer(run, request):
+                    continue
                 # shielded: a decision that ends the run ends the drive, which cancels this
                 # task; the answer must still reach the person waiting for it
                 with anyio.CancelScope(shield=True):
-                    answered = await self._answer(host, run, request)
+                    answered = await self.answer(host, run, request)
                 if not answered:
                     return
             left = max(0.0, next_beat - time.monotonic())
@@ -222,8 +236,9 @@ class Liveness:
             log.warning("run %s: heartbeat not recorded: %s", run.run_id, exc)
         return True
 
-    async def _answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
-        """Apply one request and answer it; False once this driver was taken over."""
+    async def answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
+        """Apply one request to a run this runtime drives and answer it (``applied``, or
+        ``refused`` with the check's message); False once this driver was taken over."""
         self._answering += 1
         try:
             return await self._apply_and_answer(host, run, request)
@@ -273,7 +288,7 @@ def _spawn_from_timer(host: Host, fn: Callable[[], Any]) -> None:
     task.add_done_callback(_from_timers.discard)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists on this host (a zombie still counts: conservative)."""
     try:
         os.kill(pid, 0)

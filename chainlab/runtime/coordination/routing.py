@@ -10,6 +10,12 @@ run is driven (DESIGN §13).
 * Nobody drives it (suspended and left, crashed, or its driver went stale): this runtime
   takes it over (``resume`` with the check "is the step still waiting?" made on the state
   it claims) and applies the decision; the run then goes on here.
+* The run belongs to a queue (DESIGN §19): the decision is checked against the stored state,
+  then recorded in the run's mailbox and left to the fleet, wherever the run is: the worker
+  that drives it applies it, or (a suspended run holds no worker) the next worker claims
+  the run because of it. This process never drives it. The answer is waited for up to
+  ``timeout``: ``"applied"``, a refusal (DecisionError), or ``"recorded"`` when no worker
+  answered yet (the request does not expire: a worker applies it when one runs).
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
         return "applied"
     store = runtime.store
     record = await runtime.run_io(store.get_run, run_id)
+    if record.queue is not None:
+        return await _leave_to_fleet(runtime, record.chain, request, timeout)
     driver = await runtime.run_io(store.driver_of, run_id)
     live = runtime.liveness.live_driver(driver, record)
     if live is not None:
@@ -76,6 +84,20 @@ async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
                                                      step_id=step_id))
     await apply_request(run, request)
     return "applied"
+
+
+async def _leave_to_fleet(runtime: Runtime, chain_data: dict[str, Any],
+                          request: DecisionRequest, timeout: float) -> str:
+    """Record ``request`` for the fleet (checked first, on the stored state) and wait up to
+    ``timeout`` for a worker's answer; ``"recorded"`` when none came yet."""
+    _, _, state = await runtime.run_io(read_run, runtime.store, request.run_id)
+    decisions.check(state, request.action, request.step_id)
+    if request.action == decisions.Action.APPROVE and request.payload.get("args") is not None:
+        _check_args(runtime, chain_data, request.step_id, request.payload["args"])
+    try:
+        return await _ask(runtime, None, request, timeout)
+    except DecisionTimeoutError:
+        return "recorded"
 
 
 async def _ended_without_answer(host: Host, request: DecisionRequest, request_id: int,
@@ -112,17 +134,19 @@ def _check_args(runtime: Runtime, chain_data: dict[str, Any], step_id: str,
     decisions.check_approve_args(tool, step_id, args)
 
 
-async def _ask(host: Host, driver: DriverInfo, request: DecisionRequest,
+async def _ask(host: Host, driver: DriverInfo | None, request: DecisionRequest,
                timeout: float) -> str:
-    """Post ``request`` for the live ``driver`` and wait for its answer."""
+    """Post ``request`` for the live ``driver`` and wait for its answer (``driver`` None: for
+    whichever worker of the run's queue takes it; the request then never expires)."""
     store = host.store
     wait = store.wait_for_answer if isinstance(store, Notifier) else None
     if wait is not None:  # listen BEFORE posting: the answer's NOTIFY cannot be missed
         await host.run_io(wait, 0, 0.0)
     now = time.time()
+    expires = None if driver is None else now + timeout
     request_id: int = await host.run_io(
         store.post_request, request.run_id,
-        dataclasses.replace(request, created_at=now, expires_at=now + timeout))
+        dataclasses.replace(request, created_at=now, expires_at=expires))
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -135,13 +159,15 @@ async def _ask(host: Host, driver: DriverInfo, request: DecisionRequest,
             raise DecisionError(got.message or f"the driver refused to {request.action}",
                                 step_id=request.step_id, field=request.action,
                                 run_id=request.run_id)
-        ended = await _ended_without_answer(host, request, request_id, driver)
+        ended = None if driver is None else await _ended_without_answer(
+            host, request, request_id, driver)
         if ended is not None:
             raise ended
         left = deadline - time.monotonic()
         if left <= 0:
-            raise DecisionTimeoutError(request.run_id, host=driver.host, pid=driver.pid,
-                                       request_id=request_id, timeout_s=timeout)
+            raise DecisionTimeoutError(
+                request.run_id, host=driver.host if driver else "(the fleet)",
+                pid=driver.pid if driver else 0, request_id=request_id, timeout_s=timeout)
         if wait is not None:
             await anyio.to_thread.run_sync(wait, request_id, min(left, 1.0),
                                            abandon_on_cancel=True)

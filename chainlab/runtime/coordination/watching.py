@@ -128,10 +128,18 @@ class WatchedRun(Run):
 
     def driven_by(self) -> str:
         """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        queue = self.record.queue
+        if queue is not None and self.status == RunStatus.SUSPENDED:  # it holds no worker
+            return (f"no worker while it waits for a person (a decision taken here is left "
+                    f"to the fleet of queue {queue!r})")
         info = self.driver()
+        if info is None and self.status in RUN_TERMINAL:
+            return "no driver (the run has ended)"
+        if info is None and queue is not None:  # a worker fleet's run
+            return (f"no worker right now (a decision taken here is left to the fleet of "
+                    f"queue {queue!r})")
         if info is None:
-            return ("no live driver (a decision taken here takes the run over in this process)"
-                    if self.status not in RUN_TERMINAL else "no driver (the run has ended)")
+            return "no live driver (a decision taken here takes the run over in this process)"
         return info.describe()
 
     @property
@@ -149,13 +157,18 @@ class WatchedRun(Run):
         self.runtime.spawn(self._pump)
 
     def stop(self) -> None:
-        """Stop following (the widget was closed, the command was interrupted)."""
+        """Stop following (the widget was closed, the command was interrupted, a decision
+        here took the run over): nothing more is read from now on."""
         if self._scope is not None:
-            self._scope.cancel()
+            self._scope.cancel()  # (the reading task ends at its next wait)
+            self._scope = None
+            self._following = False
 
     async def _pump(self) -> None:
+        scope = anyio.CancelScope()
+        self._scope = scope
         try:
-            with anyio.CancelScope() as self._scope:
+            with scope:
                 async for ev in self.runtime.watch(self.run_id, after_seq=self.state.last_seq,
                                                    follow=True,
                                                    poll_interval=self.poll_interval):
@@ -165,8 +178,9 @@ class WatchedRun(Run):
         except Exception as exc:  # the store went away: say so to whoever waits
             self.error = exc
         finally:
-            self._scope = None
-            self._following = False
+            if self._scope is scope:  # (not a newer reading task's)
+                self._scope = None
+                self._following = False
             self._notify()
 
     def _apply(self, ev: Event) -> None:

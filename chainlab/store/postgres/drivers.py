@@ -103,7 +103,8 @@ class PostgresLiveness:
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
         rows = self._read(lambda c: c.execute(
-            "SELECT driver_id, host, pid, epoch, beat_at FROM drivers WHERE run_id = %s",
+            "SELECT d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name FROM drivers d "
+            "LEFT JOIN workers w ON w.worker_id = d.driver_id WHERE d.run_id = %s",
             (run_id,)).fetchall())
         return DriverInfo(*rows[0]) if rows else None
 

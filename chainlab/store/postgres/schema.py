@@ -2,7 +2,8 @@
 a new one; :func:`migrate` applies what a database lacks and records it in
 ``chainlab_schema_version``), as ``sqlite_schema`` does for SQLite files.
 
-Tables ``runs`` and ``events`` (and, since migration 2, ``drivers`` and ``requests``) in the
+Tables ``runs`` and ``events`` (since migration 2 ``drivers`` and ``requests``, since 4 the
+queue's ``run_keys``, ``queues`` and ``workers``) in the
 connection's schema (``search_path``; give each deployment its own database or schema).
 Payloads and records are JSON text, byte for byte what the SQLite store keeps (``jsonb``
 would re-order keys and refuse ``\\u0000``).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chainlab.store.sql_queue import queue_schema
 from chainlab.store.sql_views import view_sql
 
 if TYPE_CHECKING:  # only for type hints: importing this module never imports psycopg
@@ -84,6 +86,9 @@ MIGRATIONS: list[str] = [
     # 4: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
     #    attempt succeeded) and a step that grew is running
     "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("postgres"),
+    # 5: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
+    #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
+    queue_schema("postgres"),
 ]
 
 

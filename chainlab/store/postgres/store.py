@@ -28,11 +28,12 @@ import contextlib
 import json
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from chainlab.errors import (
     MissingExtraError,
+    RunExistsError,
     RunNotFoundError,
     StaleEpochError,
     StoreError,
@@ -43,14 +44,18 @@ from chainlab.store._writer import (
     Append,
     GroupCommitWriter,
     WriterStore,
-    dumps,
+    event_rows,
+    insert_run,
+    not_text,
     record_of,
+    run_select,
     sort_batch,
 )
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
 from chainlab.store.postgres.listen import EventListener
+from chainlab.store.postgres.queue import PostgresQueue
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
 
 try:
@@ -65,13 +70,10 @@ __all__ = ["CHANNEL", "PostgresStore"]
 #: the NOTIFY channel of committed events (payload ``"<run_id> <last seq>"``)
 CHANNEL = "chainlab_events"
 _RETRIES = 3  # a batch that met a deadlock or a serialization failure is tried again
-_RUN_COLUMNS = (
-    "run_id, chain_name, status, epoch, created_at, greatest(updated_at, coalesce((SELECT "
-    "e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), "
-    "updated_at)), chain, chains, context, options, meta")
+_RUN_COLUMNS = run_select("postgres")
 
 
-class PostgresStore(PostgresLiveness, WriterStore):
+class PostgresStore(PostgresQueue, PostgresLiveness, WriterStore):
     """Runs and events in a PostgreSQL database, e.g.
     ``PostgresStore("postgresql://user:pw@host/db")`` or a libpq conninfo string
     (``"host=/run/postgresql dbname=chainlab"``).
@@ -147,26 +149,43 @@ class PostgresStore(PostgresLiveness, WriterStore):
         return int(rows[0][0])
 
     # ------------------------------------------------------------------ runs
-    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None,
+                   events: Sequence[Event] = (), key: str | None = None) -> None:
         check_run_id(record.run_id)
-        row = (record.run_id, record.chain_name, record.status, record.epoch,
-               record.created_at, record.updated_at, dumps(record.chain),
-               dumps(record.chains), dumps(record.context), dumps(record.options),
-               dumps(record.meta))
+        rows = event_rows(tuple(events))
+        if isinstance(rows, StoreError):
+            raise rows
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
             with self._pool.connection() as conn, conn.transaction():
-                conn.execute("INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
-                             "updated_at, chain, chains, context, options, meta) "
-                             "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", row)
+                insert_run(conn, record, key, "%s")
                 if driver is not None:
                     put_driver(conn, record.run_id, driver, record.epoch)
+                if rows:
+                    with conn.cursor() as cur:
+                        cur.executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                                        rows)
+                    conn.execute("SELECT pg_notify(%s, %s)",
+                                 (CHANNEL, f"{record.run_id} {events[-1].seq}"))
         except psycopg.errors.UniqueViolation:
-            raise StoreError(f"run {record.run_id!r} already exists") from None
+            found = self.run_for_key(key) if key is not None else None
+            raise (RunExistsError(found, key) if found is not None
+                   else RunExistsError(record.run_id)) from None
+        except UnicodeEncodeError as exc:
+            raise not_text(record.run_id, exc) from None
         except (psycopg.Error, PoolTimeout) as exc:
+            if isinstance(exc.__cause__, UnicodeEncodeError):
+                raise not_text(record.run_id, exc.__cause__) from None
             raise _server_error(exc, self.where, "write to",
                                 f"run {record.run_id!r} was not created") from exc
+        if events:
+            self._saved[record.run_id] = events[-1].seq
+
+    def run_for_key(self, key: str) -> str | None:
+        rows = self._read(lambda c: c.execute(
+            "SELECT run_id FROM run_keys WHERE idempotency_key = %s", (key,)).fetchall())
+        return rows[0][0] if rows else None
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
               driver: DriverInfo | None = None) -> int:
@@ -203,7 +222,7 @@ class PostgresStore(PostgresLiveness, WriterStore):
 
     def get_run(self, run_id: str) -> RunRecord:
         def read(conn: psycopg.Connection) -> RunRecord:
-            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s",
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} WHERE runs.run_id = %s",
                                (run_id,)).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id, _run_ids(conn))
@@ -212,7 +231,7 @@ class PostgresStore(PostgresLiveness, WriterStore):
         return self._read(read)  # type: ignore[no-any-return]
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
+        sql = f"SELECT {_RUN_COLUMNS} ORDER BY created_at DESC, runs.run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return self._read(lambda c: [record_of(r) for r in c.execute(sql).fetchall()])  # type: ignore[no-any-return]

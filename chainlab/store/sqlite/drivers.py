@@ -42,15 +42,16 @@ class SQLiteLiveness:
 
         def _conn(self) -> sqlite3.Connection: ...
         def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
-        def _refusal(self, run_id: str, first_unsaved: int | None = None
+        def _refusal(self, run_id: str | None, first_unsaved: int | None = None
                      ) -> StoreError | None: ...
         def _run_ids(self, conn: sqlite3.Connection) -> list[str]: ...
         def _sqlite_errors(self, doing: str, run_id: str | None = None
                            ) -> contextlib.AbstractContextManager[None]: ...
 
     @contextlib.contextmanager
-    def _write(self, run_id: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction (rolled back on any error), errors mapped once."""
+    def _write(self, run_id: str | None) -> Iterator[sqlite3.Connection]:
+        """One write transaction (rolled back on any error), errors mapped once; ``run_id``
+        is the run it writes (None: the queue's tables), named when it fails."""
         refused = self._refusal(run_id)
         if refused is not None:
             raise refused
@@ -90,8 +91,9 @@ class SQLiteLiveness:
             (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
-        rows = self._fetch("SELECT driver_id, host, pid, epoch, beat_at FROM drivers "
-                           "WHERE run_id = ?", (run_id,))
+        rows = self._fetch("SELECT d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
+                           "FROM drivers d LEFT JOIN workers w ON w.worker_id = d.driver_id "
+                           "WHERE d.run_id = ?", (run_id,))
         return DriverInfo(*rows[0]) if rows else None
 
     def clear_driver(self, run_id: str, driver_id: str) -> None:

@@ -4,7 +4,8 @@ a new one; :func:`migrate` applies what a file lacks and records it in ``schema_
 Tables ``runs`` and ``events``; ``attempts`` and ``step_runs`` are views over ``events``
 that agree with the Python fold (``chainlab.events.fold.RunState``); ``drivers`` (heartbeats)
 and ``requests`` (the decision mailbox) since migration 3; the views' SQL is in
-:mod:`chainlab.store.sql_views` since migration 4.
+:mod:`chainlab.store.sql_views` since migration 4; the queue's columns and tables
+(:mod:`chainlab.store.sql_queue`) since migration 5.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import sqlite3
 
 from chainlab.errors import StoreError, StoreFileError
+from chainlab.store.sql_queue import queue_schema
 from chainlab.store.sql_views import view_sql
 
 __all__ = ["MIGRATIONS", "migrate", "schema_version", "split_sql"]
@@ -194,6 +196,9 @@ MIGRATIONS: list[str] = [
     # 5: steps_added (DESIGN §17): an agent's model turn that asked for calls ends there (its
     #    attempt succeeded) and a step that grew is running
     "DROP VIEW attempts; DROP VIEW step_runs;" + view_sql("sqlite"),
+    # 6: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
+    #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
+    queue_schema("sqlite"),
 ]
 
 

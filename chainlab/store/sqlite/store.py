@@ -32,23 +32,32 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError, StoreFileError
+from chainlab.errors import (
+    RunExistsError,
+    RunNotFoundError,
+    StaleEpochError,
+    StoreError,
+    StoreFileError,
+)
 from chainlab.events.event import Event, event_kind
 from chainlab.store._writer import (
     Append,
     GroupCommitWriter,
     WriterStore,
-    dumps,
+    event_rows,
+    insert_run,
+    not_text,
     record_of,
+    run_select,
     sort_batch,
 )
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
-from chainlab.store.sqlite.drivers import SQLiteLiveness
 from chainlab.store.sqlite.errors import _fault
+from chainlab.store.sqlite.queue import SQLiteQueue
 from chainlab.store.sqlite.schema import MIGRATIONS, migrate
 
 __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
@@ -56,15 +65,10 @@ __all__ = ["DEFAULT_PATH", "MIGRATIONS", "SQLiteStore"]
 DEFAULT_PATH = Path(".chainlab") / "chainlab.db"
 
 _SYNC_MODES = ("full", "normal", "off")
-# a commit touches only the events table unless the status changes (the hot path writes one
-# page less), so a run's updated_at is the later of the row's and its last event's time
-_RUN_COLUMNS = (
-    "run_id, chain_name, status, epoch, created_at, max(updated_at, coalesce((SELECT e.ts "
-    "FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq DESC LIMIT 1), updated_at)), "
-    "chain, chains, context, options, meta")
+_RUN_COLUMNS = run_select("sqlite")
 
 
-class SQLiteStore(SQLiteLiveness, WriterStore):
+class SQLiteStore(SQLiteQueue, WriterStore):
     """Runs and events in a SQLite file (``.chainlab/chainlab.db`` by default, ``":memory:"``
     for a throwaway database).
 
@@ -217,12 +221,15 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
         return StoreError(f"{self!r} was opened read-only; open it with readonly=False to "
                           "write")
 
-    def _refusal(self, run_id: str, first_unsaved: int | None = None) -> StoreError | None:
-        """Why nothing more of ``run_id`` may be written (the file is gone or damaged)."""
+    def _refusal(self, run_id: str | None, first_unsaved: int | None = None
+                 ) -> StoreError | None:
+        """Why nothing more of ``run_id`` (None: of the queue's tables) may be written (the
+        file is gone or damaged)."""
         if self.readonly:
             return self._read_only()
         if not self._file_ok():
-            return self._gone_error(self._lost(run_id, first_unsaved))
+            lost = self._lost(run_id, first_unsaved) if run_id else "nothing was written"
+            return self._gone_error(lost)
         return self._corrupt
 
     # ------------------------------------------------------------------ schema
@@ -232,23 +239,40 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
         return int(self._fetch("SELECT max(version) FROM schema_version")[0][0])
 
     # ------------------------------------------------------------------ runs
-    def create_run(self, record: RunRecord, driver: DriverInfo | None = None) -> None:
+    def create_run(self, record: RunRecord, driver: DriverInfo | None = None,
+                   events: Sequence[Event] = (), key: str | None = None) -> None:
         check_run_id(record.run_id)
-        with self._write(record.run_id) as conn:
-            try:
-                conn.execute(
-                    "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, "
-                    "updated_at, chain, chains, context, options, meta) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (record.run_id, record.chain_name, record.status, record.epoch,
-                     record.created_at, record.updated_at, dumps(record.chain),
-                     dumps(record.chains), dumps(record.context), dumps(record.options),
-                     dumps(record.meta)),
-                )
-            except sqlite3.IntegrityError:
-                raise StoreError(f"run {record.run_id!r} already exists") from None
-            if driver is not None:
-                self._put_driver(conn, record.run_id, driver, record.epoch)
+        rows = event_rows(tuple(events))
+        if isinstance(rows, StoreError):
+            raise rows
+        taken = False
+        try:
+            with self._write(record.run_id) as conn:
+                try:
+                    insert_run(conn, record, key, "?")
+                except sqlite3.IntegrityError:
+                    taken = True
+                    raise
+                if driver is not None:
+                    self._put_driver(conn, record.run_id, driver, record.epoch)
+                conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", rows)
+        except StoreError:
+            if taken:
+                raise self._taken(record.run_id, key) from None
+            raise
+        except UnicodeEncodeError as exc:  # (not valid text: nothing was written)
+            raise not_text(record.run_id, exc) from None
+        if events:
+            self._saved[record.run_id] = events[-1].seq
+
+    def _taken(self, run_id: str, key: str | None) -> StoreError:
+        """Why a new run could not be inserted: its id, or its key, names a run already."""
+        found = self.run_for_key(key) if key is not None else None
+        return RunExistsError(found, key) if found is not None else RunExistsError(run_id)
+
+    def run_for_key(self, key: str) -> str | None:
+        rows = self._fetch("SELECT run_id FROM run_keys WHERE idempotency_key = ?", (key,))
+        return rows[0][0] if rows else None
 
     def claim(self, run_id: str, expected_epoch: int, expected_seq: int | None = None,
               driver: DriverInfo | None = None) -> int:
@@ -271,7 +295,7 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock, self._sqlite_errors("read"):
             conn = self._conn()
-            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} WHERE runs.run_id = ?",
                                (run_id,)).fetchone()
             if row is None:
                 raise RunNotFoundError(run_id, self._run_ids(conn))
@@ -282,7 +306,7 @@ class SQLiteStore(SQLiteLiveness, WriterStore):
             "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200")]
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_id DESC"
+        sql = f"SELECT {_RUN_COLUMNS} ORDER BY created_at DESC, runs.run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return [record_of(r) for r in self._fetch(sql)]
