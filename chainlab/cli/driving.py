@@ -22,7 +22,7 @@ from rich.console import Console
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
-from chainlab.cli.views import next_steps, run_line, steps_table
+from chainlab.cli.views import next_steps, run_line, steps_table, turns_lines
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
@@ -73,6 +73,8 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
         return exit_code_for(status)
     io.out.print(steps_table(state, chain, limit=50))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
+    for line in turns_lines(state):  # an agent step: what each model turn asked for
+        io.out.print(line, soft_wrap=True, markup=False, highlight=False)
     if chain is not None and chain.output is not None and status == RunStatus.SUCCEEDED:
         output = declared_output(store.get_run(run_id), state)  # what RunResult.output is
         io.out.print(f"output: {json.dumps(output, default=str)}", soft_wrap=True,

@@ -1,10 +1,12 @@
 """``chainlab agent NAME "REQUEST"`` (issue 37 item 6): one agent asked one request, as a
 one-step chain started through the same path as ``chainlab run``: its calls are steps a
 person approves later with ``chainlab approve`` in another process, the model is the real
-``openai`` client over HTTP to a scripted server, and ``chainlab show`` lists the turns."""
+``openai`` client over HTTP to a scripted server, and ``chainlab show`` lists the turns
+(``--json``: as data; else a line per turn under the steps, each call with its own tool)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from chainlab.testing.openai_script import Call, tool_calls
@@ -66,6 +68,12 @@ def test_an_agent_runs_as_a_one_step_chain_whose_calls_are_approved_later(
     assert r.json["status"] == "succeeded"
     assert r.json["outputs"]["support"] == "Refunded 15 on order 7."
     assert [t["final"] for t in r.json["steps"]["support"]["turns"]] == [False, True]
+    # the text view: each call's step with its own tool, and a line per model turn
+    r = chainlab("show", run_id, "--db", db, cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert re.search(r"^support/1\.2 +│ refund +│ succeeded", r.out, re.M), r.out
+    assert ("support turn 1: support/1.1 lookup succeeded, support/1.2 refund succeeded\n"
+            "support turn 2: final answer\n") in r.out
 
 
 def test_an_unknown_agent_is_a_usage_error_naming_the_agents(tmp_path: Path) -> None:
