@@ -95,6 +95,43 @@ def test_suspend_then_approve_in_another_process(tmp_path: Path) -> None:
     assert shown.code == 0 and "succeeded" in shown.out and "transfer" in shown.out
 
 
+FANOUT = """
+name: payouts
+steps:
+  - id: send
+    tool: transfer
+    for_each: "{{ context.to }}"
+    as: who
+    args: {to: "{{ who }}", amount: "{{ index }}"}
+"""
+
+
+def test_approve_all_instances_of_a_for_each_step(tmp_path: Path) -> None:
+    """``chainlab approve RUN STEP --all`` decides every waiting instance at once, each with
+    its own args (issue 35 item 5)."""
+    chain = write(tmp_path / "fanout.yaml", FANOUT)
+    r = chainlab("run", str(chain), "--tools", TOOLS, "-c", '{"to": ["ann", "bo", "cy"]}',
+                 cwd=tmp_path)
+    assert r.code == 3, r.out + r.err
+    run_id = r.run_id()
+    assert ledger(tmp_path) == []  # nothing sent yet: three instances wait
+    bad = chainlab("approve", run_id, "send", "--all", "--args", "{}", cwd=tmp_path)
+    assert bad.code == 2 and "--all approves each step with its own args" in bad.err
+    r2 = chainlab("approve", run_id, "send", "--all", "--note", "all three", "--json",
+                  cwd=tmp_path)
+    assert r2.code == 0, r2.err
+    assert "approved 3 steps under send, each with its own args: send[0], send[1], " \
+        "send[2]" in r2.err
+    assert r2.json["status"] == "succeeded"
+    assert r2.json["outputs"]["send"] == [{"to": "ann", "amount": 0}, {"to": "bo", "amount": 1},
+                                          {"to": "cy", "amount": 2}]
+    assert sorted((e["to"], e["amount"]) for e in ledger(tmp_path)) == [
+        ("ann", 0), ("bo", 1), ("cy", 2)]  # each exactly once, with its own args
+    again = chainlab("approve", run_id, "send", "--all", cwd=tmp_path)
+    assert again.code != 0 and "nothing waits for a confirmation at or under step 'send'" \
+        in again.err
+
+
 def test_approve_with_edited_args(tmp_path: Path) -> None:
     chain = write(tmp_path / "payout.yaml", PAYOUT)
     run_id = chainlab("run", str(chain), "--tools", TOOLS, "-c", '{"to": "alice"}',

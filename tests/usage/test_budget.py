@@ -194,6 +194,31 @@ async def test_concurrent_steps_reserve_their_expected_cost() -> None:
     assert sorted(started) == [f"w{i}" for i in range(8)]
 
 
+async def test_for_each_instances_reserve_their_steps_expected_cost() -> None:
+    """A for_each step over eight items whose tool is known to cost 1.0 a call, on a budget
+    of 3.0: each instance is expected to cost what one call of its step costs, so three run
+    and the others wait for a person (without it each instance expected 0, and all 8 ran)."""
+    store = MemoryStore()
+    await _history(store)  # the tool's calls cost 1.0 each
+    gate, started = anyio.Event(), []
+    fan = Chain.from_dict({"name": "fan", "options": {"max_concurrency": 8,
+                                                      "budget": {"max_cost": 3.0}},
+                           "steps": [{"id": "w", "tool": "work", "for_each": "{{ context.ns }}",
+                                      "args": {"n": "{{ item }}"}}]})
+    async with Runtime(concurrent_tools(gate, started), store, clock=ManualClock()) as runtime:
+        run = await runtime.start(fan, {"ns": list(range(8))})
+        await anyio.wait_all_tasks_blocked()
+        assert started == ["w[0]", "w[1]", "w[2]"]
+        assert run.waiting() == {f"w[{i}]": "waiting_confirmation" for i in range(3, 8)}
+        assert run.steps["w[3]"].reason == "budget_exceeded"
+        gate.set()
+        await run.approve("w[3]", budget={"max_cost": 8.0})
+        await run.approve_all("w")
+        result = await run.wait()
+    assert result.status == "succeeded" and result.outputs["w"] == list(range(8))
+    assert run.state.usage["cost"] == 8.0
+
+
 async def test_reservations_after_a_takeover(tmp_path: Path) -> None:
     """A driver taken over with three calls under way: the new one's recovery ends those
     attempts (their reservations with them) and runs them again, reserving them once."""

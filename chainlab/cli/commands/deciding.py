@@ -37,6 +37,7 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
 
     asked: list[Any] = []  # the driver the decision went to (its row goes when the run ends)
     outcome: list[str] = []
+    approved: list[str] = []  # approve --all: the steps approved, each with its own args
     queue = store.get_run(run_id).queue  # a queue's run: the decision goes to the fleet
 
     async def main() -> tuple[Chain, RunState] | None:
@@ -45,8 +46,18 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
             if no_toolbox is not None and live is None and queue is None:
                 raise no_toolbox  # nobody else drives it and this process cannot
             asked.append(live)
-            outcome.append(await runtime.decide(run_id, step_id, action, timeout=timeout,
-                                                **options))
+            if action == "approve" and options.get("all"):  # every waiting instance
+                ids = await runtime.approve_all(run_id, step_id, note=options.get("note"),
+                                                timeout=timeout)
+                if not ids:
+                    raise CliError(f"nothing waits for a confirmation at or under step "
+                                   f"{step_id!r} of run {run_id}",
+                                   hint=f"chainlab show {run_id} lists what waits")
+                approved.extend(ids)
+                outcome.append("applied")
+            else:
+                outcome.append(await runtime.decide(run_id, step_id, action, timeout=timeout,
+                                                    **options))
             run = runtime.get_run(run_id)
             if not run.active:  # applied by the process that drives the run
                 return None
@@ -55,6 +66,12 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
 
     with interrupted([run_id], db):
         taken = anyio.run(main)
+    if approved:
+        shown = ", ".join(approved[:8]) + (f", … ({len(approved) - 8} more)"
+                                           if len(approved) > 8 else "")
+        io.err.print(f"approved {len(approved)} step{'s' if len(approved) != 1 else ''} "
+                     f"under {step_id}, each with its own args: {shown}", markup=False,
+                     soft_wrap=True)
     if taken is not None:
         return report(io, run_id, *taken, db, store)
     driver = store.driver_of(run_id) or (asked[0] if asked else None)

@@ -176,10 +176,20 @@ def register(app: typer.Typer) -> None:
                     "--budget", metavar="JSON",
                     help="A step stopped by the run's budget: raise it, e.g. "
                          "'{\"max_cost\": 2}' (merged over the current limits).")] = None,
+                every: Annotated[bool, typer.Option(
+                    "--all", help="Approve every step waiting at or under STEP (the "
+                                  "instances of a for_each step, a sub-chain's steps), each "
+                                  "with its own args.")] = False,
                 ) -> None:
         """Approve a step that waits for confirmation (or for a budget): the process that
         drives the run applies it, or (nobody drives it) the run goes on in this process."""
         def options() -> dict[str, Any]:
+            if every and (args is not None or budget is not None):
+                raise CliError("--all approves each step with its own args: it takes no "
+                               "--args or --budget", hint="approve one step with them: "
+                               f"chainlab approve {run_id} STEP --args ...")
+            if every:
+                return {"all": True, "note": note}
             edited = parse_json_object(args, "--args") if args is not None else None
             raised = parse_json_object(budget, "--budget") if budget is not None else None
             return {"args": edited, "note": note, **({"budget": raised} if raised else {})}

@@ -52,8 +52,15 @@ def _limits(budget: Any) -> dict[str, Any]:
 
 def expected_usage(k: RunCore, step_id: str, calls: int | None = None) -> dict[str, float]:
     """What the step's next call is expected to spend: cost, tokens, seconds. ``calls``:
-    how many of its calls have ended (default: all it started)."""
-    out: dict[str, float] = dict(k.budget_estimates.get(step_id, {}))
+    how many of its calls have ended (default: all it started). A step grown at run time (a
+    ``for_each`` instance) has no estimate of its own: its parent's (one call of the same
+    tool with the same args template) stands for each."""
+    known = k.budget_estimates.get(step_id)
+    if known is None:
+        node = k.nodes.get(step_id)
+        if node is not None and node.index is not None and node.group is not None:
+            known = k.budget_estimates.get(node.group)
+    out: dict[str, float] = dict(known or {})
     st = k.steps[step_id]
     if st.usage:  # its calls in this run: one more costs about their mean (O(1) per check)
         calls = max(st.attempts if calls is None else calls, 1)
