@@ -1,12 +1,23 @@
-"""Fixtures shared by several test packages: the session's throwaway PostgreSQL server."""
+"""Fixtures shared by several test packages: the session's throwaway PostgreSQL server.
+Graphviz layouts the tests make are kept in a directory of the test session, never in the
+user's cache (``CHAINLAB_LAYOUT_CACHE``, inherited by the kernels and servers tests start)."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from tests.pg import Cluster, Unavailable, shared_cluster, stop_shared_cluster
+
+if "CHAINLAB_LAYOUT_CACHE" not in os.environ:
+    _layouts = tempfile.mkdtemp(prefix="chainlab-test-layouts-")
+    os.environ["CHAINLAB_LAYOUT_CACHE"] = _layouts
+    atexit.register(shutil.rmtree, _layouts, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

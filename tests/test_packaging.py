@@ -123,7 +123,7 @@ def test_the_console_script_points_at_the_launcher() -> None:
 
 # ---------------------------------------------------------------- the wheel
 WIDGETS = ROOT / "widgets"
-RUNTIME_ASSETS = ("chainlab.css", "designer.js")  # read by chainlab.jupyter._assets
+RUNTIME_ASSETS = ("chainlab.css", "dagview.js", "rundag.js", "designer.js")  # (_assets)
 LABEXTENSION = ROOT / "share" / "jupyter" / "labextensions" / "chainlab-cellmagic"
 
 
@@ -141,7 +141,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.timeout(600)
 def test_the_wheel_carries_the_front_end_sources(wheel: Path, tmp_path: Path) -> None:
-    """widgets/chainlab.css and widgets/designer.js are inside the package in the wheel
+    """widgets/chainlab.css and the ES modules of widgets/ are inside the package in the wheel
     (chainlab/_widgets/, byte for byte), the prebuilt cell-magic extension is its shared
     data, and the wheel's own loader reads the files it carries."""
     with zipfile.ZipFile(wheel) as zf:
@@ -158,15 +158,17 @@ def test_the_wheel_carries_the_front_end_sources(wheel: Path, tmp_path: Path) ->
     # the installed layout: the package alone, found first on sys.path
     probe = (f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r})\n"
              "import chainlab.jupyter._assets as a, chainlab.jupyter.designer.view as v\n"
-             "print(a.asset_dir()); print(len(a.css()), len(a.designer_js()))\n"
+             "print(a.asset_dir()); print(len(a.css()), len(a.dag_js()), len(a.designer_js()))\n"
              "print(v._canvas_class()._esm == a.designer_js())")
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            timeout=120, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     where, sizes, esm = shown.stdout.splitlines()
     assert Path(where) == tmp_path / "site" / "chainlab" / "_widgets"
-    assert sizes == " ".join(str(len((WIDGETS / n).read_text(encoding="utf-8")))
-                             for n in RUNTIME_ASSETS)
+    size = {n: len((WIDGETS / n).read_text(encoding="utf-8")) for n in RUNTIME_ASSETS}
+    assert sizes == " ".join(str(n) for n in (
+        size["chainlab.css"], size["dagview.js"] + 1 + size["rundag.js"],
+        size["dagview.js"] + 1 + size["designer.js"]))
     assert esm == "True"
 
 
@@ -181,7 +183,9 @@ def test_a_checkout_reads_the_front_end_sources_from_widgets() -> None:
     assert not (ROOT / "chainlab" / "_widgets").exists()  # only the wheel has that
     assert _assets.asset_dir() == WIDGETS
     assert _assets.css() == (WIDGETS / "chainlab.css").read_text(encoding="utf-8")
-    assert _assets.designer_js() == (WIDGETS / "designer.js").read_text(encoding="utf-8")
+    for esm, name in ((_assets.designer_js(), "designer.js"), (_assets.dag_js(), "rundag.js")):
+        assert esm == ((WIDGETS / "dagview.js").read_text(encoding="utf-8") + "\n"
+                       + (WIDGETS / name).read_text(encoding="utf-8"))
     assert getattr(_canvas_class(), "_esm", _assets.designer_js()) == _assets.designer_js()
     assert _assets.css() in _assets.style_tag()
 

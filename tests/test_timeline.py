@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pandas as pd
 import pytest
 
@@ -250,3 +251,60 @@ async def test_subchain_rows_follow_their_parent() -> None:
     assert rows(run.attempts(), "step_id", "tool", "started_at", "ended_at") == [
         ("a", "work", 0.0, 1.0), ("g", "chain:inner", 1.0, 2.0),  # the group spans its steps
         ("g/x", "work", 1.0, 2.0), ("z", "work", 2.0, 3.0)]
+
+
+# ------------------------------------------------------------------ issue 40: like with like
+def test_a_wait_for_a_person_is_a_pause_minus_the_calls_that_ran() -> None:
+    from chainlab.events import Event, EventKind
+    from chainlab.timeline import person_waits
+
+    def ev(seq: int, kind: str, ts: float) -> Event:
+        return Event(run_id="r", seq=seq, kind=EventKind(kind), ts=ts, epoch=1)
+
+    events = [ev(1, "run_started", 0.0), ev(2, "run_paused", 10.0), ev(3, "run_resumed", 20.0),
+              ev(4, "run_suspended", 25.0), ev(5, "run_paused", 26.0),  # (a pause in it)
+              ev(6, "run_resumed", 30.0), ev(7, "run_succeeded", 31.0)]
+    # a call ran 12-15 while paused (step mode releases one step): that time is work
+    assert person_waits(events, [(1.0, 9.0), (12.0, 15.0), (30.0, 31.0)]) == [
+        (10.0, 12.0), (15.0, 20.0), (25.0, 30.0)]
+    assert person_waits(events[:1], []) == []
+
+
+async def test_the_real_makespan_leaves_out_a_pause_at_a_breakpoint() -> None:
+    """`%chain whatif` after a run sat at a breakpoint said "real makespan 12.539 s ...
+    (0.05 x)": the pause counted. It is left out now, and said."""
+    from chainlab import Chain, Toolbox
+    from chainlab.plan.schema import RunOptions
+    from chainlab.testing import ManualClock
+    from chainlab.timeline import gantt_compare, schedule_of, whatif
+
+    clock = ManualClock()
+    tb = Toolbox("paused")
+
+    @tb.tool
+    async def work(i: int) -> int:
+        clock.advance(1.0)  # each call takes one second of the run's clock
+        return i
+
+    chain = Chain.from_dict({"name": "paused", "steps": [
+        {"id": "a", "tool": "work", "args": {"i": 1}},
+        {"id": "b", "tool": "work", "args": {"i": 2}, "depends_on": ["a"]},
+        {"id": "c", "tool": "work", "args": {"i": 3}, "depends_on": ["b"]}]})
+    async with Runtime(tb, MemoryStore(), clock=clock) as rt:
+        run = await rt.start(chain, options=RunOptions(breakpoints=["b"]))
+        for _ in range(500):
+            if run.paused and run.steps["a"].status == "succeeded":
+                break
+            await anyio.sleep(0.01)
+        clock.advance(11.0)  # a person looks at the breakpoint for 11 s
+        await run.unpause()
+        assert (await run.wait()).ok
+        real = schedule_of(run)
+        assert real.waited_s == pytest.approx(11.0)
+        assert real.makespan == pytest.approx(3.0)  # three calls of a second, one after another
+        assert list(real.frame["start_s"]) == pytest.approx([0.0, 1.0, 2.0])
+        assert "11 s waiting for a person left out" in repr(real)
+        replay = whatif(run, priority="declaration")
+        assert replay.makespan == pytest.approx(real.makespan)  # like with like: 1.00 x
+        fig = gantt_compare(real, replay)
+        assert "11 s waiting for a person left out" in fig.axes[0].get_title(loc="left")

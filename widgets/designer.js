@@ -1,45 +1,13 @@
 // chainlab chain designer: the clickable DAG (an anywidget ES module, shipped in the package;
-// nothing is fetched). Python sends the SVG (laid out by Graphviz, only when the chain's
+// nothing is fetched; Python puts dagview.js, the viewport it shares with the run widget's
+// DAG, in front of it). Python sends the SVG (laid out by Graphviz, only when the chain's
 // structure changes) and a small scoped <style> (problems, selection). A click on a step's
-// node, or Enter/Space on it (every node is focusable), sets `selected`.
+// node, or Enter/Space on it (every node is focusable), sets `selected`; the picture fits
+// the column's width, zooms and pans as the run widget's does.
 // "Write cell": insert a `%%chain` cell below the cell whose output shows the designer (a
 // second click replaces the cell the first one wrote, while it is still there),
 // through the notebook model the widget manager knows (JupyterLab, Notebook 7); elsewhere
 // copy the text to the clipboard. The outcome goes back to Python as a message.
-
-function wire(model, box) {
-  const steps = model.get("steps") || {};
-  for (const [elementId, stepId] of Object.entries(steps)) {
-    const node = box.querySelector(`[id="${CSS.escape(elementId)}"]`);
-    if (!node) continue;
-    node.setAttribute("tabindex", "0");
-    node.setAttribute("role", "button");
-    node.setAttribute("aria-label", `edit step ${stepId}`);
-    node.dataset.stepId = stepId;
-  }
-}
-
-// Graphviz sizes the SVG in points. A DAG wider than its column is shrunk to fit, but never
-// below MIN_SCALE (its text would get too small to read): past that the column scrolls.
-const MIN_SCALE = 0.7;
-
-function fit(box) {
-  const svg = box.querySelector("svg");
-  if (!svg) return;
-  const width = parseFloat(svg.getAttribute("width")) * (4 / 3);
-  const height = parseFloat(svg.getAttribute("height")) * (4 / 3);
-  const room = box.clientWidth;
-  if (!width || !height || !room) return;
-  const scale = Math.min(1, Math.max(MIN_SCALE, room / width));
-  svg.style.width = `${width * scale}px`;
-  svg.style.height = `${height * scale}px`;
-}
-
-function select(model, stepId) {
-  model.set("selected", "");  // a click on the selected node shows it again
-  model.set("selected", stepId);
-  model.save_changes();
-}
 
 function hasOutput(cell, host) {
   const outputs = typeof cell.getOutputs === "function" ? cell.getOutputs() : [];
@@ -82,32 +50,23 @@ function render({ model, el }) {
   el.classList.add("cl-dsg-canvasroot");
   const style = document.createElement("div");
   style.className = "cl-dsg-style";
-  const box = document.createElement("div");
-  box.className = "cl-dsg-svg";
-  el.append(style, box);
+  el.append(style);
+  const view = createDagView(el, { onNode: (stepId) => clSelect(model, stepId) });
+  view.canvas.classList.add("cl-dsg-svg");
 
-  const draw = () => { box.innerHTML = model.get("svg"); wire(model, box); mark(); fit(box); };
-  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => fit(box)) : null;
-  if (resized) resized.observe(box);
-  const restyle = () => { style.innerHTML = model.get("css"); };
   const mark = () => {
     const selected = model.get("selected");
-    for (const node of box.querySelectorAll("[data-step-id]")) {
+    for (const node of view.canvas.querySelectorAll("[data-step-id]")) {
       node.setAttribute("aria-pressed", String(node.dataset.stepId === selected));
     }
   };
-  const nodeOf = (target) => target && target.closest && target.closest("[data-step-id]");
-  box.addEventListener("click", (event) => {
-    const node = nodeOf(event.target);
-    if (node) select(model, node.dataset.stepId);
-  });
-  box.addEventListener("keydown", (event) => {
-    const node = nodeOf(event.target);
-    if (node && (event.key === "Enter" || event.key === " ")) {
-      event.preventDefault();
-      select(model, node.dataset.stepId);
-    }
-  });
+  const draw = () => {
+    view.canvas.innerHTML = model.get("svg");
+    clWireNodes(view.canvas, model.get("steps"), "edit step");
+    mark();
+    view.shown();
+  };
+  const restyle = () => { style.innerHTML = model.get("css"); };
   const onMessage = (msg) => {
     if (!msg || msg.type !== "write_cell") return;
     writeCell(model, msg.text, msg.host)
@@ -122,7 +81,7 @@ function render({ model, el }) {
   restyle();
   draw();
   return () => {
-    if (resized) resized.disconnect();
+    view.dispose();
     model.off("change:svg", draw);
     model.off("change:steps", draw);
     model.off("change:css", restyle);

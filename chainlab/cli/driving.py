@@ -71,7 +71,7 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
         view = run_dict(store.get_run(run_id), state)
         sys.stdout.write(json.dumps(view, default=str) + "\n")
         return exit_code_for(status)
-    io.out.print(steps_table(state, chain, limit=50))
+    io.out.print(steps_table(state, chain, limit=50, width=io.out.width))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
     for line in turns_lines(state):  # an agent step: what each model turn asked for
         io.out.print(line, soft_wrap=True, markup=False, highlight=False)

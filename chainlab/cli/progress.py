@@ -48,7 +48,8 @@ async def _live(run: Run, console: Console) -> RunResult:
 
     def view() -> Group:
         return Group(run_line(run.run_id, run.chain.name, run.state),
-                     steps_table(run.state, run.chain, limit=_LIVE_ROWS, now=time.time()))
+                     steps_table(run.state, run.chain, limit=_LIVE_ROWS, now=time.time(),
+                                 width=console.width))
 
     unsubscribe = run.subscribe(on_event)
     try:

@@ -11,9 +11,11 @@ import shlex
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -29,8 +31,10 @@ from chainlab.store.queue import QueueDepth
 
 __all__ = [
     "TIMELINE_COLUMNS",
+    "Col",
     "attempt_rows",
     "driver_text",
+    "fitted",
     "next_steps",
     "queues_line",
     "runs_table",
@@ -52,6 +56,69 @@ STATUS_STYLE: dict[str, str] = {
 }
 _ATTENTION = (S.RUNNING, S.RETRY_WAIT, S.WAITING_CONFIRMATION, S.IN_DOUBT, S.FAILED,
               S.COMPENSATING, S.COMPENSATION_FAILED, S.REJECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    """A column of a table that fits the terminal (:func:`fitted`): ``key`` (an id: never
+    dropped, never cut, wrapped when even it does not fit), ``keep`` (never dropped, never
+    cut: a status), ``drop`` (an optional column's rank: the highest goes first when the
+    table is too wide) and ``flex`` (a note that shrinks with an ellipsis instead)."""
+
+    name: str
+    key: bool = False
+    drop: int = 0
+    flex: bool = False
+    justify: str = "left"
+    keep: bool = False  # never dropped (a status): whole, beside the ids
+
+
+_GAP = 3  # " │ " between two columns (no edge, no edge padding)
+
+
+def fitted(cols: Sequence[Col], rows: Sequence[Sequence[str | Text]], width: int | None, *,
+           title: str | None = None, expand: bool = False) -> Table:
+    """A table of ``rows`` that fits ``width`` columns (the terminal's; None: any width):
+    optional columns are dropped first (highest ``drop`` first), notes shrink, and a run id
+    or a step id is never cut (issue 40: at 80 columns ``chainlab runs`` printed
+    "20261205-014601-a…", the one value a person must copy)."""
+    def natural(i: int) -> int:
+        return max([cell_len(cols[i].name)] + [cell_len(_plain(r[i])) for r in rows])
+
+    shown = list(range(len(cols)))
+    need = {i: (min(natural(i), 12) if cols[i].flex else natural(i)) for i in shown}
+    while width is not None and sum(need[i] for i in shown) + _GAP * (len(shown) - 1) > width:
+        optional = [i for i in shown if cols[i].drop > 0 and not cols[i].keep]
+        if not optional:
+            break
+        shown.remove(max(optional, key=lambda i: cols[i].drop))
+    keys = [i for i in shown if cols[i].key]
+    room = {i: natural(i) for i in keys}
+    if width is not None:  # the keys share what the other columns leave (never below 4)
+        left = width - sum(need[i] for i in shown if not cols[i].key) - _GAP * (len(shown) - 1)
+        total = sum(room.values())
+        if total > left:
+            room = {i: max(4, room[i] * left // max(total, 1) - 1) for i in keys}
+    table = Table(title=title, title_justify="left", expand=expand, show_edge=False,
+                  pad_edge=False)
+    for i in shown:
+        col = cols[i]
+        if col.key:  # whole when it fits; wrapped (folded), never cut, when it cannot
+            table.add_column(col.name, min_width=room[i], overflow="fold",
+                             justify=col.justify)  # type: ignore[arg-type]
+        elif col.flex:
+            table.add_column(col.name, no_wrap=True, overflow="ellipsis", ratio=1,
+                             justify=col.justify)  # type: ignore[arg-type]
+        else:
+            table.add_column(col.name, no_wrap=True, overflow="ellipsis",
+                             justify=col.justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    return table
+
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
 
 
 def status_text(status: object) -> Text:
@@ -103,38 +170,39 @@ def step_tools(chain: Chain | None, state: RunState) -> dict[str, str]:
 
 
 def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = None,
-                title: str | None = None, now: float | None = None) -> Table:
-    """Steps with status, attempts, duration and a note. With ``limit``, the steps that
-    need attention come first and the rest is counted in the caption."""
+                title: str | None = None, now: float | None = None,
+                width: int | None = None) -> Table:
+    """Steps with status, attempts, duration and a note (fitted to ``width``: the step id
+    is never cut). With ``limit``, the steps that need attention come first and the rest
+    is counted in the caption."""
     tools = step_tools(chain, state)
-    table = Table(title=title, title_justify="left", expand=True, show_edge=False,
-                  pad_edge=False)
-    for name, kw in (("step", {"no_wrap": True}), ("tool", {"no_wrap": True}),
-                     ("status", {"no_wrap": True}), ("#", {"justify": "right"}),
-                     ("time", {"justify": "right", "no_wrap": True}),
-                     ("note", {"no_wrap": True, "overflow": "ellipsis", "ratio": 1})):
-        table.add_column(name, **kw)  # type: ignore[arg-type]
+    cols = [Col("step", key=True), Col("tool", drop=4), Col("status", keep=True),
+            Col("#", drop=3, justify="right"), Col("time", drop=2, justify="right"),
+            Col("note", flex=True, drop=1)]
     steps = list(state.steps.values())
     with_usage = bool(state.usage)  # the usage columns only for a run that reported any
     if with_usage:
-        table.add_column("tokens", justify="right", no_wrap=True)
-        table.add_column("cost", justify="right", no_wrap=True)
+        cols += [Col("tokens", drop=6, justify="right"), Col("cost", drop=5, justify="right")]
     shown = steps
+    caption = None
     if limit is not None and len(steps) > limit:
         shown = [st for st in steps if st.status in _ATTENTION][:limit]
-        table.caption = f"{len(steps) - len(shown)} more steps: " + counts_line(
+        caption = f"{len(steps) - len(shown)} more steps: " + counts_line(
             [st for st in steps if st not in shown])
+    rows: list[list[str | Text]] = []
     for st in shown:
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
         cells: list[str | Text] = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
-                 str(st.attempts or ""), seconds(took), step_note(st)]
+                                   str(st.attempts or ""), seconds(took), step_note(st)]
         if with_usage:
             usage = st.usage or {}
             cells += [f"{usage['tokens']:,}" if "tokens" in usage else "",
                       f"{usage['cost']:.4g}" if "cost" in usage else ""]
-        table.add_row(*cells)
+        rows.append(cells)
+    table = fitted(cols, rows, width, title=title, expand=True)
+    table.caption = caption
     return table
 
 
@@ -148,12 +216,26 @@ def run_line(run_id: str, chain_name: str, state: RunState) -> Text:
     line = Text(f"run {run_id} ({chain_name}) ")
     line.append_text(status_text(status))
     if state.started_at is not None:
-        end = state.ended_at if status in RUN_TERMINAL and state.ended_at else time.time()
-        line.append(f" after {seconds(end - state.started_at)}")
+        line.append(f" after {seconds(_until(state, status) - state.started_at)}")
     line.append(f" · {counts_line(state.steps.values())}", style="dim")
     if state.usage:
         line.append(f" · {usage_text(state.usage)}")
     return line
+
+
+def _until(state: RunState, status: RunStatus) -> float:
+    """When the run stopped moving: its end; for a run that waits for a person (suspended,
+    paused) its last step's activity, not now (issue 40: ``show`` said "suspended after 7.84
+    s", the time until it was shown, where ``run`` had said 333 ms); now for a run that
+    runs."""
+    if status in RUN_TERMINAL and state.ended_at:
+        return state.ended_at
+    if status in (RunStatus.SUSPENDED, RunStatus.PAUSED):
+        times = [t for st in state.steps.values()
+                 for t in (st.started_at, st.ended_at, st.waiting_since) if t is not None]
+        times += [a.ended_at or a.started_at for a in state.attempts]
+        return max(times, default=state.started_at or time.time())
+    return time.time()
 
 
 def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
@@ -185,20 +267,22 @@ def next_steps(run_id: str, state: RunState, db_flag: str = "") -> Group | None:
 
 
 # --------------------------------------------------------------------------- runs
-def runs_table(records: Sequence[RunRecord]) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
+def runs_table(records: Sequence[RunRecord], width: int | None = None) -> Table:
+    """The runs, newest first, fitted to ``width``: the run id is never cut (the columns
+    ``updated``, ``created``, ``steps``, ``forked from`` and ``chain`` go first)."""
     forks = any(r.lineage for r in records)  # the lineage column only where there is one
     queued = any(r.queue for r in records)  # queue and worker only where a fleet works
-    for name in ("run", "chain", "status", "steps", "created", "updated",
-                 *(("queue", "worker") if queued else ()),
-                 *(("forked from",) if forks else ())):
-        table.add_column(name, no_wrap=True)
-    for r in records:
-        fleet = (r.queue or "", driver_text(r)) if queued else ()
-        table.add_row(r.run_id, r.chain_name, status_text(r.status),
-                      str(len(r.chain.get("steps", []))), _when(r.created_at),
-                      _when(r.updated_at), *fleet, *((r.lineage or "",) if forks else ()))
-    return table
+    cols = [Col("run", key=True), Col("chain", drop=1), Col("status", keep=True),
+            Col("steps", drop=3, justify="right"), Col("created", drop=4),
+            Col("updated", drop=5),
+            *((Col("queue", drop=6), Col("worker", drop=7)) if queued else ()),
+            *((Col("forked from", drop=2),) if forks else ())]
+    rows = [[r.run_id, r.chain_name, status_text(r.status), str(len(r.chain.get("steps", []))),
+             _when(r.created_at), _when(r.updated_at),
+             *((r.queue or "", driver_text(r)) if queued else ()),
+             *((r.lineage or "",) if forks else ())]
+            for r in records]
+    return fitted(cols, rows, width)
 
 
 def driver_text(record: RunRecord) -> str:
@@ -244,21 +328,22 @@ def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
     return rows
 
 
-def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    for name, justify in (("start", "right"), ("step", "left"), ("kind", "left"),
-                          ("#", "right"), ("epoch", "right"), ("tool", "left"),
-                          ("status", "left"), ("duration", "right"), ("error", "left")):
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=name != "error", overflow="fold")
+def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None,
+                   width: int | None = None) -> Table:
+    """Attempts in start order, fitted to ``width`` (the step id is never cut)."""
+    cols = [Col("start", drop=1, justify="right"), Col("step", key=True), Col("kind", drop=4),
+            Col("#", drop=3, justify="right"), Col("epoch", drop=5, justify="right"),
+            Col("tool", drop=6), Col("status", keep=True),
+            Col("duration", drop=2, justify="right"), Col("error", flex=True, drop=7)]
+    cells: list[list[str | Text]] = []
     for r in rows:
         error = f"{r['error_kind']}: {r['error']}" if r["error_kind"] else (r["error"] or "")
         if r["retry_delay_s"] is not None:
             error += f" (retry in {seconds(r['retry_delay_s'])})"
-        table.add_row(f"+{r['offset_s']:.3f} s", r["step_id"], r["kind"], str(r["attempt"]),
+        cells.append([f"+{r['offset_s']:.3f} s", r["step_id"], r["kind"], str(r["attempt"]),
                       str(r["epoch"]), r["tool"] or "", status_text(r["status"]),
-                      seconds(r["duration_s"]), clip(error, 100))
-    return table
+                      seconds(r["duration_s"]), clip(error, 100)])
+    return fitted(cols, cells, width, title=title)
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:

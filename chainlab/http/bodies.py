@@ -54,8 +54,9 @@ By = Annotated[str | None, Field(default=None, max_length=200, description=(
     "Who decides, kept with the decision's event (default: `http:` and the client's "
     "address). With one shared token the server cannot check it: it records what the "
     "token holder says."))]
-Comment = Annotated[str | None, Field(default=None, max_length=4000,
-                                      description="A note kept with the decision.")]
+# the same name as ``run.approve(note=)``, the CLI's and the magics' ``--note`` (issue 40)
+Note = Annotated[str | None, Field(default=None, max_length=4000,
+                                   description="A note kept with the decision.")]
 
 
 class Body(BaseModel):
@@ -98,7 +99,17 @@ class Approve(Body):
     budget: dict[str, Any] | None = Field(default=None, description=(
         "For a step stopped by the run's budget (reason budget_exceeded): the raised limits "
         "(max_cost, max_tokens, max_duration_s), merged over the current ones."))
-    comment: Comment
+    note: Note
+    by: By
+
+
+class ApproveAll(Body):
+    """``POST /runs/{run_id}/steps/{step_id}/approve-all``: every step waiting for a
+    confirmation at or under the step (a ``for_each`` step's instances), each approved with
+    its own args."""
+
+    note: Annotated[str | None, Field(default=None, max_length=4000, description=(
+        "A note kept with each approval."))]
     by: By
 
 
@@ -127,7 +138,7 @@ class Resolve(Body):
     output: Any = Field(default=None, description="The call took effect; this is its output.")
     retry: bool = Field(default=False, description="Call the tool again.")
     fail: bool = Field(default=False, description="Mark the step failed.")
-    comment: Comment
+    note: Note
     by: By
 
     def chosen(self) -> list[str]:

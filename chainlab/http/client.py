@@ -239,14 +239,23 @@ class Client:
                             json=body)
 
     def approve(self, run_id: str, step_id: str, *, args: Mapping[str, Any] | None = None,
-                comment: str | None = None, by: str | None = None,
+                note: str | None = None, by: str | None = None,
                 budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Approve a waiting step (with ``args``: run those instead; with ``budget``: raise
         the run's budget, for a step its budget stopped)."""
         return self.decide(run_id, step_id, "approve",
                            **_given(args=dict(args) if args is not None else None,
-                                    comment=comment, by=by,
+                                    note=note, by=by,
                                     budget=dict(budget) if budget is not None else None))
+
+    def approve_all(self, run_id: str, step_id: str, *, note: str | None = None,
+                    by: str | None = None) -> list[str]:
+        """Approve every step waiting at or under ``step_id`` (a ``for_each`` step's
+        instances), each with its own args. Returns the ids approved. Raises ApiError (409
+        ``not_waiting`` when nothing waits there)."""
+        out = self.request("POST", f"/runs/{run_id}/steps/{step_id}/approve-all",
+                           json=_given(note=note, by=by))
+        return list(out["approved"])
 
     def reject(self, run_id: str, step_id: str, reason: str, *,
                by: str | None = None) -> dict[str, Any]:
@@ -254,11 +263,11 @@ class Client:
         return self.decide(run_id, step_id, "reject", **_given(reason=reason, by=by))
 
     def resolve(self, run_id: str, step_id: str, *, output: Any = _MISSING,
-                retry: bool = False, fail: bool = False, comment: str | None = None,
+                retry: bool = False, fail: bool = False, note: str | None = None,
                 by: str | None = None) -> dict[str, Any]:
         """Resolve an in-doubt step: exactly one of ``output=``, ``retry=True``,
         ``fail=True``."""
-        fields = _given(retry=retry or None, fail=fail or None, comment=comment, by=by)
+        fields = _given(retry=retry or None, fail=fail or None, note=note, by=by)
         if output is not _MISSING:
             fields["output"] = output
         return self.decide(run_id, step_id, "resolve", **fields)

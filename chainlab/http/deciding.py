@@ -29,7 +29,7 @@ from chainlab.errors import (
     UnknownStepError,
 )
 from chainlab.events import StepStatus
-from chainlab.http.bodies import Approve, Body, Reject, Resolve
+from chainlab.http.bodies import Approve, ApproveAll, Body, Reject, Resolve
 from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
 from chainlab.runtime.engine import decisions
@@ -99,6 +99,26 @@ class Decider:
         return {"outcome": outcome, "run_id": run_id, "step_id": step_id, "action": action,
                 "by": by}
 
+    async def approve_all(self, run_id: str, step_id: str, body: ApproveAll, *,
+                          by: str) -> list[str]:
+        """Approve every step waiting for a confirmation at or under ``step_id``, each with
+        its own args (:meth:`Runtime.approve_all`). Returns their ids. Raises ApiError (404,
+        409 ``not_waiting`` when nothing waits there, 504)."""
+        service = self.service
+        async with self._turn(run_id):
+            _, _, state = await service.read(run_id)
+            if step_id not in state.steps:
+                raise UnknownStepError(step_id, state.steps, run_id=run_id)
+            approved: list[str] = await service.runtime.approve_all(
+                run_id, step_id, by=by, note=body.note,
+                timeout=service.config.decision_timeout_s)
+        if not approved:
+            raise ApiError(409, "not_waiting", f"nothing waits for a confirmation at or "
+                           f"under step {step_id!r} of run {run_id!r}",
+                           fix="GET /runs/{run_id}/confirmations lists what waits",
+                           extra={"run_id": run_id, "step_id": step_id})
+        return approved
+
     async def _refused(self, run_id: str, step_id: str, action: str,
                        exc: Exception | None) -> ApiError:
         """409 ``not_waiting`` when the step does not wait for ``action`` (any more), with
@@ -134,7 +154,7 @@ def _decided(decided: dict[str, Any] | None) -> dict[str, Any] | None:
 def _fields(action: str, body: Body) -> dict[str, Any]:
     """The keyword arguments of :meth:`Runtime.decide` for ``body``."""
     if isinstance(body, Approve):
-        return {"args": body.args, "note": body.comment,
+        return {"args": body.args, "note": body.note,
                 **({"budget": body.budget} if body.budget is not None else {})}
     if isinstance(body, Reject):
         return {"reason": body.reason}
@@ -146,10 +166,10 @@ def _fields(action: str, body: Body) -> dict[str, Any]:
                        + (f" (got {' and '.join(chosen)})" if chosen else ""),
                        fix='e.g. {"output": {"id": 1}} when the call took effect')
     if body.retry:
-        return {"retry": True, "note": body.comment}
+        return {"retry": True, "note": body.note}
     if body.fail:
-        return {"fail": True, "note": body.comment}
-    return {"output": body.output, "note": body.comment}
+        return {"fail": True, "note": body.note}
+    return {"output": body.output, "note": body.note}
 
 
 def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: str,

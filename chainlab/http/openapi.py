@@ -104,6 +104,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "run_id": {"type": "string"},
         "step_id": {"type": "string"}, "action": {"type": "string"},
         "by": {"type": "string"}}},
+    "ApprovedAll": {"type": "object", "properties": {
+        "approved": {"type": "array", "items": {"type": "string"}, "description": (
+            "The steps this request approved, in order, each with its own args")},
+        "run_id": {"type": "string"}, "step_id": {"type": "string"},
+        "by": {"type": "string"}}},
     "ChainList": {"type": "object", "properties": {
         "toolbox": {"type": "string"},
         "chains": {"type": "array", "items": {"type": "object", "properties": {

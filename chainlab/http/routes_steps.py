@@ -7,7 +7,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from chainlab.http.api import Param, by_of, decider, endpoint, json, service
-from chainlab.http.bodies import Approve, Body, Reject, Resolve, query_choice, read_model
+from chainlab.http.bodies import (
+    Approve,
+    ApproveAll,
+    Body,
+    Reject,
+    Resolve,
+    query_choice,
+    read_model,
+)
 
 __all__: list[str] = []
 
@@ -46,6 +54,23 @@ async def approve(request: Request) -> Response:
     step runs with those instead (422 when they do not fit the tool). 409 when the step no
     longer waits: the body's ``decided`` says who decided it, when and how."""
     return await _decide(request, "approve", Approve)
+
+
+@endpoint("POST", "/runs/{run_id}/steps/{step_id}/approve-all",
+          "Approve every waiting step under a step", tag="decisions", body=ApproveAll,
+          returns="ApprovedAll", errors=_DECISION_ERRORS)
+async def approve_all(request: Request) -> Response:
+    """Approve every step that waits for a confirmation at or under this step (the waiting
+    instances of a ``for_each`` step, the steps of a sub-chain), each with its OWN args and
+    recorded as its own approval. A step someone else decides meanwhile is left out. 409
+    ``not_waiting`` when nothing waits there."""
+    body = await read_model(request, ApproveAll, service(request).config.max_body_bytes)
+    assert isinstance(body, ApproveAll)
+    run_id, step_id = request.path_params["run_id"], request.path_params["step_id"]
+    approved = await decider(request).approve_all(
+        run_id, step_id, body, by=by_of(request, body.by))
+    return json({"approved": approved, "run_id": run_id, "step_id": step_id,
+                 "by": by_of(request, body.by)})
 
 
 @endpoint("POST", "/runs/{run_id}/steps/{step_id}/reject", "Reject a waiting step",

@@ -22,6 +22,7 @@ from chainlab.events.status import RUN_TERMINAL, StepStatus
 from chainlab.jupyter import launch
 from chainlab.jupyter.designer.widget import ChainDesigner
 from chainlab.jupyter.run_widget.widget import RunWidget
+from chainlab.jupyter.runloop import RunLoop
 from chainlab.jupyter.session import NotebookSession, get_session
 from chainlab.runtime.runtime import Run
 
@@ -50,8 +51,14 @@ async def wait_until(run: Run, predicate: Callable[[Run], bool]) -> None:
     (``lambda r: r.paused``), a step's status, a person's decision. The widget's buttons keep
     working meanwhile (ipykernel >= 7.4). Needs a run driven by this kernel.
     """
+    home = getattr(run.runtime, "home", None)
+    if isinstance(home, RunLoop) and not home.here():
+        # checked where the run is driven, between two of its steps' bookkeeping: read
+        # from here, a step's success could be seen before the steps it releases were
+        await home.hop(lambda: wait_until(run, predicate))
+        return
     changed = asyncio.Event()
-    unsubscribe = run.subscribe(lambda ev: changed.set())
+    unsubscribe = run.subscribe(lambda _: changed.set())
     try:
         while not predicate(run):
             changed.clear()

@@ -1,5 +1,6 @@
-"""Front-end assets of the notebook widgets (the CSS, the designer's ES module), read from
-disk, never fetched. Their sources are ``widgets/`` at the repository's top
+"""Front-end assets of the notebook widgets (the CSS; the ES modules of the run widget's DAG
+and of the designer's canvas, each after the viewport they share), read from disk, never
+fetched. Their sources are ``widgets/`` at the repository's top
 (``widgets/README.md``): the wheel carries them inside the package, at
 ``chainlab/_widgets/`` (``pyproject.toml``, ``force-include``); a source checkout, and so an
 editable install, reads ``widgets/`` itself. :func:`asset_dir` finds whichever is there.
@@ -10,13 +11,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["ASSET_DIRS", "asset_dir", "badge_css", "css", "designer_js", "style_tag"]
+__all__ = ["ASSET_DIRS", "asset_dir", "badge_css", "css", "dag_js", "designer_js", "style_tag"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # chainlab/
 #: where the assets are looked for, in order: inside the installed package (a wheel), then
 #: the checkout's widgets/ next to the package (a source tree, an editable install)
 ASSET_DIRS = (_PACKAGE / "_widgets", _PACKAGE.parent / "widgets")
-_FILES = ("chainlab.css", "designer.js")
+_FILES = ("chainlab.css", "dagview.js", "rundag.js", "designer.js")
 
 
 def asset_dir() -> Path:
@@ -35,10 +36,22 @@ def css() -> str:
     return (asset_dir() / "chainlab.css").read_text(encoding="utf-8")
 
 
+def _read(name: str) -> str:
+    return (asset_dir() / name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def dag_js() -> str:
+    """The run widget's live DAG, an anywidget ES module (``dagview.js``, the viewport,
+    then ``rundag.js``)."""
+    return _read("dagview.js") + "\n" + _read("rundag.js")
+
+
 @functools.cache
 def designer_js() -> str:
-    """The chain designer's clickable DAG, an anywidget ES module."""
-    return (asset_dir() / "designer.js").read_text(encoding="utf-8")
+    """The chain designer's clickable DAG, an anywidget ES module (``dagview.js``, the
+    viewport, then ``designer.js``)."""
+    return _read("dagview.js") + "\n" + _read("designer.js")
 
 
 @functools.cache

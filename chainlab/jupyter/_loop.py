@@ -22,12 +22,14 @@ woke it, e.g. the next cell). :func:`call_on` hands such a call over to the run'
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
 import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Eager", "call_on", "eager", "home_loop", "pending_tasks"]
+__all__ = ["RUN_ON_TIMEOUT_S", "Eager", "call_on", "eager", "home_loop", "pending_tasks",
+           "run_on"]
 
 T = TypeVar("T")
 
@@ -151,6 +153,38 @@ def call_on(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any], *arg
 
     loop.call_soon_threadsafe(start)
     return True
+
+
+#: how long a thread waits for another loop to answer :func:`run_on` (a control call
+#: answers in milliseconds; only an async tool that blocks the loop makes it wait)
+RUN_ON_TIMEOUT_S = 30.0
+
+
+def run_on(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., T], *args: Any,
+           timeout: float = RUN_ON_TIMEOUT_S) -> T:
+    """``fn(*args)`` on ``loop``'s thread (inside a Task: anyio needs one) and its result or
+    exception; the calling thread waits. Called on that loop (or with no loop), it simply
+    calls. Raises RuntimeError when the loop does not answer within ``timeout`` seconds
+    (the call still happens later)."""
+    if loop is None or loop.is_closed():
+        return fn(*args)
+    try:
+        if asyncio.get_running_loop() is loop:
+            return fn(*args)
+    except RuntimeError:
+        pass
+
+    async def in_a_task() -> T:
+        return fn(*args)
+
+    future = asyncio.run_coroutine_threadsafe(in_a_task(), loop)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise RuntimeError(
+            f"chainlab's run loop did not answer within {timeout:g} s: something blocks it "
+            "(an async tool that calls time.sleep or blocking I/O? make it a sync tool, "
+            "which runs in a worker thread)") from None
 
 
 def _print_error(exc: BaseException) -> None:

@@ -1,22 +1,26 @@
 """Starting a run from the notebook and giving it its one widget: what ``%chain run`` and
 the designer's **Run** share (neither imports the other).
 
-:func:`start` validates the chain, lays its DAG out, starts the run on the kernel's loop
-(:func:`chainlab.jupyter._loop.eager`) and hands the Run back at once, remembered by the
-session with its :class:`~chainlab.jupyter.run_widget.RunWidget`; :func:`widget` is the one
-widget of a run in this kernel. :func:`enqueue` (``%chain run --enqueue``) stores the run
-for the worker fleet instead and gives it the widget of a run driven elsewhere (it follows
-the run live; its approvals go to the fleet).
+:func:`start` validates the chain, chooses the run's id, builds the run's widget and shows it
+(the DAG laid out, every panel made: :mod:`chainlab.jupyter.run_widget.starting`), and only
+then creates the run with that id on the loop runs are driven on, so nothing of the widget
+delays the run's first step. It hands the Run back at once, remembered by the session with
+its :class:`~chainlab.jupyter.run_widget.RunWidget`; :func:`widget` is the one widget of a
+run in this kernel.
+:func:`enqueue` (``%chain run --enqueue``) stores the run for the worker fleet instead
+and gives it the widget of a run driven elsewhere (it follows the run live; its approvals go
+to the fleet).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from chainlab.jupyter._loop import eager
-from chainlab.jupyter.run_widget.deferred import Prelaid
+from chainlab.jupyter.run_widget.starting import Unstarted
 from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession
+from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.runtime import Run
@@ -27,29 +31,39 @@ __all__ = ["enqueue", "start", "widget"]
 
 def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
           context: dict[str, Any] | None, options: RunOptions, *, paused: bool,
-          queue: str | None = None) -> Run:
-    """Start a run on the kernel's loop and return its handle at once (with ``queue``:
-    enqueue it for the worker fleet and return the handle that follows it, :func:`enqueue`).
-    Raises PlanError."""
+          show: Callable[[RunWidget], None], queue: str | None = None) -> Run:
+    """Show the run's widget (``show(widget)``), then start the run and return its handle
+    at once (with ``queue``: enqueue it for the worker fleet, show the widget that follows
+    it, :func:`enqueue`, and return its handle). Raises PlanError (before anything is
+    shown), StoreError."""
     if queue is not None:
-        return enqueue(session, chain, toolbox, db, context, options, queue=queue,
-                       paused=paused).run  # type: ignore[return-value]
+        follows = enqueue(session, chain, toolbox, db, context, options, queue=queue,
+                          paused=paused)
+        show(follows)
+        return follows.run
     runtime = session.runtime(toolbox, db)
     planning, meta = _planning_record(session, chain)
-    raise_for_problems(chain.model_copy(update={"options": chain.options.merged(options)}),
-                       toolbox, context=context or {}, chains=runtime.chains)
-    # lay the DAG out first: Graphviz blocks the loop for a moment, and after the start that
-    # moment would show up as a gap before the first step in the timeline
-    prelaid = Prelaid(chain, toolbox, runtime.chains)
-    started = eager(runtime.start(chain, context, options, paused=paused, meta=meta,
-                                  planning=planning))
-    if not started.done:  # pragma: no cover - the session's stores never block
-        raise RuntimeError("runtime.start suspended; chainlab.jupyter needs inline stores")
-    run: Run = started.value  # type: ignore[assignment]
-    # its panels are built once the first steps started (issue 29: a run waited 40-260 ms
-    # for them); the widget catches up from the run's log
-    session.widgets[run.run_id] = RunWidget(run, session=session, prelaid=prelaid,
-                                                defer=True)
+    merged = chain.options.merged(options)
+    raise_for_problems(chain.model_copy(update={"options": merged}), toolbox,
+                       context=context or {}, chains=runtime.chains)
+    check_context(chain, context or {})  # the declared inputs, refused before a widget shows
+    run_id = runtime.id_factory()  # chosen here: the widget is shown before the run exists
+    shown = RunWidget(Unstarted(runtime, chain, run_id, context, merged, meta), session=session)
+    session.widgets[run_id] = shown
+    show(shown)
+
+    async def create() -> Run:
+        run = await runtime.start(chain, context, options, run_id=run_id, paused=paused,
+                                  meta=meta, planning=planning)
+        shown.attach(run, fresh=True)  # subscribed before the run's loop turns again
+        return run
+
+    try:
+        run = session.run_now(create(), "runtime.start")
+    except Exception:
+        session.widgets.pop(run_id, None)
+        shown.withdraw()  # no run: no widget and no picture of one
+        raise
     return session.remember(run, db)
 
 
@@ -71,7 +85,7 @@ def widget(session: NotebookSession, run: Run) -> RunWidget:
     existing = session.widgets.get(run.run_id)
     if isinstance(existing, RunWidget):  # (what the session keeps: widgets that show a run)
         if run.active and existing.run is not run:
-            existing.attach(run)
+            session.on_loop(existing.attach, run)
         return existing
     w = session.widgets[run.run_id] = RunWidget(run, session=session)
     return w
@@ -88,8 +102,6 @@ def enqueue(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | 
     from chainlab.jupyter.remote import watch_widget
 
     runtime = session.runtime(toolbox, db)
-    queued = eager(runtime.enqueue(chain, context, queue=queue, options=options,
-                                   paused=paused))
-    if not queued.done:  # pragma: no cover - the session's stores never block
-        raise RuntimeError("runtime.enqueue suspended; chainlab.jupyter needs inline stores")
-    return watch_widget(session, str(queued.value), db, toolbox)
+    run_id = session.run_now(runtime.enqueue(chain, context, queue=queue, options=options,
+                                             paused=paused), "runtime.enqueue")
+    return watch_widget(session, str(run_id), db, toolbox)

@@ -8,7 +8,7 @@ that need the driver are disabled, with a line naming who drives the run.
 :class:`ApprovalsInbox` lists what ``Runtime.waiting_decisions()`` returns (every waiting
 confirmation and in-doubt step of every unfinished run in the store) as the run widget's own
 :class:`ApprovalCard` / :class:`DoubtCard`; their buttons call ``Runtime.decide``, then the
-list is read again. **Refresh** reads it again too.
+list is read again. It follows the store by itself; **Refresh** reads it at once.
 """
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import ipywidgets as W
 
 from chainlab.jupyter._assets import style_tag
-from chainlab.jupyter._loop import call_on, eager, home_loop
+from chainlab.jupyter._loop import call_on, eager, home_loop, run_on
 from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.runloop import RunLoop
 from chainlab.jupyter.session import get_session
 from chainlab.jupyter.views import error_html
-from chainlab.runtime.coordination.inbox import WaitingDecision
+from chainlab.runtime.coordination.inbox import WaitingDecision, follow_decisions
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run, Runtime
+from chainlab.store.base import Notifier
 from chainlab.store.queue import Queue
 
 if TYPE_CHECKING:
@@ -83,21 +86,31 @@ class _RunHost:
 
 class ApprovalsInbox(W.VBox):
     """Every decision that waits in the store, one card each, oldest first
-    (``display(ApprovalsInbox(runtime))``; ``%chain approvals`` shows one)."""
+    (``display(ApprovalsInbox(runtime))``; ``%chain approvals`` shows one).
 
-    def __init__(self, runtime: Runtime):
+    It follows the store by itself (:func:`~chainlab.runtime.coordination.inbox.
+    follow_decisions`: NOTIFY on PostgreSQL, a poll of the run list every ``poll_s`` seconds
+    elsewhere), on the loop the session's runs are driven on, so it keeps up while later
+    cells execute; **Refresh** reads it at once. Each run's line says who drives it, and
+    that a driver whose process is gone is gone (re-read every few seconds)."""
+
+    def __init__(self, runtime: Runtime, *, follow: bool = True, poll_s: float = 1.0):
         self.runtime = runtime
-        self._loop = home_loop()  # clicks may arrive on a subshell thread: decide on this loop
+        home = getattr(runtime, "home", None)  # decide and redraw where the runs are driven
+        self._loop = home.loop if isinstance(home, RunLoop) else home_loop()
+        self.poll_s = poll_s
         self.items: list[WaitingDecision] = []
         self.cards: dict[tuple[str, str], _Card] = {}
         self.hosts: dict[str, _RunHost] = {}
+        self.lines: dict[str, W.HTML] = {}
         self.last_error: BaseException | None = None
+        self.reads = 0  # how many times the waiting decisions were read
         self.summary = W.HTML()
         self.error = W.HTML()
         self.refresh_button = W.Button(description="Refresh", icon="refresh",
-                                       tooltip="read the waiting decisions again",
+                                       tooltip="read the waiting decisions again now",
                                        layout=W.Layout(width="auto"))
-        self.refresh_button.on_click(lambda _: self.refresh())
+        self.refresh_button.on_click(lambda _: self._on_loop(self.refresh))
         self.list = W.VBox()
         self.list.add_class("cl-inbox")
         head = W.HBox([self.summary, self.refresh_button],
@@ -105,19 +118,68 @@ class ApprovalsInbox(W.VBox):
         super().__init__([W.HTML(style_tag()), head, self.error, self.list])
         self.add_class("cl-run")
         self.add_class("cl-team-inbox")
+        self._scope: anyio.CancelScope | None = None
+        self.following = False
         self.refresh()
+        if follow:
+            run_on(self._loop, self.runtime.spawn, self._follow)
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        if not call_on(self._loop, fn):
+            fn()
 
     # ------------------------------------------------------------------ reading
     def refresh(self) -> None:
-        """Read the waiting decisions again; cards of decisions still waiting are kept (a
-        half-typed reason survives), the others go."""
+        """Read the waiting decisions again now and show them."""
         self.error.value = ""
         try:
-            self.items = self.runtime.waiting_decisions()
-            runs = {d.run_id: self.runtime.watch_run(d.run_id) for d in self.items}
+            items = self.runtime.waiting_decisions()
         except Exception as exc:
             self.show_error(exc, action="read the waiting decisions")
             return
+        self.show(items)
+
+    async def _follow(self) -> None:
+        self.following = True
+        try:
+            with anyio.CancelScope() as self._scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._age_lines)
+                    async for items in follow_decisions(self.runtime, poll_s=self.poll_s):
+                        self.error.value = ""
+                        self.show(items)
+                    tg.cancel_scope.cancel()
+        except Exception as exc:  # the store went away: say so, keep what is shown
+            self.show_error(exc, action="follow the store")
+        finally:
+            self.following = False
+
+    async def _age_lines(self) -> None:
+        # a driver's heartbeats stop without a commit: say it is gone once it is
+        while True:
+            await anyio.sleep(max(self.poll_s, 2.5))
+            self._draw_lines()
+
+    def stop(self) -> None:
+        """Stop following the store (the widget was closed)."""
+        scope = self._scope
+        if scope is not None:
+            self._on_loop(scope.cancel)
+
+    def close(self) -> None:
+        self.stop()
+        super().close()
+
+    def show(self, items: list[WaitingDecision]) -> None:
+        """Show these waiting decisions: cards of decisions still waiting are kept (a
+        half-typed reason survives), the others go."""
+        try:
+            runs = {d.run_id: self.runtime.watch_run(d.run_id) for d in items}
+        except Exception as exc:
+            self.show_error(exc, action="read the waiting decisions")
+            return
+        self.items = items
+        self.reads += 1
         for run_id, run in runs.items():
             host = self.hosts.get(run_id)
             if host is None:
@@ -126,21 +188,37 @@ class ApprovalsInbox(W.VBox):
                 host.run = run
         shown: list[W.Widget] = []
         keep: dict[tuple[str, str], _Card] = {}
-        for item in self.items:
+        lines: dict[str, W.HTML] = {}
+        for item in items:
             card = self._card(item)
             if card is not None:
                 keep[(item.run_id, item.step_id)] = card
-                shown += [self._run_line(item), card]
-        self.cards = keep
+                line = lines.get(item.run_id) or self.lines.get(item.run_id) or W.HTML()
+                lines[item.run_id] = line
+                shown += [line, card]
+        self.cards, self.lines = keep, lines
         self.hosts = {run_id: h for run_id, h in self.hosts.items() if run_id in runs}
-        self.list.children = shown or [W.HTML(
+        self._draw_lines()
+        children = shown or [W.HTML(
             '<div class="cl-note">Nothing waits for a decision in this store.</div>')]
+        if list(self.list.children) != children:
+            self.list.children = children
         n, m = len(keep), len(runs)
-        self.summary.value = (
-            f'<div class="cl-head"><b>Approvals</b> <span class="cl-summary">{n} decision'
-            f'{"s" if n != 1 else ""} wait{"s" if n == 1 else ""} in {m} run'
-            f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")}</span></div>'
-            + self._queues())
+        how = ("follows the store (NOTIFY)" if isinstance(self.runtime.store, Notifier)
+               else f"follows the store (read every {self.poll_s:g} s)")
+        value = (f'<div class="cl-head"><b>Approvals</b> <span class="cl-summary">{n} '
+                 f'decision{"s" if n != 1 else ""} wait{"s" if n == 1 else ""} in {m} run'
+                 f'{"s" if m != 1 else ""} · read at {time.strftime("%H:%M:%S")} · {how}'
+                 "</span></div>" + self._queues())
+        self.summary.value = value
+
+    def _draw_lines(self) -> None:
+        for item in self.items:
+            line = self.lines.get(item.run_id)
+            if line is not None:
+                value = self._run_line(item)
+                if line.value != value:
+                    line.value = value
 
     def _queues(self) -> str:
         """How deep each queue of the worker fleet is ("" for a store without a queue)."""
@@ -164,15 +242,14 @@ class ApprovalsInbox(W.VBox):
             card = cls(host, item.step_id)
         return card
 
-    def _run_line(self, item: WaitingDecision) -> W.HTML:
+    def _run_line(self, item: WaitingDecision) -> str:
         run = self.hosts[item.run_id].run
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.since))
         driver = ("driven here (by this kernel)" if self._driven_here(item.run_id, run)
-                  else f"driven by {run.driven_by()}")
-        return W.HTML(
-            f'<div class="cl-note">run <span class="cl-runid">{html.escape(item.run_id)}'
-            f"</span> ({html.escape(item.chain)}) · waiting since {since} · "
-            f"{html.escape(driver)}</div>")
+                  else run.driven_by())
+        return (f'<div class="cl-note">run <span class="cl-runid">{html.escape(item.run_id)}'
+                f"</span> ({html.escape(item.chain)}) · waiting since {since} · "
+                f"{html.escape(driver)}</div>")
 
     def _driven_here(self, run_id: str, run: Any) -> bool:
         """This kernel drives the run: a runtime of its session has it live, or the store
@@ -212,7 +289,7 @@ class ApprovalsInbox(W.VBox):
 
         async def decide_then_refresh() -> None:
             await make()
-            self.refresh()
+            self.refresh()  # at once, not at the follower's next read
 
         try:
             eager(decide_then_refresh(), on_error=failed)

@@ -8,20 +8,25 @@ runs by id or by a variable holding one) and keeps strong references to the runs
 (else ``CHAINLAB_DB``, else ``.chainlab/chainlab.db``), so ``:memory:`` is one MemoryStore
 for the whole session and never a file.
 
-Stores are read inline (``Workspace(inline_reads=True)``): the magics and the buttons are
-synchronous code running ON the kernel's loop, and SQLite reads take milliseconds, so the
-runtime calls them on the loop's thread instead of a worker thread. That is what lets ``run =
-%chain run NAME`` hand back the Run handle without an ``await`` (see
+In a kernel the session's runtimes drive their runs on a loop of their own
+(:class:`~chainlab.jupyter.runloop.RunLoop`, a thread: a run moves on while later cells
+execute); elsewhere (plain IPython, tests of the Python API) on the caller's loop.
+
+Stores are read inline (``Workspace(inline_reads=True)``): SQLite reads take milliseconds,
+so the runtime calls them on its loop's thread instead of a worker thread. That is what lets
+``run = %chain run NAME`` hand back the Run handle at once (see
 :mod:`chainlab.jupyter._loop`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 from chainlab._text import did_you_mean
 from chainlab.errors import StoreError, UsageError
+from chainlab.jupyter._loop import eager
+from chainlab.jupyter.runloop import LoopRuntime, RunLoop
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
@@ -29,7 +34,17 @@ from chainlab.store.open import redacted
 from chainlab.tools import Toolbox, default_toolbox
 from chainlab.workspace import Workspace
 
-__all__ = ["NotebookSession", "SessionError", "ShownRun", "get_session"]
+__all__ = ["NotebookSession", "SessionError", "ShownRun", "get_session", "in_a_kernel"]
+
+T = TypeVar("T")
+
+
+def in_a_kernel() -> bool:
+    """True inside a running ipykernel (a notebook, not plain IPython or a test)."""
+    import sys
+
+    kernelbase = sys.modules.get("ipykernel.kernelbase")
+    return kernelbase is not None and kernelbase.Kernel.initialized()
 
 
 class SessionError(UsageError):
@@ -53,9 +68,14 @@ class ShownRun(Protocol):
 class NotebookSession(Workspace):
     """Toolboxes, stores, runtimes, runs and chains of one notebook kernel."""
 
-    def __init__(self, user_ns: Mapping[str, Any] | None = None):
+    def __init__(self, user_ns: Mapping[str, Any] | None = None, *,
+                 threaded: bool | None = None):
         super().__init__(inline_reads=True)
         self._user_ns = user_ns
+        if threaded is None:
+            threaded = in_a_kernel()
+        #: where runs are driven: a loop of their own (in a kernel), else the caller's
+        self.loop: RunLoop | None = RunLoop.shared() if threaded else None
         self.runs: dict[str, Run] = {}
         self.run_stores: dict[str, str] = {}  # run_id -> store key
         self.chains: dict[str, Chain] = {}
@@ -151,7 +171,36 @@ class NotebookSession(Workspace):
                                ) from None
 
     def runtime(self, toolbox: Toolbox, db: Any = None) -> Runtime:
-        return super().runtime(toolbox, db)
+        """One runtime per toolbox and store; in a kernel a
+        :class:`~chainlab.jupyter.runloop.LoopRuntime` (its runs are driven on
+        :attr:`loop`)."""
+        key = (id(toolbox), self.store_key(db))
+        runtime = self.runtimes.get(key)
+        if runtime is None:
+            store = self.store(db)
+            runtime = self.runtimes[key] = (
+                LoopRuntime(toolbox, store, home=self.loop) if self.loop is not None
+                else Runtime(toolbox, store))
+        return runtime
+
+    def on_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` where this session's runs are driven (their loop's thread; waits
+        for the result), or right here outside a kernel."""
+        if self.loop is None:
+            return fn(*args)
+        return self.loop.call(fn, *args)
+
+    def run_now(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """The result of ``coro`` (a runtime call that starts, resumes or forks a run) run
+        on the session's run loop, which never suspends it: the session's stores are read
+        inline (:func:`~chainlab.jupyter._loop.eager`)."""
+        def on_its_loop() -> T:
+            done = eager(coro)
+            if not done.done:  # pragma: no cover - the session's stores never block
+                raise RuntimeError(f"{what} suspended; chainlab.jupyter needs inline stores")
+            return done.value  # type: ignore[return-value]
+
+        return self.on_loop(on_its_loop)
 
     # ------------------------------------------------------------------ chains
     def chain(self, name: str) -> Chain:
@@ -177,7 +226,7 @@ class NotebookSession(Workspace):
         self.run_stores[run.run_id] = self.store_key(db)
         widget = self.widgets.get(run.run_id)
         if widget is not None and run.active and widget.run is not run:
-            widget.attach(run)
+            self.on_loop(widget.attach, run)
         return run
 
     def find_run(self, ref: str, db: str | None = None,

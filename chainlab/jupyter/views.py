@@ -115,7 +115,9 @@ class ChainView:
             f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}")
         return f"chain {self.chain.name!r}{where}: {n} step{'s' if n != 1 else ''}, {verdict}"
 
-    def _report_lines(self) -> list[str]:
+    def _report_lines(self, *, described: bool = False) -> list[str]:
+        """How the chain was planned; ``described``: its description is shown too, so an
+        adjustment it already says is not said twice (issue 40)."""
         r = self.report
         if r is None:
             return []
@@ -126,7 +128,9 @@ class ChainView:
             line += f" ({r.model}, {rounds} round{'s' if rounds != 1 else ''})"
         if getattr(r, "fallback_reason", None):
             line += f"; fallback because: {r.fallback_reason}"
-        return [line, *[f"adjusted: {a}" for a in getattr(r, "adjustments", [])]]
+        told = (self.chain.description or "") if described else ""
+        return [line, *[f"adjusted: {a}" for a in dict.fromkeys(getattr(r, "adjustments", []))
+                        if a not in told]]
 
     def __repr__(self) -> str:
         lines = [self._head()]
@@ -149,7 +153,8 @@ class ChainView:
             parts.append(f'<div class="cl-note">{esc(self.note)}</div>')
         if self.chain.description:
             parts.append(f'<div class="cl-desc">{esc(self.chain.description)}</div>')
-        parts += [f'<div class="cl-note">{esc(line)}</div>' for line in self._report_lines()]
+        parts += [f'<div class="cl-note">{esc(line)}</div>'
+                  for line in self._report_lines(described=bool(self.chain.description))]
         if self.problems:
             parts.append(problems_html(self.problems))
         parts.append(f'<div class="cl-dag">{dag_svg(self.chain, self.toolbox, self.problems)}'
@@ -224,7 +229,8 @@ class RunsTable:
         forks = any(r.lineage for r in self.records)
         rows = "".join(
             f"<tr><td><code>{esc(r.run_id)}</code></td><td>{esc(r.chain_name)}</td>"
-            f'<td><span class="cl-badge cl-s-{esc(r.status)}">{esc(r.status)}</span></td>'
+            f'<td><span class="cl-badge cl-r-{esc(r.status)}">'
+            f'{esc(str(r.status).replace("_", " "))}</span></td>'
             f"<td>{r.epoch}</td><td>{_when(r.created_at)}</td>"
             + (f"<td>{esc(r.lineage or '')}</td>" if forks else "") + "</tr>"
             for r in self.records)

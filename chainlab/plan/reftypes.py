@@ -357,3 +357,13 @@ def whole_arg_refs(args: Mapping[str, Any], props: Mapping[str, Any]
             continue
         if ref is not None:
             yield key, ref
+
+
+def schema_fits(source: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> bool:
+    """Whether a value of JSON Schema ``source`` fits where ``target`` is wanted (each may
+    carry its own ``$defs``; an unknown schema fits anything): the rule the
+    ``reference_type`` problem applies, for a front end that offers references (the
+    designer lists the ones that fit first)."""
+    if not source or not target:
+        return True
+    return _fits(source, source.get("$defs", {}), target, target.get("$defs", {}))

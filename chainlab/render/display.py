@@ -286,7 +286,8 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
         counts[str(st.status)] = counts.get(str(st.status), 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     bundle = _bundle(run_drawing(run), f"{run!r} steps: {summary}", present=counts)
-    bundle["text/html"] = run_html(run, svg=bundle.get("image/svg+xml", ""))
+    svg = bundle.get("image/svg+xml", "")
+    bundle["text/html"] = run_html(run, svg=svg, svg_titled=bool(svg))
     return bundle
 
 
@@ -311,17 +312,21 @@ def run_status_table(run: Run) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def run_html(run: Run, *, svg: str | None = None) -> str:
+def run_html(run: Run, *, svg: str | None = None, svg_titled: bool = False) -> str:
     """The static picture of a run as HTML: a title with the run's status, its DAG (``svg``,
     drawn here when not given; left out without Graphviz) and :func:`run_status_table`.
-    Plain markup, no script: nbconvert, GitHub and a reopened notebook show it as it was."""
+    Plain markup, no script: nbconvert, GitHub and a reopened notebook show it as it was.
+    The title is written once: not above an SVG that carries it (``svg_titled``, as the
+    one drawn here does; an export printed it twice, issue 40)."""
     from chainlab.render.svg import GraphvizError, GraphvizUnavailable
 
     if svg is None:
         try:
-            svg = run_svg(run)
+            svg, svg_titled = run_svg(run), True
         except (GraphvizUnavailable, GraphvizError):
             svg = ""
-    title = (f"<p><b>{html.escape(run.chain.name)}</b> · run "
-             f'<span class="cl-run-status">{html.escape(str(run.status))}</span></p>')
+    title = "" if svg and svg_titled else (
+        f"<p><b>{html.escape(run.chain.name)}</b> · run "
+        f'<span class="cl-run-status">{html.escape(str(run.status).replace("_", " "))}'
+        "</span></p>")
     return (f'<div class="cl-static-run">{title}{svg}{run_status_table(run)}</div>')

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from chainlab.plan.graph import Edge, edges
+from chainlab.render.grid import Grid, plan_grids
 from chainlab.render.ids import element_id, occurrence
 
 # the step names of a drawing, importable from here as before chainlab.render.ids existed
@@ -146,8 +147,20 @@ class _Writer:
         anchors: dict[str, _Anchor] = {}
         counts = Counter(step.id for step in chain.steps)
         seen: Counter[str] = Counter()
+        level_edges = edges(chain)
+        # interchangeable steps (a wide fan-out) are drawn as a grid (chainlab.render.grid)
+        grids = plan_grids([s.id for s in chain.steps], level_edges, prefix=prefix, eligible={
+            s.id for s in chain.steps if counts[s.id] == 1 and not (
+                s.is_subchain and self.chains.get(s.subchain_name or ""))})
+        in_grid = {m: g for g in grids for m in g.members}
+        by_id = {prefix + s.id: s for s in chain.steps}
         for step in chain.steps:
             full = prefix + step.id
+            grid = in_grid.get(full)
+            if grid is not None:
+                if full == grid.members[0]:
+                    self.grid(grid, by_id, indent, anchors)
+                continue
             seen[step.id] += 1
             if counts[step.id] > 1:  # an invalid plan: draw every step, each marked
                 name = full if seen[step.id] == 1 else occurrence(full, seen[step.id])
@@ -163,10 +176,56 @@ class _Writer:
             else:
                 self.node(step, full, indent)
                 anchors[full] = _Anchor(full, full)
-        level_edges = edges(chain)
+        grouped: dict[tuple[str, str, str], Edge] = {}
         for e in level_edges:
-            self.edge(e, prefix, anchors, indent)
+            src, dst = in_grid.get(prefix + e.source), in_grid.get(prefix + e.target)
+            if src is None and dst is None:
+                self.edge(e, prefix, anchors, indent)
+                continue
+            # one edge stands for a grid's edges to (from) the same step or grid
+            key = (src.name if src else e.source, dst.name if dst else e.target, e.kind)
+            first = grouped.setdefault(key, e)
+            if first.label != e.label and first.label and not first.label.endswith(" …"):
+                grouped[key] = Edge(first.source, first.target, first.kind, f"{first.label} …")
+        for (_, _, _), e in grouped.items():
+            self.grid_edge(e, prefix, anchors, in_grid, indent)
         return anchors
+
+    def grid(self, grid: Grid, steps: Mapping[str, Step], indent: str,
+             anchors: dict[str, _Anchor]) -> None:
+        """A group of interchangeable steps as a cluster of rows, stacked by invisible
+        edges (:mod:`chainlab.render.grid`)."""
+        inner = indent + "  "
+        self.out.append(f"{indent}subgraph {quote(grid.name)} {{")
+        self.out += [f"{inner}id={quote(f'{self.scope}-{grid.name}')};",
+                     f"{inner}label={quote(grid.label())}; labeljust=l; fontsize=10;",
+                     f"{inner}style=\"rounded,dashed\"; color={quote(CLUSTER_STROKE)};"]
+        for full in grid.members:
+            self.drawn.append(full)
+            self.node(steps[full], full, inner)
+            anchors[full] = _Anchor(full, full)
+        self.out += [f"{inner}{quote(a)} -> {quote(b)} [style=invis];"
+                     for a, b in grid.columns()]
+        self.out += [f"{inner}{{rank=same; {' -> '.join(quote(m) for m in row)} [style=invis]}}"
+                     for row in grid.rows() if len(row) > 1]
+        self.out.append(f"{indent}}}")
+
+    def grid_edge(self, e: Edge, prefix: str, anchors: Mapping[str, _Anchor],
+                  in_grid: Mapping[str, Grid], indent: str) -> None:
+        """The one edge that stands for a grid's edges (from or to one step, or another
+        grid), plus the invisible edges that keep every row of the grid in its place."""
+        src_grid, dst_grid = in_grid.get(prefix + e.source), in_grid.get(prefix + e.target)
+        src = _Anchor(src_grid.tail, src_grid.tail, src_grid.name) if src_grid \
+            else anchors[prefix + e.source]
+        dst = _Anchor(dst_grid.head, dst_grid.head, dst_grid.name) if dst_grid \
+            else anchors[prefix + e.target]
+        self.edge(e, prefix, {prefix + e.source: src, prefix + e.target: dst}, indent)
+        if dst_grid is not None:  # the first row sits below the source
+            self.out += [f"{indent}{quote(src.tail)} -> {quote(m)} [style=invis];"
+                         for m in dst_grid.top]
+        if src_grid is not None:  # the target sits below every column
+            self.out += [f"{indent}{quote(m)} -> {quote(dst.head)} [style=invis];"
+                         for m in src_grid.bottom]
 
     def node(self, step: Step, full: str, indent: str, *, name: str | None = None,
              duplicated: bool = False) -> None:

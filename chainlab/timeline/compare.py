@@ -2,21 +2,26 @@
 what-if replay of its recorded durations under another release order or concurrency
 (:func:`whatif`; the simulation itself is
 :func:`chainlab.runtime.history.whatif.simulate`), two schedules on one time axis
-(:func:`gantt_compare`), and a run against its fork, step by step (:func:`diff`).
+(:func:`gantt_compare`), and a run against its fork, step by step (:func:`diff`). A real
+schedule leaves out the time its run waited for a person (:func:`person_waits`): a
+what-if replays calls, never the pauses between them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from chainlab.events import RUN_END_KINDS, Event, EventKind
 from chainlab.events.fold import RunState
 from chainlab.events.usage import total_usage
 from chainlab.timeline.plot import TimelineFigure
 
-__all__ = ["DIFF_COLUMNS", "Schedule", "diff", "gantt_compare", "schedule_of", "whatif"]
+__all__ = ["DIFF_COLUMNS", "Schedule", "diff", "gantt_compare", "person_waits", "schedule_of",
+           "whatif"]
 
 
 class Schedule:
@@ -25,11 +30,18 @@ class Schedule:
     (seconds), and what the schedule's calls cost: ``usage`` (the recorded usage of its
     steps, :mod:`chainlab.events.usage`), ``cost`` and ``tokens`` (None when nothing
     reported any). A what-if runs the same calls in another order, so it costs the same;
-    a schedule over fewer steps (a fork's) costs less."""
+    a schedule over fewer steps (a fork's) costs less.
 
-    def __init__(self, frame: pd.DataFrame, label: str, state: RunState | None = None):
+    ``waited_s``: the time a real run waited for a person (paused at a breakpoint, in step
+    mode, suspended on an approval or a budget) while no call ran; it is left out of the
+    schedule's times and makespan, so a run compares like with like with its what-if
+    (issue 40: a run that sat 11 s at a breakpoint read "0.05 x")."""
+
+    def __init__(self, frame: pd.DataFrame, label: str, state: RunState | None = None,
+                 waited_s: float = 0.0):
         self.frame = frame
         self.label = label
+        self.waited_s = waited_s
         self.makespan = float(frame["end_s"].max()) if len(frame) else 0.0
         steps = state.steps if state is not None else {}
         per_step = [steps[s].usage if s in steps else None for s in frame["step_id"]]
@@ -42,10 +54,58 @@ class Schedule:
         self.cost: float | None = self.usage.get("cost")
         self.tokens: int | None = self.usage.get("tokens")
 
+    @property
+    def waited_text(self) -> str:
+        """``"11.94 s waiting for a person left out"``, or "" when the run never waited."""
+        return f"{self.waited_s:.3g} s waiting for a person left out" if self.waited_s else ""
+
     def __repr__(self) -> str:
         cost = f", cost {self.cost:.4g}" if self.cost is not None else ""
+        waited = f" ({self.waited_text})" if self.waited_s else ""
         return (f"<Schedule {self.label}: {len(self.frame)} steps, makespan "
-                f"{self.makespan:.3f} s{cost}>")
+                f"{self.makespan:.3f} s{waited}{cost}>")
+
+
+#: what starts and what ends a run's wait for a person (its status paused or suspended)
+_WAIT_STARTS = frozenset({EventKind.RUN_PAUSED, EventKind.RUN_SUSPENDED})
+_WAIT_ENDS = frozenset({EventKind.RUN_RESUMED, EventKind.RUN_ROLLBACK_STARTED,
+                        *RUN_END_KINDS})
+
+
+def person_waits(events: Iterable[Event], calls: Iterable[tuple[float, float]]
+                 ) -> list[tuple[float, float]]:
+    """The intervals ``(from, to)`` in which a run waited for a person: its status was
+    ``paused`` (a breakpoint, step mode, Pause) or ``suspended`` (an approval, an in-doubt
+    step, a budget) and none of ``calls`` (``(start, end)`` of its call attempts) ran."""
+    waits: list[tuple[float, float]] = []
+    since: float | None = None
+    for ev in events:
+        if ev.kind in _WAIT_STARTS and since is None:
+            since = ev.ts
+        elif ev.kind in _WAIT_ENDS and since is not None:
+            waits.append((since, ev.ts))
+            since = None
+    busy = sorted(calls)
+    idle: list[tuple[float, float]] = []
+    for a, b in waits:  # each wait minus the calls that ran during it
+        at = a
+        for c, d in busy:
+            if d <= at or c >= b:
+                continue
+            if c > at:
+                idle.append((at, c))
+            at = max(at, d)
+        if at < b:
+            idle.append((at, b))
+    return idle
+
+
+def _shift(waits: list[tuple[float, float]]) -> Any:
+    """``t -> seconds of waiting for a person before t``."""
+    def before(t: float) -> float:
+        return sum(min(b, t) - a for a, b in waits if a < t)
+
+    return before
 
 
 def _durations(run: Any) -> tuple[dict[str, float], dict[str, float]]:
@@ -61,16 +121,23 @@ def _durations(run: Any) -> tuple[dict[str, float], dict[str, float]]:
 
 
 def schedule_of(run: Any) -> Schedule:
-    """The schedule a run really had (its call attempts, from the store's fold)."""
+    """The schedule a run really had (its call attempts, from the store's fold), with the
+    time it waited for a person left out (:func:`person_waits`; ``Schedule.waited_s``)."""
     took, first = _durations(run)
     t0 = run.state.started_at or min(first.values(), default=0.0)
+    calls = [(rec.started_at, rec.ended_at) for rec in run.state.attempts
+             if rec.kind == "call" and rec.ended_at is not None]
+    waits = person_waits(run.history(), calls)
+    waited = _shift(waits)
     tools = {s.id: s.tool for s in run.chain.steps}
-    rows = [{"step_id": step_id, "tool": tools.get(step_id, ""), "start_s": start - t0,
-             "end_s": start - t0 + took[step_id], "duration_s": took[step_id]}
+    rows = [{"step_id": step_id, "tool": tools.get(step_id, ""),
+             "start_s": start - t0 - waited(start),
+             "end_s": start - t0 - waited(start) + took[step_id], "duration_s": took[step_id]}
             for step_id, start in first.items()]
     frame = pd.DataFrame(rows, columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
     frame = frame.sort_values(["start_s"], kind="stable").reset_index(drop=True)
-    return Schedule(frame, f"run {run.run_id} ({run.state.priority})", run.state)
+    return Schedule(frame, f"run {run.run_id} ({run.state.priority})", run.state,
+                    waited_s=sum(b - a for a, b in waits))
 
 
 def whatif(run: Any, *, priority: str = "critical_path",
@@ -145,8 +212,9 @@ def gantt_compare(a: Any, b: Any, *, width: float = 10.0) -> Figure:
                     height=0.7, color=colour, edgecolor="#333333", linewidth=0.4)
         ax.axvline(sched.makespan, color="#b03a2e", linewidth=1.2, linestyle="--")
         cost = f" · cost {sched.cost:.4g}" if sched.cost is not None else ""
-        ax.set_title(f"{sched.label} · makespan {sched.makespan:.3f} s{cost}", fontsize=9,
-                     loc="left")
+        waited = f" ({sched.waited_text})" if sched.waited_s else ""
+        ax.set_title(f"{sched.label} · makespan {sched.makespan:.3f} s{waited}{cost}",
+                     fontsize=9, loc="left")
         ax.set_yticks(range(len(steps)), steps, fontsize=7)
         ax.invert_yaxis()
         ax.grid(axis="x", alpha=0.3)

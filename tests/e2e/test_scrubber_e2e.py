@@ -73,10 +73,20 @@ def settled_seq(widget: Any, page: Any, timeout: float = 20.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
         seq = scrubbed_seq(widget)
-        if (parse_status_at(seq) in caption_of(widget, page, "parse") and \
-                scrubbed_seq(widget) == seq) or time.monotonic() > deadline:
+        if (parse_status_at(seq) in caption_of(widget, page, "parse")
+                and handle_value(widget) == seq and scrubbed_seq(widget) == seq) \
+                or time.monotonic() > deadline:
             return seq
         time.sleep(0.1)
+
+
+def handle_value(widget: Any) -> int | None:
+    """The slider's value in the page. The front end sends a moving slider's values one at
+    a time, each after the kernel answered the last: until the header shows the handle's
+    value, a value is still on its way, and a click sent now could be overtaken by it (on a
+    loaded machine the ▶ below was: 7 + 1 = 8, then the late 7 arrived)."""
+    now = widget.locator(".cl-scrubber .noUi-handle").first.get_attribute("aria-valuenow")
+    return None if now is None else round(float(now))
 
 
 def scrubbed_seq(widget: Any) -> int:

@@ -178,7 +178,7 @@ def test_resolve_an_in_doubt_step(api: Client) -> None:
     with pytest.raises(ApiError) as wrong:
         api.approve(run_id, "charge")
     assert wrong.value.status == 409 and wrong.value.error == "not_waiting"
-    api.resolve(run_id, "charge", output={"receipt": "r-1"}, by="ops", comment="checked")
+    api.resolve(run_id, "charge", output={"receipt": "r-1"}, by="ops", note="checked")
     done = api.wait(run_id)
     assert done["status"] == "succeeded" and done["outputs"]["charge"] == {"receipt": "r-1"}
     resolved = [e for e in api.events(run_id)["events"] if e["payload"].get("resolved")]
@@ -237,5 +237,5 @@ def test_the_openapi_document_describes_every_endpoint(api: Client) -> None:
     assert body == "#/components/schemas/Approve"
     assert "409" in approve["responses"] and "422" in approve["responses"]
     assert set(spec["components"]["schemas"]["Approve"]["properties"]) == \
-        {"args", "budget", "comment", "by"}
+        {"args", "budget", "note", "by"}
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
-from chainlab.http import Client
+from chainlab.http import ApiError, Client
 from tests.http.proxy import CuttableProxy
 from tests.http.server import Server, effects, wait_for
 
@@ -41,7 +41,7 @@ def test_start_stream_approve_over_http_and_the_same_run_succeeds(
             [waiting] = api.confirmations(run_id)
             assert waiting["step_id"] == "pay" and waiting["args"] == {"to": "bob", "amount": 42}
             assert waiting["preview"] == "pay 42 to bob"
-            assert api.approve(run_id, "pay", by="alice", comment="ok")["outcome"] == "applied"
+            assert api.approve(run_id, "pay", by="alice", note="ok")["outcome"] == "applied"
     assert end["status"] == "succeeded"
     assert seen == all_seqs(api, run_id) == list(range(1, len(seen) + 1))
     assert kinds[0] == "run_started" and kinds[-1] == "run_succeeded"
@@ -174,3 +174,35 @@ def test_a_budget_stop_is_decided_over_http_with_a_raised_budget(api: Client) ->
     assert view["steps"]["amount"]["status"] == "succeeded"
     approved = [e for e in api.events(run["run_id"])["events"] if e["kind"] == "step_approved"]
     assert approved[0]["payload"]["budget"] == {"max_duration_s": 3600.0}
+
+
+PAYOUTS = {"name": "payouts", "steps": [
+    {"id": "pay", "tool": "pay", "for_each": "{{ context.to }}",
+     "args": {"to": "{{ item }}", "amount": "{{ index }}"}}]}
+
+
+def test_approve_all_instances_of_a_for_each_step_over_http(api: Client,
+                                                            workdir: Path) -> None:
+    """``POST /runs/{id}/steps/{step}/approve-all`` approves every waiting instance, each
+    recorded as its own approval with its own args; each pays exactly once; a second call
+    finds nothing waiting (409)."""
+    run_id = api.start(PAYOUTS, {"to": ["ann", "bo", "cy"]}, wait=True)["run_id"]
+    waiting = api.confirmations(run_id)
+    assert sorted((w["step_id"], w["args"]["to"]) for w in waiting) == [
+        ("pay[0]", "ann"), ("pay[1]", "bo"), ("pay[2]", "cy")]
+    assert api.approve_all(run_id, "pay", note="all three", by="alice") == [
+        "pay[0]", "pay[1]", "pay[2]"]
+    wait_for(lambda: api.get(run_id)["status"] == "succeeded", what="the run's end")
+    view = api.get(run_id)
+    assert view["outputs"]["pay"] == [{"paid": 0, "to": "ann"}, {"paid": 1, "to": "bo"},
+                                      {"paid": 2, "to": "cy"}]
+    approved = [e for e in api.events(run_id)["events"] if e["kind"] == "step_approved"]
+    assert sorted(e["step_id"] for e in approved) == ["pay[0]", "pay[1]", "pay[2]"]
+    assert {(e["payload"]["by"], e["payload"]["note"]) for e in approved} == {
+        ("alice", "all three")}
+    paid = sorted((e["to"], e["amount"]) for e in effects(workdir)
+                  if e["run_id"] == run_id and e["kind"] == "pay")
+    assert paid == [("ann", 0), ("bo", 1), ("cy", 2)]
+    with pytest.raises(ApiError) as refused:
+        api.approve_all(run_id, "pay")
+    assert refused.value.status == 409 and "nothing waits" in str(refused.value)

@@ -100,7 +100,7 @@ def decide_a_run_driven_elsewhere(server: Server, workdir: Path, db: str) -> Non
             [waiting] = api.confirmations(run_id)
             assert waiting["preview"] == "pay 7 to notebook"
             assert any(w["run_id"] == run_id for w in api.approvals())
-            outcome = api.approve(run_id, "pay", by="reviewer@slack", comment="via HTTP")
+            outcome = api.approve(run_id, "pay", by="reviewer@slack", note="via HTTP")
             assert outcome["outcome"] == "applied"
             with pytest.raises(ApiError) as twice:
                 api.approve(run_id, "pay")

@@ -25,7 +25,7 @@ def test_every_endpoint_but_healthz_needs_the_token(server: Server) -> None:
         spec = api.request("GET", "/openapi.json")
     operations = [(method.upper(), path) for path, ops in spec["paths"].items()
                   for method in ops]
-    assert len(operations) == 24  # (issue 27 added POST ./steps/{step_id}/complete)
+    assert len(operations) == 25  # (issue 27 added .../complete, issue 35 .../approve-all)
     with httpx.Client(base_url=server.url) as http:
         for method, path in operations:
             for headers in ({}, {"Authorization": "Bearer wrong"},

@@ -1,6 +1,7 @@
 """An IPython InteractiveShell harness that runs cells the way ipykernel does: synchronous
-cells are called from inside the running asyncio loop (so magics can start background
-tasks), cells with a top-level ``await`` run as coroutines on that loop."""
+cells are called from inside the running asyncio loop, cells with a top-level ``await`` run
+as coroutines on that loop, and the session drives its runs on a loop of their own (the
+process's :class:`~chainlab.jupyter.runloop.RunLoop`), as in a kernel."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import chainlab
 from chainlab.jupyter import load_ipython_extension
 from chainlab.jupyter import session as session_module
 from chainlab.jupyter._loop import pending_tasks
+from chainlab.jupyter.runloop import RunLoop
 
 
 @pytest.fixture
@@ -78,12 +80,14 @@ class Harness:
         return [d["data"]["text/html"] for d in self.pub.outputs if is_picture(d)]
 
     async def settle(self) -> None:
-        """Let background tasks started by buttons/magics finish their store flushes."""
-        for _ in range(50):
-            tasks = pending_tasks()
-            if not tasks:
+        """Let background tasks started by buttons/magics finish their store flushes (on
+        the run loop, and on this one), then what the run loop queued meanwhile (a
+        redraw)."""
+        for _ in range(1000):
+            if not pending_tasks():
                 break
-            await asyncio.wait(tasks, timeout=5)
+            await asyncio.sleep(0.005)
+        await RunLoop.shared().hop(lambda: asyncio.sleep(0))
         await asyncio.sleep(0)
 
 
@@ -115,6 +119,8 @@ async def sh(_ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _fresh_namespace(_ip)
     session_module._SESSIONS.pop(id(_ip), None)
     load_ipython_extension(_ip)  # a fresh session for this test
+    # as in a kernel: the session drives its runs on a loop of their own (RunLoop)
+    session_module.get_session(_ip).loop = RunLoop.shared()
     _ip.user_ns["chainlab"] = chainlab
     harness = Harness(_ip, tmp_path)
     try:

@@ -3,6 +3,8 @@ person-facing error does not start with an exception class name (8)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from chainlab.jupyter.views import error_html
@@ -89,8 +91,75 @@ async def test_glyphs_icons_and_blanks(sh: Harness) -> None:
     await sh.ok("run = %chain run bill --tools tb\nawait run.wait()")
     w = sh.session.widgets[sh.ns["run"].run_id]
     assert w.buttons["step"].icon != w.scrubber.next_button.icon
-    w.timeline.draw()
-    await sh.ok("import asyncio\nawait asyncio.sleep(0.3)")
+    w.timeline.draw()  # drawn in a worker thread: wait until it is shown
+    for _ in range(3000):
+        if not w.timeline.drawing:
+            break
+        await asyncio.sleep(0.01)
     shown = w.timeline.out.outputs[0]["data"]["text/plain"]
     assert "None" not in shown and "NaN" not in shown
     assert "⑂" not in Path(widget_module.__file__).read_text(encoding="utf-8")
+
+
+async def _until(check: object, what: str, timeout: float = 20.0) -> None:
+    """Wait for ``check()`` (a condition, polled), failing after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, f"no {what} in {timeout} s"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_inbox_follows_the_store_by_itself(sh: Harness) -> None:
+    """Issue 40, item 5: with Run All, an inbox shown before the runs waited said "0
+    decisions wait" while two runs above it waited. It follows the store now: a decision
+    that comes (or goes) shows without Refresh."""
+    await sh.ok(TOOLS)
+    await sh.ok("%%chain bill --tools tb\nsteps:\n  - {id: pay, tool: pay, args: {amount: 5}}\n")
+    db = sh.tmp_path / "follow.db"
+    inbox = await sh.ok(f"%chain approvals --db '{db}' --tools tb")
+    assert inbox.items == [] and "0 decisions wait" in inbox.summary.value
+    assert "follows the store (read every 1 s)" in inbox.summary.value
+    reads = inbox.reads
+    await sh.ok(f"a = %chain run bill --tools tb --db '{db}'")
+    await sh.ok(f"b = %chain run bill --tools tb --db '{db}'")
+    await _until(lambda: len(inbox.cards) == 2, "second card")
+    assert inbox.reads > reads and "2 decisions wait in 2 runs" in inbox.summary.value
+    await sh.ok("await a.approve('pay')\nawait a.wait()")  # decided elsewhere (a cell)
+    await _until(lambda: list(inbox.cards) == [(sh.ns["b"].run_id, "pay")], "the card leave")
+    assert inbox.following
+    inbox.close()  # stops following the store
+    await _until(lambda: not inbox.following, "end of the following")
+
+
+async def test_the_inbox_says_a_driver_whose_process_is_gone_is_gone(sh: Harness) -> None:
+    """Issue 40, item 5: a run of a kernel that was shut down read "driven by pid 5388 on
+    host 'vm' (epoch 1)", as if that process still drove it."""
+    import socket
+    import subprocess
+    import sys
+
+    from chainlab import Chain, Toolbox
+    from chainlab.runtime import Runtime
+    from chainlab.store import SQLiteStore
+    from chainlab.store.base import DriverInfo
+
+    await sh.ok(TOOLS)
+    db = sh.tmp_path / "gone.db"
+    store = SQLiteStore(db)
+    tb = Toolbox("elsewhere")
+    tb.tool(side_effects=True, requires_confirmation=True, name="pay")(lambda amount: amount)
+    chain = Chain.from_dict({"name": "bill", "steps": [
+        {"id": "pay", "tool": "pay", "args": {"amount": 5}}]})
+    async with Runtime(tb, store) as rt:  # "another process": a runtime of its own
+        run = await rt.start(chain)
+        await run.wait()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)  # a process of this host that has exited
+    store.heartbeat(run.run_id, run.epoch, DriverInfo("gone-driver", socket.gethostname(), pid))
+    store.close()
+    inbox = await sh.ok(f"%chain approvals --db '{db}' --tools tb")
+    (line,) = [w.value for w in inbox.list.children if "cl-runid" in getattr(w, "value", "")]
+    assert f"its driver, pid {pid} on host" in line and "is gone" in line, line
+    assert "a decision taken here takes the run over in this process" in line
+    inbox.close()

@@ -207,7 +207,7 @@ async def test_a_decision_on_a_run_nobody_drives_takes_it_over_in_this_kernel(
     watched = await sh.ok(f"%chain watch pay-3 --db {db} --tools tb")
     widget = displayed_widget(sh)
     assert widget.run is watched
-    assert "watching: driven by no live driver" in widget.header.value
+    assert "watching: no live driver" in widget.header.value
     assert widget.buttons["pause"].disabled
     widget.inbox.card("pay").approve_button.click()
     await until(lambda: widget.run.active, "the takeover",

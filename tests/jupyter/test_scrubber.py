@@ -22,16 +22,9 @@ pytestmark = pytest.mark.anyio
 
 
 def caption(widget: RunWidget, step_id: str) -> str:
-    """The status caption the DAG's style patch gives ``step_id`` (what the node shows)."""
-    eid = widget.dag.live.drawing.steps[step_id]
-    found = ""
-    for rule in widget.dag.css_html.value.splitlines():
-        head, _, body = rule.partition("{")
-        if f"#{eid}" in head.split(","):
-            m = re.search(r'--cl-c:"([^"]*)"', body)
-            if m:
-                found = m.group(1)
-    return re.sub(r"^[^a-z]+", "", found)  # without the status symbol (✓, ✗, ...)
+    """The status caption the DAG's front end was told ``step_id`` shows (what the node
+    shows), without the status symbol (✓, ✗, ...)."""
+    return re.sub(r"^[^a-z]+", "", widget.dag.caption(step_id))
 
 
 class Env:
@@ -80,7 +73,7 @@ async def test_scrub_back_shows_the_past_and_live_returns() -> None:
     env = Env()
     run = await env.failed_run()
     w = RunWidget(run)
-    svg = w.dag.svg_html.value
+    svg = w.dag.canvas.svg
     assert w.scrubber.seq is None and w.scrubber.slider.max == run.last_seq
     assert caption(w, "b").startswith("failed")
     k = seq_of(run, "step_started", "b")
@@ -89,7 +82,7 @@ async def test_scrub_back_shows_the_past_and_live_returns() -> None:
     assert caption(w, "b").startswith("running")
     assert caption(w, "a").startswith("succeeded")
     assert caption(w, "c").startswith("pending")
-    assert w.dag.svg_html.value == svg  # a style patch, never a re-layout
+    assert w.dag.canvas.svg == svg  # a style patch, never a re-layout
     assert f"history: after event {k} of {run.last_seq} (read-only)" in w.header.value
     assert all(b.disabled for b in w.buttons.values())
     assert "step_started b #1" in w.scrubber.label.value
@@ -256,3 +249,51 @@ async def test_show_a_stored_run_with_the_scrubber(shop: Harness) -> None:
                 widget.close()
             new.close()
         session_module._SESSIONS[id(sh.ip)] = old
+
+
+async def test_a_typed_event_and_the_steps_own_events() -> None:
+    """Issue 40: any event is reached by typing its number (the slider of a 10,000-event run
+    moved 58 events a pixel); « » walk the events of the step shown in the Inspector."""
+    env = Env()
+    run = await env.failed_run()
+    w = RunWidget(run)
+    k = seq_of(run, "step_started", "b")
+    w.scrubber.box.value = k  # what typing the number and Enter does
+    assert w.scrubber.seq == k and w.scrubber.slider.value == k
+    assert f"after event {k} of {run.last_seq}" in w.header.value
+    w.inspector.select("b")
+    b_events = [ev.seq for ev in run.event_list() if ev.step_id == "b"]
+    w.scrubber.step_next_button.click()
+    assert w.scrubber.seq == b_events[b_events.index(k) + 1]
+    w.scrubber.step_prev_button.click()
+    w.scrubber.step_prev_button.click()
+    assert w.scrubber.seq == b_events[b_events.index(k) - 1]
+    assert w.scrubber.box.value == w.scrubber.seq  # the box follows the slider and buttons
+    w.scrubber.scrub_to(b_events[0])
+    w.scrubber.step_prev_button.click()  # nothing before b's first event: stays
+    assert w.scrubber.seq == b_events[0]
+    w.close()
+
+
+async def test_a_position_sends_only_the_nodes_that_look_different() -> None:
+    """Issue 40: the DAG's restyle names only the steps whose status or caption differs
+    from what the front end shows (one message per redraw), never the whole picture."""
+    env = Env()
+    run = await env.failed_run()
+    w = RunWidget(run)
+    k = seq_of(run, "step_started", "b")
+    before = dict(w.dag.shown_by_step())
+    patches = w.dag.patches
+    w.scrubber.scrub_to(k)
+    after = w.dag.shown_by_step()
+    differs = {s for s in after if after[s] != before[s]}
+    assert set(w.dag.last_patch) == differs and differs  # b running, c pending (not a)
+    assert "a" not in w.dag.last_patch and w.dag.patches == patches + 1
+    w.scrubber.scrub_to(k)  # the same position: nothing to send
+    assert w.dag.last_patch == {} and w.dag.patches == patches + 1
+    w.scrubber.step(+1)
+    assert set(w.dag.last_patch) <= {"b"}  # one event moves one step at most
+    # a view that is drawn (a cell shown again) gets the whole state once
+    w.dag._front_end_msg(None, {"type": "ready"})
+    assert w.dag.patches == patches + 2 + bool(w.dag.last_patch)
+    w.close()

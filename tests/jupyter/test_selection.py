@@ -64,7 +64,7 @@ async def test_a_click_on_a_node_selects_it_in_the_inspector() -> None:
         assert clicks is not None  # anywidget is installed with chainlab[jupyter]
         assert sorted(clicks.steps.values()) == ["convert", "load", "reserve"]
         element = next(e for e, s in clicks.steps.items() if s == "reserve")
-        assert f'id="{element}"' in w.dag.svg_html.value  # the ids the front end looks up
+        assert f'id="{element}"' in w.dag.canvas.svg  # the ids the front end looks up
         clicks.selected = "reserve"  # what the front end sets on a click
         assert w.tabs.selected_index == 1 and w.inspector.picker.value == "reserve"
         # a person's pick is kept: the failed step is not preselected over it

@@ -31,8 +31,7 @@ def rule(selector: str) -> str:
     raise AssertionError(f"no CSS rule for {selector!r}")
 
 
-@pytest.mark.parametrize("defer", [False, True])
-async def test_the_widget_carries_the_reattach_line(defer: bool) -> None:
+async def test_the_widget_carries_the_reattach_line() -> None:
     toolbox = Toolbox("stale")
 
     @toolbox.tool
@@ -42,16 +41,14 @@ async def test_the_widget_carries_the_reattach_line(defer: bool) -> None:
     runtime = Runtime(toolbox, MemoryStore())
     run = await runtime.start(Chain.from_dict(
         {"name": "s", "steps": [{"id": "a", "tool": "work", "args": {"tag": "x"}}]}))
-    widget = RunWidget(run, defer=defer)
-    for _ in range(2):  # before the panels are built (deferred) and after
-        note = widget.stale_note
-        assert note in widget.children
-        assert widget.children.index(note) < widget.children.index(widget.header)
-        assert "cl-stale" in note._dom_classes
-        text = re.sub(r"<[^>]+>", "", note.value)
-        assert "kernel session that has ended" in text
-        assert f"%chain show {run.run_id}" in text and f"%chain resume {run.run_id}" in text
-        widget.build()
+    widget = RunWidget(run)
+    note = widget.stale_note
+    assert note in widget.children
+    assert widget.children.index(note) < widget.children.index(widget.header)
+    assert "cl-stale" in note._dom_classes
+    text = re.sub(r"<[^>]+>", "", note.value)
+    assert "kernel session that has ended" in text
+    assert f"%chain show {run.run_id}" in text and f"%chain resume {run.run_id}" in text
     await run.wait()
     assert widget.stale_note in widget.children  # a redraw keeps it
 

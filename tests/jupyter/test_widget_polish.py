@@ -89,7 +89,7 @@ async def test_the_legend_lists_the_statuses_present_and_follows_the_run(env: En
     run, w = await env.start([S("a", tool="gated"), S("b", ("a",)), S("c", tool="boom")],
                              options=RunOptions(on_failure="continue"))
     legend = w.dag.legend
-    assert legend is not None and "cl-legend" not in w.dag.svg_html.value  # not in the SVG
+    assert legend is not None and "cl-legend" not in w.dag.canvas.svg  # not in the SVG
     await until(lambda: run.steps["a"].status == "running"
                 and run.steps["c"].status == "failed")
     w.refresh()
@@ -248,7 +248,8 @@ async def test_no_breakpoint_label_once_step_moved_past_it(env: Env) -> None:
     w.refresh()
     assert run.paused and run.state.paused_at == "b"  # the fold still remembers where
     assert "breakpoint" not in w.header.value and "breakpoints" not in w.queue.value
-    assert BREAK_MARK not in w.dag.css_html.value and BREAK_NOTE not in w.dag.legend.marks
+    assert not any(BREAK_MARK in c for c in w.dag.captions().values())
+    assert BREAK_NOTE not in w.dag.legend.marks
 
 
 async def test_no_breakpoint_label_after_the_run_ended(env: Env) -> None:
@@ -265,7 +266,7 @@ async def test_no_breakpoint_label_after_the_run_ended(env: Env) -> None:
     assert run.steps["late"].status == "cancelled"  # never reached
     assert "breakpoint" not in w.queue.value and "breakpoint" not in w.header.value
     assert all(BREAK_MARK not in b for b in w.badges().values())
-    assert BREAK_MARK not in w.dag.css_html.value
+    assert not any(BREAK_MARK in c for c in w.dag.captions().values())
 
 
 async def test_cancelled_is_never_said_twice(env: Env) -> None:
@@ -277,7 +278,7 @@ async def test_cancelled_is_never_said_twice(env: Env) -> None:
     w.refresh()
     assert run.status == RunStatus.CANCELLED
     w.inspector.select("a")
-    shown = {"header": w.header.value, "dag": w.dag.css_html.value,
+    shown = {"header": w.header.value, "dag": "\n".join(w.dag.captions().values()),
              "inspector": w.inspector.details.value, "events": w.event_log.value,
              "static": run_html(run)}
     for where, markup in shown.items():
@@ -285,7 +286,7 @@ async def test_cancelled_is_never_said_twice(env: Env) -> None:
         for twice in ("cancelled · cancelled", "cancelled (cancelled)",
                       "cancelled: cancelled", "step_cancelled a #1 cancelled"):
             assert twice not in plain, (where, twice, plain)
-    assert '■ cancelled · by a person' in w.dag.css_html.value  # b: why, without the echo
+    assert w.dag.caption("b") == '■ cancelled · by a person'  # b: why, without the echo
     assert "step_cancelled b  by a person" in w.event_log.value
 
 

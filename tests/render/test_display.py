@@ -81,6 +81,7 @@ async def test_graphviz_error_degrades_to_text(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(svg_module, "_run_dot", boom)
     monkeypatch.setenv("CHAINLAB_GRAPHVIZ", "dot")
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", "off")  # (a layout kept on disk answers)
     svg_module._cache.clear()
     bundle = chain_mimebundle(demo_chain(), demo_toolbox())
     assert set(bundle) == {"text/plain"} and "not drawn: dot crashed" in bundle["text/plain"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from chainlab.render import (
     run_svg,
     status_line,
 )
+from chainlab.render import live as live_module
 from chainlab.render import svg as svg_module
 from chainlab.render.style import TIMES, dasharray
 
@@ -109,12 +111,51 @@ def test_layout_runs_graphviz_once(monkeypatch: pytest.MonkeyPatch, backend: str
 
     monkeypatch.setattr(svg_module, "_run_dot", counting("dot", real_dot))
     monkeypatch.setattr(svg_module, "_run_wasm", counting("wasm", real_wasm))
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", "off")
     svg_module._cache.clear()
+    live_module._TEMPLATES.clear()
     live = LiveDag(demo_chain(), demo_toolbox(), backend=backend)
     for statuses, badges in _states():
         live.css(statuses, badges)
         live.patched_svg(statuses, badges)
     assert calls == [backend]
+    # issue 38: a second view of the same chain (its own scope) reuses the layout
+    again = LiveDag(demo_chain(), demo_toolbox(), backend=backend)
+    assert calls == [backend] and again.scope != live.scope
+    assert again.svg == live.svg.replace(live.scope, again.scope)
+    statuses, badges = _states()[-1]
+    assert again.patched_svg(statuses, badges) == \
+        live.patched_svg(statuses, badges).replace(live.scope, again.scope)
+
+
+def test_a_slow_layout_is_kept_on_disk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       backend: str) -> None:
+    calls: list[str] = []
+    real = svg_module._run_dot if backend == "dot" else svg_module._run_wasm
+
+    def counting(dot: str) -> str:
+        calls.append(dot)
+        return real(dot)
+
+    monkeypatch.setattr(svg_module, f"_run_{backend}", counting)
+    monkeypatch.setattr(svg_module, "DISK_AFTER_S", 0.0)  # every layout counts as slow
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", str(tmp_path / "layouts"))
+    for _ in range(2):  # as if in a new process each time: nothing in memory
+        svg_module._cache.clear()
+        live_module._TEMPLATES.clear()
+        live = LiveDag(demo_chain(), demo_toolbox(), backend=backend)
+    assert len(calls) == 1  # the second process read the layout from disk
+    assert len(list((tmp_path / "layouts").glob("*.svg.gz"))) == 1
+    assert "cl-shape" in live.svg
+    # a damaged file is laid out again, never an error
+    next((tmp_path / "layouts").glob("*.svg.gz")).write_bytes(b"not gzip")
+    svg_module._cache.clear()
+    live_module._TEMPLATES.clear()
+    LiveDag(demo_chain(), demo_toolbox(), backend=backend)
+    assert len(calls) == 2
+    # CHAINLAB_LAYOUT_CACHE=off keeps none
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", "off")
+    assert svg_module.layout_cache_dir() is None
 
 
 def test_live_markup(live: LiveDag) -> None:
@@ -251,3 +292,30 @@ def test_a_live_node_is_wide_enough_for_its_usual_badged_line(backend: str, stat
         assert span is not None
         needed = span[1] - span[0] - 2 * _INSET
         assert float(box[1]) >= needed - 0.5, (step_id, float(box[1]), needed)
+
+
+def test_a_chain_of_the_same_content_is_drawn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a widget opened again on a stored run (a new Chain object, the same
+    content) reuses the drawing; a tool whose look changed (side effects) is drawn again."""
+    from chainlab import Toolbox
+
+    drawn: list[str] = []
+    real = live_module.draw_chain
+
+    def counting(chain: Chain, *args: object, **kwargs: object) -> object:
+        drawn.append(chain.name)
+        return real(chain, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(live_module, "draw_chain", counting)
+    live_module._DRAWN.clear()
+    data = {"name": "same", "steps": [{"id": "a", "tool": "t"},
+                                      {"id": "b", "tool": "t", "depends_on": ["a"]}]}
+    tb = Toolbox("look")
+    tb.tool(lambda: 1, name="t")
+    first = LiveDag(Chain.from_dict(data), tb)
+    again = LiveDag(Chain.from_dict(data), tb)  # another object, the same content
+    assert drawn == ["same"] and again.svg == first.svg.replace(first.scope, again.scope)
+    other = Toolbox("look")
+    other.tool(lambda: 1, name="t", side_effects=True)  # a square box with ⚡ now
+    changed = LiveDag(Chain.from_dict(data), other)
+    assert drawn == ["same", "same"] and "⚡" in changed.svg and "⚡" not in first.svg

@@ -20,6 +20,7 @@ from chainlab.render import (
 )
 from chainlab.render import svg as svg_module
 from chainlab.render.dot import draw_chain
+from chainlab.render.grid import GRID_FROM
 from chainlab.render.style import FONT, dasharray
 
 from .conftest import ALL_STEP_IDS, demo_chain, demo_toolbox, needs_backend
@@ -53,7 +54,8 @@ def test_svg_is_clean_embeddable_and_has_every_step(backend: str) -> None:
         assert set(got.text_fills) == {st.text} and got.lines[-1] == st.caption
 
 
-def test_same_dot_same_bytes(backend: str) -> None:
+def test_same_dot_same_bytes(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINLAB_LAYOUT_CACHE", "off")  # each render a real one
     dot_a = chain_dot(demo_chain(), demo_toolbox(), MID_RUN)
     dot_b = chain_dot(demo_chain(), demo_toolbox())
     first = to_svg(dot_a, backend=backend)  # type: ignore[arg-type]
@@ -95,8 +97,9 @@ def test_legend_goes_beside_a_tall_graph_and_below_a_wide_one(backend: str) -> N
     tall = Chain.from_dict({"name": "tall", "steps": [
         {"id": f"s{i}", "tool": "t", "depends_on": [f"s{i - 1}"] if i else []}
         for i in range(12)]})
+    # (fewer than GRID_FROM independent steps: more are drawn as a grid, not a row)
     wide = Chain.from_dict({"name": "wide", "steps": [{"id": f"s{i}", "tool": "t"}
-                                                      for i in range(14)]})
+                                                      for i in range(GRID_FROM - 1)]})
     for chain, where in ((tall, "right"), (wide, "below")):
         svg = chain_svg(chain, statuses={}, backend=backend)
         translate = svg.split('<g transform="translate(')[-1].split(")")[0]

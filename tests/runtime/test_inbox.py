@@ -4,6 +4,7 @@ would), on a SQLite file and on PostgreSQL."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -114,4 +115,44 @@ async def test_an_empty_store_and_a_run_that_vanished(tmp_path: Path) -> None:
 
         assert waiting_decisions(store, ["no-such-run"]) == []
     finally:
+        store.close()
+
+
+async def test_following_the_decisions_of_a_store(url: str) -> None:
+    """Issue 40, item 5: ``follow_decisions`` yields the waiting decisions now, then again
+    when a run moved: woken by NOTIFY on PostgreSQL, by a poll of the run list elsewhere.
+    A follower in another handle (as in another process) sees a decision come and go."""
+    import anyio
+
+    from chainlab.runtime.coordination.inbox import follow_decisions
+
+    store, other = open_store(url), open_store(url)
+    seen: list[list[tuple[str, str]]] = []
+    try:
+        async with Runtime(toolbox(), store) as runtime, \
+                Runtime(Toolbox("none"), other) as watcher:
+            async def follow() -> None:
+                async for items in follow_decisions(watcher, poll_s=0.05):
+                    seen.append(sorted((d.run_id, d.step_id) for d in items))
+
+            async def until(want: list[tuple[str, str]]) -> None:
+                with anyio.fail_after(20):  # a bound, not a timing claim
+                    while not seen or seen[-1] != want:
+                        await anyio.sleep(0.01)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow)
+                await until([])
+                run = await runtime.start(chain("payment", QUOTE, PAY), {}, run_id="f-pay")
+                await run.wait()
+                await until([("f-pay", "pay")])
+                await run.approve("pay")
+                await run.wait()
+                await until([])
+                tg.cancel_scope.cancel()
+        assert seen[0] == [] and [("f-pay", "pay")] in seen
+        # nothing is yielded twice in a row: a read that changes nothing is not a change
+        assert all(a != b for a, b in itertools.pairwise(seen))
+    finally:
+        other.close()
         store.close()

@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
             elif not records:
                 io.err.print(f"no runs in {db}", markup=False)
             else:
-                io.out.print(runs_table(records))
+                io.out.print(runs_table(records, width=io.out.width))
                 line = queues_line(store.queue_depths()) if isinstance(store, Queue) else ""
                 if line:  # how deep each queue of the fleet is
                     io.out.print(line, markup=False, soft_wrap=True)
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
             chain, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
             rows = attempt_rows(run_id, state)
             io.out.print(timeline_table(rows, title=f"run {run_id} ({chain.name}): "
-                                                    f"{len(rows)} attempts"))
+                                                    f"{len(rows)} attempts", width=io.out.width))
             if csv is not None:
                 write_csv(rows, csv)
                 io.err.print(f"wrote {len(rows)} rows to {csv}", markup=False)

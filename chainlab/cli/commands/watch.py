@@ -58,7 +58,7 @@ def watch_run(io: Output, store: Store, run_id: str, *, until_suspended: bool
             if run.status not in RUN_TERMINAL:
                 io.err.print(Text.assemble(
                     ("watching ", "dim"), f"run {run_id} ({run.chain.name}) ",
-                    (f"{run.status}, driven by {run.driven_by()}; Ctrl-C stops watching (the "
+                    (f"{run.status}, {run.driven_by()}; Ctrl-C stops watching (the "
                      "run goes on)", "dim")), soft_wrap=True)
                 await follow(run, io.err, io.progress)
             return run.chain, run.state

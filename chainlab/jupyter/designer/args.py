@@ -17,6 +17,7 @@ from chainlab.errors import Problem
 from chainlab.jupyter.designer.draft import UNSET, Reference, type_name
 from chainlab.plan import yamltext
 from chainlab.plan.refs import TemplateSyntaxError, parse_template
+from chainlab.plan.reftypes import schema_fits
 from chainlab.tools import Tool
 
 __all__ = ["ArgRow", "Param", "from_text", "params_of", "to_text", "whole_ref"]
@@ -34,6 +35,7 @@ class Param:
     type_text: str
     choices: tuple[Any, ...] = ()
     description: str = ""
+    schema: dict[str, Any] | None = None  # the input's JSON Schema (with the tool's $defs)
 
 
 def params_of(tool: Tool | None) -> list[Param]:
@@ -58,9 +60,11 @@ def params_of(tool: Tool | None) -> list[Param]:
             form_kind = kind
         else:
             form_kind = "json"
+        defs = {"$defs": schema["$defs"]} if "$defs" in schema else {}
         out.append(Param(name, form_kind, name in required, prop.get("default"),
                           "default" in prop, type_name(prop) or "any",
-                          tuple(main.get("enum", ())), prop.get("description", "")))
+                          tuple(main.get("enum", ())), prop.get("description", ""),
+                          {**prop, **defs}))
     return out
 
 
@@ -159,8 +163,13 @@ class ArgRow(W.VBox):
         self.syncing = True
         try:
             source = whole_ref(value)
+            # what fits the parameter's type first, then the rest, marked (issue 40: a
+            # string parameter was offered an array and a number first)
+            fit = [schema_fits(r.schema, self.param.schema) for r in refs]
             options: list[tuple[str, str]] = [(_TYPED, "")]
-            options += [(r.label, r.source) for r in refs]
+            options += [(r.label, r.source) for r, ok in zip(refs, fit, strict=True) if ok]
+            options += [(f"{r.label} (not a {self.param.type_text})", r.source)
+                        for r, ok in zip(refs, fit, strict=True) if not ok]
             if source is not None and source not in {r.source for r in refs}:
                 options.append((f"{source} (not in scope)", source))
             if list(self.ref.options) != options:

@@ -13,7 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chainlab._json import NotJSONError, to_json_value
@@ -45,6 +45,8 @@ class Reference:
     source: str
     label: str
     step_id: str | None = None  # the step it makes the argument depend on
+    # what it holds (None: unknown, fits anything); not part of what a reference is
+    schema: dict[str, Any] | None = field(default=None, compare=False)
 
 
 class Draft:
@@ -238,13 +240,17 @@ class Draft:
             schema = _output_schema(self.toolbox, str(s.get("tool", "")))
             kind = type_name(schema)
             out.append(Reference(f"steps.{other}.output",
-                                 f"steps.{other}.output" + (f" · {kind}" if kind else ""), other))
-            for field, sub in _properties(schema):
-                out.append(Reference(f"steps.{other}.output.{field}",
-                                     f"steps.{other}.output.{field} · {type_name(sub)}", other))
+                                 f"steps.{other}.output" + (f" · {kind}" if kind else ""), other,
+                                 schema))
+            defs = {"$defs": schema["$defs"]} if schema and "$defs" in schema else {}
+            for name, sub in _properties(schema):
+                out.append(Reference(f"steps.{other}.output.{name}",
+                                     f"steps.{other}.output.{name} · {type_name(sub)}", other,
+                                     {**sub, **defs}))
             key = s.get("save_as")
             if isinstance(key, str) and key:
-                out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other))
+                out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other,
+                                     schema))
         return out
 
 

@@ -179,9 +179,13 @@ class StepForm(W.VBox):
         others = [i for i in draft.step_ids if i != self.step_id and i not in later]
         deps = [d for d in step.get("depends_on") or [] if isinstance(d, str)]
         options = others + [d for d in deps if d not in others]
-        if list(self.depends.options) != options:
-            self.depends.options = options
-        self.depends.value = tuple(deps)
+        # one message for the new options and the selection: between two, the front end
+        # applied the old selection to the new options ("Error setting state: Cannot set
+        # properties of undefined (setting 'selected')" in the browser's console, issue 40)
+        with self.depends.hold_sync():
+            if list(self.depends.options) != options:
+                self.depends.options = options
+            self.depends.value = tuple(deps)
         data_deps = sorted({r.step_id for r in _step_refs(draft, self.step_id or "")
                             if r.step_id and r.step_id not in deps})
         derived = ('<div class="cl-note cl-dsg-derived">also after (its references): '

@@ -214,11 +214,14 @@ class ChainDesigner(StepEdits, W.VBox):
                                 "palette")
         session = self._session if self._session is not None else get_session()
         ctx = dict(context) if context is not None else dict(self.context or {})
+        label = W.HTML(f'<div class="cl-label">run of {html.escape(chain.name)}</div>')
+
+        def show(widget: W.Widget) -> None:  # in place, before the run starts
+            self.run_area.children = [label, widget]
+
         run = launch.start(session, chain, self.toolbox, db or self.db, ctx, RunOptions(),
-                           paused=False)
+                           paused=False, show=show)
         self.last_run = run
-        self.run_area.children = [W.HTML(f'<div class="cl-label">run of {html.escape(chain.name)}'
-                                          "</div>"), launch.widget(session, run)]
         return run
 
     def cell_text(self) -> str:

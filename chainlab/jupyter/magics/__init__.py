@@ -220,15 +220,13 @@ class ChainMagics(Magics):
         toolbox, note = session.toolbox(ns.tools)
         context = cmd.json_or_var(session, ns.context, "--context")
         options = cmd.run_options(chain, ns.concurrency, ns.breakpoints)
-        try:
-            run = cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step,
-                            queue=ns.enqueue)
-        except PlanError as exc:
-            raise UsageError(f"cannot start: {exc}") from None
         if note:
             print(note)
-        display(cmd.widget(session, run))
-        return run
+        try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
+            return cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step,
+                             show=display, queue=ns.enqueue)
+        except PlanError as exc:
+            raise UsageError(f"cannot start: {exc}") from None
 
     def fork(self, ns: argparse.Namespace) -> Any:
         session = self.session
@@ -347,7 +345,9 @@ class ChainMagics(Magics):
         real = schedule_of(run)
         other = whatif(run, priority=ns.priority, max_concurrency=ns.concurrency)
         cost = f"; cost {real.cost:.4g} either way" if real.cost is not None else ""
-        print(f"real makespan {real.makespan:.3f} s; {other.label}: {other.makespan:.3f} s "
+        waited = f" ({real.waited_text})" if real.waited_s else ""
+        print(f"real makespan {real.makespan:.3f} s{waited}; {other.label}: "
+              f"{other.makespan:.3f} s "
               f"({other.makespan / real.makespan if real.makespan else 1.0:.2f} x){cost}")
         return gantt_compare(real, other)
 

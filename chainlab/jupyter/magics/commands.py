@@ -137,10 +137,7 @@ def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
                                "a decision")
         print(f"run {run.run_id} already ended ({status}); showing its stored history")
         return run
-    resumed = eager(session.live(run, toolbox))
-    if not resumed.done:  # pragma: no cover - resuming an unfinished run never suspends
-        raise RuntimeError("runtime.resume suspended; chainlab.jupyter needs inline stores")
-    live: Run = resumed.value  # type: ignore[assignment]
+    live: Run = session.run_now(session.live(run, toolbox), "runtime.resume")
     if not quiet:
         print(f"resumed run {live.run_id} ({live.chain.name!r}) in this kernel as epoch "
               f"{live.state.epoch}; it was {status}")
@@ -148,8 +145,9 @@ def resume(session: NotebookSession, run: Run, toolbox: Toolbox, *,
 
 
 def control(session: NotebookSession, run: Run, coro: Coroutine[Any, Any, Any]) -> None:
-    """Apply a control coroutine of ``run`` now; a later failure goes to its widget."""
-    eager(coro, on_error=_reporter(session, run.run_id))
+    """Apply a control coroutine of ``run`` now, on its loop; a later failure goes to its
+    widget."""
+    session.on_loop(lambda: eager(coro, on_error=_reporter(session, run.run_id)))
 
 
 def rollback(session: NotebookSession, run: Run, toolbox: Toolbox) -> None:
@@ -160,7 +158,7 @@ def rollback(session: NotebookSession, run: Run, toolbox: Toolbox) -> None:
         live = await session.live(run, toolbox)
         await live.rollback()
 
-    eager(go(), on_error=_reporter(session, run.run_id))
+    session.on_loop(lambda: eager(go(), on_error=_reporter(session, run.run_id)))
 
 
 def _reporter(session: NotebookSession, run_id: str) -> Any:
@@ -285,10 +283,7 @@ def fork(session: NotebookSession, run: Run, toolbox: Toolbox, edits: dict[str, 
     runtime = fork_runtime(session, run, toolbox)
     if plan_only:
         return runtime.fork_plan_sync(run.run_id, **edits)
-    started = eager(runtime.fork(run.run_id, **edits))
-    if not started.done:  # pragma: no cover - the session's stores never block
-        raise RuntimeError("runtime.fork suspended; chainlab.jupyter needs inline stores")
-    forked: Run = started.value  # type: ignore[assignment]
+    forked: Run = session.run_now(runtime.fork(run.run_id, **edits), "runtime.fork")
     return session.remember(forked, session.run_stores.get(run.run_id))
 
 

@@ -23,8 +23,8 @@ class RollbackConfirm(W.VBox):
         self.message = W.HTML()
         self.yes = W.Button(description="Roll back", button_style="danger", icon="undo")
         self.no = W.Button(description="Keep")
-        self.yes.on_click(lambda _: self.confirm())
-        self.no.on_click(lambda _: self.close_box())
+        self.yes.on_click(widget.on_loop(lambda _: self.confirm()))
+        self.no.on_click(widget.on_loop(lambda _: self.close_box()))
         super().__init__([self.message, W.HBox([self.yes, self.no])],
                          layout=W.Layout(display="none"))
         self.add_class("cl-confirm")

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.scrubber import RunAt
+from chainlab.jupyter.run_widget.starting import Unstarted
+from chainlab.render.display import reason_text
 from chainlab.runtime.coordination.watching import WatchedRun
 
 if TYPE_CHECKING:
@@ -48,8 +50,8 @@ def enabled(view: RunView, status: RunStatus, ready: list[str]) -> dict[str, boo
         "rollback": status not in (RunStatus.ROLLED_BACK, RunStatus.COMPENSATING)
         and bool(view.undoable()),  # the saga's own plan has something to undo
     }
-    if isinstance(view, RunAt | WatchedRun):  # history, or a run driven elsewhere
-        can = dict.fromkeys(can, False)
+    if isinstance(view, RunAt | WatchedRun | Unstarted):  # history, driven elsewhere, or
+        can = dict.fromkeys(can, False)  # not created yet
     return can
 
 
@@ -77,7 +79,9 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
             and driver.worker:  # a fleet worker drives it (DESIGN §19)
         where = f" · <i>driven by {html.escape(driver.describe())}</i>"
     if isinstance(view, WatchedRun):  # its driver is elsewhere: only decisions work here
-        where = f" · <i>watching: driven by {html.escape(view.driven_by())}</i>"
+        where = f" · <i>watching: {html.escape(view.driven_by())}</i>"
+    if isinstance(view, Unstarted):  # shown before the run exists (it starts right after)
+        where = " · <i>starting…</i>"
     if status == RunStatus.QUEUED:
         queue = html.escape(str(view.record.queue))
         where = f" · <i>queued in <code>{queue}</code>: a worker of the fleet starts it</i>"
@@ -92,24 +96,35 @@ def header_html(view: RunView, status: RunStatus, *, last_seq: int) -> str:
     spent = f' · <span class="cl-usage">{html.escape(spent)}</span>' if spent else ""
     return (f'<div class="cl-head"><b>{html.escape(view.chain.name)}</b> '
             f'<span class="cl-runid">{html.escape(view.run_id)}</span> '
-            f'<span class="cl-badge cl-r-{status}">{status}</span>{paused} '
+            f'<span class="cl-badge cl-r-{status}">{_words(status)}</span>{paused} '
             f'<span class="cl-summary">{html.escape(summary)}</span>{spent}{where}</div>')
+
+
+def _words(status: object) -> str:
+    """A status as words (``rolled back``, not ``rolled_back``); its class keeps the name."""
+    return str(status).replace("_", " ")
 
 
 def first_failure(view: RunView) -> tuple[str, str] | None:
     """(step id, its error) of the first step that failed (or waits in doubt), in the
     order the steps ended; None when none did."""
-    bad = [st for st in view.steps.values()
-           if st.status in (StepStatus.FAILED, StepStatus.IN_DOUBT, StepStatus.REJECTED)]
+    bad = [st for st in view.steps.values() if st.status in _FAILED]
     if not bad:
         return None
     st = min(bad, key=lambda s: (s.ended_at is None, s.ended_at or 0.0))
-    return st.step_id, st.error or str(st.status).replace("_", " ")
+    # a rejection's reason is what the person typed (issue 40: the line read "rejected:
+    # step send_invoice · rejected")
+    said = st.error or reason_text(st.status, st.reason)
+    return st.step_id, said or str(st.status).replace("_", " ")
 
 
-def failure_html(view: RunView) -> str:
-    """The line that names the first failed step and its error ("" when none failed)."""
-    found = first_failure(view)
+_FAILED = frozenset({StepStatus.FAILED, StepStatus.IN_DOUBT, StepStatus.REJECTED})
+
+
+def failure_html(view: RunView, found: tuple[str, str] | None = None) -> str:
+    """The line that names the first failed step and its error ("" when none failed);
+    ``found``: :func:`first_failure` of ``view``, when the caller has it already."""
+    found = found if found is not None else first_failure(view)
     if found is None:
         return ""
     step_id, error = found

@@ -1,5 +1,16 @@
-"""The live DAG: the SVG is laid out and sent once; status changes only re-send a small,
-scoped ``<style>`` block (a few KB instead of the whole SVG on every update)."""
+"""The live DAG of the run widget: laid out once, sent once, then patched node by node.
+
+:class:`DagView` holds the legend line and :class:`RunDag`, an anywidget whose ES module is
+``widgets/dagview.js`` + ``widgets/rundag.js``: the SVG (Graphviz, once) fitted to the
+output's width, with zoom and pan (a 1,000-step fan-out opens whole, its first and last
+steps in view), and a click (or Enter) on a node selects its step. Each redraw sends ONE
+small message naming only the steps whose look (status and caption) differs from what the
+front end shows (:meth:`DagView.update`): a scrubber jump over a 3,332-step run restyles the
+nodes that changed, never the whole picture (issue 40).
+
+Without Graphviz it says why and lists the steps with their statuses instead, so the
+widget still works.
+"""
 
 from __future__ import annotations
 
@@ -9,115 +20,50 @@ from typing import Any
 
 import ipywidgets as W
 
-from chainlab.errors import ChainlabError
+from chainlab.errors import ChainlabError, MissingExtraError
+from chainlab.jupyter._assets import dag_js
 from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendView
 from chainlab.plan.schema import Chain
+from chainlab.render.live import css_string
+from chainlab.render.style import status_line, status_style
 from chainlab.tools import Toolbox
 
-__all__ = ["DagView", "NodeClicks"]
+__all__ = ["DagView", "RunDag"]
 
-# The run widget's DAG is an HTML widget (the SVG, sent once) plus a style patch; this tiny
-# ES module sits next to them and turns a click (or Enter) on a step's node into
-# ``selected`` (issue 29: selection follows the DAG, as in the designer).
-_CLICKS_ESM = """
-function render({ model, el }) {
-  el.style.display = "none";
-  let detach = null;
-  let tries = 0;
-  const attach = () => {
-    // the view is rendered before it is put in the page: wait until it is in the DAG's box
-    const root = el.closest(".cl-dagview");
-    if (!root) {
-      if (tries++ < 300) setTimeout(attach, 100);
-      return;
-    }
-    const stepOf = (target) => {
-      const steps = model.get("steps") || {};
-      for (let node = target; node && node !== root; node = node.parentElement) {
-        if (node.id && steps[node.id]) return steps[node.id];
-      }
-      return null;
-    };
-    const mark = () => {
-      const steps = model.get("steps") || {};
-      for (const [id, step] of Object.entries(steps)) {
-        const node = root.querySelector(`[id="${CSS.escape(id)}"]`);
-        if (!node || node.classList.contains("cl-clickable")) continue;
-        node.setAttribute("tabindex", "0");
-        node.setAttribute("role", "button");
-        node.setAttribute("aria-label", `inspect step ${step}`);
-        node.classList.add("cl-clickable");
-      }
-    };
-    const pick = (step) => {
-      model.set("selected", "");
-      model.set("selected", step);
-      model.save_changes();
-    };
-    const onClick = (event) => { const step = stepOf(event.target); if (step) pick(step); };
-    const onKey = (event) => {
-      const step = stepOf(event.target);
-      if (step && (event.key === "Enter" || event.key === " ")) {
-        event.preventDefault();
-        pick(step);
-      }
-    };
-    root.addEventListener("click", onClick);
-    root.addEventListener("keydown", onKey);
-    const observer = new MutationObserver(mark);
-    observer.observe(root, { childList: true, subtree: true });
-    mark();
-    detach = () => {
-      observer.disconnect();
-      root.removeEventListener("click", onClick);
-      root.removeEventListener("keydown", onKey);
-    };
-  };
-  attach();
-  return () => { tries = 1000; if (detach) detach(); };
-}
-export default { render };
-"""
+Look = tuple[str, str | None]  # (status, badge) of one step, as the front end shows it
+_PENDING: Look = ("pending", None)
+_CLASSES: list[type[W.DOMWidget]] = []
 
 
-def _clicks_class() -> type[W.DOMWidget] | None:
-    try:
-        import anywidget
-        import traitlets
-    except ImportError:
-        return None
+def RunDag(**traits: Any) -> W.DOMWidget:
+    """A new live-DAG front end (an anywidget; ``chainlab[jupyter]`` installs it)."""
+    if not _CLASSES:
+        try:
+            import anywidget
+            import traitlets
+        except ImportError as exc:
+            raise MissingExtraError("anywidget", "jupyter", "the run widget's DAG") from exc
 
-    class NodeClicks(anywidget.AnyWidget):  # type: ignore[misc]
-        """A click on a node of the DAG next to it sets ``selected`` (a step id)."""
+        class _RunDag(anywidget.AnyWidget):  # type: ignore[misc]
+            """The SVG (sent once), its steps in order; ``selected``: the clicked step."""
 
-        _esm = _CLICKS_ESM
-        steps = traitlets.Dict().tag(sync=True)  # SVG element id -> step id
-        selected = traitlets.Unicode("").tag(sync=True)
+            _esm = dag_js()
+            svg = traitlets.Unicode("").tag(sync=True)
+            order: Any = traitlets.List().tag(sync=True)  # SVG element ids, in step order
+            steps = traitlets.Dict().tag(sync=True)  # SVG element id -> step id
+            selected = traitlets.Unicode("").tag(sync=True)
 
-    return NodeClicks
-
-
-_NODE_CLICKS: list[type[W.DOMWidget] | None] = []
-
-
-def NodeClicks() -> W.DOMWidget | None:
-    """A new node-click widget (None without anywidget: pick steps in the Inspector)."""
-    if not _NODE_CLICKS:
-        _NODE_CLICKS.append(_clicks_class())
-    cls = _NODE_CLICKS[0]
-    return cls() if cls is not None else None
+        _CLASSES.append(_RunDag)
+    return _CLASSES[0](**traits)
 
 
 class DagView(W.VBox):
-    """A chain's DAG whose step colours follow :meth:`update` (``chainlab.render.LiveDag``).
+    """A chain's DAG whose step looks follow :meth:`update` (``chainlab.render.LiveDag``).
 
     The legend is a :class:`~chainlab.jupyter.run_widget.legend.LegendView` above the
-    drawing (only the statuses present, collapsed to one line), not part of the SVG; the
-    drawing scrolls in its box (``.cl-dagbox``) instead of being clipped.
-
-    Without Graphviz it says why and lists the steps with their statuses instead, so the
-    widget still works.
-    """
+    drawing (only the statuses present, collapsed to one line), not part of the SVG.
+    ``canvas`` is the front end (None without Graphviz); :attr:`shown` is what it was told
+    each step looks like, :attr:`last_patch` the steps the last update sent."""
 
     def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
                  chains: Mapping[str, Chain] | None = None):
@@ -125,52 +71,116 @@ class DagView(W.VBox):
         self.live: Any = None
         self.unavailable: str | None = None
         self.legend: LegendView | None = None
-        self.svg_html = W.HTML(layout=W.Layout(overflow="auto"))
-        self.css_html = W.HTML(layout=W.Layout(height="0px", margin="0"))
+        self.canvas: W.DOMWidget | None = None
+        self.steps_html = W.HTML()  # the step list drawn instead of a DAG without Graphviz
         try:
             from chainlab.render import LiveDag
 
+            # no title in the picture: the widget's header names the chain (an exported
+            # picture printed it twice)
             self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None,
-                                legend=False)
-            self.svg_html.value = f'<div class="cl-dagbox">{self.live.svg}</div>'
+                                legend=False, title="")
             drawing = self.live.drawing
             self.legend = LegendView(self.live.scope, drawing.kinds, drawing.edge_kinds)
         except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
             self.unavailable = str(exc)
-        self._last: tuple[Any, ...] | None = None
-        top = [self.legend] if self.legend is not None else []
-        self.clicks = NodeClicks() if self.live is not None else None
-        if self.clicks is not None:
-            self.clicks.steps = {eid: step for step, eid in self.live.drawing.steps.items()}
-        extra = [self.clicks] if self.clicks is not None else []
-        super().__init__([self.css_html, *top, self.svg_html, *extra])
+        self.step_ids: list[str] = list(self.live.step_ids) if self.live is not None else []
+        self.shown: list[Look] = [_PENDING] * len(self.step_ids)
+        self.last_patch: dict[str, Look] = {}
+        self.patches = 0  # messages sent (a patch, or the whole state for a new view)
+        self._statuses: dict[str, str] = {}
+        parts: list[W.Widget] = []
+        if self.live is not None:
+            order = [self.live.element_id(s) for s in self.step_ids]
+            self.canvas = RunDag(svg=self.live.status_rules() + self.live.svg, order=order,
+                                 steps=dict(zip(order, self.step_ids, strict=True)))
+            self.canvas.on_msg(self._front_end_msg)
+            parts = [self.legend, self.canvas]
+        else:
+            parts = [self.steps_html]
+        super().__init__(parts)
         self.add_class("cl-dagview")
+
+    # kept for the widget: the front end whose ``selected`` follows node clicks
+    @property
+    def clicks(self) -> W.DOMWidget | None:
+        return self.canvas
 
     @property
     def scope(self) -> str | None:
         """The unique CSS class of this view's SVG (None without Graphviz)."""
         return self.live.scope if self.live is not None else None
 
+    def caption(self, step_id: str) -> str:
+        """The status line the front end was told ``step_id`` shows."""
+        status, badge = self.shown[self.step_ids.index(step_id)]
+        return status_line(status, badge)
+
+    def shown_by_step(self) -> dict[str, Look]:
+        """Step id -> (status, badge), as the front end was told to show it."""
+        return dict(zip(self.step_ids, self.shown, strict=True))
+
+    def captions(self) -> dict[str, str]:
+        """Every step's status line, as the front end was told to show it."""
+        return {s: status_line(*look) for s, look in zip(self.step_ids, self.shown, strict=True)}
+
     def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
-        """Show these step statuses (and badges such as ``"x2"``); a no-op when unchanged."""
-        key = (dict(statuses), dict(badges or {}))  # compared as dicts: no sort per redraw
-        if key == self._last:
-            return
-        self._last = key
+        """Show these step statuses (and badges such as ``"x2"``): one message naming only
+        the steps that look different now; none when nothing changed. Raises ValueError
+        for an unknown status."""
+        badges = badges or {}
+        self._statuses = dict(statuses)
         if self.legend is not None:
-            ahead = any(BREAK_MARK in b for b in (badges or {}).values())
+            ahead = any(BREAK_MARK in b for b in badges.values())
             self.legend.update(statuses.values(), [BREAK_NOTE] if ahead else [])
-        if self.live is not None:
-            self.css_html.value = self.live.css(dict(statuses), dict(badges or {}) or None)
+        if self.live is None:
+            self._list(statuses, badges)
             return
+        status_of, badge_of = statuses.get, badges.get  # (a scrubber position: O(steps))
+        looks: list[Look] = [(status_of(s, "pending"), badge_of(s) or None)
+                             for s in self.step_ids]
+        shown = self.shown
+        changed = [i for i, look in enumerate(looks) if look != shown[i]]
+        self.last_patch = {self.step_ids[i]: looks[i] for i in changed}
+        if not changed:
+            return
+        for status in {looks[i][0] for i in changed}:
+            status_style(status)  # raises ValueError for an unknown status
+        self.shown = looks
+        self._send_looks(changed, reset=False)
+
+    def _send_looks(self, indices: list[int], *, reset: bool) -> None:
+        by: dict[str, list[int]] = {}
+        captions: dict[str, str] = {}
+        plain: list[int] = []
+        for i in indices:
+            status, badge = self.shown[i]
+            by.setdefault(status, []).append(i)
+            if badge:
+                captions[str(i)] = css_string(status_line(status, badge))
+            elif not reset:
+                plain.append(i)
+        assert self.canvas is not None
+        self.patches += 1
+        self.canvas.send({"type": "states", "reset": reset, "by": by, "captions": captions,
+                          "plain": plain})
+
+    def _front_end_msg(self, _: Any, content: Any, buffers: Any = None) -> None:
+        # a view was drawn (a cell shown again, a second view): it starts from the SVG's
+        # own look (all pending), so it gets the whole state once
+        if isinstance(content, dict) and content.get("type") == "ready":
+            self._send_looks(list(range(len(self.shown))), reset=True)
+
+    def _list(self, statuses: Mapping[str, str], badges: Mapping[str, str]) -> None:
         rows = "".join(
             f'<li><code>{html.escape(step_id)}</code> '
             f'<span class="cl-badge cl-s-{html.escape(status)}">{html.escape(status)}</span>'
-            f"{' ' + html.escape(badges[step_id]) if badges and step_id in badges else ''}</li>"
+            f"{' ' + html.escape(badges[step_id]) if step_id in badges else ''}</li>"
             for step_id, status in statuses.items())
-        self.svg_html.value = (
-            f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}</div>'
-            f'<ul class="cl-steplist">{rows}</ul>')
+        value = (f'<div class="cl-note">DAG not drawn: {html.escape(self.unavailable or "")}'
+                 f'</div><ul class="cl-steplist">{rows}</ul>')
+        if self.steps_html.value != value:
+            self.steps_html.value = value
 
     def static_svg(self, statuses: Mapping[str, str],
                    badges: Mapping[str, str] | None = None) -> str:

@@ -28,17 +28,17 @@ class FailureLine(W.HBox):
         self.button = W.Button(description="Show in inspector", icon="search",
                              tooltip="open this step in the Inspector",
                              layout=W.Layout(width="auto", display="none"))
-        self.button.on_click(lambda _: self._show_failed())
+        self.button.on_click(widget.on_loop(lambda _: self._show_failed()))
         super().__init__([self.text, self.button])
         self.add_class("cl-failure-line")
 
     def sync(self, view: RunView) -> None:
         """Name ``view``'s first failure; preselect it in the inspector (not over a
         person's pick)."""
-        shown = failure_html(view)
+        found = first_failure(view)  # (once: it walks every step)
+        shown = failure_html(view, found) if found is not None else ""
         if self.text.value != shown:
             self.text.value = shown
-        found = first_failure(view)
         self.button.layout.display = "" if found else "none"
         if found is not None:
             self.button.description = f"Show {found[0]!r}"

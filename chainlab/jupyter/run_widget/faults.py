@@ -97,17 +97,17 @@ class FaultsPanel(W.Accordion):
         for fault, label, tip in _BUTTONS:
             b = W.Button(description=label, tooltip=tip, disabled=True,
                          layout=W.Layout(width="auto"))
-            b.on_click(lambda _, f=fault: self.press(f))
+            b.on_click(widget.on_loop(lambda _, f=fault: self.press(f)))
             self.buttons[str(fault)] = b
         self.note = W.HTML()
         self.status = W.HTML()  # what each injected fault did (armed, fired, did not fire)
-        self.enabled.observe(lambda _: self.refresh(), names="value")
+        self.enabled.observe(widget.on_loop(lambda _: self.refresh()), names="value")
         body = W.VBox([self.enabled, W.HBox([self.step, self.error_kind]),
                        W.HBox(list(self.buttons.values())), self.note, self.status])
         super().__init__(children=[body], selected_index=None)
         self.set_title(0, "Faults")
         self.add_class("cl-faults")
-        self.observe(lambda _: self.refresh(), names="selected_index")
+        self.observe(widget.on_loop(lambda _: self.refresh()), names="selected_index")
 
     def targets(self) -> list[str]:
         """Steps a fault can hit: tool steps of the live run that have not finished (none

@@ -48,9 +48,9 @@ class ForkPanel(W.VBox):
         self.editor = W.VBox([self.args, W.HBox([self.preview_button, self.fork_button]),
                               self.plan])
         self.editor.layout.display = "none"
-        self.open_button.on_click(lambda _: self.toggle())
-        self.preview_button.on_click(lambda _: self.preview())
-        self.fork_button.on_click(lambda _: self.start())
+        self.open_button.on_click(widget.on_loop(lambda _: self.toggle()))
+        self.preview_button.on_click(widget.on_loop(lambda _: self.preview()))
+        self.fork_button.on_click(widget.on_loop(lambda _: self.start()))
         self._step: str | None = None
         super().__init__([self.open_button, self.editor, self.out])
         self.add_class("cl-fork")

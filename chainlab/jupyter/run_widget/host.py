@@ -109,7 +109,9 @@ class RunHost(CardHost, Protocol):
     - ``refresh``: the scrubber (redraw at the scrubbed event);
     - ``live``: the rollback confirmation (resume the run here, then roll it back);
     - ``attach``: the faults section (a second driver took the run over);
-    - ``widget_for``: the fork panel (the forked run's own widget).
+    - ``widget_for``: the fork panel (the forked run's own widget);
+    - ``on_loop``: every panel's buttons, slider and pickers (their callbacks);
+    - ``selected_step``: the scrubber (to the selected step's previous / next event).
     """
 
     @property
@@ -135,4 +137,14 @@ class RunHost(CardHost, Protocol):
 
     def widget_for(self, run: Run) -> W.Widget:
         """A new run widget for ``run`` in the same session (a fork's)."""
+        ...
+
+    @property
+    def selected_step(self) -> str | None:
+        """The step shown in the Inspector (None: none yet)."""
+        ...
+
+    def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:
+        """``fn`` as a front-end callback (a click, a slider move) that runs on the run's
+        loop: the widget is changed only there (:mod:`chainlab.jupyter.runloop`)."""
         ...

@@ -63,7 +63,12 @@ class ApprovalCard(_Card):
                        f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> "
                        + ("would cross the run's budget" if over else "waits for approval")
                        + "</div>")
-        self.preview = W.HTML(f'<div class="cl-label">preview</div>{pretty(st.preview)}')
+        # a tool without a preview of its own previews its args: say so once, not twice
+        # (issue 40: PREVIEW and RESOLVED ARGS showed the same JSON)
+        self.preview = W.HTML(
+            '<div class="cl-note">(no preview: the tool runs with the args below)</div>'
+            if st.preview == st.args else
+            f'<div class="cl-label">preview</div>{pretty(st.preview)}')
         # a budget stop: the raised budget goes with the approval (empty: only this step)
         self.budget = W.Text(placeholder='raise the budget: {"max_cost": 2.0}',
                              layout=W.Layout(width="24em", display="" if over else "none"))

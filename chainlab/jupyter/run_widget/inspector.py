@@ -35,7 +35,7 @@ class StepInspector(W.VBox):
         self.picker = W.Dropdown(description="step", options=[],
                                  style={"description_width": "initial"})
         self.details = W.HTML()
-        self.picker.observe(self._picked, names="value")
+        self.picker.observe(widget.on_loop(self._picked), names="value")
         self._quiet = False
         self.picked = False
         # a remote job that waits: cancel it where it runs (run.cancel_job), this step only
@@ -43,7 +43,7 @@ class StepInspector(W.VBox):
                                    tooltip="send cancel(handle) to the job's backend; the step "
                                            "fails, the run goes on as after any failure",
                                    layout=W.Layout(display="none"))
-        self.cancel_job.on_click(lambda _: self._cancel_job())
+        self.cancel_job.on_click(widget.on_loop(lambda _: self._cancel_job()))
         self.fork = ForkPanel(widget, self.picker)
         super().__init__([self.picker, self.details, self.cancel_job, self.fork])
         self.add_class("cl-inspector")

@@ -68,13 +68,14 @@ class RunAt:
 
 
 class Scrubber(W.HBox):
-    """Time travel over a run's events: a slider (arrow keys move it when focused),
-    previous/next buttons and **Live**. While scrubbed, the DAG (same style patch as live
-    status, no re-layout), the inspector, the approvals and the event log show the state
-    right after the chosen event, and every control is read-only.
+    """Time travel over a run's events: a slider (as wide as the widget), a box to type any
+    event's number, previous/next event, previous/next event of the step selected in the
+    Inspector, and **Live**. While scrubbed, the DAG (only the nodes whose look changed are
+    sent), the inspector, the approvals and the event log show the state right after the
+    chosen event, and every control is read-only.
 
-    ``host``: the widget (its run, a redraw, the error line); ``event_log``: the log whose
-    events name the scrubbed position."""
+    ``host``: the widget (its run, a redraw, the error line, the selected step);
+    ``event_log``: the log whose events name the scrubbed position."""
 
     def __init__(self, host: RunHost, event_log: EventLog):
         self.host = host
@@ -82,25 +83,40 @@ class Scrubber(W.HBox):
         self.seq: int | None = None  # None: live
         self.last = 0
         self.slider = W.IntSlider(value=0, min=0, max=0, description="history",
-                                  continuous_update=True, readout=True,
-                                  layout=W.Layout(width="24em"),
+                                  continuous_update=True, readout=False,
+                                  layout=W.Layout(flex="1 1 18em", min_width="12em"),
                                   style={"description_width": "initial"})
+        # any event, typed (the slider of a 10,000-event run moves dozens of events a pixel)
+        self.box = W.BoundedIntText(value=0, min=0, max=0, continuous_update=False,
+                                    tooltip="type an event's number, then Enter",
+                                    layout=W.Layout(width="7.5em"))
         self.prev_button = W.Button(icon="chevron-left", tooltip="previous event",
                                     layout=W.Layout(width="3em"))
         self.next_button = W.Button(icon="chevron-right", tooltip="next event",
                                     layout=W.Layout(width="3em"))
+        self.step_prev_button = W.Button(
+            icon="angle-double-left", layout=W.Layout(width="3em"),
+            tooltip="previous event of the step selected in the Inspector")
+        self.step_next_button = W.Button(
+            icon="angle-double-right", layout=W.Layout(width="3em"),
+            tooltip="next event of the step selected in the Inspector")
         self.live_button = W.Button(description="Live", icon="circle",
                                     tooltip="back to the run's current state",
                                     layout=W.Layout(width="auto"))
         self.label = W.HTML()
-        self.prev_button.on_click(lambda _: self.step(-1))
-        self.next_button.on_click(lambda _: self.step(+1))
-        self.live_button.on_click(lambda _: self.live())
+        self.prev_button.on_click(host.on_loop(lambda _: self.step(-1)))
+        self.next_button.on_click(host.on_loop(lambda _: self.step(+1)))
+        self.step_prev_button.on_click(host.on_loop(lambda _: self.step_event(-1)))
+        self.step_next_button.on_click(host.on_loop(lambda _: self.step_event(+1)))
+        self.live_button.on_click(host.on_loop(lambda _: self.live()))
         self._syncing = False
         self._view: RunAt | None = None
-        self.slider.observe(self._moved, names="value")
-        super().__init__([self.slider, self.prev_button, self.next_button, self.live_button,
-                          self.label])
+        self.slider.observe(host.on_loop(self._moved), names="value")
+        self.box.observe(host.on_loop(self._moved), names="value")
+        super().__init__([self.slider, self.box, self.prev_button, self.next_button,
+                          self.step_prev_button, self.step_next_button, self.live_button,
+                          self.label], layout=W.Layout(flex_flow="row wrap",
+                                                       align_items="center"))
         self.add_class("cl-scrubber")
 
     # -------------------------------------------------------------- public API
@@ -110,8 +126,7 @@ class Scrubber(W.HBox):
         view = RunAt(self.host.run, seq)  # raises for a seq out of range
         self._view = view  # folded once per position (from the run's nearest snapshot)
         self.seq = seq
-        self._show(seq)
-        self.host.refresh()
+        self.host.refresh()  # (the header and the DAG first, then this bar: host.refresh)
 
     def step(self, delta: int) -> None:
         """One event back (-1) or forward (+1); forward past the last event goes live."""
@@ -122,6 +137,20 @@ class Scrubber(W.HBox):
             self.live()
         else:
             self.scrub_to(max(0, target))
+
+    def step_event(self, delta: int) -> None:
+        """To the previous (-1) or next (+1) event of the step selected in the Inspector
+        (from the scrubbed event, or from the present); nothing when it has none there."""
+        step_id = self.host.selected_step
+        if step_id is None:
+            return
+        self.sync()
+        current = self.last if self.seq is None else self.seq
+        seqs = [ev.seq for ev in self.host.run.history() if ev.step_id == step_id]
+        ahead = [s for s in seqs if s > current] if delta > 0 else \
+            [s for s in seqs if s < current][::-1]
+        if ahead:
+            self.scrub_to(ahead[0])
 
     def live(self) -> None:
         """Back to the run's current state: controls work again."""
@@ -140,18 +169,23 @@ class Scrubber(W.HBox):
         return self._view
 
     # -------------------------------------------------------------- drawing
+    def follow(self) -> None:
+        """Note the run's latest event (the slider's end), drawing nothing yet."""
+        self.last = self.host.run.last_seq
+
     def sync(self) -> None:
         """Follow the run's log: the slider's end is its latest event."""
-        self.last = self.host.run.last_seq
+        self.follow()
         self._show(self.last if self.seq is None else self.seq)
 
     def _show(self, value: int) -> None:
         self._syncing = True
         try:
-            if self.slider.max != self.last:
-                self.slider.max = self.last
-            if self.slider.value != value:
-                self.slider.value = value
+            for w in (self.slider, self.box):
+                if w.max != self.last:
+                    w.max = self.last
+                if w.value != value:
+                    w.value = value
         finally:
             self._syncing = False
         live = self.seq is None
@@ -159,6 +193,12 @@ class Scrubber(W.HBox):
         self.live_button.button_style = "" if live else "info"
         self.prev_button.disabled = value <= 0
         self.next_button.disabled = live
+        step_id = self.host.selected_step
+        for button in (self.step_prev_button, self.step_next_button):
+            button.disabled = step_id is None
+        if step_id is not None:
+            self.step_prev_button.tooltip = f"previous event of step {step_id}"
+            self.step_next_button.tooltip = f"next event of step {step_id}"
         text = self._event_text(value) if not live else "live"
         if self.label.value != text:
             self.label.value = text

@@ -35,7 +35,7 @@ class RunTabs(W.Tab):
         self._was_waiting = 0  # cards in the inbox at the last sync
         super().__init__(children=[self.inbox, self.inspector, self.event_log, self.timeline])
         self.titles = TITLES
-        self.observe(self._tab_selected, names="selected_index")
+        self.observe(widget.on_loop(self._tab_selected), names="selected_index")
 
     def sync(self) -> None:
         """Redraw the inbox and the inspector; count the cards in the Approvals title, and

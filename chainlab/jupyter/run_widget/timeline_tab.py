@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
@@ -36,7 +37,7 @@ class TimelineTab(W.VBox):
         self.drawn_at: int | None = None  # the run's last event seq when drawn
         self.frame: Any = None  # what is shown: the attempts DataFrame and the Gantt chart
         self.figure: Any = None
-        self.draw_button.on_click(lambda _: self.draw())
+        self.draw_button.on_click(widget.on_loop(lambda _: self.draw()))
         super().__init__([self.draw_button, self.loading, self.out])
 
     @property
@@ -51,36 +52,45 @@ class TimelineTab(W.VBox):
 
     def draw(self) -> None:
         """(Re)draw the table and the chart (needs chainlab[jupyter]: pandas, matplotlib):
-        the loading note first, the drawing on the next turn of the loop (at once without
-        a running loop)."""
+        the loading note first; the drawing in a worker thread (matplotlib's first draw
+        takes a second, and the run's loop must not wait for it), shown once done (at once
+        without a running loop)."""
         self.drawn_at = self.widget.run.state.last_seq
         self.out.outputs = ()
         self.loading.layout.display = ""
         try:
-            asyncio.get_running_loop().call_soon(self._draw_now)
+            loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._draw_now()
+            self._show(self._drawn)
+            return
+        loop.run_in_executor(None, self._drawn).add_done_callback(
+            lambda done: self._show(done.result))
 
-    def _draw_now(self) -> None:
+    def _drawn(self) -> tuple[Any, Any, Any]:
+        """The attempts frame, the Gantt chart and what the tab shows of them (any thread:
+        the figure is matplotlib's plain Figure, no pyplot)."""
+        from chainlab.timeline import attempts_frame, plot_timeline
+
+        run = self.widget.run
+        frame = attempts_frame(run.runtime.store, run.run_id)
+        frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
+        figure = plot_timeline(run.runtime.store, run.run_id)
+        return frame, figure, _chart(figure)
+
+    def _show(self, drawn: Callable[[], tuple[Any, Any, Any]]) -> None:
         # outputs are set on the widget, not captured with `with self.out:`: a capture is
         # routed by the parent message of the moment, which a deferred call no longer has
-        run = self.widget.run
         try:
-            from chainlab.timeline import attempts_frame, plot_timeline
-
-            frame = attempts_frame(run.runtime.store, run.run_id)
-            self.frame = frame[[c for c in frame.columns if c in SHOWN_COLUMNS]]
-            self.figure = plot_timeline(run.runtime.store, run.run_id)
+            self.frame, self.figure, chart = drawn()
             self.out.outputs = ()
             # blanks, not None/NaN, where an attempt has no value (issue 29)
             blank = self.frame.astype(object).where(self.frame.notna(), "")
             self.out.append_display_data(blank)
-            self.out.append_display_data(_chart(self.figure))
+            self.out.append_display_data(chart)
         except Exception as exc:
             self.widget.show_error(exc, action="draw the timeline")
         finally:
             self.loading.layout.display = "none"
-
 
 
 def _chart(figure: Any) -> Any:

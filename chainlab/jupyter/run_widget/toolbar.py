@@ -33,7 +33,7 @@ class Toolbar(W.HBox):
         for name, label, icon, tip in BUTTONS:
             b = W.Button(description=label, icon=icon, tooltip=tip,
                          layout=W.Layout(width="auto"))
-            b.on_click(lambda _, name=name: self.press(name))
+            b.on_click(widget.on_loop(lambda _, name=name: self.press(name)))
             self.buttons[name] = b
         self.next_step = W.Dropdown(description="next", options=[], layout=W.Layout(width="16em"))
         super().__init__([*self.buttons.values(), self.next_step])

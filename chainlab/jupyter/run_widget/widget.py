@@ -5,34 +5,33 @@ approvals inbox, a step inspector, the event log tail and the timeline. Buttons 
 run's public coroutines (the same controller a script uses) through
 :func:`chainlab.jupyter._loop.eager`; every error is shown in the widget.
 
-It subscribes to the run's events (a cheap callback that records the event and asks for a
-redraw) and redraws at most about ten times a second, so it keeps working after the cell
-that made it returned, and while a cell awaits ``run.wait()``.
+It subscribes to the run's events and redraws at most about ten times a second, also after
+its cell returned and while a cell awaits ``run.wait()``.
 
 The widget is the host of its panels (:mod:`.host`): each panel gets the widget as a
 :class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view``
 to draw (the run, or the scrubber's past state, :mod:`.scrubber`). The toolbar's rules and
 the header lines are pure functions in :mod:`.controls`; the toolbar is :mod:`.toolbar`,
-the tabs :mod:`.tabs`, the failure line :mod:`.failure`. What is built before the run
-starts and when the rest is built (a run never waits for its widget) is :mod:`.deferred`.
+the tabs :mod:`.tabs`, the failure line :mod:`.failure`. A run started from a cell never
+waits for its widget: the widget is built and shown before the run exists
+(:mod:`.starting`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
 from chainlab.events import Event
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._assets import style_tag
-from chainlab.jupyter._loop import call_on, eager, home_loop
+from chainlab.jupyter._loop import call_on, eager, home_loop, run_on
 from chainlab.jupyter.run_widget.confirm import RollbackConfirm
 from chainlab.jupyter.run_widget.controls import header_html, pending_breakpoints, queue_html
 from chainlab.jupyter.run_widget.dag import DagView
-from chainlab.jupyter.run_widget.deferred import SETTLING, DeferredBuild, Prelaid
 from chainlab.jupyter.run_widget.event_log import EventLog
 from chainlab.jupyter.run_widget.failure import FailureLine
 from chainlab.jupyter.run_widget.faults import FaultsPanel
@@ -40,8 +39,14 @@ from chainlab.jupyter.run_widget.fork import fork_notes
 from chainlab.jupyter.run_widget.legend import BREAK_MARK
 from chainlab.jupyter.run_widget.scrubber import RunAt, Scrubber
 from chainlab.jupyter.run_widget.stale import stale_note
+from chainlab.jupyter.run_widget.starting import (
+    FIRST_DRAW_AFTER,
+    FIRST_DRAW_AT_THE_LATEST_S,
+    SETTLING,
+)
 from chainlab.jupyter.run_widget.tabs import RunTabs
 from chainlab.jupyter.run_widget.toolbar import Toolbar
+from chainlab.jupyter.runloop import loop_of
 from chainlab.jupyter.views import error_html
 from chainlab.render.display import run_badges, run_statuses
 from chainlab.render.throttle import Throttle
@@ -55,81 +60,40 @@ if TYPE_CHECKING:
 __all__ = ["RunWidget"]
 
 REDRAW_RATE = 10.0  # redraws per second, at most
-_PARTS = frozenset({
-    "failure", "show_failure", "error", "buttons", "next_step", "queue", "event_log", "scrubber",
-    "rollback_confirm", "dag", "inbox", "inspector", "timeline", "tabs", "faults", "toolbar",
-    "failure_line",
-})
 
 
 class RunWidget(W.VBox):
     """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one);
-    the :class:`~.host.RunHost` of its panels."""
+    the :class:`~.host.RunHost` of its panels.
+
+    Once shown, it is changed only on the loop ``run`` is driven on (in a kernel, the
+    session's :class:`~chainlab.jupyter.runloop.RunLoop`): the run's events redraw it there,
+    and a click or a slider move that arrives on another thread is handed over to it."""
 
     def __init__(self, run: Run, *, session: NotebookSession | None = None,
-                 log_lines: int = 14, dag: DagView | None = None, defer: bool = False,
-                 prelaid: Prelaid | None = None):
+                 log_lines: int = 14):
         self.run = run  # the handle the controls act on; panels draw `view`
         self.session = session
         self.last_error: BaseException | None = None
-        self._loop = home_loop()  # where runs are driven; clicks may arrive on another thread
+        # where runs are driven; clicks may arrive on another thread (a comm subshell, or
+        # the kernel's main thread while runs are driven on a loop of their own)
+        self._loop = loop_of(run) or home_loop()
         self._unsubscribe: Callable[[], None] | None = None
         self._soon = False
+        self._now = False  # the next redraw ignores the rate (the run settled)
+        self._holding = False  # a fresh run's first redraw waits for its first step
         self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
-        self._log_lines = log_lines
-        # ``dag``: laid out before the run started (so Graphviz does not delay its first step)
-        self._dag = prelaid.dag if prelaid is not None else dag
-        self.built_at: int | None = None  # the run's last event seq when the panels were built
-        self._pending = False
-        self.header = prelaid.header if prelaid is not None else W.HTML()
+        self.header = W.HTML()
         self.header.value = header_html(run, run.status, last_seq=run.last_seq)
         self.stale_note = stale_note(run.run_id)  # shown once the kernel session ended
-        super().__init__([prelaid.style if prelaid is not None else W.HTML(style_tag()),
-                          self.stale_note, self.header])
-        self.add_class("cl-run")
-        if defer and self._loop is not None:
-            # issue 29: building the panels takes 40-150 ms on the kernel's loop; a run
-            # started from a cell must not wait for them. Build once its first steps have
-            # started (or it stopped, or soon anyway); the widget catches up from the log.
-            self._pending = True
-            self._deferred = DeferredBuild(run, self._loop, self.build)
-        else:
-            self._build(None)
-
-    def __getattr__(self, name: str) -> Any:
-        # a panel asked for before the deferred build (a script, a test): build it now
-        if name in _PARTS and self.__dict__.get("_pending"):
-            self.build()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def built(self) -> bool:
-        """True once the panels exist (``%chain run`` builds them after the first steps
-        started, so a run never waits for its widget)."""
-        return not self.__dict__.get("_pending", False)
-
-    def build(self) -> None:
-        """Build the panels now if they were deferred (a no-op after that)."""
-        if not self.__dict__.get("_pending"):
-            return
-        self._pending = False
-        deferred = self.__dict__.pop("_deferred", None)
-        self._build(deferred.stop() if deferred is not None else None)
-
-    def _build(self, early: list[Event] | None) -> None:
-        """``early``: a deferred build, the events recorded before it."""
-        run = self.run
-        self.built_at = run.last_seq
         self.error = W.HTML()
         self.rollback_confirm = RollbackConfirm(self)  # asks before Rollback (issue 18)
         self.toolbar = Toolbar(self, self.rollback_confirm)
         self.buttons, self.next_step = self.toolbar.buttons, self.toolbar.next_step
         self.queue = W.HTML()
-        self.event_log = EventLog(self._log_lines)
+        self.event_log = EventLog(log_lines)
         self.scrubber = Scrubber(self, self.event_log)
-        self.dag = self._dag if self._dag is not None else DagView(
-            run.chain, run.runtime.toolbox, run.runtime.chains)
+        self.dag = DagView(run.chain, run.runtime.toolbox, run.runtime.chains)
         self.tabs = RunTabs(self, self.event_log)
         self.inbox, self.inspector, self.timeline = \
             self.tabs.inbox, self.tabs.inspector, self.tabs.timeline
@@ -139,51 +103,51 @@ class RunWidget(W.VBox):
         self.failure_line = FailureLine(self, self.tabs)
         self.failure, self.show_failure = self.failure_line.text, self.failure_line.button
         if self.dag.clicks is not None:
-            self.dag.clicks.observe(self._node_clicked, names="selected")
-        prelaid = cast("Any", self).children[0]  # (ipywidgets' traits are untyped)
-        self.children = [prelaid, self.stale_note, self.header, self.toolbar,
-                         self.rollback_confirm, self.scrubber, self.queue, self.error,
-                         self.failure_line, self.dag, self.tabs, self.faults]
-        self.attach(run)
-        if early is not None:  # deferred: catch up with what happened before the build
-            try:
-                self.event_log.fill(run.history())  # (committed first)
-            except Exception as exc:
-                self.show_error(exc, action="read the stored events")
-            self.event_log.fill(early)
-            self.refresh()
+            self.dag.clicks.observe(self.on_loop(self._node_clicked), names="selected")
+        super().__init__([W.HTML(style_tag()), self.stale_note, self.header, self.toolbar,
+                          self.rollback_confirm, self.scrubber, self.queue, self.error,
+                          self.failure_line, self.dag, self.tabs, self.faults])
+        self.add_class("cl-run")
+        live = run.active or isinstance(run, WatchedRun)
+        run_on(self._loop if live else None, self.attach, run)  # a live run's loop owns it
 
     # ------------------------------------------------------------------ binding
-    def attach(self, run: Run) -> None:
+    def attach(self, run: Run, *, fresh: bool = False) -> None:
         """Show ``run`` (e.g. the live handle after a resume): stored history first, then
-        live events when this kernel drives it."""
-        if self._pending:
-            self.run = run
-            self.build()
-            return
+        live events when this kernel drives it. ``fresh``: a run just created for this
+        widget (:mod:`.starting`): nothing is read or drawn until its first step started,
+        so the run never waits for its widget. Call it on the run's loop."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
         self.run = run
+        self._loop = loop_of(run) or self._loop
         self.event_log.reset(())
         if run.active or isinstance(run, WatchedRun):  # driven here, or followed (§13)
             self._unsubscribe = run.subscribe(self._on_event)
+        if fresh and not run.paused:  # (started paused, no step starts by itself: draw)
+            self._holding = True
+            asyncio.get_running_loop().call_later(FIRST_DRAW_AT_THE_LATEST_S, self._release)
+            return
         self._read_stored_events(run)
         self.refresh()
 
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self.schedule_refresh()
+
     def _read_stored_events(self, run: RunView) -> None:
-        # events emitted before we subscribed come from the store (once committed)
+        # events emitted before we subscribed come from the store: a live run's log is
+        # flushed first (run.history), its first events may still sit in the group commit
         try:
-            self.event_log.fill(run.event_list())
+            self.event_log.fill(run.history() if isinstance(run, Run) else run.event_list())
         except Exception as exc:
             self.show_error(exc, action="read the stored events")
 
     def close(self) -> None:
         self._throttle.cancel()
-        self._pending = False
-        deferred = self.__dict__.pop("_deferred", None)
-        if deferred is not None:
-            deferred.stop()
+        self._holding = False
         if isinstance(self.run, WatchedRun):
             self.run.stop()
         if self._unsubscribe is not None:
@@ -195,7 +159,14 @@ class RunWidget(W.VBox):
         # called synchronously by the scheduler for every event, in the middle of its
         # bookkeeping: record the event and redraw later, from a consistent state
         self.event_log.add(ev)
-        self.schedule_refresh()
+        if self._holding:
+            if ev.kind not in FIRST_DRAW_AFTER:
+                return
+            self._holding = False
+        if ev.kind in SETTLING:  # nothing more happens by itself: show it now, not 0.1 s on
+            self.schedule_refresh(now=True)
+        else:
+            self.schedule_refresh()
         if ev.kind in SETTLING:
             # the run's last event (or it waits for a person): replace the static output NOW,
             # before `await run.wait()` returns and the cell that awaits it ends (nbclient
@@ -205,10 +176,12 @@ class RunWidget(W.VBox):
             except Exception as exc:
                 self.show_error(exc, action="draw the static picture of the run")
 
-    def schedule_refresh(self) -> None:
+    def schedule_refresh(self, *, now: bool = False) -> None:
         """Redraw soon: on the next loop iteration, at most ~10 times a second (bursts of
-        events are coalesced; the last state is always drawn). Without a running loop
-        (plain Python), redraw now."""
+        events are coalesced; the last state is always drawn); ``now``: on the next
+        iteration whatever the rate (the run settled). Without a running loop (plain
+        Python), redraw now."""
+        self._now = self._now or now
         if self._soon:
             return
         try:
@@ -221,7 +194,23 @@ class RunWidget(W.VBox):
 
     def _tick(self) -> None:
         self._soon = False
+        if self._now:
+            self._now = False
+            self._throttle.cancel()
+            self._redraw_now()
+            return
         self._throttle(None)
+
+    def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:
+        """``fn`` as a callback for the front end (a click, a slider move): called on the
+        run's loop, handed over there from another thread; where it arrives when nothing
+        moves the run (ended, or stored and not driven here: no other writer)."""
+        def callback(*args: Any) -> None:
+            moving = self.run.active or isinstance(self.run, WatchedRun)
+            if not (moving and call_on(self._loop, fn, *args)):
+                fn(*args)
+
+        return callback
 
     def _redraw_now(self, _: object = None) -> None:
         try:
@@ -254,18 +243,18 @@ class RunWidget(W.VBox):
     def refresh(self) -> None:
         """Redraw everything from the run's state (cheap; unchanged parts are not re-sent);
         while scrubbing, from its state at the scrubbed event (read-only)."""
-        if self._pending:
-            return  # drawn when built
-        self.scrubber.sync()
-        self._draw()
+        self.scrubber.follow()
+        self._draw()  # the header and the DAG first: what a person looks at
+        self.scrubber.sync()  # then the history bar (each change is a message of its own)
         if self.scrubber.seq is None:
             self._sync_static()
 
     def _draw(self) -> None:
         view = self.view
         status = view.status
-        self.dag.update(self.statuses(), self.badges())
+        # what a person looks at first goes first: each change is a message of its own
         self._set(self.header, header_html(view, status, last_seq=self.scrubber.last))
+        self.dag.update(self.statuses(), self.badges())
         ready = view.ready_steps()
         self.toolbar.sync(view, status, ready)
         self._set(self.queue, queue_html(view, ready))
@@ -277,6 +266,12 @@ class RunWidget(W.VBox):
         self.event_log.upto = self.scrubber.seq
         self.event_log.refresh()
         fork_notes(self.run, self.inbox, self.event_log.events)
+
+    @property
+    def selected_step(self) -> str | None:
+        """The step the Inspector shows (None before the panels exist)."""
+        tabs = self.__dict__.get("tabs")
+        return tabs.inspector.picker.value if tabs is not None else None
 
     def inspect(self, step_id: str) -> None:
         """Show ``step_id`` in the Inspector tab (what a click on its node does)."""
@@ -358,10 +353,9 @@ class RunWidget(W.VBox):
         from chainlab.jupyter.run_widget.static import picture_bundle
         from chainlab.render.display import run_html
 
-        if self._pending and self._dag is not None:  # the DAG laid out before the start:
-            svg = self._dag.static_svg({s: str(st.status) for s, st in self.run.steps.items()})
-            return picture_bundle(self.run, run_html(self.run, svg=svg))  # no second layout
-        return picture_bundle(self.run, run_html(self.run))
+        run = self.run
+        svg = self.dag.static_svg(run_statuses(run), run_badges(run))  # (its layout)
+        return picture_bundle(run, run_html(run, svg=svg if self.dag.live is not None else None))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.static_bundle()
@@ -393,6 +387,14 @@ class RunWidget(W.VBox):
 
         self._static_status = status
         publish_update(self.picture_bundle(), self.display_id)
+
+    def withdraw(self) -> None:
+        """Close the widget and blank its static picture (its run could not be created)."""
+        self.close()
+        if getattr(self, "_static_status", None) is not None:
+            from chainlab.jupyter.run_widget.static import publish_update
+
+            publish_update({"text/plain": ""}, self.display_id)
 
     def __repr__(self) -> str:
         return f"RunWidget(run {self.run.run_id}, chain {self.run.chain.name!r})"

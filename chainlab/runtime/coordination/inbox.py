@@ -3,20 +3,28 @@
 One read path: each unfinished run is folded by :func:`chainlab.events.fold.read_run` (the
 fold every front end uses); a step in ``waiting_confirmation`` or ``in_doubt`` is one
 :class:`WaitingDecision`. ``chainlab approvals`` prints them, ``%chain approvals`` shows a
-card for each; their buttons decide through :meth:`Runtime.decide`.
+card for each; their buttons decide through :meth:`Runtime.decide`. :func:`follow_decisions`
+reads them again whenever the store may have changed (issue 40: an inbox read once, when its
+cell ran, said "0 decisions wait" while two runs above it waited).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 from chainlab.errors import RunNotFoundError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, StepStatus, read_run
-from chainlab.store.base import RunRecord, Store
+from chainlab.store.base import Notifier, RunRecord, Store
 
-__all__ = ["DecisionKind", "WaitingDecision", "waiting_decisions", "waiting_in"]
+if TYPE_CHECKING:
+    from chainlab.runtime.coordination import Host
+
+__all__ = ["DecisionKind", "WaitingDecision", "follow_decisions", "waiting_decisions",
+           "waiting_in"]
 
 DecisionKind = Literal["confirm", "in_doubt"]
 
@@ -103,3 +111,40 @@ def waiting_decisions(store: Store, run_ids: Iterable[str] | None = None
         out += waiting_in(record, events, state)
     out.sort(key=lambda d: (d.since, d.run_id, d.seq))
     return out
+
+
+def _moved(store: Store) -> tuple[tuple[str, str, float], ...]:
+    """What changes whenever a decision may have come or gone: every unfinished run with
+    its status and the time of its last event (one read of the run list)."""
+    return tuple((r.run_id, str(r.status), r.updated_at) for r in store.list_runs(None)
+                 if r.status not in RUN_TERMINAL)
+
+
+async def follow_decisions(host: Host, *, poll_s: float = 1.0
+                           ) -> AsyncIterator[list[WaitingDecision]]:
+    """The store's waiting decisions now, then again each time they changed, until the
+    caller stops iterating. A store that notifies commits (PostgreSQL's NOTIFY,
+    :class:`~chainlab.store.base.Notifier`) wakes the follower; any other store is polled:
+    one read of the run list every ``poll_s`` seconds, the decisions read again only when a
+    run moved. Raises StoreError when the store cannot be read."""
+    store = host.store
+    notifier = store if isinstance(store, Notifier) else None
+    commits = -1
+    if notifier is not None:  # listen BEFORE the first read: no commit falls in between
+        commits = await host.run_io(notifier.wait_for_commit, commits, 0.0)
+    seen: tuple[tuple[str, str, float], ...] | None = None
+    shown: list[tuple[str, str, str, int, int]] | None = None
+    while True:
+        moved = await host.run_io(_moved, store)
+        if moved != seen:  # a run moved: its decisions may have changed
+            seen = moved
+            items = await host.run_io(waiting_decisions, store, [r for r, *_ in moved])
+            now = [(d.run_id, d.step_id, d.kind, d.seq, d.attempt) for d in items]
+            if now != shown:
+                shown = now
+                yield items
+        if notifier is not None:
+            commits = await anyio.to_thread.run_sync(
+                notifier.wait_for_commit, commits, max(poll_s, 5.0), abandon_on_cancel=True)
+        else:
+            await anyio.sleep(poll_s)

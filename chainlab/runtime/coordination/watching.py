@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -127,20 +128,31 @@ class WatchedRun(Run):
         return info
 
     def driven_by(self) -> str:
-        """``pid 123 on host 'x' (epoch 4)``, or what happens without a live driver."""
+        """Who drives the run, as a phrase: ``driven by pid 123 on host 'x' (epoch 4)``
+        while that driver lives (its heartbeat is fresh; on this host, its process exists:
+        the runtime's one rule, ``Liveness.live_driver``); else that its driver is gone, or
+        that nobody drives it, and what a decision taken here then does (on a run of a
+        worker fleet's queue: it is left to the fleet)."""
         queue = self.record.queue
         if queue is not None and self.status == RunStatus.SUSPENDED:  # it holds no worker
             return (f"no worker while it waits for a person (a decision taken here is left "
                     f"to the fleet of queue {queue!r})")
         info = self.driver()
-        if info is None and self.status in RUN_TERMINAL:
-            return "no driver (the run has ended)"
+        if self.status in RUN_TERMINAL:
+            return "not driven (the run has ended)"
         if info is None and queue is not None:  # a worker fleet's run
             return (f"no worker right now (a decision taken here is left to the fleet of "
                     f"queue {queue!r})")
+        takes = "a decision taken here takes the run over in this process"
         if info is None:
-            return "no live driver (a decision taken here takes the run over in this process)"
-        return info.describe()
+            return f"no live driver ({takes})"
+        current = replace(self.record, status=self.status, epoch=info.epoch)
+        if info.driver_id != self.runtime.liveness.driver_id \
+                and self.runtime.liveness.live_driver(info, current) is None:
+            age = info.age(time.time())
+            return (f"its driver, {info.describe()}, is gone (no heartbeat for {age:.0f} s); "
+                    f"{takes}")
+        return f"driven by {info.describe()}"
 
     @property
     def following(self) -> bool:
@@ -271,7 +283,7 @@ class WatchedRun(Run):
 
     def _k(self) -> Kernel:
         raise RunNotActiveError(
-            f"run {self.run_id!r} is driven by {self.driven_by()}, not by this process: "
+            f"run {self.run_id!r} is {self.driven_by()}, not by this process: "
             "pause, step, continue, cancel, rollback and breakpoints act in the driving "
             "process; approve / reject / resolve work here (they go through the store)",
             run_id=self.run_id, status=str(self.status))

@@ -9,10 +9,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
-__all__ = ["EventListener", "Listener", "MailListener"]
+from chainlab.errors import StoreError
+
+__all__ = ["CHANNEL", "EventListener", "Listener", "MailListener", "PostgresWatching"]
+
+#: the NOTIFY channel of committed events (payload ``"<run_id> <last seq>"``)
+CHANNEL = "chainlab_events"
 
 
 class Listener(threading.Thread):
@@ -71,14 +77,20 @@ class EventListener(Listener):
     def __init__(self, dsn: str, connect_timeout: float, channel: str):
         super().__init__(dsn, connect_timeout, (channel,), "chainlab-postgres-listener")
         self.heads: dict[str, int] = {}
+        self.commits = 0  # notifications seen, of any run
 
     def note(self, channel: str, payload: str) -> None:
         run_id, _, seq = payload.rpartition(" ")
+        self.commits += 1
         if int(seq) > self.heads.get(run_id, 0):
             self.heads[run_id] = int(seq)
 
     def wait_for(self, run_id: str, after_seq: int, timeout: float) -> bool:
         return self.wait(lambda: self.heads.get(run_id, 0) > after_seq, timeout)
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        self.wait(lambda: self.commits > seen, timeout)
+        return self.commits
 
 
 class MailListener(Listener):
@@ -98,3 +110,43 @@ class MailListener(Listener):
             if len(self.answered) > 100_000:  # waiters re-read the store on timeout
                 self.answered.clear()
             self.answered.add(int(payload))
+
+
+class PostgresWatching:
+    """The PostgreSQL store's waits for commits (a base of PostgresStore): one
+    :class:`EventListener` per store, started by the first wait."""
+
+    dsn: str
+    connect_timeout: float
+    _listener: EventListener | None
+    _writer_lock: Any
+    _closed: bool
+
+    def wait_for_events(self, run_id: str, after_seq: int, timeout: float) -> bool:
+        """Block until events of ``run_id`` after ``after_seq`` may have been committed (a
+        NOTIFY said so) or ``timeout`` seconds passed; True when woken by a notification.
+        The first call starts listening and returns True at once: read the log after it,
+        so nothing committed between the read and the wait is missed."""
+        if self._listener is None:
+            self._listen()
+            return True
+        return self._listener.wait_for(run_id, after_seq, timeout)
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        """Block until events of any run were committed after ``seen`` notifications (the
+        count this returned last time; -1 the first time) or ``timeout`` seconds passed;
+        returns the count now. The first call starts listening and returns at once."""
+        if self._listener is None:
+            self._listen()
+            return self._listener.commits if self._listener is not None else 0
+        return self._listener.wait_for_commit(seen, timeout)
+
+    def _listen(self) -> None:
+        with self._writer_lock:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            if self._listener is None:
+                self._listener = EventListener(self.dsn, self.connect_timeout, CHANNEL)
+                self._listener.start()
+                self._listener.ready.wait(self.connect_timeout)
+

@@ -54,7 +54,7 @@ from chainlab.store._writer import (
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
-from chainlab.store.postgres.listen import EventListener
+from chainlab.store.postgres.listen import CHANNEL, EventListener, PostgresWatching
 from chainlab.store.postgres.queue import PostgresQueue
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
 
@@ -67,13 +67,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = ["CHANNEL", "PostgresStore"]
 
-#: the NOTIFY channel of committed events (payload ``"<run_id> <last seq>"``)
-CHANNEL = "chainlab_events"
 _RETRIES = 3  # a batch that met a deadlock or a serialization failure is tried again
 _RUN_COLUMNS = run_select("postgres")
 
 
-class PostgresStore(PostgresQueue, PostgresLiveness, WriterStore):
+class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterStore):
     """Runs and events in a PostgreSQL database, e.g.
     ``PostgresStore("postgresql://user:pw@host/db")`` or a libpq conninfo string
     (``"host=/run/postgresql dbname=chainlab"``).
@@ -252,23 +250,6 @@ class PostgresStore(PostgresQueue, PostgresLiveness, WriterStore):
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read-only SQL query (``%s`` placeholders)."""
         return self._read(lambda c: c.execute(sql, params).fetchall())  # type: ignore[no-any-return]
-
-    # ------------------------------------------------------------------ watching
-    def wait_for_events(self, run_id: str, after_seq: int, timeout: float) -> bool:
-        """Block until events of ``run_id`` after ``after_seq`` may have been committed (a
-        NOTIFY said so) or ``timeout`` seconds passed; True when woken by a notification.
-        The first call starts listening and returns True at once: read the log after it,
-        so nothing committed between the read and the wait is missed."""
-        if self._listener is None:
-            with self._writer_lock:
-                if self._closed:
-                    raise StoreError(f"{self!r} is closed")
-                if self._listener is None:
-                    self._listener = EventListener(self.dsn, self.connect_timeout, CHANNEL)
-                    self._listener.start()
-                    self._listener.ready.wait(self.connect_timeout)
-            return True
-        return self._listener.wait_for(run_id, after_seq, timeout)
 
     # ------------------------------------------------------------------ writes
     def _new_writer(self) -> GroupCommitWriter:
