@@ -77,7 +77,7 @@ def test_the_agent_steps_transcript_in_the_inspector(lab: Lab, page: Any) -> Non
     inspector = run.locator(".cl-inspector")
     for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
         themed(page, theme)
-        run.scroll_into_view_if_needed()
+        run.locator(".cl-head").scroll_into_view_if_needed()  # the head and the DAG
         run.screenshot(path=str(shots / f"agent-widget-{name}.png"))
         transcript.scroll_into_view_if_needed()
         inspector.screenshot(path=str(shots / f"agent-transcript-{name}.png"))
