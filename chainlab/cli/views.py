@@ -183,14 +183,18 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
     with_usage = bool(state.usage)  # the usage columns only for a run that reported any
     if with_usage:
         cols += [Col("tokens", drop=6, justify="right"), Col("cost", drop=5, justify="right")]
-    shown = steps
+    shown, folded = _fold_grown(steps)
     caption = None
-    if limit is not None and len(steps) > limit:
+    if limit is not None and len(shown) > limit:
         shown = [st for st in steps if st.status in _ATTENTION][:limit]
+        kept = {id(st) for st in shown}
         caption = f"{len(steps) - len(shown)} more steps: " + counts_line(
-            [st for st in steps if st not in shown])
+            [st for st in steps if id(st) not in kept])
     rows: list[list[str | Text]] = []
     for st in shown:
+        if isinstance(st, str):  # the grown steps of a parent not shown one by one
+            rows.append([Text(st, style="dim"), "", "", "", "", folded[st]])
+            continue
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
@@ -204,6 +208,39 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
     table = fitted(cols, rows, width, title=title, expand=True)
     table.caption = caption
     return table
+
+
+GROWN_SHOWN = 5  # rows per step that grew steps; the rest are counted in one row
+
+
+def _fold_grown(steps: list[StepState]) -> tuple[list[Any], dict[str, str]]:
+    """The rows of a steps table: a step's grown steps (a for_each step's instances) after
+    it, those that need attention first, at most :data:`GROWN_SHOWN`, the rest counted in
+    one row (``… 9,995 more of pay``: its key, with the counts in ``folded``)."""
+    if not any(st.parent is not None for st in steps):
+        return steps, {}
+    grown: dict[str, list[StepState]] = {}
+    for st in steps:
+        if st.parent is not None:
+            grown.setdefault(st.parent, []).append(st)
+    shown: list[Any] = []
+    folded: dict[str, str] = {}
+    for st in steps:
+        if st.parent is not None and st.parent in grown:
+            continue  # (listed under their parent)
+        shown.append(st)
+        kids = grown.get(st.step_id)
+        if not kids:
+            continue
+        first = sorted(kids, key=lambda k: k.status not in _ATTENTION)[:GROWN_SHOWN]
+        picked = {id(k) for k in first}
+        shown += [k for k in kids if id(k) in picked]
+        rest = [k for k in kids if id(k) not in picked]
+        if rest:
+            key = f"… {len(rest):,} more of {st.step_id}"
+            folded[key] = counts_line(rest)
+            shown.append(key)
+    return shown, folded
 
 
 def counts_line(steps: Iterable[StepState]) -> str:

@@ -93,6 +93,8 @@ class StepState:
     # ended), handle, how, submitted_at, state, progress, note, polls, poll_errors, error,
     # completion (a stored callback: output | error), updated_at
     job: dict[str, Any] | None = None
+    # a grown step (a for_each instance, an agent's call): the step that grew it
+    parent: str | None = None
 
     @property
     def done(self) -> bool:

@@ -121,6 +121,7 @@ def _on_steps_added(state: FoldState, ev: Event) -> None:
         if step_id in steps:
             raise step_exists(step_id)
         st = state.step(step_id)
+        st.parent = parent
         added.append(step_id)
         reused = reuse.get(step_id) if reuse else None
         if reused is not None:

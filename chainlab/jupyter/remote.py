@@ -23,7 +23,7 @@ import ipywidgets as W
 
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop, run_on
-from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard
+from chainlab.jupyter.run_widget.inbox import ApprovalCard, DoubtCard, waiting_groups
 from chainlab.jupyter.runloop import RunLoop
 from chainlab.jupyter.session import get_session
 from chainlab.jupyter.views import error_html
@@ -102,6 +102,7 @@ class ApprovalsInbox(W.VBox):
         self.items: list[WaitingDecision] = []
         self.cards: dict[tuple[str, str], _Card] = {}
         self.hosts: dict[str, _RunHost] = {}
+        self._grouped: dict[str, dict[str, tuple[str, int]]] = {}  # run -> waiting_groups
         self.lines: dict[str, W.HTML] = {}
         self.last_error: BaseException | None = None
         self.reads = 0  # how many times the waiting decisions were read
@@ -189,6 +190,7 @@ class ApprovalsInbox(W.VBox):
         shown: list[W.Widget] = []
         keep: dict[tuple[str, str], _Card] = {}
         lines: dict[str, W.HTML] = {}
+        self._grouped = {}  # (per read: each run's waiting steps counted once)
         for item in items:
             card = self._card(item)
             if card is not None:
@@ -240,7 +242,16 @@ class ApprovalsInbox(W.VBox):
         card = self.cards.get((item.run_id, item.step_id))
         if card is None or not isinstance(card, cls) or card.key != key:
             card = cls(host, item.step_id)
+        if isinstance(card, ApprovalCard):  # one of several a step grew: "Approve all N"
+            card.set_group(self._groups(item.run_id).get(item.step_id))
         return card
+
+    def _groups(self, run_id: str) -> dict[str, tuple[str, int]]:
+        if run_id not in self._grouped:
+            self._grouped[run_id] = waiting_groups(
+                self.hosts[run_id].run.steps,
+                [i.step_id for i in self.items if i.run_id == run_id and i.kind == "confirm"])
+        return self._grouped[run_id]
 
     def _run_line(self, item: WaitingDecision) -> str:
         run = self.hosts[item.run_id].run

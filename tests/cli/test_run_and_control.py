@@ -4,6 +4,7 @@ report, and the side effects the tools wrote."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -301,3 +302,28 @@ steps:
     assert f"chainlab resume {run_id}" in err
     r = chainlab("resume", run_id, "--json", cwd=tmp_path)
     assert r.code == 0 and r.json["outputs"] == {"block": "went on"}
+
+
+def test_show_folds_the_instances_of_a_large_for_each_step(tmp_path: Path) -> None:
+    """A 40-instance step shows 5 instance rows under it and counts the rest in one row;
+    the JSON view keeps every instance."""
+    chain = write(tmp_path / "adds.yaml", """
+name: many
+steps:
+  - id: add
+    tool: add
+    for_each: "{{ context.ns }}"
+    args: {a: "{{ item }}", b: 1}
+""")
+    ns = list(range(40))
+    r = chainlab("run", str(chain), "--tools", TOOLS, "-c", json.dumps({"ns": ns}),
+                 cwd=tmp_path)
+    assert r.code == 0, r.err
+    shown = chainlab("show", r.run_id(), cwd=tmp_path, COLUMNS="120")
+    assert shown.code == 0, shown.err
+    rows = [line for line in shown.out.splitlines() if "add[" in line]
+    assert len(rows) == 5, shown.out
+    assert "… 35 more of add" in shown.out and "35 succeeded" in shown.out
+    data = chainlab("show", r.run_id(), "--json", cwd=tmp_path).json
+    assert data["outputs"]["add"] == [n + 1 for n in ns]
+    assert len([s for s in data["steps"] if s.startswith("add[")]) == 40

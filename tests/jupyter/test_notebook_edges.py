@@ -163,3 +163,70 @@ async def test_the_inbox_says_a_driver_whose_process_is_gone_is_gone(sh: Harness
     assert f"its driver, pid {pid} on host" in line and "is gone" in line, line
     assert "a decision taken here takes the run over in this process" in line
     inbox.close()
+
+
+FANOUT = ('%%chain payouts --tools tb\nsteps:\n  - id: pay\n    tool: pay\n'
+          '    for_each: "{{ context.amounts }}"\n    args: {amount: "{{ item }}"}\n')
+
+
+async def test_approve_all_from_a_card_of_the_run_widget(sh: Harness) -> None:
+    """Issue 35 item 5: each waiting instance's card offers "Approve all 3"; one click
+    approves the three, each with its own args."""
+    await sh.ok(TOOLS)
+    await sh.ok(FANOUT)
+    await sh.ok("r = %chain run payouts --tools tb --context '{\"amounts\": [1, 2, 3]}'")
+    await sh.ok("await r.wait()")
+    await sh.settle()
+    shown = sh.session.widgets[sh.ns["r"].run_id]  # the run's widget in this kernel
+    shown.refresh()
+    card = shown.inbox.card("pay[1]")
+    assert card.all_button.description == "Approve all 3"
+    assert card.all_button.layout.display == ""
+    assert "each with its own args" in card.all_button.tooltip
+    card.all_button.click()
+    await sh.ok("res = await r.wait()")
+    assert sh.ns["res"].outputs["pay"] == ["paid 1.0", "paid 2.0", "paid 3.0"]
+    approvals = [e for e in sh.ns["r"].history() if e.kind == "step_approved"]
+    assert sorted(e.step_id for e in approvals) == ["pay[0]", "pay[1]", "pay[2]"]
+
+
+async def test_approve_all_from_the_team_inbox(sh: Harness) -> None:
+    await sh.ok(TOOLS)
+    await sh.ok(FANOUT)
+    db = sh.tmp_path / "all.db"
+    await sh.ok(f"r = %chain run payouts --tools tb --db '{db}' "
+                "--context '{\"amounts\": [4, 5]}'")
+    await sh.ok("await r.wait()")
+    inbox = await sh.ok(f"%chain approvals --db '{db}' --tools tb")
+    card = inbox.card(sh.ns["r"].run_id, "pay[0]")
+    assert card.all_button.description == "Approve all 2"
+    card.all_button.click()
+    await sh.settle()  # (the inbox decides through the runtime, as from another process)
+    await sh.ok("res = await r.wait()")
+    assert sh.ns["res"].outputs["pay"] == ["paid 4.0", "paid 5.0"]
+    await sh.settle()
+    inbox.refresh()
+    assert inbox.cards == {}
+
+
+async def test_the_inspector_lists_a_for_each_steps_instances(sh: Harness) -> None:
+    """Issue 35 item 5: the inspector of a for_each step lists its instances (status, args,
+    output, attempts), the first 25 of 30, and each opens from the step list."""
+    await sh.ok("import chainlab\ntb = chainlab.Toolbox('sq')\n"
+                "@tb.tool\ndef sq(n: int) -> int:\n    return n * n\n")
+    await sh.ok('%%chain squares --tools tb\nsteps:\n  - id: sq\n    tool: sq\n'
+                '    for_each: "{{ context.ns }}"\n    args: {n: "{{ item }}"}\n')
+    await sh.ok("r = %chain run squares --tools tb --context '{\"ns\": " +
+                str(list(range(30))) + "}'")
+    await sh.ok("res = await r.wait()")
+    await sh.settle()
+    widget = sh.session.widgets[sh.ns["r"].run_id]
+    widget.refresh()
+    widget.inspector.select("sq")
+    text = widget.inspector.details.value
+    assert "its 30 grown steps" in text
+    assert "<code>sq[0]</code>" in text and "<code>sq[24]</code>" in text
+    assert "<code>sq[25]</code>" not in text and "… and 5 more" in text
+    assert "{&quot;n&quot;: 7}" in text and "<td>49</td>" in text  # args and output
+    widget.inspector.select("sq[29]")  # an instance opens like any step
+    assert "841" in widget.inspector.details.value

@@ -1,7 +1,8 @@
 """The approvals inbox: one card per step that waits for a person.
 
 A step waiting for confirmation gets an :class:`ApprovalCard` (tool, resolved args, preview,
-Approve / Reject with a reason, optional edit of the args); an in-doubt step gets a
+Approve / Reject with a reason, optional edit of the args; "Approve all N" when it is one of
+several waiting steps a step grew, e.g. a for_each step's instances); an in-doubt step gets a
 :class:`DoubtCard` (what went wrong, then: it took effect with this output / retry / fail).
 Cards call the run's public API through their host (:class:`~.host.CardHost`: the run
 widget, or the team inbox of :mod:`chainlab.jupyter.remote`), like a script would.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Coroutine
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
@@ -20,9 +22,10 @@ from chainlab.events.status import StepStatus
 from chainlab.jupyter.views import error_html, pretty, tool_of
 
 if TYPE_CHECKING:
+    from chainlab.events.fold_state import StepState
     from chainlab.jupyter.run_widget.host import CardHost
 
-__all__ = ["ApprovalCard", "DoubtCard", "Inbox"]
+__all__ = ["ApprovalCard", "DoubtCard", "Inbox", "waiting_groups"]
 
 
 class _Card(W.VBox):
@@ -55,7 +58,7 @@ class _Card(W.VBox):
 class ApprovalCard(_Card):
     """Approve or reject one step that waits for confirmation."""
 
-    def __init__(self, widget: CardHost, step_id: str):
+    def __init__(self, widget: CardHost, step_id: str, group: tuple[str, int] | None = None):
         st = widget.view.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
         over = st.reason == "budget_exceeded"  # the run's budget stops it, not its tool
@@ -83,9 +86,16 @@ class ApprovalCard(_Card):
                              layout=W.Layout(width="18em"))
         self.reject_button = W.Button(description="Reject", button_style="danger",
                                       icon="times", tooltip=f"do not run {step_id}")
+        # one of several waiting steps a step grew (a for_each step's instances): all at once
+        self.all_button = W.Button(button_style="success", icon="check-double",
+                                   layout=W.Layout(display="none"))
+        self.group: str | None = None
+        self.set_group(group)
         self.approve_button.on_click(lambda _: self.approve())
+        self.all_button.on_click(lambda _: self.approve_all())
         self.reject_button.on_click(lambda _: self.reject())
-        buttons = W.HBox([self.approve_button, self.reason, self.reject_button])
+        buttons = W.HBox([self.approve_button, self.all_button, self.reason,
+                          self.reject_button])
         super().__init__(widget, step_id, [title, self.preview, args, self.budget,
                                            self.edit_toggle, self.edit, buttons])
 
@@ -119,6 +129,26 @@ class ApprovalCard(_Card):
                                                     "widget", budget=budget))
             return
         self.act("approve", lambda: run.approve(step_id, args, note="approved in the widget"))
+
+    def set_group(self, group: tuple[str, int] | None) -> None:
+        """``(parent, n)``: this step is one of ``n`` waiting steps ``parent`` grew; the
+        card then offers to approve them all (each with its own args). None: it is not."""
+        self.group = group[0] if group else None
+        self.all_button.layout.display = "" if group else "none"
+        if group:
+            parent, n = group
+            self.all_button.description = f"Approve all {n}"
+            self.all_button.tooltip = (f"approve the {n} waiting steps of {parent}, each "
+                                       "with its own args (each recorded as its own approval)")
+
+    def approve_all(self) -> None:
+        """What the "Approve all N" button does: every waiting step of this step's parent,
+        each with its own args (``run.approve_all``)."""
+        if self.group is None:
+            return
+        run, parent = self.widget.run, self.group
+        self.act("approve", lambda: run.approve_all(parent, note="approved in the widget "
+                                                                 "(approve all)"))
 
     def reject(self) -> None:
         """What the Reject button does (a reason is required)."""
@@ -206,11 +236,17 @@ class Inbox(W.VBox):
             if step_id not in waiting or card.key != self._key(step_id):
                 del self.cards[step_id]
                 changed = True
+        groups = waiting_groups(steps, [s for s, status in waiting.items()
+                                        if status == StepStatus.WAITING_CONFIRMATION])
         for step_id, status in waiting.items():
-            if step_id not in self.cards:
-                cls = ApprovalCard if status == StepStatus.WAITING_CONFIRMATION else DoubtCard
-                self.cards[step_id] = cls(self.widget, step_id)
+            found = self.cards.get(step_id)
+            if found is None:
+                self.cards[step_id] = ApprovalCard(self.widget, step_id, groups.get(step_id)) \
+                    if status == StepStatus.WAITING_CONFIRMATION else \
+                    DoubtCard(self.widget, step_id)
                 changed = True
+            elif isinstance(found, ApprovalCard):  # (a trait set to its value sends nothing)
+                found.set_group(groups.get(step_id))
         if changed:
             self.children = [self.cards[s] for s in steps if s in self.cards] or [self.empty]
         if historic:
@@ -232,6 +268,15 @@ class Inbox(W.VBox):
         except KeyError:
             raise KeyError(f"no card for step {step_id!r}; waiting: "
                            f"{', '.join(self.cards) or 'nothing'}") from None
+
+
+def waiting_groups(steps: Mapping[str, StepState], waiting: Iterable[str]
+                   ) -> dict[str, tuple[str, int]]:
+    """For each of the ``waiting`` steps (waiting for confirmation) that a step grew, with
+    others of that parent waiting too: ``(parent, how many of its steps wait)``."""
+    waiting = [s for s in waiting if steps[s].parent is not None]
+    count = Counter(steps[s].parent for s in waiting)
+    return {s: (p, count[p]) for s in waiting if count[p := steps[s].parent or ""] > 1}
 
 
 def _disable(widget: W.Widget) -> None:

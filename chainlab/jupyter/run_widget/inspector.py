@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
@@ -20,6 +21,7 @@ from chainlab.render.display import reason_text
 from chainlab.render.json import job_dict
 
 if TYPE_CHECKING:
+    from chainlab.events.fold_state import StepState
     from chainlab.jupyter.run_widget.host import RunHost
 
 __all__ = ["StepInspector", "error_text"]
@@ -132,6 +134,9 @@ class StepInspector(W.VBox):
                  f'<div class="cl-label">resolved args</div>{pretty(st.args)}']
         if st.output is not None or st.status == "succeeded":
             parts.append(f'<div class="cl-label">output</div>{pretty(st.output)}')
+        grown = run.state.children.get(step_id)
+        if grown:  # a for_each step's instances, an agent's calls: each an ordinary step
+            parts.append(grown_table(run.steps, grown))
         attempts = [a for a in run.state.attempts if a.step_id == step_id]
         if attempts:
             lines = "".join(
@@ -147,6 +152,33 @@ class StepInspector(W.VBox):
                          f"{lines}</table>")
         parts.append(transcript_html(run.state, step_id))  # an agent step's turns and calls
         return "".join(parts)
+
+
+GROWN_ROWS = 25  # rows of a grown step's table; the rest are counted (each is in the list)
+
+
+def grown_table(steps: Mapping[str, StepState], ids: Sequence[str]) -> str:
+    """The steps a step grew, in order: status, args, output (or error), attempts; the
+    first :data:`GROWN_ROWS`, then how many more (each one opens from the step list)."""
+    def cut(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    rows = []
+    for sid in ids[:GROWN_ROWS]:
+        st = steps[sid]
+        result = error_text(st.error_kind, st.error) if st.error else \
+            (cut(st.output) if st.status == "succeeded" else "")
+        rows.append(f"<tr><td><code>{esc(sid)}</code></td><td>{esc(str(st.status))}</td>"
+                    f"<td>{esc(cut(st.args) if st.args is not None else '')}</td>"
+                    f"<td>{esc(result)}</td><td>{st.attempts}</td></tr>")
+    more = len(ids) - GROWN_ROWS
+    tail = (f'<div class="cl-note">… and {more} more: pick one in the step list above to '
+            "open it</div>" if more > 0 else
+            '<div class="cl-note">pick one in the step list above to open it</div>')
+    head = "<tr><th>step</th><th>status</th><th>args</th><th>output</th><th>attempts</th></tr>"
+    return (f'<div class="cl-label">its {len(ids)} grown steps</div>'
+            f'<table class="cl-table cl-grown">{head}{"".join(rows)}</table>{tail}')
 
 
 def error_text(kind: str | None, error: str | None) -> str:

@@ -256,6 +256,15 @@ class WatchedRun(Run):
         when it refuses."""
         await self._decide(step_id, "approve", args=args, note=note, by=by, budget=budget)
 
+    async def approve_all(self, step_id: str, note: str | None = None, *,
+                          by: str | None = None) -> list[str]:
+        """Approve every step waiting at or under ``step_id`` through
+        :meth:`Runtime.approve_all` (each with its own args). Returns the ids approved."""
+        done: list[str] = await self.runtime.approve_all(self.run_id, step_id, note=note, by=by)
+        self.last_decision = "applied" if done else self.last_decision
+        self._after_decision()
+        return done
+
     async def reject(self, step_id: str, reason: str = "rejected", *,
                      by: str | None = None) -> None:
         """Reject through :meth:`Runtime.decide`."""
@@ -270,6 +279,9 @@ class WatchedRun(Run):
 
     async def _decide(self, step_id: str, action: str, **fields: Any) -> None:
         self.last_decision = await self.runtime.decide(self.run_id, step_id, action, **fields)
+        self._after_decision()
+
+    def _after_decision(self) -> None:
         live = self.runtime.get_run(self.run_id)
         if live.active:  # nobody drove it: this process took it over and drives it now
             self.stop()
