@@ -22,11 +22,12 @@ from rich.console import Console
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
-from chainlab.cli.views import next_steps, run_line, steps_table, turns_lines
+from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
+from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
@@ -83,6 +84,21 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
     if hints is not None:
         io.out.print(hints, soft_wrap=True)
     return exit_code_for(status)
+
+
+def turns_lines(state: RunState) -> list[str]:
+    """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
+    help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
+    the turn that answered says ``final answer``."""
+    out = []
+    for step_id, turns in turns_by_step(state).items():
+        for turn in turns:
+            calls = [f"{c['step_id']} {c['tool']} {c['status']}" if c["step_id"] is not None
+                     else f"{c['function']!r} refused" for c in turn["calls"]]
+            what = ", ".join(calls) if calls else ("final answer" if turn["final"] else
+                                                   "no call")
+            out.append(f"{step_id} turn {turn['turn']}: {what}")
+    return out
 
 
 def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: Store, db: str,

@@ -25,7 +25,7 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
-from chainlab.runtime.engine.attempt.agentcalls import call_tools, turns_by_step
+from chainlab.runtime.engine.attempt.agentcalls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import QueueDepth
 
@@ -395,18 +395,3 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 def print_json(console: Console, data: Any) -> None:
     console.print_json(json.dumps(data, default=str, ensure_ascii=False))
-
-
-def turns_lines(state: RunState) -> list[str]:
-    """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
-    help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
-    the turn that answered says ``final answer``."""
-    out = []
-    for step_id, turns in turns_by_step(state).items():
-        for turn in turns:
-            calls = [f"{c['step_id']} {c['tool']} {c['status']}" if c["step_id"] is not None
-                     else f"{c['function']!r} refused" for c in turn["calls"]]
-            what = ", ".join(calls) if calls else ("final answer" if turn["final"] else
-                                                   "no call")
-            out.append(f"{step_id} turn {turn['turn']}: {what}")
-    return out
