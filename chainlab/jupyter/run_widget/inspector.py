@@ -105,7 +105,7 @@ class StepInspector(W.VBox):
         why = reason_text(st.status, st.reason)
         rows = [("status", st.status + (f" ({why})" if why else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
-                ("tool", call_tool(run.state, step_id) or tool_of(run.chain, step_id)),
+                ("tool", call_tool(run.state, step_id) or tool_of(run.chain, step_id, run.steps)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),
                 ("idempotency key", st.idempotency_key or "-")]
