@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chainlab.errors import ChainlabError, Problem
+from chainlab.events.fold_state import StepState
 from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
 from chainlab.store.base import RunRecord
@@ -50,13 +51,17 @@ def pretty(value: Any, limit: int = 4000) -> str:
     return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
 
 
-def tool_of(chain: Chain, step_id: str) -> str:
-    """The tool ``step_id`` calls (``"(in sub-chain NAME)"`` for a sub-chain's step; ``"?"``
-    for a step the chain does not have)."""
+def tool_of(chain: Chain, step_id: str, steps: Mapping[str, StepState] | None = None) -> str:
+    """The tool ``step_id`` calls (``"(in sub-chain NAME)"`` for a sub-chain's step; a step
+    grown at run time, known from the run's ``steps``: its parent's, e.g. a for_each step's
+    instance; ``"?"`` for a step the chain does not have)."""
     top = step_id.split("/")[0]
     for step in chain.steps:
         if step.id == top:
             return step.tool if top == step_id else f"(in sub-chain {step.tool})"
+    st = steps.get(step_id) if steps is not None else None
+    if st is not None and st.parent is not None:
+        return tool_of(chain, st.parent, steps)
     return "?"
 
 

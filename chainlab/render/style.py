@@ -133,7 +133,7 @@ KIND_MARK: Mapping[str, str] = MappingProxyType({
     "idempotent": "⚡=",  # side effects, safe to repeat
     "confirm": "☐",  # needs a person's approval first
     "subchain": "⇢",  # a sub-chain (drawn as a cluster when its chain is known)
-    "for_each": "⧉",  # runs once per item of a list known at run time (one node for all)
+    "for_each": "▤",  # runs once per item of a list known at run time (one node for all)
 })
 
 #: the longest status line, reserved in live views so a node never grows when it changes
@@ -187,7 +187,7 @@ Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
 
 def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
     """The step's kind (which decides its shape) and its markers (``"☐⚡"``; a for_each
-    step's begin with ``⧉``)."""
+    step's begin with ``▤``)."""
     kind, marks = _kind(step, toolbox)
     return kind, (KIND_MARK["for_each"] + marks if step.for_each is not None else marks)
 

@@ -14,6 +14,7 @@ from chainlab import Chain, Toolbox
 from chainlab.errors import PlanError, Problem
 from chainlab.jupyter import ChainDesigner, RunWidget
 from chainlab.jupyter.designer import DesignerError, Reference
+from chainlab.jupyter.designer.draft import UNSET
 from chainlab.runtime import RunStatus
 
 from .conftest import Harness
@@ -697,3 +698,33 @@ planner.add_template({"name": "hol", "steps": [
     msg = await shop.usage_error('%chain plan "x" --planner planner')
     assert "--as NAME is required" in msg
 
+
+
+async def test_for_each_is_offered_over_lists_and_item_is_a_reference(
+        designer: ChainDesigner) -> None:
+    """Issue 35 item 6: the form's "for each" lists the list-typed references first; once
+    chosen, the step's args may refer to ``item`` (typed by the list's items) and
+    ``index``, offered first in each argument's reference dropdown."""
+    designer.palette.buttons["fetch"].click()
+    arg_row(designer, "n").literal.value = "3"
+    designer.palette.buttons["publish"].click()
+    box = designer.form.for_each
+    assert [v for _, v in box.options][:2] == [UNSET, "steps.fetch.output"]
+    assert box.value == UNSET and "item" not in [v for _, v in arg_row(designer,
+                                                                      "text").ref.options]
+    box.value = "steps.fetch.output"
+    assert designer.step("publish")["for_each"] == "{{ steps.fetch.output }}"
+    text = arg_row(designer, "text")
+    offered = [v for _, v in text.ref.options]
+    assert offered[1:3] == ["item", "index"]  # (after "a value typed here")
+    labels = dict((v, k) for k, v in text.ref.options)
+    # typed by the list's items: an integer, which the text parameter does not take
+    assert labels["item"] == "item · each item of steps.fetch.output · integer (not a string)"
+    # an integer item into a string parameter is flagged; a literal text is fine
+    text.ref.value = "item"
+    assert [(p.code, p.field) for p in designer.problems] == [("reference_type", "args.text")]
+    text.ref.value = ""
+    text.literal.value = "hello"
+    assert designer.problems == []
+    box.value = UNSET
+    assert "for_each" not in designer.step("publish")

@@ -14,9 +14,8 @@ from typing import Any
 import ipywidgets as W
 
 from chainlab.errors import Problem
-from chainlab.jupyter.designer.draft import UNSET, Reference, type_name
+from chainlab.jupyter.designer.draft import UNSET, Reference, type_name, whole_ref
 from chainlab.plan import yamltext
-from chainlab.plan.refs import TemplateSyntaxError, parse_template
 from chainlab.plan.reftypes import schema_fits
 from chainlab.tools import Tool
 
@@ -93,17 +92,6 @@ def from_text(text: str, kind: str) -> Any:
             except Exception:
                 return text
         return text
-
-
-def whole_ref(value: Any) -> str | None:
-    """The reference source when ``value`` is exactly one ``{{ ref }}``."""
-    if not isinstance(value, str) or "{{" not in value:
-        return None
-    try:
-        ref = parse_template(value).whole
-    except TemplateSyntaxError:
-        return None
-    return ref.source if ref is not None else None
 
 
 _TYPED = "a value typed here"  # the reference dropdown's first choice: no reference

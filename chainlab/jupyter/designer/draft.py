@@ -23,6 +23,7 @@ from chainlab.plan import yamltext
 from chainlab.plan.graph import edges
 from chainlab.plan.inputs import needed_inputs
 from chainlab.plan.io import dump_yaml
+from chainlab.plan.refs import TemplateSyntaxError, parse_template
 from chainlab.plan.schema import STEP_ID_PATTERN, Chain, Step
 from chainlab.tools import Toolbox
 
@@ -238,6 +239,8 @@ class Draft:
             if other in later or not _STEP_ID.fullmatch(other):
                 continue
             schema = _output_schema(self.toolbox, str(s.get("tool", "")))
+            if s.get("for_each") is not None:  # its output: its instances' outputs, in order
+                schema = {"type": "array", **({"items": schema} if schema else {})}
             kind = type_name(schema)
             out.append(Reference(f"steps.{other}.output",
                                  f"steps.{other}.output" + (f" · {kind}" if kind else ""), other,
@@ -251,7 +254,22 @@ class Draft:
             if isinstance(key, str) and key:
                 out.append(Reference(f"memory.{key}", f"memory.{key} (saved by {other})", other,
                                      schema))
-        return out
+        return self._item_references(step_id, out) + out
+
+    def _item_references(self, step_id: str, refs: list[Reference]) -> list[Reference]:
+        """A ``for_each`` step's own names, first: its item (``as``, default ``item``),
+        typed by the items of the list it goes over, and ``index``."""
+        step = next((s for s in self.steps if s.get("id") == step_id), None)
+        source = whole_ref(step.get("for_each")) if step is not None else None
+        if step is None or source is None:
+            return []
+        name = str(step.get("as") or "item")
+        found = next((r.schema for r in refs if r.source == source), None)
+        items = found.get("items") if isinstance(found, dict) else None
+        return [Reference(name, f"{name} · each item of {source}"
+                          + (f" · {type_name(items)}" if items else ""), None, items),
+                Reference("index", "index · integer (the item's position)", None,
+                          {"type": "integer"})]
 
 
 def _first_problem(problems: list[Problem]) -> str:
@@ -330,6 +348,17 @@ def _context_keys(steps: Iterable[dict[str, Any]]) -> set[str]:
         text = json.dumps([step.get("args"), step.get("when")])
         found |= set(re.findall(r"context\.([A-Za-z0-9_-]+)", text))
     return found
+
+
+def whole_ref(value: Any) -> str | None:
+    """The reference source when ``value`` is exactly one ``{{ ref }}``."""
+    if not isinstance(value, str) or "{{" not in value:
+        return None
+    try:
+        ref = parse_template(value).whole
+    except TemplateSyntaxError:
+        return None
+    return ref.source if ref is not None else None
 
 
 def _output_schema(toolbox: Toolbox, tool: str) -> dict[str, Any] | None:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.jupyter.designer.args import ArgRow, Param, from_text, params_of
-from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference
+from chainlab.jupyter.designer.draft import UNSET, DesignerError, Draft, Reference, whole_ref
 from chainlab.jupyter.designer.view import first_line, signature
 from chainlab.plan.graph import edges
+from chainlab.plan.reftypes import schema_fits
 
 if TYPE_CHECKING:
     from chainlab.jupyter.designer.host import DesignerHost
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["StepForm"]
 
 
+_ONE_CALL = "no: one call"  # the for_each dropdown's first choice
 _CONFIRM = [("tool's default", UNSET), ("always ask", "true"), ("never ask", "false")]
 _BACKOFF = [("default (fixed)", UNSET), ("fixed", "fixed"), ("exponential", "exponential")]
 
@@ -69,12 +71,19 @@ class StepForm(W.VBox):
         self.when = W.Text(description="when", placeholder="e.g. steps.check.output.ok == true",
                            continuous_update=True)
         self.when.observe(self._field("when"), names="value")
+        # fan out: one call per item of a list (its args then take {{ item }}, {{ index }})
+        self.for_each = W.Dropdown(description="for each", options=[(_ONE_CALL, UNSET)],
+                                   value=UNSET, tooltip="call the tool once per item of a list "
+                                   "found at run time (the list-typed references first)")
+        self.for_each.observe(self._field("for_each", lambda v: None if v == UNSET
+                                          else "{{ " + v + " }}"), names="value")
         self.other_problems = W.HTML()
         self.advanced = self._advanced()
         head = W.HBox([self.step_id_box, self.tool_box],
                       layout=W.Layout(width="100%", flex_flow="row wrap"))
         self.body = W.VBox([head, self.doc, self.error, self.args_box, self.depends,
-                            self.derived, self.save_as, self.when, self.advanced,
+                            self.derived, self.for_each, self.save_as, self.when,
+                            self.advanced,
                             self.other_problems, self.remove])
         super().__init__([self.empty])
         self.add_class("cl-dsg-form")
@@ -193,6 +202,7 @@ class StepForm(W.VBox):
                    if data_deps else "")
         if self.derived.value != derived:
             self.derived.value = derived
+        self._sync_for_each(step)
         _set_text(self.save_as, step.get("save_as"))
         _set_text(self.when, step.get("when"))
         _set_text(self.description, step.get("description"))
@@ -214,6 +224,25 @@ class StepForm(W.VBox):
                        for p in rest)
         if self.other_problems.value != text:
             self.other_problems.value = text
+
+    def _sync_for_each(self, step: dict[str, Any]) -> None:
+        """The lists this step could go over: references typed as a list first, then those
+        of an unknown type (a context key); the current one kept even when it does not fit
+        (the problems say why)."""
+        refs = [r for r in self.draft.references(self.step_id or "") if "." in r.source]
+        lists = [(f"{r.label}", r.source) for r in refs
+                 if r.schema and schema_fits(r.schema, {"type": "array"})]
+        unknown = [(f"{r.label} · type unknown", r.source) for r in refs if not r.schema]
+        current = whole_ref(step.get("for_each"))
+        options = [(_ONE_CALL, UNSET), *lists, *unknown]
+        if current is not None and current not in {v for _, v in options}:
+            options.append((f"{current} · not a list", current))
+        value = current if current is not None else UNSET
+        with self.for_each.hold_sync():
+            if list(self.for_each.options) != options:
+                self.for_each.options = options
+            if self.for_each.value != value:
+                self.for_each.value = value
 
     def _sync_rollback(self, rollback: Any) -> None:
         names = self.designer.toolbox.names()

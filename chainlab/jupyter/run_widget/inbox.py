@@ -62,8 +62,9 @@ class ApprovalCard(_Card):
         st = widget.view.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
         over = st.reason == "budget_exceeded"  # the run's budget stops it, not its tool
+        tool = tool_of(widget.view.chain, step_id, widget.view.steps)
         title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
-                       f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> "
+                       f"<code>{html.escape(tool)}</code> "
                        + ("would cross the run's budget" if over else "waits for approval")
                        + "</div>")
         # a tool without a preview of its own previews its args: say so once, not twice
@@ -166,9 +167,10 @@ class DoubtCard(_Card):
     def __init__(self, widget: CardHost, step_id: str):
         st = widget.view.steps[step_id]
         self.key = ("in_doubt", step_id, st.attempts)
+        tool = tool_of(widget.view.chain, step_id, widget.view.steps)
         title = W.HTML(
             f'<div class="cl-card-title">⚠ <b>{html.escape(step_id)}</b> '
-            f"<code>{html.escape(tool_of(widget.view.chain, step_id))}</code> is in doubt "
+            f"<code>{html.escape(tool)}</code> is in doubt "
             "after attempt "
             f"{st.attempts}: {html.escape(st.error_kind or '')} {html.escape(st.error or '')}"
             "</div><div class='cl-note'>The tool has side effects and is not idempotent, so "
