@@ -203,8 +203,10 @@ async def test_a_stale_driver_is_taken_over_and_a_closed_one_at_once(
         assert (await run.wait()).ok
     async with Runtime(make_toolbox(), stores[1], **FAST) as c:  # cleanly closed: at once
         run = await c.start(chain(), {}, run_id="r2")
-        with anyio.fail_after(30):
-            while run.status != RunStatus.SUSPENDED or stores[1].driver_of("r2") is None:
+        with anyio.fail_after(30):  # suspended in the store too (its events committed: the
+            # writer may still hold them when the run's own state says suspended)
+            while run.status != RunStatus.SUSPENDED or stores[1].driver_of("r2") is None \
+                    or stores[1].get_run("r2").status != RunStatus.SUSPENDED:
                 await anyio.sleep(0.01)
     assert stores[1].driver_of("r2") is None
     async with Runtime(make_toolbox(), stores[1], **FAST) as d:
