@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,15 +157,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(gguf: Path, n_ctx: int, threads: int,
-                 workdir: Path) -> Iterator[tuple[str, str]]:
-    """Start llama-cpp-python's server on a loopback port; yield its base URL and the chat
-    format it chose (from its log); stop it."""
+def llama_server(gguf: Path, n_ctx: int, threads: int, workdir: Path,
+                 extra: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
+    """Start llama-cpp-python's server on a loopback port (``extra``: more of its options);
+    yield its base URL and the chat format it chose (from its log); stop it."""
     port = free_port()
     log_path = workdir / "llama_server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
            "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
-           "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
+           "--n_ctx", str(n_ctx), "--n_threads", str(threads), *extra]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
