@@ -2,7 +2,8 @@
 chain, on the same kernel and under every rule a chain keeps.
 
 - :mod:`.agent`: :class:`Agent` (instructions, tools, model endpoint, limits), registered
-  with ``toolbox.add_agent(agent)`` as the tool ``agent:NAME`` (:class:`AgentTool`);
+  with ``toolbox.add_agent(agent)`` as the tool ``agent:NAME`` (:class:`AgentTool`), and
+  :func:`one_step_chain`, the chain the front ends run to ask one agent one request;
 - :mod:`.model`: one model turn's request and answer, and the :class:`ModelClient` seam;
 - :mod:`.conversation`: the conversation rebuilt from a run's recorded turns, the tools as
   functions, each call checked before it becomes a step;
@@ -15,7 +16,8 @@ The runtime runs an agent step (``chainlab.runtime.engine.attempt.agent``); this
 imports nothing of the runtime.
 """
 
-from chainlab.agent.agent import Agent, AgentTool
+from chainlab.agent.agent import Agent, AgentTool, one_step_chain
 from chainlab.agent.model import ModelCall, ModelClient, ModelRequest, ModelTurn
 
-__all__ = ["Agent", "AgentTool", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn"]
+__all__ = ["Agent", "AgentTool", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
+           "one_step_chain"]

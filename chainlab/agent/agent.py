@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,7 +34,7 @@ from chainlab.agent.endpoint import Endpoint
 from chainlab.agent.modes import json_text
 from chainlab.errors import InputError, MissingExtraError, ToolDefinitionError
 from chainlab.plan.inputs import fit_args, inputs_json_schema
-from chainlab.plan.parts import RetryPolicy
+from chainlab.plan.parts import STEP_ID_PATTERN, RetryPolicy
 from chainlab.tools.contract import Tool
 from chainlab.tools.schema_tool import schema_fingerprint
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
-__all__ = ["AGENT_PREFIX", "MODEL_RETRY", "Agent", "AgentTool"]
+__all__ = ["AGENT_PREFIX", "MODEL_RETRY", "Agent", "AgentTool", "one_step_chain"]
 
 #: an agent's name as a tool: ``agent:NAME``
 AGENT_PREFIX = "agent:"
@@ -50,6 +51,23 @@ AGENT_PREFIX = "agent:"
 MODEL_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", delay_s=1.0,
                           retry_on=("transient", "timeout"))  # type: ignore[arg-type]
 _LIMIT = Annotated[int, Field(ge=1, le=10_000)]
+
+
+def one_step_chain(name: str) -> Chain:
+    """The chain that ``chainlab agent NAME "REQUEST"`` and ``%chain agent NAME "REQUEST"``
+    run: one step whose tool is the agent ``agent:NAME``, asked the run's
+    ``context.request`` (the request is a value of the context, so it is taken as written,
+    never as a template). The step's id is the agent's name (``agent`` when the name is not
+    a step id). The front ends start it like any chain, through the one runtime."""
+    from chainlab.plan.schema import Chain
+
+    step_id = name if len(name) <= 100 and re.fullmatch(STEP_ID_PATTERN, name) else "agent"
+    return Chain.from_dict({
+        "name": f"agent-{step_id}",
+        "description": f"the agent {name!r} asked one request",
+        "inputs": {"request": {"type": "string", "description": "what the agent is asked"}},
+        "steps": [{"id": step_id, "tool": AGENT_PREFIX + name,
+                   "args": {"request": "{{ context.request }}"}}]})
 
 
 class Agent:

@@ -1,6 +1,7 @@
 """``chainlab``: run chains headless, and approve, resolve or roll them back later.
 
     chainlab run chain.yaml --tools mytools:toolbox --context '{"table_id": "t1"}'
+    chainlab agent support "order 7 arrived broken" --tools mytools:toolbox  # one agent
     chainlab approve RUN_ID STEP            # in another process, days later
     chainlab show RUN_ID; chainlab timeline RUN_ID --csv attempts.csv
     chainlab demo                           # a self-contained first look
@@ -24,6 +25,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from chainlab.agent import one_step_chain
 from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
@@ -54,6 +56,7 @@ from chainlab.cli.options import (
 )
 from chainlab.plan.inputs import needed_inputs
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.tools import Toolbox
 
 __all__ = ["app", "main"]
 
@@ -92,13 +95,11 @@ def run(
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
         toolbox = load_tools(tools, mcp, "run")
-        spec = tools or ""
         chain = load_chain(chain_file)
         ctx = parse_json_object(context, "--context") or {}
-        chain.validate(toolbox, context=ctx)
         options = RunOptions(max_concurrency=concurrency) if concurrency else None
-        meta = {"tools": spec, "cwd": os.getcwd(), "source": str(chain_file),
-                **({"mcp": list(mcp)} if mcp else {})}
+        chain.validate(toolbox, context=ctx)
+        meta = _run_meta(tools, mcp, str(chain_file))
         if enqueue or queue is not None:
             from chainlab.cli.commands.fleet import enqueue_run
 
@@ -107,11 +108,53 @@ def run(
             raise typer.Exit(0)
         if key is not None:
             raise CliError("--key goes with --enqueue (an idempotency key of the enqueue)")
-        store = open_store(db, must_exist=False)
-        with executor_for(dask) as executor:
-            code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
-                                context=ctx, options=options, meta=meta, executor=executor)
-        store.close()
+        code = _start(io, chain, toolbox, ctx, options, meta=meta, db=db, dask=dask)
+    raise typer.Exit(int(code))
+
+
+def _run_meta(tools: str | None, mcp: list[str] | None, source: str) -> dict[str, Any]:
+    """What a run started here keeps in its meta: ``--tools`` and ``--mcp`` (so a later
+    decision, resume or worker loads the same toolbox), the directory and the source."""
+    return {"tools": tools or "", "cwd": os.getcwd(), "source": source,
+            **({"mcp": list(mcp)} if mcp else {})}
+
+
+def _start(io: Output, chain: Chain, toolbox: Toolbox, context: dict[str, Any],
+           options: RunOptions | None, *, meta: dict[str, Any], db: str,
+           dask: str | None) -> int:
+    """What ``run`` and ``agent`` share: open the store, start the run through the one
+    runtime and follow it until it ends or waits for a person."""
+    store = open_store(db, must_exist=False)
+    with executor_for(dask) as executor:
+        code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
+                            context=context, options=options, meta=meta, executor=executor)
+    store.close()
+    return int(code)
+
+
+@app.command()
+def agent(
+    name: Annotated[str, typer.Argument(metavar="NAME",
+                                        help="The agent: registered in the toolbox with "
+                                             "toolbox.add_agent (the tool agent:NAME).")],
+    request: Annotated[str, typer.Argument(metavar="REQUEST",
+                                           help="What the agent is asked, in words.")],
+    tools: ToolsOpt = None,
+    db: DbOpt = DEFAULT_DB,
+    mcp: McpOpt = None,
+    dask: DaskOpt = None,
+    quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ask one agent one request: a one-step chain run like `chainlab run` runs a chain
+    (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits)."""
+    io = Output.make(quiet=quiet, as_json=as_json)
+    with reporting_errors(io.err):
+        toolbox = load_tools(tools, mcp, "agent")
+        chain, context = one_step_chain(name), {"request": request}
+        chain.validate(toolbox, context=context)
+        code = _start(io, chain, toolbox, context, None,
+                      meta=_run_meta(tools, mcp, f"agent {name}"), db=db, dask=dask)
     raise typer.Exit(int(code))
 
 

@@ -27,6 +27,7 @@ from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
+from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
@@ -73,6 +74,8 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
         return exit_code_for(status)
     io.out.print(steps_table(state, chain, limit=50, width=io.out.width))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
+    for line in turns_lines(state):  # an agent step: what each model turn asked for
+        io.out.print(line, soft_wrap=True, markup=False, highlight=False)
     if chain is not None and chain.output is not None and status == RunStatus.SUCCEEDED:
         output = declared_output(store.get_run(run_id), state)  # what RunResult.output is
         io.out.print(f"output: {json.dumps(output, default=str)}", soft_wrap=True,
@@ -81,6 +84,21 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
     if hints is not None:
         io.out.print(hints, soft_wrap=True)
     return exit_code_for(status)
+
+
+def turns_lines(state: RunState) -> list[str]:
+    """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
+    help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
+    the turn that answered says ``final answer``."""
+    out = []
+    for step_id, turns in turns_by_step(state).items():
+        for turn in turns:
+            calls = [f"{c['step_id']} {c['tool']} {c['status']}" if c["step_id"] is not None
+                     else f"{c['function']!r} refused" for c in turn["calls"]]
+            what = ", ".join(calls) if calls else ("final answer" if turn["final"] else
+                                                   "no call")
+            out.append(f"{step_id} turn {turn['turn']}: {what}")
+    return out
 
 
 def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: Store, db: str,

@@ -111,7 +111,14 @@ def create_app(
 
 
 def _route(ep: Endpoint) -> Route:
-    return Route(ep.path, _answering(ep.handler), methods=[ep.method], name=ep.handler.__name__)
+    return Route(_routed(ep.path), _answering(ep.handler), methods=[ep.method],
+                 name=ep.handler.__name__)
+
+
+def _routed(path: str) -> str:
+    """The path as routed: a step id may hold ``/`` (a sub-chain's ``sub/pay``, an agent's
+    call ``help/1.2``), so ``{step_id}`` takes the rest of the path up to the action."""
+    return path.replace("{step_id}", "{step_id:path}")
 
 
 def _answering(handler: Handler) -> Handler:
@@ -172,9 +179,8 @@ def _allowed_methods(path: str) -> str:
     document lists them: a path written out (``/runs/wait``) has its own methods, not those
     of the template it also fits (``/runs/{run_id}``)."""
     fits = [ep for ep in ENDPOINTS
-            if Route(ep.path, _no_handler).matches({"type": "http", "path": path,
-                                                     "method": ep.method})[0]
-            is not Match.NONE]
+            if Route(_routed(ep.path), _no_handler).matches(
+                {"type": "http", "path": path, "method": ep.method})[0] is not Match.NONE]
     exact = [ep for ep in fits if ep.path == path]
     methods = {ep.method for ep in exact or fits}
     return ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))

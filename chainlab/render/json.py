@@ -23,8 +23,13 @@ shown by its repr).
      "output": {"invoice": "Ada: 38.25 EUR"} | None}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
-  ``parent/child``); ``attempts`` lists its tool calls and compensations in start order
-  (:func:`attempt_dict`); ``reused``: what a fork copied the step from, else None.
+  ``parent/child``; then the steps the run grew: a for_each step's instances ``id[N]``, an
+  agent's calls ``agent/TURN.N``); ``attempts`` lists its tool calls and
+  compensations in start order (:func:`attempt_dict`); ``reused``: what a fork copied the
+  step from, else None. An agent step also has ``turns`` (DESIGN §18): per model turn its
+  number, its calls (``{"step_id", "tool", "status"}``, or ``{"step_id": None,
+  "function", "refused"}`` for a call refused to the model), its ``usage`` and ``final``
+  (true for the turn that answered); ``run.transcript(step_id)`` has the text besides.
 * ``waiting``: what waits for a person (nothing once the run ended): ``kind`` ``confirm``
   (approve or reject; ``preview`` is what the approver sees, the args when the tool has no
   preview) or ``in_doubt`` (resolve: it took effect, retry, or fail; ``preview`` and
@@ -68,9 +73,15 @@ _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_d
 def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
     """One run as JSON data (shape: the module docstring). ``status`` is the fold's (the
     event log is the truth), the record's while no event was folded."""
+    from chainlab.runtime.engine.attempt.agentcalls import turns_by_step  # the kind reads
+
     by_step: dict[str, list[AttemptRecord]] = {}
     for rec in state.attempts:
         by_step.setdefault(rec.step_id, []).append(rec)
+    steps = {step_id: step_dict(st, by_step.get(step_id, ()))
+             for step_id, st in state.steps.items()}
+    for step_id, turns in turns_by_step(state).items():
+        steps[step_id]["turns"] = _plain(turns)
     return {
         "run_id": record.run_id,
         "chain": record.chain_name,
@@ -82,8 +93,7 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
         "queue": record.queue,
         "worker": worker_dict(record),
         "last_seq": state.last_seq,
-        "steps": {step_id: step_dict(st, by_step.get(step_id, ()))
-                  for step_id, st in state.steps.items()},
+        "steps": steps,
         "outputs": _plain(state.outputs),
         "waiting": waiting_dicts(record, state),
         "usage": _plain(state.usage),

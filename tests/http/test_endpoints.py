@@ -239,3 +239,18 @@ def test_the_openapi_document_describes_every_endpoint(api: Client) -> None:
     assert set(spec["components"]["schemas"]["Approve"]["properties"]) == \
         {"args", "budget", "note", "by"}
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_a_step_whose_id_has_a_slash_is_approved_over_http(api: Client) -> None:
+    """A sub-chain's step (``sub/pay``) or an agent's call (``help/1.2``) has a ``/`` in its
+    id: the step routes take it whole, from the Client as from curl."""
+    nest = {"name": "nest", "steps": [
+        {"id": "sub", "tool": "chain:payout", "args": {"base": 1, "to": "slash"}}]}
+    run = api.start(nest, wait=True)
+    run_id = run["run_id"]
+    assert run["status"] == "suspended", run
+    assert [w["step_id"] for w in api.confirmations(run_id)] == ["sub/pay"]
+    api.approve(run_id, "sub/pay", note="fine")
+    done = api.wait(run_id, timeout=30)
+    assert done["status"] == "succeeded", done
+    assert done["steps"]["sub/pay"]["status"] == "succeeded"

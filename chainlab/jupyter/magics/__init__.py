@@ -3,6 +3,7 @@
     %%chain NAME [--tools VAR]                       define a chain (cell body = YAML)
     run = %chain run NAME [--tools VAR] [--context JSON|VAR] [--concurrency N] [--step]
                           [--break a,b] [--db PATH] [--enqueue [QUEUE]]
+    run = %chain agent NAME "REQUEST" [--tools VAR] [--db PATH]  one agent, one request
     %chain runs [--db PATH] [--limit N]
     %chain show NAME|RUN [--db PATH]
     %chain resume RUN [--tools VAR] [--db PATH]
@@ -37,117 +38,15 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 
 from chainlab._text import did_you_mean
+from chainlab.agent import one_step_chain
 from chainlab.errors import ChainlabError, PlanError
 from chainlab.jupyter.magics import commands as cmd
-from chainlab.jupyter.magics.args import ArgsError, HelpShown, Parser, split
+from chainlab.jupyter.magics.args import DEFINE, ArgsError, HelpShown, split, subcommands
 from chainlab.jupyter.session import NotebookSession, SessionError
 from chainlab.jupyter.views import ToolsTable
+from chainlab.plan.schema import Chain, RunOptions
 
 __all__ = ["ChainMagics"]
-
-
-def _parsers() -> dict[str, tuple[Parser, str]]:
-    """Subcommand -> (parser, one-line summary)."""
-    out: dict[str, tuple[Parser, str]] = {}
-
-    def sub(name: str, summary: str, *, tools: bool = False, db: bool = True) -> Parser:
-        p = Parser(f"%chain {name}", summary)
-        if tools:
-            p.add_argument("--tools", metavar="VAR", help="a Toolbox variable")
-        if db:
-            p.add_argument("--db", metavar="PATH",
-                           help="SQLite file (default .chainlab/chainlab.db)")
-        out[name] = (p, summary)
-        return p
-
-    p = sub("run", "start a run in the background and show its widget", tools=True)
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--context", metavar="JSON|VAR")
-    p.add_argument("--concurrency", metavar="N", type=int)
-    p.add_argument("--step", action="store_true", help="start paused (step-through)")
-    p.add_argument("--break", dest="breakpoints", metavar="a,b", help="pause before these steps")
-    p.add_argument("--enqueue", nargs="?", const="default", metavar="Q", help="a worker drives it")
-    p = sub("runs", "list the runs in the store")
-    p.add_argument("--limit", metavar="N", type=int, default=20)
-    p = sub("show", "draw a chain, or show a run's widget", tools=True)
-    p.add_argument("target", metavar="NAME|RUN")
-    p = sub("resume", "continue a stored run in this kernel", tools=True)
-    p.add_argument("run", metavar="RUN")
-    p = sub("approve", "approve a step waiting for confirmation", tools=True)
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("step", metavar="STEP")
-    p.add_argument("--args", metavar="JSON|VAR", help="run with these args instead")
-    p.add_argument("--note", metavar="TEXT")
-    p = sub("reject", "reject a step waiting for confirmation", tools=True)
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("step", metavar="STEP")
-    p.add_argument("--reason", metavar="TEXT", required=True)
-    p = sub("rollback", "compensate completed steps in reverse completion order", tools=True)
-    p.add_argument("run", metavar="RUN")
-    p = sub("watch", "follow, live, a run driven by another process (decisions go through "
-            "the store)", tools=True)
-    p.add_argument("run", metavar="RUN")
-    sub("approvals", "every waiting confirmation and in-doubt step of every unfinished run",
-        tools=True)
-    p = sub("timeline", "attempts and compensations as a table and a Gantt chart")
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--all", dest="all_columns", action="store_true",
-                   help="every column of run.attempts() (default: the narrow table)")
-    p = sub("whatif", "replay a run's durations under another release order (virtual time)")
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--priority", choices=["critical_path", "declaration"],
-                   default="critical_path")
-    p.add_argument("--concurrency", metavar="N", type=int)
-    p = sub("tools", "list the tools of the active toolbox (--mcp: add an MCP server's)",
-            tools=True, db=False)
-    p.add_argument("--mcp", metavar="[PREFIX=]CMD|URL", action="append",
-                   help="add the tools of an MCP server (a command line or a URL)")
-    p.add_argument("--as", dest="name", metavar="NAME", default="mcp_tools",
-                   help="with --mcp and no toolbox yet: the variable of the new toolbox")
-    p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
-    p.add_argument("request", metavar='"REQUEST"')
-    p.add_argument("--as", dest="name", metavar="NAME")
-    p.add_argument("--model", metavar="M")
-    p.add_argument("--base-url", metavar="URL")
-    p.add_argument("--planner", metavar="VAR", help="a planner object in the notebook")
-    p.add_argument("--context", metavar="JSON|VAR")
-    p.add_argument("--design", action="store_true", help="open the plan in the designer")
-    p = sub("design", "draft or edit a chain in the designer widget", tools=True, db=False)
-    p.add_argument("name", metavar="NAME", nargs="?")
-    p = sub("fork", "start a new run from a finished/suspended one, reusing what did not "
-            "change (--plan: only show the plan)", tools=True)
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--from", dest="from_step", metavar="STEP",
-                   help="run this step (and what depends on it) again")
-    p.add_argument("--args", action="append", metavar="STEP=JSON",
-                   help="merge these args into a step's args (repeatable)")
-    p.add_argument("--output", action="append", metavar="STEP=JSON",
-                   help="record this output instead of running the step (repeatable)")
-    p.add_argument("--context", metavar="JSON|VAR", help="merged over the parent's context")
-    p.add_argument("--rerun", metavar="a,b", help="steps to run again even if reusable")
-    p.add_argument("--plan", action="store_true", help="only show the fork plan")
-    p = sub("export-test", "write a pytest file (and its JSON fixture) that replays a run",
-            tools=True)
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("-o", "--output", dest="out", metavar="tests/test_NAME.py", required=True)
-    p.add_argument("--module", metavar="MODULE:TOOLBOX",
-                   help="what the test imports (default: the module that defines the tools)")
-    p.add_argument("--live", metavar="a,b", help="tools called for real in the test")
-    p.add_argument("--replay-all", action="store_true", help="no tool is live")
-    p = sub("fault", "inject a fault into a run this kernel drives (a demo; recorded)")
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("fault", metavar="FAULT", help="timeout | raise | second-driver | kill")
-    p.add_argument("step", metavar="STEP", nargs="?", help="the step it hits")
-    p.add_argument("--error", dest="error_kind", default="transient",
-                   help="raise: transient | execution_failed | permanent")
-    p.add_argument("--no-effect", dest="effect", action="store_const", const=False,
-                   help="the fault strikes before the tool's body runs")
-    return out
-
-
-_DEFINE = Parser("%%chain", "define a chain: the cell body is its YAML")
-_DEFINE.add_argument("name", metavar="NAME")
-_DEFINE.add_argument("--tools", metavar="VAR")
 
 
 @magics_class
@@ -157,12 +56,12 @@ class ChainMagics(Magics):
     def __init__(self, shell: Any, session: NotebookSession):
         super().__init__(shell)
         self.session = session
-        self.parsers = _parsers()
+        self.parsers = subcommands()
         self.handlers: dict[str, Callable[[argparse.Namespace], Any]] = {
             "run": self.run, "runs": self.runs, "show": self.show, "resume": self.resume,
             "approve": self.approve, "reject": self.reject, "rollback": self.rollback,
             "timeline": self.timeline, "tools": self.tools, "plan": self.plan,
-            "design": self.design,
+            "design": self.design, "agent": self.agent,
             "fork": self.fork, "fault": self.fault,
             "whatif": self.whatif,
             "watch": self.watch, "approvals": self.approvals,
@@ -176,7 +75,7 @@ class ChainMagics(Magics):
         ``%chain help`` lists the subcommands."""
         try:
             if cell is not None:
-                return self.define(_DEFINE.parse(split(line)), cell)
+                return self.define(DEFINE.parse(split(line)), cell)
             return self.dispatch(split(line))
         except HelpShown:
             return None
@@ -215,16 +114,24 @@ class ChainMagics(Magics):
         return self.shell.user_ns  # type: ignore[no-any-return]
 
     def run(self, ns: argparse.Namespace) -> Any:
-        session = self.session
-        chain = session.chain(ns.name)
-        toolbox, note = session.toolbox(ns.tools)
-        context = cmd.json_or_var(session, ns.context, "--context")
+        chain = self.session.chain(ns.name)
+        context = cmd.json_or_var(self.session, ns.context, "--context")
         options = cmd.run_options(chain, ns.concurrency, ns.breakpoints)
+        return self._start(chain, ns, context, options, paused=ns.step, queue=ns.enqueue)
+
+    def agent(self, ns: argparse.Namespace) -> Any:
+        return self._start(one_step_chain(ns.name), ns, {"request": ns.request}, RunOptions())
+
+    def _start(self, chain: Chain, ns: argparse.Namespace, context: dict[str, Any] | None,
+               options: RunOptions, *, paused: bool = False,
+               queue: str | None = None) -> Any:
+        """What ``run`` and ``agent`` share: the one start, its widget shown first."""
+        toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
-            return cmd.start(session, chain, toolbox, ns.db, context, options, paused=ns.step,
-                             show=display, queue=ns.enqueue)
+            return cmd.start(self.session, chain, toolbox, ns.db, context, options,
+                             paused=paused, show=display, queue=queue)
         except PlanError as exc:
             raise UsageError(f"cannot start: {exc}") from None
 

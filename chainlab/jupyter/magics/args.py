@@ -1,4 +1,5 @@
-"""Argument parsing for the magics: argparse that raises short errors instead of exiting.
+"""Argument parsing for the magics: argparse that raises short errors instead of exiting,
+and the grammar of every ``%chain`` subcommand (:func:`subcommands`) and of ``%%chain``.
 
 Every mistake becomes :class:`ArgsError` (the magics turn it into a ``UsageError``) with a
 "did you mean" for misspelt options; ``-h/--help`` raises :class:`HelpShown` after printing.
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 from chainlab._text import did_you_mean
 from chainlab.errors import UsageError
 
-__all__ = ["ArgsError", "HelpShown", "Parser", "split"]
+__all__ = ["DEFINE", "ArgsError", "HelpShown", "Parser", "split", "subcommands"]
 
 
 class ArgsError(UsageError):
@@ -64,3 +65,111 @@ class Parser(argparse.ArgumentParser):
 
     def _short_usage(self) -> str:
         return " ".join(self.format_usage().split())[len("usage: "):]
+
+
+def subcommands() -> dict[str, tuple[Parser, str]]:
+    """Subcommand -> (parser, one-line summary)."""
+    out: dict[str, tuple[Parser, str]] = {}
+
+    def sub(name: str, summary: str, *, tools: bool = False, db: bool = True) -> Parser:
+        p = Parser(f"%chain {name}", summary)
+        if tools:
+            p.add_argument("--tools", metavar="VAR", help="a Toolbox variable")
+        if db:
+            p.add_argument("--db", metavar="PATH",
+                           help="SQLite file (default .chainlab/chainlab.db)")
+        out[name] = (p, summary)
+        return p
+
+    p = sub("run", "start a run in the background and show its widget", tools=True)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--context", metavar="JSON|VAR")
+    p.add_argument("--concurrency", metavar="N", type=int)
+    p.add_argument("--step", action="store_true", help="start paused (step-through)")
+    p.add_argument("--break", dest="breakpoints", metavar="a,b", help="pause before these steps")
+    p.add_argument("--enqueue", nargs="?", const="default", metavar="Q", help="a worker drives it")
+    p = sub("agent", "ask one agent of the toolbox one request: a one-step chain, run like "
+            "`run` runs one, with its widget", tools=True)
+    p.add_argument("name", metavar="NAME", help="the agent (toolbox.add_agent)")
+    p.add_argument("request", metavar='"REQUEST"')
+    p = sub("runs", "list the runs in the store")
+    p.add_argument("--limit", metavar="N", type=int, default=20)
+    p = sub("show", "draw a chain, or show a run's widget", tools=True)
+    p.add_argument("target", metavar="NAME|RUN")
+    p = sub("resume", "continue a stored run in this kernel", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p = sub("approve", "approve a step waiting for confirmation", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("step", metavar="STEP")
+    p.add_argument("--args", metavar="JSON|VAR", help="run with these args instead")
+    p.add_argument("--note", metavar="TEXT")
+    p = sub("reject", "reject a step waiting for confirmation", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("step", metavar="STEP")
+    p.add_argument("--reason", metavar="TEXT", required=True)
+    p = sub("rollback", "compensate completed steps in reverse completion order", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p = sub("watch", "follow, live, a run driven by another process (decisions go through "
+            "the store)", tools=True)
+    p.add_argument("run", metavar="RUN")
+    sub("approvals", "every waiting confirmation and in-doubt step of every unfinished run",
+        tools=True)
+    p = sub("timeline", "attempts and compensations as a table and a Gantt chart")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--all", dest="all_columns", action="store_true",
+                   help="every column of run.attempts() (default: the narrow table)")
+    p = sub("whatif", "replay a run's durations under another release order (virtual time)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--priority", choices=["critical_path", "declaration"],
+                   default="critical_path")
+    p.add_argument("--concurrency", metavar="N", type=int)
+    p = sub("tools", "list the tools of the active toolbox (--mcp: add an MCP server's)",
+            tools=True, db=False)
+    p.add_argument("--mcp", metavar="[PREFIX=]CMD|URL", action="append",
+                   help="add the tools of an MCP server (a command line or a URL)")
+    p.add_argument("--as", dest="name", metavar="NAME", default="mcp_tools",
+                   help="with --mcp and no toolbox yet: the variable of the new toolbox")
+    p = sub("plan", "let the planner draft a chain from a request", tools=True, db=False)
+    p.add_argument("request", metavar='"REQUEST"')
+    p.add_argument("--as", dest="name", metavar="NAME")
+    p.add_argument("--model", metavar="M")
+    p.add_argument("--base-url", metavar="URL")
+    p.add_argument("--planner", metavar="VAR", help="a planner object in the notebook")
+    p.add_argument("--context", metavar="JSON|VAR")
+    p.add_argument("--design", action="store_true", help="open the plan in the designer")
+    p = sub("design", "draft or edit a chain in the designer widget", tools=True, db=False)
+    p.add_argument("name", metavar="NAME", nargs="?")
+    p = sub("fork", "start a new run from a finished/suspended one, reusing what did not "
+            "change (--plan: only show the plan)", tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--from", dest="from_step", metavar="STEP",
+                   help="run this step (and what depends on it) again")
+    p.add_argument("--args", action="append", metavar="STEP=JSON",
+                   help="merge these args into a step's args (repeatable)")
+    p.add_argument("--output", action="append", metavar="STEP=JSON",
+                   help="record this output instead of running the step (repeatable)")
+    p.add_argument("--context", metavar="JSON|VAR", help="merged over the parent's context")
+    p.add_argument("--rerun", metavar="a,b", help="steps to run again even if reusable")
+    p.add_argument("--plan", action="store_true", help="only show the fork plan")
+    p = sub("export-test", "write a pytest file (and its JSON fixture) that replays a run",
+            tools=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-o", "--output", dest="out", metavar="tests/test_NAME.py", required=True)
+    p.add_argument("--module", metavar="MODULE:TOOLBOX",
+                   help="what the test imports (default: the module that defines the tools)")
+    p.add_argument("--live", metavar="a,b", help="tools called for real in the test")
+    p.add_argument("--replay-all", action="store_true", help="no tool is live")
+    p = sub("fault", "inject a fault into a run this kernel drives (a demo; recorded)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("fault", metavar="FAULT", help="timeout | raise | second-driver | kill")
+    p.add_argument("step", metavar="STEP", nargs="?", help="the step it hits")
+    p.add_argument("--error", dest="error_kind", default="transient",
+                   help="raise: transient | execution_failed | permanent")
+    p.add_argument("--no-effect", dest="effect", action="store_const", const=False,
+                   help="the fault strikes before the tool's body runs")
+    return out
+
+
+DEFINE = Parser("%%chain", "define a chain: the cell body is its YAML")
+DEFINE.add_argument("name", metavar="NAME")
+DEFINE.add_argument("--tools", metavar="VAR")

@@ -1,7 +1,7 @@
 """The step inspector of the run widget (its Inspector tab): pick a step and see its status,
-resolved args, output, attempts, error and idempotency key, cancel the remote job it waits
-on, and fork the run from it (the "Fork from here" panel, :mod:`.fork`). It takes its
-widget as a :class:`~.host.RunHost`."""
+resolved args, output, attempts, error and idempotency key (an agent step: its transcript,
+:mod:`.transcript`), cancel the remote job it waits on, and fork the run from it (the "Fork
+from here" panel, :mod:`.fork`). It takes its widget as a :class:`~.host.RunHost`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import ipywidgets as W
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.fork import ForkPanel
+from chainlab.jupyter.run_widget.transcript import call_tool, transcript_html
 from chainlab.jupyter.views import pretty, tool_of
 from chainlab.render.display import reason_text
 from chainlab.render.json import job_dict
@@ -104,7 +105,7 @@ class StepInspector(W.VBox):
         why = reason_text(st.status, st.reason)
         rows = [("status", st.status + (f" ({why})" if why else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
-                ("tool", tool_of(run.chain, step_id, run.steps)),
+                ("tool", call_tool(run.state, step_id) or tool_of(run.chain, step_id, run.steps)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),
                 ("idempotency key", st.idempotency_key or "-")]
@@ -149,6 +150,7 @@ class StepInspector(W.VBox):
                     "<th>error</th><th>usage</th></tr>")
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
+        parts.append(transcript_html(run.state, step_id))  # an agent step's turns and calls
         return "".join(parts)
 
 

@@ -23,6 +23,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chainlab.agent.agent import AGENT_PREFIX
 from chainlab.agent.conversation import TurnRecord, result_text
 from chainlab.agent.model import ModelTurn
 from chainlab.plan.parts import Step
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
-__all__ = ["call_step_id", "fork_confirm", "grow_calls", "refused_streak", "transcript",
-           "turn_records", "turns_of"]
+__all__ = ["agent_step_ids", "call_step_id", "call_tools", "fork_confirm", "grow_calls",
+           "refused_streak", "transcript", "turn_records", "turns_by_step", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -160,6 +161,42 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     if str(st.status) in ("succeeded", "compensated") and st.output is not None:
         out.append({"turn": len(turns) + 1, "content": st.output, "calls": [],
                     "feedback": None, "usage": _final_usage(state, step_id), "final": True})
+    return out
+
+
+def agent_step_ids(state: RunState) -> list[str]:
+    """The run's agent steps that have asked their model (one of their attempts ran an agent,
+    ``agent:NAME``), in the order they first did."""
+    return list(dict.fromkeys(
+        rec.step_id for rec in state.attempts
+        if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX)))
+
+
+def call_tools(state: RunState) -> dict[str, str]:
+    """``{step_id: tool}`` of every call an agent's model made that became a step (``chain:NAME``
+    for a sub-chain), also before the call was attempted: what a front end shows as the
+    step's tool (the chain names only the agent)."""
+    return {step_id: spec["tool"] for _, payload in state.growth if "turn" in payload
+            for step_id, spec in zip(payload["ids"], payload["calls"], strict=True)}
+
+
+def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
+    """Every agent step of the run with its turns, as the JSON view and ``chainlab show``
+    list them: ``{step_id: [{"turn", "calls": [{"step_id", "tool", "status"}, or
+    {"step_id": None, "function", "refused"} for a call refused to the model], "usage",
+    "final"}]}``, in the order the steps first asked their model. A step is an agent step
+    when one of its attempts ran an agent (``agent:NAME``): a prompt step is listed with its
+    one turn; an agent step waiting before its first turn is not listed yet."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for step_id in agent_step_ids(state):
+        out[step_id] = [
+            {"turn": entry["turn"],
+             "calls": [{"step_id": call["step_id"], "tool": call["tool"],
+                        "status": call["status"]} if call["step_id"] is not None else
+                       {"step_id": None, "function": call["function"],
+                        "refused": call["refused"]} for call in entry["calls"]],
+             "usage": entry["usage"], "final": bool(entry.get("final"))}
+            for entry in transcript(state, step_id)]
     return out
 
 

@@ -1,0 +1,78 @@
+"""An agent step's transcript in the run widget's inspector (DESIGN §18): a table with a row
+per call the model made (its turn, what the model said, the call as the model wrote it, the
+step it became and its status, what the model was told) and a row for the final answer.
+
+The turns are read by the agent kind's own module
+(:mod:`chainlab.runtime.engine.attempt.agentcalls`) from the state the inspector draws (the
+live run, or the run at the scrubbed event), so the inspector asks no step which kind it
+is: a step with no recorded turn gets no transcript. A call's step shows its own tool
+(:func:`call_tool`), not the agent's."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from chainlab.events.status import STEP_TERMINAL
+from chainlab.events.usage import usage_text
+from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, call_tools, transcript
+
+if TYPE_CHECKING:
+    from chainlab.events.fold import RunState
+
+__all__ = ["call_tool", "transcript_html"]
+
+esc = html.escape
+_HEAD = ("turn", "model said", "call", "step", "status", "told to the model", "usage")
+_CLIP = 240  # characters of a text shown in a cell (the whole text in its tooltip)
+
+
+def transcript_html(state: RunState, step_id: str) -> str:
+    """The transcript of agent step ``step_id`` as an HTML table under a label, or ``""``
+    for a step that is not an agent step (or has asked its model nothing yet)."""
+    if step_id not in agent_step_ids(state):
+        return ""
+    rows = []
+    for turn in transcript(state, step_id):
+        calls: list[dict[str, Any] | None] = list(turn["calls"]) or [None]
+        span = len(calls)
+        for n, call in enumerate(calls):
+            cells = []
+            if n == 0:  # the turn's own cells span its calls' rows
+                said = turn["content"] or ""
+                if turn.get("feedback"):
+                    said = f"{said} (sent back: {turn['feedback']})".strip()
+                cells += [_cell(str(turn["turn"]), span), _cell(said, span)]
+            cells += _call_cells(call, final=bool(turn.get("final")))
+            if n == 0:
+                cells.append(_cell(usage_text(turn["usage"]) if turn["usage"] else "", span))
+            rows.append(f"<tr>{''.join(cells)}</tr>")
+    head = "".join(f"<th>{h}</th>" for h in _HEAD)
+    return (f'<div class="cl-label">transcript</div><table class="cl-table cl-transcript">'
+            f"<tr>{head}</tr>{''.join(rows)}</table>")
+
+
+def call_tool(state: RunState, step_id: str) -> str | None:
+    """The tool of a step an agent's model call became (the chain names only the agent),
+    else None."""
+    return call_tools(state).get(step_id)
+
+
+def _call_cells(call: dict[str, Any] | None, *, final: bool) -> list[str]:
+    if call is None:
+        return [_cell(""), _cell(""), _cell("final answer" if final else ""), _cell("")]
+    written = f"{call['function']}({call['arguments']})"
+    if call["step_id"] is None:  # refused to the model: never a step
+        return [_cell(written), _cell("-"), _cell("refused"), _cell(call["result"])]
+    told = call["result"] if call["status"] in STEP_TERMINAL else ""  # not settled: not yet
+    return [_cell(written), _cell(call["step_id"], code=True),
+            f'<td><span class="cl-badge cl-s-{esc(call["status"])}">'
+            f'{esc(call["status"].replace("_", " "))}</span></td>', _cell(told)]
+
+
+def _cell(text: str, span: int = 1, *, code: bool = False) -> str:
+    shown = text if len(text) <= _CLIP else text[:_CLIP - 1] + "…"
+    title = f' title="{esc(text)}"' if shown != text else ""
+    rowspan = f' rowspan="{span}"' if span > 1 else ""
+    body = f"<code>{esc(shown)}</code>" if code else esc(shown)
+    return f"<td{rowspan}{title}>{body}</td>"
