@@ -3,8 +3,10 @@
 liveness as a driver) and its lifetime: the task group or asyncio tasks its runs are driven
 in, store calls off the event loop (``run_io``), the runs it drives, and ``aclose``.
 
-These are the :class:`~chainlab.runtime.coordination.Host` members coordination code uses
-(with ``resume``, from :mod:`chainlab.runtime.launching`). Every way a run begins is in
+These are the :class:`~chainlab.runtime.run_view.RuntimeParts` a run's handle and a
+driver's liveness use (a Hosting is exactly that), and most of the
+:class:`~chainlab.runtime.coordination.Host` members coordination code uses (with
+``resume``, from :mod:`chainlab.runtime.resuming`). Every way a run begins is in
 :mod:`chainlab.runtime.launching`; reading runs and deciding on them in
 :mod:`chainlab.runtime.runtime`.
 """
@@ -30,13 +32,12 @@ from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.preparing import Prepared
-from chainlab.runtime.run import Run
+from chainlab.runtime.run import Run, RunOwner
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, RunOptions
     from chainlab.runtime.history.estimates import History
-    from chainlab.runtime.runtime import Runtime
     from chainlab.store.base import RunRecord, Store
 
 __all__ = ["Hosting", "new_run_id"]
@@ -168,7 +169,7 @@ class Hosting:
         with anyio.CancelScope() as scope:
             self._scopes[run.run_id] = scope  # release() stops this drive alone
             try:
-                async with self.liveness.attend(cast("Runtime", self), run):  # beat, mailbox
+                async with self.liveness.attend(self, run):  # beat, mailbox
                     await kernel.drive(phase)
             finally:
                 if self._scopes.get(run.run_id) is scope:
@@ -223,5 +224,6 @@ class Hosting:
 
     def _handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
         """The live handle of a run this runtime is about to drive. (A Hosting is always a
-        Runtime, its one subclass at the end: the handle holds the whole runtime.)"""
-        return Run(cast("Runtime", self), chain, kernel, record)
+        Runtime, its one subclass at the end, which is the :class:`RunOwner` the handle
+        holds: Runtime.get_run makes handles of itself, checked there.)"""
+        return Run(cast(RunOwner, self), chain, kernel, record)

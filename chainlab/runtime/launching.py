@@ -47,13 +47,12 @@ from chainlab.runtime.history.estimates import (
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.hosting import Hosting
 from chainlab.runtime.preparing import Admitted, OpeningLog, request_hash
-from chainlab.runtime.run import Run
+from chainlab.runtime.run import Run, RunOwner
 from chainlab.store.base import RunRecord, check_run_id
 from chainlab.store.queue import DEFAULT_QUEUE, Queue
 from chainlab.tools import NotJSONError, to_json_value
 
 if TYPE_CHECKING:
-    from chainlab.runtime.runtime import Runtime
     from chainlab.store.base import Store
 
 __all__ = ["Launching"]
@@ -205,7 +204,7 @@ class Launching(Hosting):
         found = await self._key_names(key, record)
         if found is None:
             return None
-        run = cast("Runtime", self).get_run(found)
+        run = cast(RunOwner, self).get_run(found)  # (a Launching is always a Runtime)
         handle = Run(run.runtime, run.chain, run._kernel, run.record)
         handle.replayed = True
         return handle

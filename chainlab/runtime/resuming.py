@@ -11,7 +11,7 @@ hand it to ``_launch`` through ``_recover``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
@@ -25,9 +25,6 @@ from chainlab.runtime.launching import Launching
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import Claim
-
-if TYPE_CHECKING:
-    from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Resuming"]
 
@@ -124,7 +121,7 @@ class Resuming(Launching):
         run = await self._recover(chain, graph, opts, record, events, state, claim.epoch,
                                   launch=False)
         for request in pending:
-            if not await self.liveness.answer(cast("Runtime", self), run, request):
+            if not await self.liveness.answer(self, run, request):
                 break
         self._launch(run, DrivePhase.RECOVER)
         return run

@@ -1,12 +1,16 @@
 """``Run``: the handle every front end uses. Its read side (status, outputs, the stored log,
 ``state_at``, the views) is :class:`~chainlab.runtime.run_view.RunView`; here are what needs
 the run driven by this process: waiting for it, the control verbs (pause, step, cancel,
-approve, reject, resolve, jobs, rollback, breakpoints, faults) and the live event stream."""
+approve, reject, resolve, jobs, rollback, breakpoints, faults) and the live event stream.
+
+A handle holds the runtime that made it as a :class:`RunOwner`: what its verbs and the front
+ends use of a :class:`~chainlab.runtime.Runtime` (which satisfies it), named here so that
+the handle sits below the runtime that makes handles."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -16,9 +20,37 @@ from chainlab.events.status import DrivePhase
 from chainlab.runtime.engine import decisions
 from chainlab.runtime.engine.budget import budget_of
 from chainlab.runtime.engine.kernel import Kernel
-from chainlab.runtime.run_view import RunResult, RunView
+from chainlab.runtime.run_view import RunResult, RuntimeParts, RunView
 
-__all__ = ["Run"]
+if TYPE_CHECKING:
+    from chainlab.events import RunState
+    from chainlab.plan.schema import Chain
+    from chainlab.store.base import RunRecord
+
+__all__ = ["Run", "RunOwner"]
+
+
+class RunOwner(RuntimeParts, Protocol):
+    """What a run's handle, and a front end through ``run.runtime``, uses of the runtime
+    that made it besides its parts: a decision wherever the run is driven, a stored run
+    taken up, a run's handle, and driving a run on (a rollback)."""
+
+    async def decide(self, run_id: str, step_id: str, action: str, *, by: str | None = None,
+                     note: str | None = None, reason: str | None = None,
+                     args: dict[str, Any] | None = None, output: Any = None,
+                     retry: bool = False, fail: bool = False, timeout: float = 10.0,
+                     budget: dict[str, Any] | None = None) -> str:
+        """Decide a step wherever its run is driven (:meth:`Runtime.decide`)."""
+
+    async def resume(self, run_id: str, *, check: Callable[[RunState], None] | None = None,
+                     force: bool = False) -> Run:
+        """Take the run over in this process (check-and-claim)."""
+
+    def get_run(self, run_id: str) -> Run:
+        """The run's handle: live if driven here, else a view of the store."""
+
+    def _launch(self, run: Run, phase: DrivePhase) -> None:
+        """Drive ``run`` from ``phase`` in the background (the one way a run is driven)."""
 
 
 class Run(RunView):
@@ -27,6 +59,12 @@ class Run(RunView):
     Control methods are coroutines and need the run to be driven by this process
     (``runtime.start`` or ``runtime.resume``); otherwise they raise RunNotActiveError.
     """
+
+    runtime: RunOwner
+
+    def __init__(self, runtime: RunOwner, chain: Chain, kernel: Kernel | None,
+                 record: RunRecord):
+        super().__init__(runtime, chain, kernel, record)
 
     # ------------------------------------------------------------------ step-through
     def ready_steps(self) -> list[str]:

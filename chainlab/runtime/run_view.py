@@ -2,12 +2,15 @@
 with ``state_at``; what a finished run did and what it would undo; the timeline views), and
 ``RunResult``, its summary. :class:`~chainlab.runtime.run.Run` adds to it what needs the run
 driven by this process (waiting, the control verbs, the live event stream) and its rich
-display; a handle of a stored run (no kernel) answers only what is here."""
+display; a handle of a stored run (no kernel) answers only what is here. A handle sees the
+runtime that made it as :class:`RuntimeParts` (its parts and lifetime); the control verbs
+see it as :class:`~chainlab.runtime.run.RunOwner`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
@@ -29,11 +32,37 @@ from chainlab.runtime.engine.saga import rollback_plan
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
+    from chainlab.runtime.engine.clock import Clock
     from chainlab.runtime.engine.compile import Graph
+    from chainlab.runtime.engine.executors import Executor
     from chainlab.runtime.engine.kernel import Kernel
-    from chainlab.runtime.runtime import Runtime
+    from chainlab.store.base import Store
+    from chainlab.tools import Toolbox
 
-__all__ = ["RunResult", "RunView"]
+__all__ = ["RunResult", "RunView", "RuntimeParts"]
+
+
+class RuntimeParts(Protocol):
+    """A runtime's parts and lifetime, as a run's handle (and its driver's liveness) use
+    them: :class:`~chainlab.runtime.hosting.Hosting` is exactly this, and so every
+    :class:`~chainlab.runtime.Runtime`. Named here, below the runtime, so that a handle
+    depends on what it uses of the runtime, not on the class that makes handles."""
+
+    toolbox: Toolbox
+    store: Store
+    executor: Executor
+    clock: Clock
+    id_factory: Callable[[], str]
+
+    @property
+    def chains(self) -> Mapping[str, Chain]:
+        """Chains usable as sub-chains."""
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call a store method (in a worker thread when the store blocks)."""
+
+    def spawn(self, coro_fn: Callable[[], Any]) -> None:
+        """Run a coroutine function in the background, in the runtime's lifetime."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +92,8 @@ class RunView:
     event, and the views. Works for a run this process drives (read from its kernel) and
     for a stored one (read from the store once)."""
 
-    def __init__(self, runtime: Runtime, chain: Chain, kernel: Kernel | None, record: RunRecord):
+    def __init__(self, runtime: RuntimeParts, chain: Chain, kernel: Kernel | None,
+                 record: RunRecord):
         self.runtime = runtime
         self.chain = chain
         self.run_id = record.run_id

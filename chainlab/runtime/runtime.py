@@ -8,11 +8,16 @@ driving a run: ``_launch``, the one tail every run's drive begins with, and ``re
 enqueue, a fork) < :class:`~chainlab.runtime.resuming.Resuming` (every way a STORED run is
 taken up: a resume, a fleet worker's claim) < ``Runtime`` here: reading runs (``get_run``,
 ``runs``, ``watch``, the frames), the team inbox, decisions from anywhere (``decide``,
-``complete_job``), the queue's views and limits, and the blocking entry points. The
-coordination code (heartbeats, the mailbox, decisions from other processes, watching, the
-worker fleet) sees a runtime only through its :class:`~chainlab.runtime.coordination.Host`
-members: ``store``, ``liveness``, ``run_io``, ``spawn``, ``driven``, ``resume``,
-``claimed`` and ``release``.
+``complete_job``), the queue's views and limits, and the blocking entry points.
+
+Nothing below this module names ``Runtime``: each part names, as a protocol, what it uses of
+it, and ``Runtime`` satisfies them all. A run's handle holds a
+:class:`~chainlab.runtime.run.RunOwner` (the runtime's parts,
+:class:`~chainlab.runtime.run_view.RuntimeParts`, with ``decide``, ``resume``, ``get_run``
+and ``_launch``); the coordination code (heartbeats, the mailbox, decisions from other
+processes, watching, the worker fleet) a :class:`~chainlab.runtime.coordination.Host` (a
+RunOwner with ``liveness``, ``driven``, ``claimed``, ``release``, ``aclose``, ``watch`` and
+``approve_all``); a driver's liveness only the runtime's parts.
 
 One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
 coroutines on the kernel's running loop; there is no second, blocking copy of the methods.

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from chainlab.events.status import RunStatus
     from chainlab.jupyter.session import NotebookSession
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.runtime import Run, Runtime
+    from chainlab.runtime.run import RunOwner
+    from chainlab.runtime.runtime import Run
     from chainlab.store.base import RunRecord
 
 __all__ = ["CardHost", "RunHost", "RunView"]
@@ -45,7 +46,7 @@ class RunView(Protocol):
     def record(self) -> RunRecord: ...
 
     @property
-    def runtime(self) -> Runtime: ...
+    def runtime(self) -> RunOwner: ...
 
     @property
     def state(self) -> RunState: ...

@@ -1,8 +1,7 @@
 """Driver liveness and the decision mailbox, runtime side (DESIGN §13).
 
-While a runtime (a :class:`~chainlab.runtime.coordination.Host`) drives a run,
-:meth:`Liveness.attend` keeps one task
-beside the kernel that
+While a runtime (seen as its parts, :class:`~chainlab.runtime.run_view.RuntimeParts`)
+drives a run, :meth:`Liveness.attend` keeps one task beside the kernel that
 
 * heartbeats the run in the store (``store.heartbeat``, every ``heartbeat_s``; the first
   beat comes after ``first_beat_s`` or as soon as the run waits for a person, so a run of
@@ -46,8 +45,8 @@ from chainlab.events import RUN_TERMINAL, RunStatus
 from chainlab.store.base import DecisionRequest, DriverInfo, Notifier, RunRecord
 
 if TYPE_CHECKING:
-    from chainlab.runtime.coordination import Host
     from chainlab.runtime.run import Run
+    from chainlab.runtime.run_view import RuntimeParts
 
 __all__ = ["Liveness", "apply_request", "pid_alive"]
 
@@ -115,7 +114,7 @@ class Liveness:
             return None  # on this host its process is gone: no need to wait for staleness
         return driver
 
-    async def refuse_live(self, host: Host, record: RunRecord) -> None:
+    async def refuse_live(self, host: RuntimeParts, record: RunRecord) -> None:
         """Raise DriverAliveError when another live process drives ``record``'s run."""
         driver = await host.run_io(host.store.driver_of, record.run_id)
         now = time.time()
@@ -128,7 +127,7 @@ class Liveness:
 
     # ------------------------------------------------------------------ attending a run
     @contextlib.asynccontextmanager
-    async def attend(self, host: Host, run: Run) -> AsyncIterator[None]:
+    async def attend(self, host: RuntimeParts, run: Run) -> AsyncIterator[None]:
         """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs.
 
         The serving task starts only if the run is still driven after the first pause
@@ -186,7 +185,7 @@ class Liveness:
                     # by its requester, who sees the run ended and nobody left to answer
                     await host.run_io(store.clear_driver, run.run_id, self.driver_id)
 
-    async def _serve(self, host: Host, run: Run) -> None:
+    async def _serve(self, host: RuntimeParts, run: Run) -> None:
         store = host.store
         start = time.monotonic() - min(self.poll_s, self.first_beat_s)  # (attend waited)
         next_beat = start + self.first_beat_s
@@ -226,7 +225,7 @@ class Liveness:
             else:
                 await anyio.sleep(min(self.poll_s, left))
 
-    async def _beat(self, host: Host, run: Run) -> bool:
+    async def _beat(self, host: RuntimeParts, run: Run) -> bool:
         """One heartbeat; False once this driver was taken over (fenced)."""
         try:
             await host.run_io(host.store.heartbeat, run.run_id, run.epoch, self.identity())
@@ -236,7 +235,7 @@ class Liveness:
             log.warning("run %s: heartbeat not recorded: %s", run.run_id, exc)
         return True
 
-    async def answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
+    async def answer(self, host: RuntimeParts, run: Run, request: DecisionRequest) -> bool:
         """Apply one request to a run this runtime drives and answer it (``applied``, or
         ``refused`` with the check's message); False once this driver was taken over."""
         self._answering += 1
@@ -248,7 +247,8 @@ class Liveness:
                 self._answered.set()
                 self._answered = None
 
-    async def _apply_and_answer(self, host: Host, run: Run, request: DecisionRequest) -> bool:
+    async def _apply_and_answer(self, host: RuntimeParts, run: Run,
+                                request: DecisionRequest) -> bool:
         if request.expires_at is not None and time.time() > request.expires_at:
             outcome, message = "refused", (
                 f"expired: request {request.request_id} reached the driver after its "
@@ -275,7 +275,7 @@ class Liveness:
 _from_timers: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
 
 
-def _spawn_from_timer(host: Host, fn: Callable[[], Any]) -> None:
+def _spawn_from_timer(host: RuntimeParts, fn: Callable[[], Any]) -> None:
     """``host.spawn(fn)`` from a loop timer's callback. A callback runs outside any task,
     where anyio cannot tell which event loop it is on (sniffio finds none: no task, no
     ``anyio.run`` context, as under uvicorn), so the spawn happens in a small task."""

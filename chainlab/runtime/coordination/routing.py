@@ -36,7 +36,6 @@ from chainlab.store.base import DecisionRequest, DriverInfo, Notifier
 
 if TYPE_CHECKING:
     from chainlab.runtime.coordination import Host
-    from chainlab.runtime.runtime import Runtime
 
 __all__ = ["decide", "payload_for", "requester"]
 
@@ -61,7 +60,7 @@ def payload_for(action: str, *, note: str | None = None, reason: str | None = No
     return {k: given[k] for k in takes if given[k] is not None}
 
 
-async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
+async def decide(runtime: Host, run_id: str, step_id: str, action: str, *,
                  by: str | None, payload: dict[str, Any], timeout: float) -> str:
     """See :meth:`Runtime.decide`. Returns ``"applied"``."""
     request = DecisionRequest(run_id=run_id, step_id=step_id, action=str(action),
@@ -86,7 +85,7 @@ async def decide(runtime: Runtime, run_id: str, step_id: str, action: str, *,
     return "applied"
 
 
-async def _leave_to_fleet(runtime: Runtime, chain_data: dict[str, Any],
+async def _leave_to_fleet(runtime: Host, chain_data: dict[str, Any],
                           request: DecisionRequest, timeout: float) -> str:
     """Record ``request`` for the fleet (checked first, on the stored state) and wait up to
     ``timeout`` for a worker's answer; ``"recorded"`` when none came yet."""
@@ -125,7 +124,7 @@ async def _ended_without_answer(host: Host, request: DecisionRequest, request_id
                          step_id=request.step_id, field=request.action, run_id=request.run_id)
 
 
-def _check_args(runtime: Runtime, chain_data: dict[str, Any], step_id: str,
+def _check_args(runtime: Host, chain_data: dict[str, Any], step_id: str,
                 args: dict[str, Any]) -> None:
     chain = Chain.from_dict(chain_data)
     step = chain.step(step_id) if step_id in chain.step_ids else None

@@ -28,7 +28,6 @@ from chainlab.store.base import Notifier, RunRecord
 if TYPE_CHECKING:
     from chainlab.runtime.coordination import Host
     from chainlab.runtime.engine.kernel import Kernel
-    from chainlab.runtime.runtime import Runtime
     from chainlab.store.base import DriverInfo
 
 __all__ = ["WatchedRun", "watch_events", "watch_run"]
@@ -84,7 +83,7 @@ async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: b
             idle = min(idle * 2, max(poll_interval, 1.0))
 
 
-def watch_run(runtime: Runtime, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
+def watch_run(runtime: Host, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
     """A :class:`WatchedRun` of ``run_id`` in ``runtime.store`` (a blocking read of what is
     stored; call :meth:`WatchedRun.start` or ``await run.wait()`` to follow it live).
 
@@ -100,7 +99,9 @@ class WatchedRun(Run):
     default, as for a driven run) when it waits for a person. ``subscribe(callback)`` gets
     every event once, in order, as it is committed by the driver."""
 
-    def __init__(self, runtime: Runtime, record: RunRecord, events: list[Event],
+    runtime: Host
+
+    def __init__(self, runtime: Host, record: RunRecord, events: list[Event],
                  state: RunState, *, poll_interval: float = 0.05):
         super().__init__(runtime, Chain.from_dict(record.chain), None, record)
         self._static = state
