@@ -2,7 +2,7 @@
 measured in ONE process (ratios on one machine, never asserted).
 
     .venv/bin/python benchmarks/bench_costs.py [--reps 5] [--quick] [--no-pg] [--no-widget]
-        [--save FILE] [--previous FILE]
+        [--kernel-only] [--save FILE] [--previous FILE]
 
 Rows (floor = what the same work costs without chainlab, or the run's own cost):
   start N        ``runtime.start`` of a chain never started before (new step ids, a fresh
@@ -206,10 +206,12 @@ async def measure(args: argparse.Namespace, folder: Path,
                   pg: tuple[Timed, Timed, Callable[[], None]] | None) -> dict[str, Any]:
     sizes = (100, 1_000) if args.quick else (100, 1_000, 10_000)
     n = 200 if args.quick else 1_000
+    if args.kernel_only:
+        sizes, n = (), 1_000
     starts = {(shape, size): start_case(shape, size) for shape in ("whole", "fan-out")
               for size in sizes}
     kernels = {"W1": kernel_case(chain_workload(n)), "W2": kernel_case(fanout_workload(n))}
-    durable: dict[str, tuple[Timed, Timed]] = {
+    durable: dict[str, tuple[Timed, Timed]] = {} if args.kernel_only else {
         "sqlite": (durable_run(SQLiteStore(folder / "w4.db"), n, True, idempotent=False),
                    raw_floor(folder / "floor.db", n))}
     if pg is not None:
@@ -232,7 +234,8 @@ async def measure(args: argparse.Namespace, folder: Path,
                     "min": min(a for a, _ in pairs) * per,
                     "floor": statistics.median(b for _, b in pairs) * per,
                     "floor min": min(b for _, b in pairs) * per}
-    out["memory"] = await memory_case()
+    if not args.kernel_only:
+        out["memory"] = await memory_case()
     return out
 
 
@@ -258,6 +261,8 @@ def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
         print(f"{LABELS.get(key, key):<22}{unit:>6}{row['median']:>9.1f}{row['min']:>9.1f}"
               f"{row['floor']:>9.1f}{row['median'] / row['floor']:>9.2f}{p_med}{p_x}   "
               f"{TARGETS.get(key, '')}")
+    if "memory" not in out:
+        return
     mem, prev_mem = out["memory"], previous.get("memory", {})
     print(f"\nmemory, 10,000-step fan-out, bytes per step (floor: the asyncio floor's peak "
           f"{mem['floor peak']:.0f})")
@@ -278,19 +283,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="N=200, no 10,000 rows, 2 reps")
     ap.add_argument("--no-pg", action="store_true", help="skip the PostgreSQL row")
     ap.add_argument("--no-widget", action="store_true", help="skip the widget row")
+    ap.add_argument("--kernel-only", action="store_true",
+                    help="only the kernel rows (W1, W2 at N=1,000; --reps as given)")
     ap.add_argument("--save", type=Path, help="write this run's figures as JSON")
     ap.add_argument("--previous", type=Path, default=BASELINE)
     args = ap.parse_args()
     if args.quick:
         args.reps = 2
     folder = Path(tempfile.mkdtemp(prefix="chainlab-bench-costs-"))
-    pg = None if args.no_pg or args.quick else pg_cases(200 if args.quick else 1_000)
+    pg = None if args.no_pg or args.quick or args.kernel_only else pg_cases(1_000)
     try:
         out = asyncio.run(measure(args, folder, pg))
     finally:
         if pg is not None:
             pg[2]()
-    if not args.no_widget and not args.quick:
+    if not args.no_widget and not args.quick and not args.kernel_only:
         out["widget"] = widget_case(folder, args.reps)
     previous = json.loads(args.previous.read_text()) if args.previous.is_file() else {}
     report(out, previous, str(args.previous) if previous else "none")

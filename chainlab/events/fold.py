@@ -15,7 +15,7 @@ the run's own events (:mod:`chainlab.events.fold_run`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chainlab.events.event import Event, event_kind
@@ -32,7 +32,7 @@ from chainlab.events.fold_state import (
 from chainlab.events.fold_steps import HANDLERS as STEP_HANDLERS
 from chainlab.events.status import WAITS_FOR_PERSON
 
-__all__ = ["BACKGROUND_NOTE", "AttemptRecord", "RunState", "StepState", "read_run"]
+__all__ = ["BACKGROUND_NOTE", "FOLD", "AttemptRecord", "RunState", "StepState", "read_run"]
 
 
 class RunState(FoldState):
@@ -80,6 +80,9 @@ def _dispatch(*groups: dict[str, Handler]) -> dict[str, Handler]:
 
 
 _HANDLERS = _dispatch(STEP_HANDLERS, DECISION_HANDLERS, JOB_HANDLERS, RUN_HANDLERS)
+#: the handler of every event kind, what :meth:`RunState.apply` dispatches to (the kernel's
+#: emit, which folds the few events of every step, calls it without apply's frame)
+FOLD: Mapping[str, Handler] = _HANDLERS
 
 
 def read_run(

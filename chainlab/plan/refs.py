@@ -144,16 +144,37 @@ def parse_template(text: str) -> Template:
 
 
 def render_value(value: Any, resolve: Callable[[Ref], Any]) -> Any:
-    """Resolve every template inside a JSON value (dicts and lists walked recursively)."""
-    if isinstance(value, str):
+    """Resolve every template inside a JSON value (dicts and lists walked recursively: new
+    containers, every other value as it is). Every step's args are rendered through here,
+    most of them a reference or two in a dict or a list: one plain loop (no comprehension
+    frame) that renders a container's strings in its own frame."""
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list):
+        items = value
+    elif isinstance(value, str):
         if "{{" not in value:
             return value
-        return parse_template(value).render(resolve)
-    if isinstance(value, dict):
-        return {k: render_value(v, resolve) for k, v in value.items()}
-    if isinstance(value, list):
-        return [render_value(v, resolve) for v in value]
-    return value
+        items = (value,)
+    else:
+        return value
+    out: list[Any] = []
+    for item in items:
+        cls = item.__class__
+        if cls is str:
+            if "{{" in item:
+                template = parse_template(item)
+                whole = template.whole
+                item = resolve(whole) if whole is not None else template.render(resolve)
+        elif cls not in _SCALARS:
+            item = render_value(item, resolve)
+        out.append(item)
+    if items is value:
+        return out
+    return out[0] if items.__class__ is tuple else dict(zip(value, out, strict=True))
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})  # (no template inside: kept as they are)
 
 
 def walk_path(value: Any, path: tuple[str | int, ...], source: str) -> Any:

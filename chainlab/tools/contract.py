@@ -28,6 +28,9 @@ from chainlab.tools.signature import input_model, output_adapter
 
 __all__ = ["Tool"]
 
+# an int under 19 digits fits any limit int_too_long checks (the interpreter's is >= 640)
+_SHORT_INT = 10**18
+
 
 class Tool:
     """A registered tool: the function plus its schemas and side-effect contract."""
@@ -220,7 +223,8 @@ class Tool:
         if self._check_out is not None:
             value = self._check_out(value)
             kind = type(value)
-            if value is None or kind is bool or (kind is int and not int_too_long(value)) \
+            if value is None or kind is bool or (kind is int and (
+                    -_SHORT_INT < value < _SHORT_INT or not int_too_long(value))) \
                     or (kind is str and scalar_problem(value) is None):
                 return value  # already JSON (the common `-> int` / `-> str`): skip the dump
             adapter = self.output_adapter

@@ -60,3 +60,34 @@ async def test_a_refused_value_never_shares_a_cached_entry(name: str) -> None:
     assert info.value.problems[0].field == "chain.steps[0].args.value"
     assert runtime.store.list_runs() and len(runtime.store.list_runs()) == 4  # nothing made
     await runtime.aclose()
+
+
+def rich_chain() -> Chain:
+    """A chain that sets most of what a chain and its steps can say."""
+    made = Chain.from_dict({
+        "name": "rich", "description": "every kind of field",
+        "options": {"max_concurrency": 3, "on_failure": "continue", "priority": "declaration"},
+        "steps": [
+            {"id": "a", "tool": "echo", "args": {"value": [1, 2.5, "x", None, {"k": True}]},
+             "retry": {"max_attempts": 3, "backoff": "exponential"}, "timeout_s": 5,
+             "save_as": "first", "description": "the first"},
+            {"id": "b", "tool": "echo", "args": {"value": "{{ steps.a.output }}"},
+             "when": "{{ steps.a.output }}", "confirm": True, "rollback": "none"},
+            {"id": "c", "tool": "echo", "for_each": "{{ steps.a.output }}", "as": "one",
+             "max_concurrency": 2, "args": {"value": "{{ one }}"}, "depends_on": ["b"]},
+        ]})
+    made.steps[0].args["extra"] = [math.nan, math.inf, -math.inf, 10**30]
+    return made
+
+
+def test_the_content_key_is_the_chain_dumped_to_json() -> None:
+    """The cache's key text is the chain's JSON data with NaN and infinities as such,
+    serialised straight from the chain (issue 38: a start no longer dumps the chain to
+    Python data first), byte for byte what dumping it first gives."""
+    from pydantic_core import to_json
+
+    for made in (rich_chain(), chain(math.nan), chain(None)):
+        assert preparing._content_json(made, exclude_defaults=True) == to_json(
+            made.model_dump(exclude_defaults=True), inf_nan_mode="constants")
+    assert b"NaN" in preparing._content_json(chain(math.nan))
+    assert preparing._content_json(chain(math.nan)) != preparing._content_json(chain(None))

@@ -295,6 +295,8 @@ def used_chains(chain: Chain, chains: Mapping[str, Chain],
                 seen: dict[str, Chain] | None = None) -> dict[str, Chain]:
     """The sub-chains ``chain`` uses, recursively, by name."""
     seen = {} if seen is None else seen
+    if not chains:  # (none to use: every start of a runtime without sub-chains)
+        return seen
     for step in chain.steps:
         name = step.subchain_name
         if name and name not in seen and name in chains:

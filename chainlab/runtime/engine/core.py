@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from chainlab.events import RUN_END_KINDS, Event, EventKind, RunState, RunStatus
+from chainlab.events.fold import FOLD
 from chainlab.events.status import StopReason
 from chainlab.runtime.engine.scheduler import Scheduler
 
@@ -84,6 +85,9 @@ class RunCore:
             priority=priority,
         )
         self.args: dict[str, dict[str, Any]] = {}
+        # how references read this run, one per namespace: id(ns) -> (ns, resolve), made
+        # by flow.resolver
+        self.resolvers: dict[int, tuple[Any, Callable[[Any], Any]]] = {}
         # a parent (sub-chain, for_each, agent step) -> how many of its steps have not
         # finished: it settles when this reaches 0 (O(1) per child, whatever their number)
         self.open_children: dict[str, int] = {}
@@ -132,7 +136,10 @@ class RunCore:
         # tuple.__new__ is Event._make without its Python frame (three events per step)
         ev = _new_event(Event, (run_id, seq, self.clock.now(), epoch, kind, step_id, attempt,
                                 payload))
-        self.state.apply(ev)
+        state = self.state  # folded: RunState.apply without its frame (the same handler)
+        state.last_seq = seq
+        state.epoch = epoch
+        FOLD[kind](state, ev)
         self.store.append(run_id, epoch, (ev,), run_status)
         if self.subscribers:
             self._notify(ev)

@@ -27,7 +27,6 @@ from chainlab.errors import StoreError
 from chainlab.events import EventKind, RunStatus, StepStatus
 from chainlab.events.status import UNSETTLED, DrivePhase, StopReason
 from chainlab.runtime.engine.attempt.fate import start_deferred_timers
-from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.flow import unblocked
 from chainlab.runtime.engine.recovery import finish_recovery
 from chainlab.runtime.engine.saga import finish_stopped
@@ -176,11 +175,13 @@ async def _work(k: RunCore) -> None:
             continue
         node = k.nodes[got]
         try:
-            await kind_of(k, node).run(k, node)  # its kind: a call, a job, a sub-chain...
+            # its kind (kind_of, without its frame): a call, a job, a sub-chain...
+            await k.kinds[node.kind].run(k, node)
         finally:
             k.sched.release(got)
-        if k.sched.n_ready > 1:  # this worker takes one itself
-            k.wake_workers(1)
+        if k.sched.n_ready > 1 and (k.idle or k.workers < k.sched.max_concurrency):
+            k.wake_workers(1)  # (this worker takes one itself; with every worker busy, none
+            # is left to wake or start)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -27,7 +27,8 @@ import anyio
 if TYPE_CHECKING:
     from chainlab.tools import CallContext, Tool
 
-__all__ = ["BodyBaseException", "Executor", "LocalExecutor", "Pending", "SubmittingExecutor"]
+__all__ = ["AWAITS_ON_LOOP", "BodyBaseException", "Executor", "LocalExecutor", "Pending",
+           "SubmittingExecutor"]
 
 
 class BodyBaseException(Exception):
@@ -202,3 +203,10 @@ class LocalExecutor:
             return await anyio.to_thread.run_sync(partial(tool.fn, **kwargs),
                                                   abandon_on_cancel=True)
         return await self.submit(tool, kwargs, ctx).result()
+
+
+#: ``type(executor).call is AWAITS_ON_LOOP``: the executor's ``call`` of an ASYNC body only
+#: awaits it on the running loop (a :class:`LocalExecutor`'s, not overridden), so the one
+#: seam that calls tools (:func:`~chainlab.runtime.engine.attempt.call.call_tool`) awaits
+#: the body itself. An executor that runs bodies elsewhere (Dask) or wraps them is called.
+AWAITS_ON_LOOP = LocalExecutor.call

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import ErrorKind, EventKind, SkipReason, StepStatus
-from chainlab.events.status import STEP_TERMINAL, StopReason, releases
+from chainlab.events.status import RELEASES_DEPENDANTS, STEP_TERMINAL, StopReason, releases
 from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.attempt.kind import kind_of
@@ -43,7 +43,8 @@ def unblocked(k: RunCore, node: Node) -> None:
     wait for confirmation."""
     if k.stopping:
         return  # stays pending; the stop cancels it
-    resolve = resolver(k, node)
+    found = k.resolvers.get(id(node.ns)) if node.index is None else None
+    resolve = found[1] if found is not None and found[0] is node.ns else resolver(k, node)
     if node.when is not None:
         try:
             go = evaluate(node.when, resolve)
@@ -117,7 +118,18 @@ def _fail_early(k: RunCore, node: Node, message: str) -> None:
 
 
 def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
-    """How ``node``'s references read the run: its namespace's steps, memory, context."""
+    """How ``node``'s references read the run: its namespace's steps, memory, context. One
+    per namespace and run (a for_each instance's reads its own item: one per instance)."""
+    if node.index is None:
+        ns = node.ns
+        found = k.resolvers.get(id(ns))
+        if found is None or found[0] is not ns:  # (an id is only unique while ns lives)
+            found = k.resolvers[id(ns)] = (ns, _resolver(k, node))
+        return found[1]
+    return _resolver(k, node)
+
+
+def _resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
     ns = node.ns
     steps = k.steps
     index = node.index
@@ -155,7 +167,7 @@ def finished(k: RunCore, node: Node) -> None:
             if left == 0:
                 parent = k.nodes[group]
                 kind_of(k, parent).child_settled(k, parent)
-    ok = releases(st.status, st.reason)
+    ok = st.status in RELEASES_DEPENDANTS or releases(st.status, st.reason)
     if node.children:  # the steps of a sub-chain step that never started never run
         why = SkipReason.CONDITION if ok else (st.reason or SkipReason.UPSTREAM_FAILED)
         _skip_children(k, node, why)

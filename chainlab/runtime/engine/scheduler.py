@@ -177,8 +177,9 @@ class Scheduler:
         phase, deps, waiting = self._phase, self._topo.deps, self._waiting
         out: list[str] = []
         for step_id in step_ids:
-            now = self._phase_of(step_id)
-            if now != Phase.BLOCKED:
+            now = phase.get(step_id)
+            if now is not Phase.BLOCKED:
+                self._phase_of(step_id)  # raises for an unknown step
                 raise SchedulerError(f"step {step_id!r} was already started ({now})")
             n = 0
             for dep in deps[step_id]:

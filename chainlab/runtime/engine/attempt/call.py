@@ -21,7 +21,11 @@ from chainlab._text import safe_repr
 from chainlab.errors import ToolError
 from chainlab.events.usage import normalize_usage
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.executors import BodyBaseException, SubmittingExecutor
+from chainlab.runtime.engine.executors import (
+    AWAITS_ON_LOOP,
+    BodyBaseException,
+    SubmittingExecutor,
+)
 from chainlab.tools import CallContext, NotJSONError
 from chainlab.tools.context import response_usage
 
@@ -58,6 +62,11 @@ class Outcome(NamedTuple):
         return self.failure is None
 
 
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
+# outputs that carry no usage (response_usage would say None: not called for them)
+_PLAIN = frozenset({int, float, str, bool, list, tuple, type(None)})
+
+
 async def call_tool(
     tool: Tool,
     args: dict[str, Any],
@@ -88,7 +97,12 @@ async def call_tool(
         await store.flush(ctx.run_id, ctx.epoch)
     pending: Pending | None = None
     try:
-        if timeout_s is not None and not tool.is_async \
+        if timeout_s is None and tool.is_async and type(executor).call is AWAITS_ON_LOOP:
+            # the common call (async, no timeout, an executor that would only await it on
+            # this loop): awaited here, one coroutine fewer per step
+            deadline = None
+            result = await tool.fn(**kwargs)
+        elif timeout_s is not None and not tool.is_async \
                 and isinstance(executor, SubmittingExecutor):
             pending = executor.submit(tool, kwargs, ctx)
             with anyio.move_on_after(timeout_s) as deadline:
@@ -113,7 +127,8 @@ async def call_tool(
         return Outcome(failure=classify(exc, tool_name=tool.name), usage=_reported(ctx))
     # a tool that reported nothing but returned an OpenAI-style response: its usage
     try:
-        usage = _reported(ctx, strict=True) or response_usage(result)
+        usage = (_reported(ctx, strict=True) if ctx.usage else None) or (
+            None if result.__class__ in _PLAIN else response_usage(result))
     except ValueError as exc:
         return Outcome(failure=Failure(ErrorKind.EXECUTION_FAILED,
                                        f"step {ctx.step_id!r}: the usage {tool.name!r} "
@@ -121,7 +136,7 @@ async def call_tool(
     if not check_output:
         return Outcome(output=result, usage=usage)
     try:
-        return Outcome(output=tool.check_output(result), usage=usage)
+        return _new_tuple(Outcome, (tool.check_output(result), None, None, usage))
     except Exception as exc:
         return Outcome(failure=bad_output(exc, tool.name, ctx.step_id), usage=usage)
 

@@ -31,6 +31,8 @@ S = StepStatus
 
 __all__ = ["ToolCall", "gate"]
 
+_new_tuple = tuple.__new__
+
 
 def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     """Before any call of any kind: ``(attempt, args, confirmed)`` when the step may start,
@@ -89,7 +91,8 @@ class ToolCall(Kind):
             attempt,
             {"args": args, "tool": tool.name, "idempotency_key": key, "code": tool.fingerprint},
         )
-        ctx = CallContext(k.run_id, step_id, attempt, key or "", k.epoch, "call", {})
+        ctx = _new_tuple(CallContext, (k.run_id, step_id, attempt, key or "", k.epoch, "call",
+                                       {}))  # (CallContext's own __new__ is a Python frame)
         try:
             outcome = await call_tool(
                 tool, args, ctx, executor=k.executor, store=k.store, timeout_s=node.timeout_s,
