@@ -43,6 +43,11 @@ _new_event = tuple.__new__
 class RunCore:
     """The state of one run that the engine's parts share (see the module docstring)."""
 
+    # kind name -> how each kind of step runs, set by the class that drives (the Kernel:
+    # attempt.kinds.KINDS; asked through attempt.kind.kind_of, which is typed: this module
+    # names no kind, not even a type)
+    kinds: Mapping[str, Any]
+
     def __init__(
         self,
         *,
@@ -56,7 +61,6 @@ class RunCore:
         clock: Clock,
         epoch: int,
         toolbox: Toolbox,
-        kinds: Mapping[str, Any],
         priority: Callable[[str], float] | None = None,
     ):
         self.run_id = run_id
@@ -73,9 +77,6 @@ class RunCore:
         self.clock = clock
         self.epoch = epoch
         self.toolbox = toolbox
-        # kind name -> how each kind of step runs (attempt.kinds; asked through
-        # attempt.kind.kind_of, which is typed: this module names no kind, not even a type)
-        self.kinds = kinds
         self.seq = state.last_seq
         self.sched = Scheduler(
             graph.topology,

@@ -28,31 +28,24 @@ One step's life::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chainlab.errors import RunStateError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
     EventKind,
-    RunState,
     RunStatus,
     StepStatus,
 )
 from chainlab.events.status import DrivePhase, StopReason
-from chainlab.plan.schema import RunOptions
 from chainlab.runtime.engine.attempt.kinds import KINDS
-from chainlab.runtime.engine.compile import Graph, Node
+from chainlab.runtime.engine.compile import Node
 from chainlab.runtime.engine.core import RunCore
 from chainlab.runtime.engine.driver import drive, worker
 from chainlab.runtime.engine.flow import finished, make_ready
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.clock import Clock
     from chainlab.runtime.engine.decisions import Decision
-    from chainlab.runtime.engine.executors import Executor
-    from chainlab.store.base import Store
-    from chainlab.tools import Toolbox
 
 __all__ = ["Kernel"]
 
@@ -60,31 +53,12 @@ log = logging.getLogger("chainlab.runtime")
 S = StepStatus
 R = RunStatus
 K = EventKind
-_EMPTY: dict[str, Any] = {}
-_new_event = tuple.__new__
 
 
 class Kernel(RunCore):
     """Drives one run. Created by :class:`chainlab.runtime.Runtime`; used through ``Run``."""
 
-    def __init__(
-        self,
-        *,
-        run_id: str,
-        graph: Graph,
-        state: RunState,
-        options: RunOptions,
-        context: dict[str, Any],
-        store: Store,
-        executor: Executor,
-        clock: Clock,
-        epoch: int,
-        toolbox: Toolbox,
-        priority: Callable[[str], float] | None = None,
-    ):
-        super().__init__(run_id=run_id, graph=graph, state=state, options=options,
-                         context=context, store=store, executor=executor, clock=clock,
-                         epoch=epoch, toolbox=toolbox, kinds=KINDS, priority=priority)
+    kinds = KINDS  # how each kind of step runs (attempt.kinds)
 
     @property
     def paused(self) -> bool:
