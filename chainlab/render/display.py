@@ -22,10 +22,12 @@ from chainlab.render.style import TIMES
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState, StepState
     from chainlab.plan.schema import Chain
+    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 
 __all__ = [
+    "agent_turns",
     "chain_mimebundle",
     "chain_svg",
     "drawing_svg",
@@ -135,19 +137,27 @@ class Shown(Protocol):
 
 def drawn_steps(run: Shown) -> Mapping[str, StepState]:
     """The run's steps that its DAG draws, by id: every step of its chain and of its
-    sub-chains (``parent/child``), but not the instances of a for_each step (its one node
+    sub-chains (``parent/child``) and the calls of each agent step drawn as the cluster of
+    its turns (:func:`agent_turns`), but not the instances of a for_each step (its one node
     counts them): what a drawing reads costs the same whatever the number of instances."""
     steps = run.steps
     if not run.state.children:
         return steps
     out: dict[str, StepState] = {}
+    agents = agent_turns(run)
+
+    def add(step_id: str) -> None:
+        st = steps.get(step_id)
+        if st is not None:
+            out[step_id] = st
+        for turn in agents.get(step_id, ()):
+            for call_id, _ in turn.calls:
+                add(call_id)
 
     def walk(chain: Chain, prefix: str, seen: tuple[str, ...]) -> None:
         for step in chain.steps:
             step_id = prefix + step.id
-            st = steps.get(step_id)
-            if st is not None:
-                out[step_id] = st
+            add(step_id)
             sub = chains.get(step.subchain_name or "") if step.is_subchain else None
             if sub is not None and step.for_each is None and sub.name not in seen:
                 walk(sub, step_id + "/", (*seen, sub.name))
@@ -155,6 +165,15 @@ def drawn_steps(run: Shown) -> Mapping[str, StepState]:
     chains = _run_chains(run)
     walk(run.chain, "", (run.chain.name,))
     return out
+
+
+def agent_turns(run: Shown) -> dict[str, tuple[TurnShape, ...]]:
+    """The turns of each agent step of the run that has grown (the kind's own reading,
+    :func:`~chainlab.runtime.engine.attempt.agentcalls.turn_shapes`): what its cluster
+    draws."""
+    from chainlab.runtime.engine.attempt.agentcalls import turn_shapes
+
+    return turn_shapes(run.state) if run.state.growth else {}
 
 
 def run_statuses(run: Shown) -> dict[str, str]:
@@ -205,7 +224,7 @@ def run_drawing(run: Run, *, scope: str | None = None,
     return draw_chain(run.chain, run.runtime.toolbox, run_statuses(run), None, _run_chains(run),
                       badges=run_badges(run), notes=run_notes(run),
                       title=f"{run.chain.name} · run {run.status}", rankdir=rankdir,
-                      scope=scope)
+                      scope=scope, agents=agent_turns(run))
 
 
 def run_dot(run: Run) -> str:
@@ -294,7 +313,10 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
 def run_status_table(run: Run) -> str:
     """An HTML table of the run's steps: step, tool, status (with its badge), attempts, and
     the reason or last error."""
+    from chainlab.runtime.engine.attempt.agentcalls import call_tools
+
     tools = {s.id: s.tool for s in run.chain.steps}
+    tools.update(call_tools(run.state))  # an agent's calls: the tool the model chose
     badges = run_badges(run)
     rows = []
     for step_id, st in drawn_steps(run).items():  # (a for_each step's instances counted)

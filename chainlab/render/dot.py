@@ -5,7 +5,10 @@ What the drawing encodes (the legend, :mod:`chainlab.render.legend`, repeats it)
 * shape by kind: rounded box = no side effects; square box with ``⚡`` = side effects
   (``⚡=`` when idempotent); octagon with ``☐`` = needs a person's approval; ``◇`` = has a
   ``when`` condition; a sub-chain (``tool: chain:NAME``) is a cluster holding its steps when
-  its chain is known, else a folder node marked ``⇢``;
+  its chain is known, else a folder node marked ``⇢``; an agent step (``✦``) whose model
+  has asked for calls is a cluster of its model turns (ellipses) with each turn's calls side
+  by side under it (:data:`TURNS_DRAWN` turns and :data:`CALLS_DRAWN` calls a turn at most,
+  the rest counted), and it grows as the run records turns;
 * status (when given) by fill, border colour, border pattern and a text line
   ``"✓ succeeded · <badges>"`` (symbol + word + badges such as the attempt count), see
   :data:`~chainlab.render.STATUS_STYLE`;
@@ -54,9 +57,16 @@ from chainlab.render.style import (
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain, Step
+    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.tools import Toolbox
 
-__all__ = ["Drawing", "chain_dot", "draw_chain", "quote", "quote_multiline"]
+__all__ = ["CALLS_DRAWN", "TURNS_DRAWN", "Drawing", "chain_dot", "draw_chain", "quote",
+           "quote_multiline"]
+
+#: an agent step's turns drawn at most (the last ones; the earlier are one counted node)
+TURNS_DRAWN = 8
+#: calls of one turn drawn at most (the rest counted on one node)
+CALLS_DRAWN = 6
 
 _SCOPE_TOKEN = "\x00scope\x00"
 _MAX_TEXT = 34
@@ -71,6 +81,14 @@ def _lines(*lines: str) -> str:
     """A multi-line DOT label: each line escaped, joined by DOT's centred line break."""
     body = "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
                       for line in lines)
+    return f'"{body}"'
+
+
+def _left_lines(*lines: str) -> str:
+    """A multi-line DOT label whose lines all start at its left edge (a cluster's title: a
+    centred second line under a left-justified first one read as misplaced)."""
+    body = "".join(line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + "\\l"
+                   for line in lines)
     return f'"{body}"'
 
 
@@ -97,6 +115,7 @@ class _Writer:
     notes: Mapping[str, str]
     problems: Mapping[str, list[Any]]
     reserve: bool
+    agents: Mapping[str, Sequence[TurnShape]] = field(default_factory=dict)
     out: list[str] = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)
     edge_kinds: set[str] = field(default_factory=set)
@@ -150,8 +169,8 @@ class _Writer:
         level_edges = edges(chain)
         # interchangeable steps (a wide fan-out) are drawn as a grid (chainlab.render.grid)
         grids = plan_grids([s.id for s in chain.steps], level_edges, prefix=prefix, eligible={
-            s.id for s in chain.steps if counts[s.id] == 1 and not (
-                s.is_subchain and self.chains.get(s.subchain_name or ""))})
+            s.id for s in chain.steps if counts[s.id] == 1 and prefix + s.id not in self.agents
+            and not (s.is_subchain and self.chains.get(s.subchain_name or ""))})
         in_grid = {m: g for g in grids for m in g.members}
         by_id = {prefix + s.id: s for s in chain.steps}
         for step in chain.steps:
@@ -173,6 +192,8 @@ class _Writer:
             if sub is not None and sub.steps and sub.name not in stack \
                     and step.for_each is None:  # (one node for all its instances)
                 anchors[full] = self.cluster(step, sub, full, indent, stack)
+            elif full in self.agents and step.for_each is None:
+                anchors[full] = self.agent(step, full, indent)
             else:
                 self.node(step, full, indent)
                 anchors[full] = _Anchor(full, full)
@@ -228,10 +249,10 @@ class _Writer:
                          for m in src_grid.bottom]
 
     def node(self, step: Step, full: str, indent: str, *, name: str | None = None,
-             duplicated: bool = False) -> None:
+             duplicated: bool = False, title: str | None = None) -> None:
         """One step's node; ``name`` (default ``full``) is its Graphviz name, distinct for
         each step that repeats an id (``duplicated``: marked as a problem even when the
-        problems were not given)."""
+        problems were not given); ``title``: its first line (default the step's id)."""
         name = name or full
         kind, marks = step_kind(step, self.toolbox)
         self.kinds.add(kind)
@@ -242,7 +263,7 @@ class _Writer:
         if step.when:
             self.kinds.add("conditional")
         tool = step.tool if not step.is_subchain else f"chain:{step.subchain_name}"
-        lines = [_clip(step.id), _clip(f"{marks} {tool}".strip())]
+        lines = [_clip(title or step.id), _clip(f"{marks} {tool}".strip())]
         mapped = step.for_each is not None
         if mapped:  # ONE node for every instance, whatever their number
             self.kinds.add("for_each")
@@ -277,16 +298,13 @@ class _Writer:
         ]
         self.out.append(f"{indent}{quote(name)} [{_attrs(attrs)}];")
 
-    def cluster(self, step: Step, sub: Chain, full: str, indent: str,
-                stack: tuple[str, ...]) -> _Anchor:
-        self.kinds.add("subchain")
-        name = f"cluster_{full}"
-        status = self._status_text(full)
+    def open_cluster(self, name: str, full: str, lines: list[str], tooltip: str,
+                     indent: str) -> None:
+        """The head of a step drawn as a cluster (a sub-chain, an agent): its look follows
+        the step's status as a node's does (the status is its label's last line)."""
         style = self._status_style(full)
-        problem = self._problem_text(full)
-        head = f"{KIND_MARK['subchain']} {_clip(step.id)} · chain:{_clip(sub.name)}"
-        lines = [head] + ([problem] if problem else []) + ([status] if status else [])
         if style is None:
+            problem = full in self.problems
             fill, stroke, text, width, line = (CLUSTER_FILL, PROBLEM.stroke if problem else
                                                CLUSTER_STROKE, MUTED_TEXT, 1.2, "dashed")
         else:
@@ -298,7 +316,7 @@ class _Writer:
         for key, value in [
             ("id", quote(element_id(self.scope, full))),
             ("class", '"cl-step"'),
-            ("label", _lines(*lines)),
+            ("label", _left_lines(*lines)),
             ("labeljust", "l"),
             ("fontsize", "10"),
             ("style", quote(",".join(styles))),
@@ -306,10 +324,21 @@ class _Writer:
             ("color", quote(stroke)),
             ("penwidth", _num(width)),
             ("fontcolor", quote(text)),
-            ("tooltip", quote_multiline(self._tooltip(step, full, [f"sub-chain {sub.name!r}"]))),
+            ("tooltip", quote_multiline(tooltip)),
         ]:
             self.out.append(f"{inner}{key}={value};")
-        anchors = self.chain_level(sub, full + "/", inner, (*stack, sub.name))
+
+    def cluster(self, step: Step, sub: Chain, full: str, indent: str,
+                stack: tuple[str, ...]) -> _Anchor:
+        self.kinds.add("subchain")
+        name = f"cluster_{full}"
+        status = self._status_text(full)
+        problem = self._problem_text(full)
+        head = f"{KIND_MARK['subchain']} {_clip(step.id)} · chain:{_clip(sub.name)}"
+        lines = [head] + ([problem] if problem else []) + ([status] if status else [])
+        self.open_cluster(name, full, lines, self._tooltip(step, full, [
+            f"sub-chain {sub.name!r}"]), indent)
+        anchors = self.chain_level(sub, full + "/", indent + "  ", (*stack, sub.name))
         self.out.append(f"{indent}}}")
         sub_edges = edges(sub)
         has_in = {e.target for e in sub_edges}
@@ -318,6 +347,74 @@ class _Writer:
         first = next((i for i in ids if i[len(full) + 1:] not in has_in), ids[0])
         last = next((i for i in reversed(ids) if i[len(full) + 1:] not in has_out), ids[-1])
         return _Anchor(anchors[first].head, anchors[last].tail, name)
+
+    def agent(self, step: Step, full: str, indent: str, title: str | None = None) -> _Anchor:
+        """An agent step that has grown: a cluster holding its model turns, each an ellipse
+        with the turn's calls side by side under it (a call that is itself an agent step
+        with turns is a cluster of its own); the turns before the last :data:`TURNS_DRAWN`
+        are one counted ellipse, a turn's calls past :data:`CALLS_DRAWN` one counted node."""
+        from chainlab.runtime.engine.attempt.agentcalls import call_plan_step
+
+        self.kinds.add("agent")
+        _, marks = step_kind(step, self.toolbox)
+        name = f"cluster_{full}"
+        status = self._status_text(full, counts=True)
+        problem = self._problem_text(full)
+        lines = [_clip(f"{marks} {title or step.id} · {step.tool}".strip(), 48)]
+        lines += ([problem] if problem else []) + ([status] if status else [])
+        turns = self.agents[full]
+        self.open_cluster(name, full, lines, self._tooltip(step, full, [
+            f"{len(turns)} model turn(s) drawn"]), indent)
+        inner = indent + "  "
+        folded, shown = turns[:-TURNS_DRAWN], turns[-TURNS_DRAWN:]
+        heads: list[str] = []  # the first node, and the nodes the next turn follows
+        tails: list[str] = []
+        if folded:
+            first = f"{full}#turns"
+            n_calls = sum(len(t.calls) for t in folded)
+            self.turn_node(first, [f"{KIND_MARK['agent']} turns {folded[0].turn} to "
+                                   f"{folded[-1].turn}", f"{n_calls:,} calls"], inner)
+            heads, tails = [first], [first]
+        for t in shown:
+            node = f"{full}#t{t.turn}"
+            self.turn_node(node, _turn_lines(t), inner, pending=t.next)
+            heads = heads or [node]
+            self.out += [f"{inner}{quote(tail)} -> {quote(node)} [arrowsize=0.5];"
+                         for tail in tails]
+            row: list[_Anchor] = []
+            for call_id, tool in t.calls[:CALLS_DRAWN]:
+                self.drawn.append(call_id)
+                call = call_plan_step(tool)  # (its kind and marks)
+                if call_id in self.agents:
+                    row.append(self.agent(call, call_id, inner, title=call_id))
+                else:
+                    self.node(call, call_id, inner, title=call_id)
+                    row.append(_Anchor(call_id, call_id))
+            if len(t.calls) > CALLS_DRAWN:
+                more = f"{node}+"
+                self.turn_node(more, [f"+{len(t.calls) - CALLS_DRAWN:,} more calls"], inner,
+                               pending=True)
+                row.append(_Anchor(more, more))
+            if len(row) > 1:
+                self.out.append(f"{inner}{{rank=same; "
+                                + "; ".join(quote(a.head) for a in row) + "}")
+            for a in row:
+                lhead = f", lhead={quote(a.cluster)}" if a.cluster else ""
+                self.out.append(f"{inner}{quote(node)} -> {quote(a.head)} "
+                                f"[arrowsize=0.5{lhead}];")
+            tails = [a.tail for a in row] or [node]
+        self.out.append(f"{indent}}}")
+        return _Anchor(heads[0], tails[0], name)
+
+    def turn_node(self, name: str, lines: list[str], indent: str, *,
+                  pending: bool = False) -> None:
+        """A model turn (not a step: no status of its own, never selected)."""
+        attrs = [("id", quote(element_id(self.scope, name))), ("class", '"cl-turn"'),
+                 ("shape", "ellipse"), ("style", quote("filled,dashed" if pending else "filled")),
+                 ("fillcolor", quote(CLUSTER_FILL)), ("color", quote(CLUSTER_STROKE)),
+                 ("fontcolor", quote(MUTED_TEXT)), ("fontsize", "9"),
+                 ("margin", '"0.06,0.02"'), ("label", _lines(*lines))]
+        self.out.append(f"{indent}{quote(name)} [{_attrs(attrs)}];")
 
     def edge(self, e: Edge, prefix: str, anchors: Mapping[str, _Anchor], indent: str) -> None:
         src, dst = anchors[prefix + e.source], anchors[prefix + e.target]
@@ -333,6 +430,22 @@ class _Writer:
         if dst.cluster:
             attrs.append(("lhead", quote(dst.cluster)))
         self.out.append(f"{indent}{quote(src.tail)} -> {quote(dst.head)} [{_attrs(attrs)}];")
+
+
+def _turn_lines(t: TurnShape) -> list[str]:
+    """What a model turn's ellipse says: the turn, what it asked for, its tokens."""
+    mark = KIND_MARK["agent"]
+    if t.final:
+        head = f"{mark} turn {t.turn} · final answer"
+    elif t.next:
+        head = f"{mark} turn {t.turn} · next"
+    else:
+        n = len(t.calls)
+        parts = [f"{mark} turn {t.turn}", f"{n} call{'s' if n != 1 else ''}" if n else ""]
+        parts += [f"{t.refused} refused" if t.refused else "",
+                  "answer sent back" if t.feedback else ""]
+        head = " · ".join(p for p in parts if p)
+    return [head] + ([f"{t.tokens:,} tokens"] if t.tokens else [])
 
 
 def quote_multiline(text: str) -> str:
@@ -377,6 +490,7 @@ def draw_chain(
     rankdir: Literal["TB", "LR"] = "TB",
     scope: str | None = None,
     reserve_status: bool = False,
+    agents: Mapping[str, Sequence[TurnShape]] | None = None,
 ) -> Drawing:
     """:func:`chain_dot` plus the facts a view needs (see :class:`Drawing`)."""
     if chains is None:
@@ -390,7 +504,7 @@ def draw_chain(
         (by_step.setdefault(step_id, []) if step_id else chain_problems).append(p)
     w = _Writer(scope=scope or _SCOPE_TOKEN, toolbox=toolbox, chains=chains,
                 statuses=statuses, badges=badges or {}, notes=notes or {}, problems=by_step,
-                reserve=reserve_status)
+                reserve=reserve_status, agents=agents or {})
     head_lines = [title if title is not None else chain.name]
     head_lines += [_clip(f"⚠ [{getattr(p, 'code', '?')}] {getattr(p, 'message', p)}", 100)
                    for p in chain_problems]
@@ -429,6 +543,7 @@ def chain_dot(
     rankdir: Literal["TB", "LR"] = "TB",
     scope: str | None = None,
     reserve_status: bool = False,
+    agents: Mapping[str, Sequence[TurnShape]] | None = None,
 ) -> str:
     """DOT text drawing ``chain`` (pure: no Graphviz needed; same input -> same text).
 
@@ -442,11 +557,13 @@ def chain_dot(
     faulty steps; problems without a step are listed under the title. ``scope`` prefixes
     every SVG element id (default: a hash of the input, so equal inputs give equal ids).
     ``reserve_status`` lays out a status line wide enough for any status and the usual
-    badges (``RESERVED_LINE``; live views patch it later).
+    badges (``RESERVED_LINE``; live views patch it later). ``agents`` (a run's
+    :func:`~chainlab.runtime.engine.attempt.agentcalls.turn_shapes`) draws each agent step
+    that has grown as the cluster of its turns and calls.
     The legend is not part of the DOT: :func:`chainlab.render.chain_svg` adds it to the SVG.
 
     Raises ValueError for an unknown status value.
     """
     return draw_chain(chain, toolbox, statuses, problems, chains, badges=badges, notes=notes,
                       title=title, rankdir=rankdir, scope=scope,
-                      reserve_status=reserve_status).dot
+                      reserve_status=reserve_status, agents=agents).dot

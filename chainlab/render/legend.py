@@ -33,6 +33,7 @@ _KINDS = [  # (kind, label, shape)
     ("confirm", f"{KIND_MARK['confirm']} needs approval", "octagon"),
     ("subchain", f"{KIND_MARK['subchain']} sub-chain", "folder"),
     ("for_each", f"{KIND_MARK['for_each']} once per item (counts)", "box"),
+    ("agent", f"{KIND_MARK['agent']} agent: its model turns and their calls", "rounded"),
     ("conditional", "◇ has a condition", "rounded"),
     ("problem", "⚠ plan problem", "rounded"),
 ]

@@ -46,6 +46,7 @@ from chainlab.render.style import FONT, STATUS_STYLE, dasharray, status_line, st
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
+    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 
@@ -84,11 +85,15 @@ class LiveDag:
     def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
                  chains: Mapping[str, Chain] | None = None, *, scope: str | None = None,
                  legend: bool = True, rankdir: Literal["TB", "LR"] = "TB",
-                 title: str | None = None, backend: str = "auto"):
+                 title: str | None = None, backend: str = "auto",
+                 agents: Mapping[str, tuple[TurnShape, ...]] | None = None):
         self.scope = scope or f"cl-dag-{secrets.token_hex(4)}"
+        #: the turns of the agent steps drawn as clusters (a run that records a turn has a
+        #: new shape: a new LiveDag lays it out, :func:`chainlab.render.display.agent_turns`)
+        self.agents: dict[str, tuple[TurnShape, ...]] = dict(agents or {})
         # drawn with a placeholder scope: the same chain gives the same DOT text, so its
         # layout and its template are made once per shape (_template) and shared
-        drawn = _drawn(chain, toolbox, chains, title, rankdir)
+        drawn = _drawn(chain, toolbox, chains, title, rankdir, self.agents)
         template = _template(drawn, legend, backend)
         self.drawing: Drawing = replace(
             drawn, dot=drawn.dot.replace(_PLACEHOLDER, self.scope), scope=self.scope,
@@ -101,10 +106,12 @@ class LiveDag:
 
     @classmethod
     def for_run(cls, run: Run, **options: Any) -> LiveDag:
-        """A live view of a run's chain (its runtime's toolbox and sub-chains)."""
-        from chainlab.render.display import _run_chains
+        """A live view of a run's chain (its runtime's toolbox and sub-chains, its agent steps'
+        turns as they are now)."""
+        from chainlab.render.display import _run_chains, agent_turns
 
-        return cls(run.chain, run.runtime.toolbox, _run_chains(run), **options)
+        return cls(run.chain, run.runtime.toolbox, _run_chains(run), agents=agent_turns(run),
+                   **options)
 
     def element_id(self, step_id: str) -> str:
         """The SVG element id of a step's node or cluster. Raises KeyError for a step that is
@@ -241,15 +248,17 @@ _DRAWN: OrderedDict[tuple[Any, ...], Drawing] = OrderedDict()
 
 
 def _drawn(chain: Chain, toolbox: Toolbox | None, chains: Mapping[str, Chain] | None,
-           title: str | None, rankdir: Literal["TB", "LR"]) -> Drawing:
+           title: str | None, rankdir: Literal["TB", "LR"],
+           agents: Mapping[str, tuple[TurnShape, ...]]) -> Drawing:
     """``draw_chain`` with the placeholder scope, once per drawing's inputs: the chain's
     content, what the drawing reads of its tools (which tool object, its side effects,
     idempotency, confirmation) and of its sub-chains. A widget opened again on a stored
     run (a new Chain object of the same content) skips the walk over its steps (a quarter
-    of a second for 3,332 steps)."""
+    of a second for 3,332 steps). The calls of the agents drawn (``agents``, part of the
+    key: a run that records a turn is a new shape) are looked up as the chain's tools are."""
     known = dict(chains if chains is not None else getattr(toolbox, "chains", {}) or {})
     reached: dict[str, Chain] = {}
-    tools: set[str] = set()
+    tools: set[str] = {tool for turns in agents.values() for t in turns for _, tool in t.calls}
     pending = [chain]
     while pending:  # the chain and every sub-chain it reaches
         for step in pending.pop().steps:
@@ -269,14 +278,14 @@ def _drawn(chain: Chain, toolbox: Toolbox | None, chains: Mapping[str, Chain] | 
             else "callable"))
     key = (chain.model_dump_json(exclude_defaults=True), tuple(looks),
            tuple((n, c.model_dump_json(exclude_defaults=True)) for n, c in sorted(reached.items())),
-           title, rankdir)
+           title, rankdir, tuple(sorted(agents.items())))
     with _templates_lock:
         hit = _DRAWN.get(key)
         if hit is not None:
             _DRAWN.move_to_end(key)
             return hit
     made = draw_chain(chain, toolbox, None, None, chains, reserve_status=True,
-                      scope=_PLACEHOLDER, title=title, rankdir=rankdir)
+                      scope=_PLACEHOLDER, title=title, rankdir=rankdir, agents=agents)
     with _templates_lock:
         _DRAWN[key] = made
         if len(_DRAWN) > _TEMPLATES_KEPT:

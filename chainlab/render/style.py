@@ -134,6 +134,7 @@ KIND_MARK: Mapping[str, str] = MappingProxyType({
     "confirm": "☐",  # needs a person's approval first
     "subchain": "⇢",  # a sub-chain (drawn as a cluster when its chain is known)
     "for_each": "▤",  # runs once per item of a list known at run time (one node for all)
+    "agent": "✦",  # a model choosing tool calls turn by turn (a cluster of its turns)
 })
 
 #: the longest status line, reserved in live views so a node never grows when it changes
@@ -187,8 +188,11 @@ Kind = Literal["plain", "effect", "idempotent", "confirm", "subchain"]
 
 def step_kind(step: Step, toolbox: Toolbox | None) -> tuple[Kind, str]:
     """The step's kind (which decides its shape) and its markers (``"☐⚡"``; a for_each
-    step's begin with ``▤``)."""
+    step's begin with ``▤``, an agent step's with ``✦``)."""
     kind, marks = _kind(step, toolbox)
+    tool = toolbox.get(step.tool) if toolbox is not None and step.tool in toolbox else None
+    if tool is not None and tool.kind in KIND_MARK:  # the tool's own attempt kind ("agent")
+        marks = KIND_MARK[tool.kind] + marks
     return kind, (KIND_MARK["for_each"] + marks if step.for_each is not None else marks)
 
 

@@ -5,6 +5,7 @@ working directory, so a test counts effects across processes and restarts."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,11 @@ def book(room: str, ctx: CallContext) -> dict[str, Any]:
 def unbook(booking: str, ctx: CallContext) -> dict[str, Any]:
     effect("unbook", ctx, booking=booking)
     return {"cancelled": booking}
+
+
+if os.environ.get("SERVED_MODEL_URL"):  # (tests/http/test_agent_http.py: a scripted model)
+    from chainlab import Agent
+
+    toolbox.add_agent(Agent("support", "You pay people what they are owed.",
+                            tools=["add", "pay"], model="fake-model",
+                            base_url=os.environ["SERVED_MODEL_URL"], api_key="test"))

@@ -32,8 +32,10 @@ def env(**extra: str) -> dict[str, str]:
 class Server:
     """``chainlab serve`` in ``cwd`` (effects.jsonl lands there) on the store ``db``."""
 
-    def __init__(self, cwd: Path, *, db: Path | str | None = None, args: tuple[str, ...] = ()):
+    def __init__(self, cwd: Path, *, db: Path | str | None = None, args: tuple[str, ...] = (),
+                 extra_env: dict[str, str] | None = None):
         self.cwd = cwd
+        self.extra_env = extra_env or {}
         self.db = db or cwd / "runs.db"
         self.token_file = cwd / "token"
         self.args = args
@@ -46,7 +48,8 @@ class Server:
                "--chains", str(CHAINS), "--db", str(self.db), "--port", "0",
                "--token-file", str(self.token_file), *self.args]
         self.lines = []
-        self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=env(), stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=env(**self.extra_env),
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         found = threading.Event()
 

@@ -1,5 +1,6 @@
-"""An agent step in the run widget (issue 37 item 6): one DAG node with its calls counted on
-it, and in the Inspector its transcript (a row per call: the turn, what the model said, the
+"""An agent step in the run widget (issue 37 item 6): in the DAG a cluster of its model turns
+that grows as the run records them (each turn's calls side by side, each a node of its own),
+and in the Inspector its transcript (a row per call: the turn, what the model said, the
 call as written, the step it became and its status, what the model was told; the final
 answer last). A call's step shows its own tool, not the agent's."""
 
@@ -10,7 +11,8 @@ import pytest
 from chainlab.jupyter import RunWidget
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
-from tests.agent.conftest import Shop, run_agent
+from tests.agent.conftest import Shop, agent_chain, run_agent, start
+from tests.agent.test_agent_steps import until
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +38,10 @@ async def test_the_inspector_shows_an_agent_steps_transcript() -> None:
             "Refunded 15 on order 7.")
         assert result.suspended
         w = RunWidget(run)
-        # the DAG: one node for the agent, its calls counted (no node per call)
-        assert w.dag.clicks is not None and sorted(w.dag.clicks.steps.values()) == ["help"]
+        # the DAG: the agent's cluster, a node per call that became a step (the refused
+        # teleport made none)
+        assert w.dag.clicks is not None and sorted(w.dag.clicks.steps.values()) == [
+            "help", "help/1.1", "help/1.3"]
         w.tabs.inspect("help")
         shown = rows(w.inspector.details.value)
         assert shown[0] == "turn | model said | call | step | status | told to the model | usage"
@@ -60,5 +64,50 @@ async def test_the_inspector_shows_an_agent_steps_transcript() -> None:
         assert shown[3].startswith('refund({"order": 7, "amount": 15}) | help/1.3 | succeeded'
                                    ' | {"order":7,"refunded":15}')
         assert shown[4].startswith("2 | Refunded 15 on order 7. |  |  | final answer |  | ")
+        w.close()
+        await runtime.aclose()
+
+
+async def test_the_dag_grows_a_turn_at_a_time_and_a_status_change_stays_a_patch() -> None:
+    shop = Shop()
+    with FakeOpenAI() as server:
+        shop.agent(server)
+        server.add(tool_calls(Call("lookup", {"order": 7}), Call("refund", {"order": 7,
+                                                                           "amount": 15})),
+                   "Refunded.")
+        runtime, run = await start(shop, agent_chain(), paused=True)
+        await until(lambda: run.steps["help"].status == "ready")
+        w = RunWidget(run)
+        canvas = w.dag.clicks
+        assert canvas is not None
+        svgs: list[str] = []
+        canvas.observe(lambda change: svgs.append(change["new"]), names="svg")
+        w.refresh()
+        assert list(canvas.steps.values()) == ["help"] and svgs == []  # not grown yet
+        await run.step("help")  # the model's first turn: two calls
+        await until(lambda: "help/1.2" in run.steps)
+        w.refresh()
+        assert sorted(canvas.steps.values()) == ["help", "help/1.1", "help/1.2"]
+        assert len(svgs) == 1 and "✦ turn 1 · 2 calls" in svgs[0]
+        assert "turn 2" not in svgs[0]
+        await run.step("help/1.1")  # a call's status changes: a patch, no new picture
+        await until(lambda: run.steps["help/1.1"].status == "succeeded")
+        w.refresh()
+        assert len(svgs) == 1 and w.dag.shown_by_step()["help/1.1"] == ("succeeded", None)
+        await until(lambda: run.steps["help/1.2"].status == "waiting_confirmation")
+        await run.approve("help/1.2")
+        await until(lambda: "help/1.2" in run.ready_steps())
+        await run.step("help/1.2")  # (approved, it still waits for Step while paused)
+        await until(lambda: run.steps["help"].status == "ready")
+        w.refresh()  # every call settled: the next turn is drawn, and the queue names it
+        assert len(svgs) == 2 and "✦ turn 2 · next" in svgs[1]
+        assert "<code>help</code> (model turn 2)" in w.queue.value
+        await run.unpause()
+        assert (await run.wait()).ok
+        w.refresh()
+        assert len(svgs) == 3 and "✦ turn 2 · final answer" in svgs[2]
+        assert w.dag.shown_by_step()["help/1.2"][0] == "succeeded"
+        picture = w.picture_bundle()["text/html"]
+        assert "turn 2 · final answer" in picture and "help/1.2" in picture
         w.close()
         await runtime.aclose()

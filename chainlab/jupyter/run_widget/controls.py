@@ -12,7 +12,7 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.scrubber import RunAt
 from chainlab.jupyter.run_widget.starting import Unstarted
-from chainlab.render.display import reason_text
+from chainlab.render.display import agent_turns, reason_text
 from chainlab.runtime.coordination.watching import WatchedRun
 
 if TYPE_CHECKING:
@@ -134,13 +134,17 @@ def failure_html(view: RunView, found: tuple[str, str] | None = None) -> str:
 
 
 def queue_html(view: RunView, ready: list[str]) -> str:
-    """The ready queue (while paused: what Step would release, in release order) and the
-    breakpoints still ahead; "" when there is neither."""
+    """The ready queue (while paused: what Step would release, in release order; an agent
+    step between turns says which model turn Step would ask for) and the breakpoints still
+    ahead; "" when there is neither."""
     bps = pending_breakpoints(view)
     parts = []
     if ready and (view.paused or view.status == RunStatus.PAUSED):
         more = len(ready) - QUEUE_SHOWN  # the `next` dropdown lists them all
+        turns = agent_turns(view)
+        asks = {s: f" (model turn {t[-1].turn})" for s, t in turns.items() if t[-1].next}
         parts.append("ready queue: " + ", ".join(f"<code>{html.escape(s)}</code>"
+                                                 + asks.get(s, "")
                                                  for s in ready[:QUEUE_SHOWN])
                      + (f" and {more} more" if more > 0 else ""))
     if bps:

@@ -8,6 +8,10 @@ small message naming only the steps whose look (status and caption) differs from
 front end shows (:meth:`DagView.update`): a scrubber jump over a 3,332-step run restyles the
 nodes that changed, never the whole picture (issue 40).
 
+An agent step that records a model turn changes the picture's shape (its cluster grows a
+turn and the turn's calls, DESIGN §18): :meth:`DagView.regrow` lays the new shape out and
+sends it whole, once per turn; status changes stay patches.
+
 Without Graphviz it says why and lists the steps with their statuses instead, so the
 widget still works.
 """
@@ -26,6 +30,7 @@ from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendVie
 from chainlab.plan.schema import Chain
 from chainlab.render.live import css_string
 from chainlab.render.style import status_line, status_style
+from chainlab.runtime.engine.attempt.agentcalls import TurnShape
 from chainlab.tools import Toolbox
 
 __all__ = ["DagView", "RunDag"]
@@ -66,8 +71,9 @@ class DagView(W.VBox):
     each step looks like, :attr:`last_patch` the steps the last update sent."""
 
     def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
-                 chains: Mapping[str, Chain] | None = None):
-        self.chain = chain
+                 chains: Mapping[str, Chain] | None = None,
+                 agents: Mapping[str, tuple[TurnShape, ...]] | None = None):
+        self.chain, self.toolbox, self.chains = chain, toolbox, dict(chains or {}) or None
         self.live: Any = None
         self.unavailable: str | None = None
         self.legend: LegendView | None = None
@@ -78,8 +84,8 @@ class DagView(W.VBox):
 
             # no title in the picture: the widget's header names the chain (an exported
             # picture printed it twice)
-            self.live = LiveDag(chain, toolbox=toolbox, chains=dict(chains or {}) or None,
-                                legend=False, title="")
+            self.live = LiveDag(chain, toolbox=toolbox, chains=self.chains, legend=False,
+                                title="", agents=agents)
             drawing = self.live.drawing
             self.legend = LegendView(self.live.scope, drawing.kinds, drawing.edge_kinds)
         except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
@@ -124,10 +130,13 @@ class DagView(W.VBox):
         """Every step's status line, as the front end was told to show it."""
         return {s: status_line(*look) for s, look in zip(self.step_ids, self.shown, strict=True)}
 
-    def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None) -> None:
+    def update(self, statuses: Mapping[str, str], badges: Mapping[str, str] | None = None,
+               agents: Mapping[str, tuple[TurnShape, ...]] | None = None) -> None:
         """Show these step statuses (and badges such as ``"x2"``): one message naming only
-        the steps that look different now; none when nothing changed. Raises ValueError
-        for an unknown status."""
+        the steps that look different now; none when nothing changed. With ``agents``, the
+        shape they give first (:meth:`regrow`). Raises ValueError for an unknown status."""
+        if agents is not None:
+            self.regrow(agents)
         badges = badges or {}
         self._statuses = dict(statuses)
         if self.legend is not None:
@@ -148,6 +157,31 @@ class DagView(W.VBox):
             status_style(status)  # raises ValueError for an unknown status
         self.shown = looks
         self._send_looks(changed, reset=False)
+
+    def regrow(self, agents: Mapping[str, tuple[TurnShape, ...]]) -> bool:
+        """Show the agent steps' turns ``agents`` (``render.display.agent_turns``): when they
+        differ from those drawn, the new shape is laid out (a layout is kept per shape) and
+        sent whole, every step drawn pending until :meth:`update` (one message: the SVG,
+        its steps and their order). True when it was redrawn. Raises GraphvizError."""
+        live = self.live
+        if live is None or dict(agents) == live.agents:
+            return False
+        from chainlab.render import LiveDag
+
+        self.live = live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
+                                   legend=False, title="", agents=agents, scope=live.scope)
+        self.step_ids = list(live.step_ids)
+        self.shown = [_PENDING] * len(self.step_ids)
+        if self.legend is not None:
+            self.legend.kinds = live.drawing.kinds
+        order = [live.element_id(s) for s in self.step_ids]
+        assert self.canvas is not None
+        with self.canvas.hold_sync():
+            self.canvas.order = order
+            self.canvas.steps = dict(zip(order, self.step_ids, strict=True))
+            self.canvas.svg = live.status_rules() + live.svg
+        self.patches += 1
+        return True
 
     def _send_looks(self, indices: list[int], *, reset: bool) -> None:
         by: dict[str, list[int]] = {}
@@ -183,8 +217,16 @@ class DagView(W.VBox):
             self.steps_html.value = value
 
     def static_svg(self, statuses: Mapping[str, str],
-                   badges: Mapping[str, str] | None = None) -> str:
-        """The SVG with the colours baked in (for static exports); "" without Graphviz."""
-        if self.live is None:
+                   badges: Mapping[str, str] | None = None,
+                   agents: Mapping[str, tuple[TurnShape, ...]] | None = None) -> str:
+        """The SVG with the colours baked in (for static exports), in the shape of
+        ``agents`` (default: the one shown); "" without Graphviz."""
+        live = self.live
+        if live is None:
             return ""
-        return str(self.live.patched_svg(dict(statuses), dict(badges or {}) or None))
+        if agents is not None and dict(agents) != live.agents:  # (the widget is scrubbed)
+            from chainlab.render import LiveDag
+
+            live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
+                           legend=False, title="", agents=agents, scope=live.scope)
+        return str(live.patched_svg(dict(statuses), dict(badges or {}) or None))

@@ -48,7 +48,7 @@ from chainlab.jupyter.run_widget.tabs import RunTabs
 from chainlab.jupyter.run_widget.toolbar import Toolbar
 from chainlab.jupyter.runloop import loop_of
 from chainlab.jupyter.views import error_html
-from chainlab.render.display import run_badges, run_statuses
+from chainlab.render.display import agent_turns, run_badges, run_statuses
 from chainlab.render.throttle import Throttle
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run
@@ -93,7 +93,7 @@ class RunWidget(W.VBox):
         self.queue = W.HTML()
         self.event_log = EventLog(log_lines)
         self.scrubber = Scrubber(self, self.event_log)
-        self.dag = DagView(run.chain, run.runtime.toolbox, run.runtime.chains)
+        self.dag = DagView(run.chain, run.runtime.toolbox, run.runtime.chains, agent_turns(run))
         self.tabs = RunTabs(self, self.event_log)
         self.inbox, self.inspector, self.timeline = \
             self.tabs.inbox, self.tabs.inspector, self.tabs.timeline
@@ -254,7 +254,7 @@ class RunWidget(W.VBox):
         status = view.status
         # what a person looks at first goes first: each change is a message of its own
         self._set(self.header, header_html(view, status, last_seq=self.scrubber.last))
-        self.dag.update(self.statuses(), self.badges())
+        self.dag.update(self.statuses(), self.badges(), agent_turns(view))  # (turns: a shape)
         ready = view.ready_steps()
         self.toolbar.sync(view, status, ready)
         self._set(self.queue, queue_html(view, ready))
@@ -354,7 +354,7 @@ class RunWidget(W.VBox):
         from chainlab.render.display import run_html
 
         run = self.run
-        svg = self.dag.static_svg(run_statuses(run), run_badges(run))  # (its layout)
+        svg = self.dag.static_svg(run_statuses(run), run_badges(run), agent_turns(run))
         return picture_bundle(run, run_html(run, svg=svg if self.dag.live is not None else None))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chainlab.agent.agent import AGENT_PREFIX
 from chainlab.agent.conversation import TurnRecord, result_text
 from chainlab.agent.model import ModelTurn
+from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step
 from chainlab.runtime.engine.compile import DEFAULT_RETRY, Node, compile_level
 
@@ -33,8 +35,9 @@ if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
-__all__ = ["agent_step_ids", "call_step_id", "call_tools", "fork_confirm", "grow_calls",
-           "refused_streak", "transcript", "turn_records", "turns_by_step", "turns_of"]
+__all__ = ["TurnShape", "agent_step_ids", "call_plan_step", "call_step_id", "call_tools",
+           "fork_confirm", "grow_calls", "refused_streak", "transcript", "turn_records",
+           "turn_shapes", "turns_by_step", "turns_of"]
 
 _CHAIN = "chain:"
 
@@ -83,7 +86,7 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
         chain = graph.chains[name[len(_CHAIN):]] if name.startswith(_CHAIN) else None
         tool = None if chain is not None else graph.toolbox.get(name)
         node = Node(
-            id=step_id, step=_step(name),
+            id=step_id, step=call_plan_step(name),
             tool=tool, order=(*parent.order, turn, spec["index"]), deps=(), ns=parent.ns,
             render_args=_given(args), static_args=args, when=None,
             retry=(tool.retry if tool else None) or options.default_retry or DEFAULT_RETRY,
@@ -104,7 +107,7 @@ def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
 
 
 @functools.lru_cache(maxsize=1024)
-def _step(tool: str) -> Step:
+def call_plan_step(tool: str) -> Step:
     """The plan step a call of ``tool`` stands for: only its tool is read (its args are the
     node's, its id the node's); one per tool name (a pydantic model costs ~0.5 ms to make)."""
     return Step(id="call", tool=tool)
@@ -216,3 +219,61 @@ def refused_streak(turns: Sequence[Mapping[str, Any]]) -> int:
             break
         n += 1
     return n
+
+
+@dataclass(frozen=True, slots=True)
+class TurnShape:
+    """One model turn of an agent step as a drawing lays it out (hashable: a layout is kept
+    per shape): its number, the steps its calls became (``(step_id, tool)``, in the model's
+    order), how many calls were refused to the model, whether its answer was sent back
+    (``feedback``: it did not fit), its tokens; ``final``: the final answer; ``next``: the
+    turn the step takes next (its model not answered yet)."""
+
+    turn: int
+    calls: tuple[tuple[str, str], ...] = ()
+    refused: int = 0
+    feedback: bool = False
+    tokens: int | None = None
+    final: bool = False
+    next: bool = False
+
+
+_ACTIVE = frozenset({StepStatus.READY, StepStatus.RUNNING, StepStatus.RETRY_WAIT,
+                     StepStatus.WAITING_CONFIRMATION})
+_ENDED_WELL = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATED,
+                         StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+
+
+def turn_shapes(state: RunState) -> dict[str, tuple[TurnShape, ...]]:
+    """``{agent step id: its turns}`` of every agent step whose model has asked for calls
+    (one that answered in its first turn, a prompt step, has no turn to draw): the recorded
+    turns, then the final answer once the step succeeded, or the next turn while the step
+    goes on and every call of its last turn has settled. Reads only the recorded growth (no
+    conversation is rebuilt): a front end calls it on every redraw."""
+    grown: dict[str, list[Mapping[str, Any]]] = {}
+    for parent, payload in state.growth:
+        if "turn" in payload:
+            grown.setdefault(parent, []).append(payload)
+    out: dict[str, tuple[TurnShape, ...]] = {}
+    steps = state.steps
+    for step_id, payloads in grown.items():
+        shapes = [TurnShape(
+            p["turn"], tuple(zip(p["ids"], (c["tool"] for c in p["calls"]), strict=True)),
+            len(p.get("refused", ())), bool(p.get("feedback")), _tokens(p.get("usage")))
+            for p in payloads]
+        st = steps.get(step_id)
+        status = st.status if st is not None else StepStatus.PENDING
+        after = shapes[-1].turn + 1
+        if status in _ENDED_WELL and st is not None and st.output is not None:
+            shapes.append(TurnShape(after, tokens=_tokens(_final_usage(state, step_id)),
+                                    final=True))
+        elif status in _ACTIVE and all(
+                c in steps and steps[c].status in STEP_TERMINAL for c, _ in shapes[-1].calls):
+            shapes.append(TurnShape(after, next=True))
+        out[step_id] = tuple(shapes)
+    return out
+
+
+def _tokens(usage: Mapping[str, Any] | None) -> int | None:
+    tokens = (usage or {}).get("tokens")
+    return int(tokens) if isinstance(tokens, int | float) else None
