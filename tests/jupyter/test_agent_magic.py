@@ -23,11 +23,16 @@ def lookup(order: int) -> dict:
     """Find an order."""
     return {"order": order, "total": 40}
 
-@shop.tool(side_effects=True, requires_confirmation=True)
+@shop.tool(side_effects=True, requires_confirmation=True,
+           compensate=("unrefund", {"order": "{{ input.order }}"}))
 def refund(order: int, amount: int) -> dict:
     """Refund part of an order."""
     refunds.append((order, amount))
     return {"order": order, "refunded": amount}
+
+@shop.tool(side_effects=True, idempotent=True)
+def unrefund(order: int) -> None:
+    """Take a refund back (refund's compensation)."""
 
 shop.add_agent(chainlab.Agent("support", "You help customers.", ["lookup", "refund"],
                               model="fake-model", base_url=URL, api_key="test"))
@@ -62,27 +67,6 @@ async def test_an_unknown_agent_is_a_usage_error_naming_the_agents(sh: Harness) 
     assert "unknown tool 'agent:suport'; did you mean 'agent:support'?" in msg
 
 
-ADHOC_TOOLS = '''import chainlab
-shop = chainlab.Toolbox("shop")
-refunds = []
-
-@shop.tool
-def lookup(order: int) -> dict:
-    """Find an order."""
-    return {"order": order, "total": 40}
-
-@shop.tool(side_effects=True, requires_confirmation=True,
-           compensate=("unrefund", {"order": "{{ input.order }}"}))
-def refund(order: int, amount: int) -> dict:
-    """Refund part of an order."""
-    refunds.append((order, amount))
-    return {"order": order, "refunded": amount}
-
-@shop.tool(side_effects=True, idempotent=True)
-def unrefund(order: int) -> None:
-    """Take a refund back."""
-'''
-
 
 async def _restart(sh: Harness) -> None:
     """What a kernel restart leaves: the store on disk, nothing of the session (its
@@ -111,7 +95,8 @@ async def test_an_adhoc_agent_is_found_again_after_a_kernel_restart(sh: Harness)
     with FakeOpenAI([tool_calls(Call("lookup", {"order": 7}),
                                 Call("refund", {"order": 7, "amount": 15})),
                      "Refunded 15 on order 7."]) as server:
-        await sh.ok(ADHOC_TOOLS)
+        sh.ns["URL"] = "http://127.0.0.1:9/v1"  # the registered agent's: never asked here
+        await sh.ok(TOOLS)
         await sh.ok(f'run = %chain agent "order 7 arrived broken" --tools shop --model '
                     f'fake-model --base-url {server.base_url}')
         run = sh.ns["run"]
@@ -121,11 +106,12 @@ async def test_an_adhoc_agent_is_found_again_after_a_kernel_restart(sh: Harness)
         result = await sh.ok("await run.wait()")
         assert result.waiting == {"assistant/1.2": "waiting_confirmation"}
         assert sorted(t["function"]["name"] for t in server.completions[0].body["tools"]) \
-            == ["lookup", "refund"]  # not unrefund: a compensation is the saga's
+            == ["lookup", "refund"]  # not unrefund (the saga's), not the agent support
         assert server.completions[0].model == "fake-model"
 
         await _restart(sh)
-        await sh.ok(ADHOC_TOOLS)
+        sh.ns["URL"] = "http://127.0.0.1:9/v1"
+        await sh.ok(TOOLS)
         await sh.ok(f"run = %chain resume {run_id} --tools shop")
         await sh.ok(f"%chain approve {run_id} assistant/1.2 --tools shop")
         result = await sh.ok("await run.wait()")
