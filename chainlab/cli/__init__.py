@@ -2,6 +2,7 @@
 
     chainlab run chain.yaml --tools mytools:toolbox --context '{"table_id": "t1"}'
     chainlab agent support "order 7 arrived broken" --tools mytools:toolbox  # one agent
+    chainlab agent "refund order 7" --tools mytools:toolbox --model M  # an ad-hoc one
     chainlab approve RUN_ID STEP            # in another process, days later
     chainlab show RUN_ID; chainlab timeline RUN_ID --csv attempts.csv
     chainlab demo                           # a self-contained first look
@@ -25,7 +26,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from chainlab.agent import one_step_chain
+from chainlab.agent.adhoc import agent_request
 from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
@@ -134,12 +135,25 @@ def _start(io: Output, chain: Chain, toolbox: Toolbox, context: dict[str, Any],
 
 @app.command()
 def agent(
-    name: Annotated[str, typer.Argument(metavar="NAME",
-                                        help="The agent: registered in the toolbox with "
-                                             "toolbox.add_agent (the tool agent:NAME).")],
-    request: Annotated[str, typer.Argument(metavar="REQUEST",
-                                           help="What the agent is asked, in words.")],
+    words: Annotated[list[str], typer.Argument(
+        metavar='[NAME] "REQUEST"', help="What the agent is asked, in words; after NAME, an "
+                                         "agent registered with toolbox.add_agent (the tool "
+                                         "agent:NAME), else an ad-hoc agent offered every "
+                                         "tool of the toolbox.")],
     tools: ToolsOpt = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="M", help="Ad-hoc agent: the model (else OPENAI_MODEL).")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", metavar="URL", help="Ad-hoc agent: an OpenAI-compatible server (else "
+                                          "OPENAI_BASE_URL; the key comes from "
+                                          "OPENAI_API_KEY).")] = None,
+    instructions: Annotated[str | None, typer.Option(
+        "--instructions", metavar="TEXT", help="Ad-hoc agent: its instructions (default: "
+                                               "carry out the request with the tools).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", metavar="NAME", help="Ad-hoc agent: its name, the step's id (default: "
+                                       "assistant).")] = None,
     db: DbOpt = DEFAULT_DB,
     mcp: McpOpt = None,
     dask: DaskOpt = None,
@@ -147,14 +161,21 @@ def agent(
     as_json: JsonOpt = False,
 ) -> None:
     """Ask one agent one request: a one-step chain run like `chainlab run` runs a chain
-    (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits)."""
+    (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits).
+    `chainlab agent NAME "REQUEST"` asks a registered agent; `chainlab agent "REQUEST"
+    --model M [--base-url URL]` an ad-hoc one, which the run keeps for later processes."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
+        if len(words) > 2:
+            raise CliError(f"too many arguments ({len(words)}): give [NAME] \"REQUEST\"",
+                           hint="quote the request: chainlab agent \"find order 7\"")
         toolbox = load_tools(tools, mcp, "agent")
-        chain, context = one_step_chain(name), {"request": request}
-        chain.validate(toolbox, context=context)
-        code = _start(io, chain, toolbox, context, None,
-                      meta=_run_meta(tools, mcp, f"agent {name}"), db=db, dask=dask)
+        ask = agent_request(toolbox, words[0] if len(words) == 2 else None, words[-1],
+                            adhoc_name=name, instructions=instructions, model=model,
+                            base_url=base_url)
+        ask.chain.validate(ask.toolbox, context=ask.context)
+        meta = {**_run_meta(tools, mcp, f"agent {ask.agent}"), **ask.meta}
+        code = _start(io, ask.chain, toolbox, ask.context, None, meta=meta, db=db, dask=dask)
     raise typer.Exit(int(code))
 
 

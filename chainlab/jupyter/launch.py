@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.jupyter.run_widget.starting import Unstarted
 from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession
@@ -31,21 +32,24 @@ __all__ = ["enqueue", "start", "widget"]
 
 def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | None,
           context: dict[str, Any] | None, options: RunOptions, *, paused: bool,
-          show: Callable[[RunWidget], None], queue: str | None = None) -> Run:
+          show: Callable[[RunWidget], None], queue: str | None = None,
+          meta: dict[str, Any] | None = None) -> Run:
     """Show the run's widget (``show(widget)``), then start the run and return its handle
     at once (with ``queue``: enqueue it for the worker fleet, show the widget that follows
-    it, :func:`enqueue`, and return its handle). Raises PlanError (before anything is
-    shown), StoreError."""
+    it, :func:`enqueue`, and return its handle); ``meta`` is kept with the run (an ad-hoc
+    agent's definition). Raises PlanError (before anything is shown), StoreError."""
     if queue is not None:
         follows = enqueue(session, chain, toolbox, db, context, options, queue=queue,
                           paused=paused)
         show(follows)
         return follows.run
     runtime = session.runtime(toolbox, db)
-    planning, meta = _planning_record(session, chain)
+    planning, planned = _planning_record(session, chain)
+    meta = {**planned, **(meta or {})}
     merged = chain.options.merged(options)
-    raise_for_problems(chain.model_copy(update={"options": merged}), toolbox,
-                       context=context or {}, chains=runtime.chains)
+    raise_for_problems(chain.model_copy(update={"options": merged}),
+                       run_toolbox(toolbox, meta), context=context or {},
+                       chains=runtime.chains)
     check_context(chain, context or {})  # the declared inputs, refused before a widget shows
     run_id = runtime.id_factory()  # chosen here: the widget is shown before the run exists
     shown = RunWidget(Unstarted(runtime, chain, run_id, context, merged, meta), session=session)

@@ -132,6 +132,8 @@ class Shown(Protocol):
     @property
     def runtime(self) -> Any: ...
     @property
+    def toolbox(self) -> Any: ...
+    @property
     def record(self) -> Any: ...
 
 
@@ -167,7 +169,12 @@ def drawn_steps(run: Shown) -> Mapping[str, StepState]:
     return out
 
 
-def agent_turns(run: Shown) -> dict[str, tuple[TurnShape, ...]]:
+class _Recorded(Protocol):
+    @property
+    def state(self) -> RunState: ...
+
+
+def agent_turns(run: _Recorded) -> dict[str, tuple[TurnShape, ...]]:
     """The turns of each agent step of the run that has grown (the kind's own reading,
     :func:`~chainlab.runtime.engine.attempt.agentcalls.turn_shapes`): what its cluster
     draws."""
@@ -221,7 +228,7 @@ def run_drawing(run: Run, *, scope: str | None = None,
     """The :class:`~chainlab.render.dot.Drawing` of a run: its chain with every step's status,
     badges and tooltips, titled with the run's status (no run id or time, so a drawing of the
     same state is the same text)."""
-    return draw_chain(run.chain, run.runtime.toolbox, run_statuses(run), None, _run_chains(run),
+    return draw_chain(run.chain, run.toolbox, run_statuses(run), None, _run_chains(run),
                       badges=run_badges(run), notes=run_notes(run),
                       title=f"{run.chain.name} · run {run.status}", rankdir=rankdir,
                       scope=scope, agents=agent_turns(run))

@@ -110,7 +110,7 @@ class LiveDag:
         turns as they are now)."""
         from chainlab.render.display import _run_chains, agent_turns
 
-        return cls(run.chain, run.runtime.toolbox, _run_chains(run), agents=agent_turns(run),
+        return cls(run.chain, run.toolbox, _run_chains(run), agents=agent_turns(run),
                    **options)
 
     def element_id(self, step_id: str) -> str:

@@ -218,7 +218,7 @@ class Hosting:
             executor=self.executor,
             clock=self.clock,
             epoch=epoch,
-            toolbox=self.toolbox,
+            toolbox=graph.toolbox,  # the runtime's, or its overlay with the run's agent
             priority=priority,
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from chainlab.agent.adhoc import adhoc_meta, run_toolbox
 from chainlab.errors import (
     IdempotencyKeyError,
     PlanError,
@@ -175,7 +176,8 @@ class Launching(Hosting):
             except ValueError as exc:
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
-        graph, chain_data = self._prepared.compile(chain, opts, data, self.toolbox,
+        graph, chain_data = self._prepared.compile(chain, opts, data,
+                                                   run_toolbox(self.toolbox, meta or {}),
                                                    self.chains)
         now = self.clock.now()
         extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
@@ -304,8 +306,8 @@ class Launching(Hosting):
         """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
         record = self.store.get_run(run_id)
         events = self.store.load_events(run_id)
-        return plan_fork(record, events, self.toolbox, self.chains, origin=self._state_of,
-                         **edits)
+        return plan_fork(record, events, run_toolbox(self.toolbox, record.meta, run_id),
+                         self.chains, origin=self._state_of, **edits)
 
     def _state_of(self, run_id: str) -> RunState | None:
         """A stored run's current state (None when the store has no such run)."""
@@ -342,8 +344,11 @@ class Launching(Hosting):
         store cannot keep) leaves no fork at all."""
         plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
                                     chain=chain, rerun=rerun)
-        seed = fork_seed(plan, self.toolbox, self.chains, run_id=self.id_factory(),
-                         now=self.clock.now(), meta=meta)
+        # the fork keeps the parent's ad-hoc agent: a later resume of the fork finds it
+        parent = await self.run_io(self.store.get_run, run_id)
+        meta = {**adhoc_meta(parent.meta), **dict(meta or {})}
+        seed = fork_seed(plan, run_toolbox(self.toolbox, meta), self.chains,
+                         run_id=self.id_factory(), now=self.clock.now(), meta=meta)
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
                                         self._history)

@@ -103,7 +103,9 @@ class Prepared:
             ]
         ).encode("utf-8", "surrogatepass")).digest()
         cached = self._compiled.get(key)
-        if cached is None:
+        # (the runtime's toolbox, or its overlay with a run's ad-hoc agent: the same chain
+        # text may name another agent there)
+        if cached is None or cached[0].toolbox is not toolbox:
             _gate(chain, chain.model_dump(exclude_defaults=True))
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             with _building():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
@@ -133,8 +134,9 @@ class Resuming(Launching):
         chains = dict(self.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
         opts = RunOptions.model_validate(record.options)
-        raise_for_problems(chain, self.toolbox, chains=chains)
-        return chain, compile_chain(chain, self.toolbox, chains, opts), opts
+        toolbox = run_toolbox(self.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
+        raise_for_problems(chain, toolbox, chains=chains)
+        return chain, compile_chain(chain, toolbox, chains, opts), opts
 
     @staticmethod
     def _rebuilt(record: RunRecord, events: list[Event], graph: Graph) -> RunState:

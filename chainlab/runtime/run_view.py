@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
@@ -213,6 +214,12 @@ class RunView:
             and self.steps[s.id].status in RELEASES_DEPENDANTS
         }
 
+    @property
+    def toolbox(self) -> Toolbox:
+        """Where this run's tools come from: its runtime's toolbox, with the run's ad-hoc
+        agent when it has one (:func:`chainlab.agent.adhoc.run_toolbox`)."""
+        return run_toolbox(self.runtime.toolbox, self.record.meta, self.run_id)
+
     def compiled(self) -> tuple[Graph, RunOptions] | None:
         """The run's graph as it grew (its for_each steps' instances included) and its
         options (None when this process lacks its tools)."""
@@ -220,7 +227,7 @@ class RunView:
             return grown_graph(self._kernel.graph, self.state, KINDS), self._kernel.options
         from chainlab.runtime.engine.compile import compile_chain
 
-        toolbox = self.runtime.toolbox
+        toolbox = self.toolbox
         known = self._compiled
         if known is not None and known[0] is toolbox and known[1] == len(toolbox):
             found = known[2]  # a stored run's chain does not change: compiled once (a view

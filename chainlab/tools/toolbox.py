@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chainlab.errors import ToolDefinitionError, UnknownToolError
@@ -20,7 +21,7 @@ class Toolbox:
 
     def __init__(self, name: str = "toolbox"):
         self.name = name
-        self._tools: dict[str, Tool] = {}
+        self._tools: MutableMapping[str, Tool] = {}
         self.chains: dict[str, Chain] = {}
         self._owned: list[Any] = []  # what aclose() closes: the MCP servers' sessions
 
@@ -105,6 +106,16 @@ class Toolbox:
         toolbox = cls(name)
         toolbox.add_mcp(command, url=url, **options)
         return toolbox
+
+    def overlay(self) -> Toolbox:
+        """A toolbox of the same name that sees this one's tools and sub-chains as they are
+        now and later (a tool redefined in a notebook included), plus what is added to the
+        overlay alone: a run's ad-hoc agent (:func:`chainlab.agent.adhoc.run_toolbox`)."""
+        box = Toolbox(self.name)
+        box._tools = ChainMap({}, self._tools)
+        box.chains = self.chains
+        box._owned = self._owned
+        return box
 
     def own(self, resource: Any) -> None:
         """Close ``resource`` (an object with ``async aclose()``) with the toolbox."""

@@ -23,11 +23,16 @@ def lookup(order: int) -> dict:
     """Find an order."""
     return {"order": order, "total": 40}
 
-@shop.tool(side_effects=True, requires_confirmation=True)
+@shop.tool(side_effects=True, requires_confirmation=True,
+           compensate=("unrefund", {"order": "{{ input.order }}"}))
 def refund(order: int, amount: int) -> dict:
     """Refund part of an order."""
     refunds.append((order, amount))
     return {"order": order, "refunded": amount}
+
+@shop.tool(side_effects=True, idempotent=True)
+def unrefund(order: int) -> None:
+    """Take a refund back (refund's compensation)."""
 
 shop.add_agent(chainlab.Agent("support", "You help customers.", ["lookup", "refund"],
                               model="fake-model", base_url=URL, api_key="test"))
@@ -60,3 +65,78 @@ async def test_an_unknown_agent_is_a_usage_error_naming_the_agents(sh: Harness) 
     await sh.ok(TOOLS)
     msg = await sh.usage_error('%chain agent suport "hello" --tools shop')
     assert "unknown tool 'agent:suport'; did you mean 'agent:support'?" in msg
+
+
+
+async def _restart(sh: Harness) -> None:
+    """What a kernel restart leaves: the store on disk, nothing of the session (its
+    runtimes closed, its namespace empty: the notebook's cells run again)."""
+    from chainlab.jupyter import load_ipython_extension
+    from chainlab.jupyter import session as session_module
+    from chainlab.jupyter.runloop import RunLoop
+
+    await sh.settle()
+    old = session_module._SESSIONS.pop(id(sh.ip))
+    for rt in old.runtimes.values():
+        await rt.aclose()
+    for w in old.widgets.values():
+        w.close()
+    old.close()
+    sh.ns.clear()
+    sh.ip.init_user_ns()
+    load_ipython_extension(sh.ip)
+    session_module.get_session(sh.ip).loop = RunLoop.shared()
+
+
+async def test_an_adhoc_agent_is_found_again_after_a_kernel_restart(sh: Harness) -> None:
+    """``%chain agent "REQUEST" --model M --base-url URL``: no registered agent; the run
+    keeps the agent, so after a restart ``%chain resume`` and ``%chain approve`` find it,
+    and the model is not asked again for the turn already recorded."""
+    with FakeOpenAI([tool_calls(Call("lookup", {"order": 7}),
+                                Call("refund", {"order": 7, "amount": 15})),
+                     "Refunded 15 on order 7."]) as server:
+        sh.ns["URL"] = "http://127.0.0.1:9/v1"  # the registered agent's: never asked here
+        await sh.ok(TOOLS)
+        await sh.ok(f'run = %chain agent "order 7 arrived broken" --tools shop --model '
+                    f'fake-model --base-url {server.base_url}')
+        run = sh.ns["run"]
+        run_id = run.run_id
+        assert run.chain.name == "agent-assistant"
+        assert any("RunWidget" in text for text in sh.displayed())
+        result = await sh.ok("await run.wait()")
+        assert result.waiting == {"assistant/1.2": "waiting_confirmation"}
+        assert sorted(t["function"]["name"] for t in server.completions[0].body["tools"]) \
+            == ["lookup", "refund"]  # not unrefund (the saga's), not the agent support
+        assert server.completions[0].model == "fake-model"
+
+        await _restart(sh)
+        sh.ns["URL"] = "http://127.0.0.1:9/v1"
+        await sh.ok(TOOLS)
+        await sh.ok(f"run = %chain resume {run_id} --tools shop")
+        await sh.ok(f"%chain approve {run_id} assistant/1.2 --tools shop")
+        result = await sh.ok("await run.wait()")
+        assert result.ok, result
+        assert result.outputs["assistant"] == "Refunded 15 on order 7."
+        assert sh.ns["refunds"] == [(7, 15)]
+        assert len(server.completions) == 2  # turn 1 answered from the record
+        assert server.completions[1].model == "fake-model"
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ('%chain agent "  " --tools shop --model m --base-url http://127.0.0.1:9/v1',
+     "the request is empty"),
+    ('%chain agent "hello" --tools shop --model m --base-url ftp://127.0.0.1/v1',
+     "--base-url 'ftp://127.0.0.1/v1' is not an http(s) URL"),
+    ('%chain agent support "hello" --tools shop --model m',
+     "--model is for an ad-hoc agent, but 'support' is a registered one"),
+    ('%chain agent suport "hello" --tools shop', "did you mean 'agent:support'"),
+    ('%chain agent "hello" --tools empty --model m --base-url http://127.0.0.1:9/v1',
+     "toolbox 'empty' has no tool an ad-hoc agent can call"),
+    ('%chain agent support --tools shop', '%chain agent support "REQUEST"'),
+])
+async def test_bad_input_is_a_usage_error(sh: Harness, line: str, says: str) -> None:
+    sh.ns["URL"] = "http://127.0.0.1:9/v1"
+    await sh.ok(TOOLS + '\nempty = chainlab.Toolbox("empty")')
+    msg = await sh.usage_error(line)
+    assert says in msg, msg
+    assert not sh.session.runs  # nothing started

@@ -3,7 +3,9 @@
     %%chain NAME [--tools VAR]                       define a chain (cell body = YAML)
     run = %chain run NAME [--tools VAR] [--context JSON|VAR] [--concurrency N] [--step]
                           [--break a,b] [--db PATH] [--enqueue [QUEUE]]
-    run = %chain agent NAME "REQUEST" [--tools VAR] [--db PATH]  one agent, one request
+    run = %chain agent [NAME] "REQUEST" [--tools VAR] [--db PATH]  one agent, one request
+                          [--model M] [--base-url URL] [--instructions TEXT] [--name NAME]
+                                                     (no NAME: an ad-hoc agent)
     %chain runs [--db PATH] [--limit N]
     %chain show NAME|RUN [--db PATH]
     %chain resume RUN [--tools VAR] [--db PATH]
@@ -38,7 +40,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 
 from chainlab._text import did_you_mean
-from chainlab.agent import one_step_chain
+from chainlab.agent.adhoc import agent_request
 from chainlab.errors import ChainlabError, PlanError
 from chainlab.jupyter.magics import commands as cmd
 from chainlab.jupyter.magics.args import DEFINE, ArgsError, HelpShown, split, subcommands
@@ -120,18 +122,24 @@ class ChainMagics(Magics):
         return self._start(chain, ns, context, options, paused=ns.step, queue=ns.enqueue)
 
     def agent(self, ns: argparse.Namespace) -> Any:
-        return self._start(one_step_chain(ns.name), ns, {"request": ns.request}, RunOptions())
+        toolbox, _ = self.session.toolbox(ns.tools)
+        named = ns.request is not None
+        ask = agent_request(toolbox, ns.first if named else None,
+                            ns.request if named else ns.first, adhoc_name=ns.adhoc_name,
+                            instructions=ns.instructions, model=ns.model,
+                            base_url=ns.base_url, command="%chain agent")
+        return self._start(ask.chain, ns, ask.context, RunOptions(), meta=ask.meta)
 
     def _start(self, chain: Chain, ns: argparse.Namespace, context: dict[str, Any] | None,
                options: RunOptions, *, paused: bool = False,
-               queue: str | None = None) -> Any:
+               queue: str | None = None, meta: dict[str, Any] | None = None) -> Any:
         """What ``run`` and ``agent`` share: the one start, its widget shown first."""
         toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
             return cmd.start(self.session, chain, toolbox, ns.db, context, options,
-                             paused=paused, show=display, queue=queue)
+                             paused=paused, show=display, queue=queue, meta=meta)
         except PlanError as exc:
             raise UsageError(f"cannot start: {exc}") from None
 

@@ -90,8 +90,15 @@ def subcommands() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--enqueue", nargs="?", const="default", metavar="Q", help="a worker drives it")
     p = sub("agent", "ask one agent of the toolbox one request: a one-step chain, run like "
             "`run` runs one, with its widget", tools=True)
-    p.add_argument("name", metavar="NAME", help="the agent (toolbox.add_agent)")
-    p.add_argument("request", metavar='"REQUEST"')
+    p.add_argument("first", metavar="[NAME]", help="a registered agent (toolbox.add_agent); "
+                   "left out: an ad-hoc agent offered every tool of the toolbox")
+    p.add_argument("request", metavar='"REQUEST"', nargs="?")
+    p.add_argument("--model", metavar="M", help="ad-hoc agent: the model (else OPENAI_MODEL)")
+    p.add_argument("--base-url", metavar="URL",
+                   help="ad-hoc agent: an OpenAI-compatible server (else OPENAI_BASE_URL)")
+    p.add_argument("--instructions", metavar="TEXT", help="ad-hoc agent: its instructions")
+    p.add_argument("--name", dest="adhoc_name", metavar="NAME",
+                   help="ad-hoc agent: its name, the step's id (default: assistant)")
     p = sub("runs", "list the runs in the store")
     p.add_argument("--limit", metavar="N", type=int, default=20)
     p = sub("show", "draw a chain, or show a run's widget", tools=True)

@@ -39,7 +39,7 @@ class RunAt:
         self.seq = seq
         self.state = run.state_at(seq)
         self.run_id, self.chain, self.record = run.run_id, run.chain, run.record
-        self.runtime = run.runtime
+        self.runtime, self.toolbox = run.runtime, run.toolbox
 
     @property
     def steps(self) -> dict[str, StepState]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.events import Event, EventKind, RunState, RunStatus
 from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.runtime import Run
@@ -44,7 +45,8 @@ class Unstarted(Run):
     def __init__(self, runtime: Runtime, chain: Chain, run_id: str,
                  context: Mapping[str, Any] | None, options: RunOptions,
                  meta: Mapping[str, Any] | None = None):
-        graph = compile_chain(chain, runtime.toolbox, runtime.chains, options)
+        graph = compile_chain(chain, run_toolbox(runtime.toolbox, meta or {}), runtime.chains,
+                              options)
         now = runtime.clock.now()
         record = RunRecord(
             run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=0,

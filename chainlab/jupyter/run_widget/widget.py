@@ -93,7 +93,7 @@ class RunWidget(W.VBox):
         self.queue = W.HTML()
         self.event_log = EventLog(log_lines)
         self.scrubber = Scrubber(self, self.event_log)
-        self.dag = DagView(run.chain, run.runtime.toolbox, run.runtime.chains, agent_turns(run))
+        self.dag = DagView(run.chain, run.toolbox, run.runtime.chains, agent_turns(run))
         self.tabs = RunTabs(self, self.event_log)
         self.inbox, self.inspector, self.timeline = \
             self.tabs.inbox, self.tabs.inspector, self.tabs.timeline

@@ -1,0 +1,222 @@
+"""Asking an agent one request from a front end (``chainlab agent``, ``%chain agent``), and
+the ad-hoc agent a run keeps in its meta.
+
+:func:`agent_request` is what both front ends call: ``NAME "REQUEST"`` asks the agent
+registered as ``agent:NAME``; ``"REQUEST"`` alone asks an **ad-hoc agent** made here
+(:func:`adhoc_agent`): named ``assistant`` unless told otherwise, with short default
+instructions, offered every plain tool of the toolbox (not its agents, not a tool that is
+another tool's compensation: undoing is the saga's, never the model's choice), and the model
+and server given (else ``OPENAI_MODEL`` / ``OPENAI_BASE_URL``).
+
+The ad-hoc agent's definition (name, instructions, tools, model, base URL; never an API key,
+which every process reads from ``OPENAI_API_KEY``) is kept in the run's meta under
+:data:`ADHOC_META`. :func:`run_toolbox` gives it back: the runtime calls it wherever it
+compiles a stored run (a resume in another process, a worker's claim, a takeover by the
+HTTP service or a notebook, a fork), so a run's agent is found by every process that
+continues the run with the same toolbox.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from chainlab._text import safe_repr
+from chainlab.agent.agent import AGENT_PREFIX, Agent, one_step_chain
+from chainlab.agent.endpoint import Endpoint
+from chainlab.errors import UsageError
+from chainlab.plan.parts import STEP_ID_PATTERN
+
+if TYPE_CHECKING:
+    from chainlab.plan.schema import Chain
+    from chainlab.tools import Toolbox
+
+__all__ = ["ADHOC_META", "DEFAULT_INSTRUCTIONS", "DEFAULT_NAME", "AdhocAgent", "AgentRequest",
+           "adhoc_agent", "adhoc_meta", "agent_request", "run_toolbox"]
+
+#: the key of a run's meta that holds its ad-hoc agent's definition
+ADHOC_META = "adhoc_agent"
+#: an ad-hoc agent's name (and the one-step chain's step id) unless told otherwise
+DEFAULT_NAME = "assistant"
+#: an ad-hoc agent's instructions unless told otherwise
+DEFAULT_INSTRUCTIONS = ("You carry out the user's request with the tools you are given. Look "
+                        "things up before you act, call a tool only when it helps, and when "
+                        "you are done answer briefly with what you did and found.")
+
+
+@dataclass(frozen=True)
+class AdhocAgent:
+    """An ad-hoc agent's definition, as a run keeps it (:meth:`to_meta`): never an API key."""
+
+    name: str
+    instructions: str
+    tools: tuple[str, ...]
+    model: str | None
+    base_url: str | None
+
+    def to_meta(self) -> dict[str, Any]:
+        """The definition as JSON data for the run's meta."""
+        return {"name": self.name, "instructions": self.instructions,
+                "tools": list(self.tools), "model": self.model, "base_url": self.base_url}
+
+    @classmethod
+    def from_meta(cls, data: Any, run_id: str | None = None) -> AdhocAgent:
+        """The definition a run kept. Raises UsageError when it is not one (a meta edited
+        by hand, or written by a newer chainlab)."""
+        ok = (isinstance(data, Mapping) and isinstance(data.get("name"), str)
+              and isinstance(data.get("instructions"), str)
+              and isinstance(data.get("tools"), list)
+              and all(isinstance(t, str) for t in data["tools"])
+              and all(isinstance(data.get(k), str | None) for k in ("model", "base_url")))
+        if not ok:
+            where = f"run {run_id!r}" if run_id else "the run"
+            raise UsageError(f"{where} keeps an ad-hoc agent this chainlab cannot read "
+                             f"({safe_repr(data)})",
+                             hint='start it again: chainlab agent "REQUEST" (or %chain agent)')
+        assert isinstance(data, Mapping)
+        return cls(data["name"], data["instructions"], tuple(data["tools"]), data["model"],
+                   data["base_url"])
+
+    def agent(self) -> Agent:
+        """The :class:`Agent` (its key from ``OPENAI_API_KEY``, in the process asking)."""
+        return Agent(self.name, self.instructions, self.tools, model=self.model,
+                     base_url=self.base_url)
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """What a front end starts: ``chain`` (one step, the agent) with ``context``, ``meta``
+    to keep with the run (the ad-hoc agent's definition, if any) and ``toolbox`` to validate
+    it against (the front end's, with the ad-hoc agent)."""
+
+    chain: Chain
+    context: dict[str, Any]
+    meta: dict[str, Any]
+    toolbox: Toolbox
+    agent: str
+
+
+def agent_request(toolbox: Toolbox, name: str | None, request: str, *,
+                  adhoc_name: str | None = None, instructions: str | None = None,
+                  model: str | None = None, base_url: str | None = None,
+                  command: str = "chainlab agent") -> AgentRequest:
+    """The run that asks ``request`` of the registered agent ``name`` or, with ``name``
+    None, of an ad-hoc agent (:func:`adhoc_agent`, with ``adhoc_name``, ``instructions``,
+    ``model`` and ``base_url``). Raises UsageError naming the fix (``command``: how the
+    front end's hints spell it): an empty request, ad-hoc options given with a registered
+    agent, a bad ad-hoc agent."""
+    if not isinstance(request, str) or not request.strip():
+        raise UsageError("the request is empty: say what the agent should do",
+                         hint=f'for example: {command} "find order 7"')
+    context = {"request": request}
+    if name is None and AGENT_PREFIX + request.strip() in toolbox:  # a name, no request
+        raise UsageError(f"{request.strip()!r} is a registered agent, and no request was "
+                         "given", hint=f'{command} {request.strip()} "REQUEST"')
+    if name is not None:
+        given = [flag for flag, value in (("--name", adhoc_name), ("--model", model),
+                                          ("--base-url", base_url),
+                                          ("--instructions", instructions)) if value]
+        if given and AGENT_PREFIX + name in toolbox:  # (an unknown NAME: validation says
+            raise UsageError(                            # so, with a did-you-mean)
+                f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for an ad-hoc "
+                f"agent, but {name!r} is a registered one, whose model, server and "
+                "instructions are its Agent's",
+                hint=f"set them on Agent({name!r}, ...) (or OPENAI_MODEL / OPENAI_BASE_URL), "
+                     f"or leave out {name!r} to ask an ad-hoc agent: "
+                     f'{command} "REQUEST" {" ".join(given)} ...')
+        return AgentRequest(one_step_chain(name), context, {}, toolbox, name)
+    spec = adhoc_agent(toolbox, name=adhoc_name, instructions=instructions, model=model,
+                       base_url=base_url, command=command)
+    meta = {ADHOC_META: spec.to_meta()}
+    return AgentRequest(one_step_chain(spec.name), context, meta, run_toolbox(toolbox, meta),
+                        spec.name)
+
+
+def adhoc_agent(toolbox: Toolbox, *, name: str | None = None, instructions: str | None = None,
+                model: str | None = None, base_url: str | None = None,
+                command: str = "chainlab agent") -> AdhocAgent:
+    """An ad-hoc agent over ``toolbox``: every tool that is neither an agent nor another
+    tool's compensation, ``model`` and ``base_url`` (else ``OPENAI_MODEL`` /
+    ``OPENAI_BASE_URL``, resolved now and kept: a later process asks the same model).
+    Raises UsageError naming the fix."""
+    name = DEFAULT_NAME if name is None else name
+    if len(name) > 100 or not re.fullmatch(STEP_ID_PATTERN, name):
+        raise UsageError(f"--name {name!r}: the agent's name is its step's id, so it takes "
+                         "letters, digits, '_' and '-' only (at most 100)",
+                         hint=f"for example --name {DEFAULT_NAME}")
+    if AGENT_PREFIX + name in toolbox:
+        raise UsageError(f"toolbox {toolbox.name!r} has a registered agent {name!r}: an "
+                         "ad-hoc agent may not take its name",
+                         hint=f'ask it by name ({command} {name} "REQUEST"), or pass --name '
+                              "with another name")
+    if instructions is not None and not instructions.strip():
+        raise UsageError("--instructions is empty", hint="leave it out for the default ones")
+    if base_url is not None:
+        _check_url(base_url)
+    tools = _offered(toolbox)
+    if not tools:
+        raise UsageError(f"toolbox {toolbox.name!r} has no tool an ad-hoc agent can call "
+                         "(agents and compensations are not offered)",
+                         hint="register tools in it (@toolbox.tool), or pass --tools with "
+                              "another toolbox")
+    endpoint = Endpoint.configure(model, base_url)
+    if not endpoint.model:
+        raise UsageError("no model for the ad-hoc agent",
+                         hint="pass --model M, or set OPENAI_MODEL")
+    if endpoint.base_url is not None and base_url is None:
+        _check_url(endpoint.base_url, "OPENAI_BASE_URL")
+    problem = endpoint.not_configured()
+    if problem is not None:
+        raise UsageError(f"the ad-hoc agent cannot reach a model: {problem}",
+                         hint="pass --base-url URL for an OpenAI-compatible server")
+    return AdhocAgent(name, instructions or DEFAULT_INSTRUCTIONS, tools, endpoint.model,
+                      endpoint.base_url)
+
+
+def run_toolbox(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = None
+                ) -> Toolbox:
+    """The toolbox a run with ``meta`` is compiled against: ``toolbox`` itself, or, when the
+    run keeps an ad-hoc agent, an overlay of it with that agent (the same overlay object for
+    the same toolbox and definition, so caches keyed by the toolbox hold). Raises
+    UsageError for a definition it cannot read."""
+    data = meta.get(ADHOC_META)
+    if data is None:
+        return toolbox
+    spec = AdhocAgent.from_meta(data, run_id)
+    overlays = _OVERLAYS.setdefault(toolbox, {})
+    found = overlays.get(spec)
+    if found is None:
+        found = overlays[spec] = toolbox.overlay()
+        found.add_agent(spec.agent())  # the run's own, over one registered since
+    return found
+
+
+def adhoc_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run's meta that defines its ad-hoc agent (empty when it has none): what
+    a fork of the run keeps."""
+    return {ADHOC_META: meta[ADHOC_META]} if ADHOC_META in meta else {}
+
+
+#: toolbox -> ad-hoc definition -> the overlay with that agent (gone with the toolbox)
+_OVERLAYS: weakref.WeakKeyDictionary[Toolbox, dict[AdhocAgent, Toolbox]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _offered(toolbox: Toolbox) -> tuple[str, ...]:
+    undo = {tool.compensate.tool for tool in toolbox if tool.compensate is not None}
+    return tuple(tool.name for tool in toolbox
+                 if not tool.name.startswith(AGENT_PREFIX) and tool.name not in undo)
+
+
+def _check_url(url: str, what: str = "--base-url") -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{what} {url!r} is not an http(s) URL",
+                         hint="give the server's base URL, e.g. http://127.0.0.1:8080/v1")
+    if parts.username or parts.password:
+        raise UsageError(f"{what} carries credentials: they would be kept with the run",
+                         hint="put the key in OPENAI_API_KEY and leave it out of the URL")

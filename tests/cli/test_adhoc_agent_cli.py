@@ -1,0 +1,173 @@
+"""``chainlab agent "REQUEST"`` (issue 37 item 6): an AD-HOC agent, made from the toolbox and
+``--model`` / ``--base-url``, asked one request. The run keeps the agent's definition (never
+the API key), so ``chainlab approve`` in another process finds the agent and finishes the
+run without asking the model again for the turn already recorded. Real subprocesses, the
+real ``openai`` client over HTTP to a scripted server (FakeOpenAI)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_server import FakeOpenAI
+
+from .helpers import chainlab, write
+
+SHOP = '''
+from chainlab import Agent, Toolbox
+
+toolbox = Toolbox("shop")
+
+@toolbox.tool
+def lookup(order: int) -> dict:
+    """Find an order."""
+    return {"order": order, "status": "damaged", "total": 40}
+
+@toolbox.tool(side_effects=True, requires_confirmation=True,
+              compensate=("unrefund", {"order": "{{ input.order }}"}))
+def refund(order: int, amount: int) -> dict:
+    """Refund part of an order."""
+    with open("refunds.txt", "a") as f:
+        f.write(f"{order}:{amount}\\n")
+    return {"order": order, "refunded": amount}
+
+@toolbox.tool(side_effects=True, idempotent=True)
+def unrefund(order: int) -> None:
+    """Take a refund back (refund's compensation: never offered to an ad-hoc agent)."""
+
+toolbox.add_agent(Agent("support", "You help customers.", ["lookup"], model="m",
+                        base_url="http://127.0.0.1:9/v1"))
+
+empty = Toolbox("empty")
+only_agents = Toolbox("only_agents")
+only_agents.add(toolbox.get("lookup"))
+only_agents.add_agent(Agent("helper", "You help.", ["lookup"], model="m",
+                            base_url="http://127.0.0.1:9/v1"))
+'''
+
+SECRET = "sk-test-never-stored-3141592"
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    write(tmp_path / "shop_tools.py", SHOP)
+    return tmp_path
+
+
+def _stored_text(db: str) -> str:
+    """Everything the SQLite file holds, as text (what a secret must not be found in)."""
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return "\n".join(repr(row) for t in tables for row in con.execute(f"SELECT * FROM {t}"))
+    finally:
+        con.close()
+
+
+def test_an_adhoc_agent_runs_a_lookup_and_a_refund_approved_in_another_process(
+        shop: Path) -> None:
+    db = str(shop / "runs.db")
+    script = [tool_calls(Call("lookup", {"order": 7}), Call("refund", {"order": 7,
+                                                                     "amount": 15})),
+              "Refunded 15 on order 7."]
+    with FakeOpenAI(script) as server:
+        url = server.base_url
+        r = chainlab("agent", "order 7 arrived broken, refund 15", "--tools",
+                     "shop_tools:toolbox", "--model", "fake-model", "--base-url",
+                     server.base_url, "--db", db, "--json", cwd=shop,
+                     PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET)
+        assert r.code == 3, r.err  # suspended: the refund waits for a person
+        view = r.json
+        run_id = view["run_id"]
+        assert view["chain"] == "agent-assistant"
+        assert [w["step_id"] for w in view["waiting"]] == ["assistant/1.2"]
+        assert view["steps"]["assistant"]["turns"][0]["calls"] == [
+            {"step_id": "assistant/1.1", "tool": "lookup", "status": "succeeded"},
+            {"step_id": "assistant/1.2", "tool": "refund", "status": "waiting_confirmation"}]
+        first = server.completions[0]
+        # every plain tool, not the registered agent, not refund's compensation
+        offered = sorted(t["function"]["name"] for t in first.body["tools"])
+        assert offered == ["lookup", "refund"]
+        assert first.model == "fake-model"
+        assert "Look things up before you act" in first.messages[0]["content"]
+        assert first.headers["authorization"] == f"Bearer {SECRET}"  # from the environment
+        assert not (shop / "refunds.txt").exists()
+        # approved in ANOTHER process, which has no --tools, --model or --base-url: the run
+        # keeps its toolbox and its agent
+        r = chainlab("approve", run_id, "assistant/1.2", "--db", db, cwd=shop,
+                     PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET)
+        assert r.code == 0, r.err
+        # turn 1 was answered from the record: the model was asked once more, for turn 2
+        assert len(server.completions) == 2
+        assert server.completions[1].model == "fake-model"
+    assert (shop / "refunds.txt").read_text() == "7:15\n"
+    r = chainlab("show", run_id, "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop))
+    assert r.json["status"] == "succeeded"
+    assert r.json["outputs"]["assistant"] == "Refunded 15 on order 7."
+    stored = _stored_text(db)
+    assert SECRET not in stored
+    meta = json.loads(sqlite3.connect(db).execute(
+        "SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+    assert meta["adhoc_agent"] == {
+        "name": "assistant", "instructions": meta["adhoc_agent"]["instructions"],
+        "tools": ["lookup", "refund"], "model": "fake-model", "base_url": url}
+
+
+def test_an_adhoc_agent_takes_its_name_and_instructions_from_the_options(shop: Path) -> None:
+    db = str(shop / "runs.db")
+    with FakeOpenAI(["Order 7 is damaged."]) as server:
+        r = chainlab("agent", "how is order 7?", "--tools", "shop_tools:toolbox", "--name",
+                     "clerk", "--instructions", "Answer in one line.", "--model", "m2",
+                     "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop),
+                     OPENAI_BASE_URL=server.base_url)  # the server from the environment
+        assert r.code == 0, r.err
+        assert r.json["outputs"]["clerk"] == "Order 7 is damaged."
+        assert server.completions[0].messages[0]["content"].startswith("Answer in one line.")
+        assert server.completions[0].model == "m2"
+
+
+SHOP_TOOLS = ["--tools", "shop_tools:toolbox"]
+AT = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"]  # (nothing is asked: refused first)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["   ", *SHOP_TOOLS, *AT], "the request is empty"),
+    (["support", "", *SHOP_TOOLS], "the request is empty"),
+    (["hello", *SHOP_TOOLS, "--model", "m", "--base-url", "ftp://models.example/v1"],
+     "--base-url 'ftp://models.example/v1' is not an http(s) URL"),
+    (["hello", *SHOP_TOOLS, "--model", "m", "--base-url", "http://me:key@127.0.0.1:9/v1"],
+     "put the key in OPENAI_API_KEY"),
+    (["suport", "hello", *SHOP_TOOLS], "did you mean 'agent:support'"),
+    (["suport", "hello", *SHOP_TOOLS, "--model", "m"], "did you mean 'agent:support'"),
+    (["support", *SHOP_TOOLS, *AT], 'chainlab agent support "REQUEST"'),  # no request
+    (["support", "hello", *SHOP_TOOLS, "--model", "m"], "set them on Agent('support'"),
+    (["hello", *SHOP_TOOLS, *AT, "--name", "support"], "has a registered agent 'support'"),
+    (["hello", *SHOP_TOOLS, *AT, "--name", "a b"], "letters, digits"),
+    (["hello", "--tools", "shop_tools:empty", *AT], "has no tool an ad-hoc agent can call"),
+    (["hello", *SHOP_TOOLS, "--base-url", "http://127.0.0.1:9/v1"],
+     "pass --model M, or set OPENAI_MODEL"),
+    (["hello", *SHOP_TOOLS, "--model", "m"], "set OPENAI_API_KEY"),  # nowhere to ask
+])
+def test_bad_input_is_a_usage_error_naming_the_fix(shop: Path, argv: list[str],
+                                                   says: str) -> None:
+    r = chainlab("agent", *argv, "--db", str(shop / "runs.db"), cwd=shop,
+                 PYTHONPATH=str(shop))
+    assert r.code == 2, (r.out, r.err)
+    assert says in r.err, r.err
+    db = shop / "runs.db"  # nothing started
+    assert not db.exists() or sqlite3.connect(db).execute(
+        "SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_an_adhoc_agent_is_offered_the_tools_but_not_the_agents(shop: Path) -> None:
+    with FakeOpenAI(["ok"]) as server:
+        r = chainlab("agent", "hello", "--tools", "shop_tools:only_agents", "--model", "m",
+                     "--base-url", server.base_url, "--db", str(shop / "runs.db"), "--json",
+                     cwd=shop, PYTHONPATH=str(shop))
+        assert r.code == 0, r.err
+        assert [t["function"]["name"] for t in server.completions[0].body["tools"]] == \
+            ["lookup"]
