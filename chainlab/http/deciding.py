@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import (
     DecisionError,
     DecisionTimeoutError,
@@ -83,7 +84,8 @@ class Decider:
                 raise UnknownStepError(step_id, state.steps, run_id=run_id)
             if state.steps[step_id].status != _NEEDS[action]:  # the state first: 409, not
                 raise await self._refused(run_id, step_id, action, None)  # 422 on its body
-            _precheck(service.runtime.toolbox, record.chain, step_id, action, fields)
+            _precheck(run_toolbox(service.runtime.toolbox, record.meta, run_id), record.chain,
+                      step_id, action, fields)
             try:
                 outcome = await service.runtime.decide(
                     run_id, step_id, action, by=by, timeout=service.config.decision_timeout_s,

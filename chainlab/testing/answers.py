@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from chainlab._json import NotJSONError, to_json_value
+from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import ReplayError, ToolError
 from chainlab.events import EventKind
 from chainlab.events.usage import add_usage
@@ -146,7 +147,8 @@ def resolve(what: Any, toolbox: Toolbox | None, store: Store | None
         raise ReplayError("replay needs the toolbox the run was made with (toolbox=...): "
                           "its tools' schemas and side-effect contracts decide how the "
                           "replay goes", run_id=recording.run_id)
-    return recording, toolbox
+    return recording, run_toolbox(toolbox, recording.meta, recording.run_id)  # (its ad-hoc
+    # agent, if it had one: its turns then answer from the recording as a registered one's)
 
 
 def replay_toolbox(recording: Recording, toolbox: Toolbox, live: Iterable[str],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
+from chainlab.agent.adhoc import adhoc_meta
 from chainlab.errors import ReplayError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 
@@ -80,6 +81,8 @@ class Recording:
     seed: list[dict[str, Any]] = field(default_factory=list)  # a fork's first events
     started_at: float = 1_800_000_000.0
     turns: list[dict[str, Any]] = field(default_factory=list)  # agent steps' model turns
+    #: what of the run's meta a replay needs: its ad-hoc agent (``chainlab.agent.adhoc``)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- reading a run
     @classmethod
@@ -109,7 +112,7 @@ class Recording:
             decisions=list(_decisions(events)), expected=expected_of(state, events),
             chains=record.chains, seed=seed,
             started_at=events[0].ts if events else record.created_at,
-            turns=recorded_turns(events))
+            turns=recorded_turns(events), meta=adhoc_meta(record.meta))
         recording.check_json()
         return recording
 
@@ -128,7 +131,8 @@ class Recording:
                 "chains": self.chains, "context": self.context, "options": self.options,
                 "started_at": self.started_at, "seed": self.seed,
                 "calls": [c.to_dict() for c in self.calls], "decisions": self.decisions,
-                "expected": self.expected, "turns": self.turns}
+                "expected": self.expected, "turns": self.turns,
+                **({"meta": self.meta} if self.meta else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "the fixture") -> Recording:
@@ -143,7 +147,7 @@ class Recording:
                        decisions=list(data["decisions"]), expected=data["expected"],
                        seed=list(data.get("seed", [])),
                        started_at=float(data.get("started_at", 1_800_000_000.0)),
-                       turns=list(data.get("turns", [])))
+                       turns=list(data.get("turns", [])), meta=dict(data.get("meta", {})))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplayError(f"{source} is not a complete replay fixture ({exc!r} is "
                               "wrong or missing); write it again with `chainlab export-test`"

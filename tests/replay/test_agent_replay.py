@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from chainlab import Chain
+from chainlab.agent.adhoc import agent_request
 from chainlab.runtime import Runtime
 from chainlab.store import SQLiteStore
 from chainlab.testing.export import export_test
@@ -153,3 +154,38 @@ def test_the_exported_test_needs_no_model_and_fails_with_a_diff_after_a_change(
     assert "+system: You are a pirate." in bad.stdout
     (tmp_path / "support_shop.py").write_text(tools)
     assert pytest_in(tmp_path, exported.test).returncode == 0
+
+
+def test_an_ad_hoc_agents_run_exports_a_test_that_needs_no_model(
+        shop: tuple[ModuleType, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ad-hoc agent (``chainlab agent "REQUEST"``) is in no toolbox module: the fixture
+    keeps its definition (never a key), and the exported test replays its turns from the
+    recording with its model's server gone."""
+    module, tmp_path = shop
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+
+    async def record_adhoc(base_url: str) -> str:
+        asked = agent_request(module.toolbox, None, "order 7 arrived broken, refund 50",
+                              model="fake-model", base_url=base_url)
+        runtime = Runtime(module.toolbox, SQLiteStore(tmp_path / "adhoc.db"))
+        run = await runtime.start(asked.chain, asked.context, meta=asked.meta)
+        await run.wait()
+        await run.reject("assistant/1.2", "50 is more than the order's total")
+        await run.wait()
+        await run.approve("assistant/2.1")
+        assert (await run.wait()).ok
+        await runtime.aclose()
+        return run.run_id
+
+    with FakeOpenAI(SCRIPT) as own:
+        run_id = anyio.run(record_adhoc, own.base_url)
+        assert len(own.completions) == 3
+    with SQLiteStore(tmp_path / "adhoc.db") as store:
+        exported = export_test(store, run_id, tmp_path / "tests" / "test_adhoc.py",
+                               tools="support_shop:toolbox", toolbox=module.toolbox)
+    fixture = json.loads(exported.fixture.read_text())
+    assert fixture["meta"]["adhoc_agent"]["name"] == "assistant"
+    assert "test" not in json.dumps(fixture["meta"])  # the key is not kept
+    assert [t["turn"] for t in fixture["turns"]] == [1, 2, 3]
+    ok = pytest_in(tmp_path, exported.test)  # its server is gone: nothing would answer
+    assert ok.returncode == 0, ok.stdout + ok.stderr
