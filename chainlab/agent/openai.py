@@ -128,6 +128,10 @@ class OpenAIClient:
                                           "the final answer")
         if request.tools:
             params["tools"] = request.tools
+            # said, not left to the default: OpenAI's default with tools is "auto", but a
+            # server may read no tool_choice as "none" (llama-cpp-python's function-calling
+            # chat formats then leave the tools out of the prompt: the model never sees them)
+            params.setdefault("tool_choice", "auto")
         if request.temperature is not None:
             params["temperature"] = request.temperature
         if self.stream:

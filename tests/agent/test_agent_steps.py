@@ -395,3 +395,19 @@ async def test_an_agent_step_that_needs_confirmation_asks_before_its_first_turn(
     await run.approve("help")  # once: its later turns go on with the same args
     assert (await run.wait()).outputs["help"] == "delivered"
     await runtime.aclose()
+
+
+async def test_a_turn_with_tools_says_tool_choice_auto(shop: Shop, server: FakeOpenAI) -> None:
+    """OpenAI's default with tools is "auto", but llama-cpp-python's function-calling chat
+    formats read a request without ``tool_choice`` as "none" and leave the tools out of the
+    prompt: a local model then never sees them (found with bench_agent_local.py)."""
+    runtime, _run, result = await run_agent(shop, server, Call("lookup", {"order": 7}), "Done.")
+    assert result.ok
+    assert [r.body.get("tool_choice") for r in server.completions] == ["auto", "auto"]
+    await runtime.aclose()
+
+    prompt = Shop()
+    with FakeOpenAI() as other:
+        runtime, _run, result = await run_agent(prompt, other, "Hello.", tools=[])
+        assert result.ok and "tool_choice" not in other.completions[0].body  # no tools
+    await runtime.aclose()
