@@ -64,8 +64,14 @@ def toolbox(base_url: str, model: str, timeout_s: float) -> Toolbox:
         """Refund an amount for an order (a person approves it first)."""
         return f"refunded {amount} for {order_id}"
 
-    tb.add_agent(Agent("support", "You are a support agent for a shop. Use the tools to "
-                       "look orders up and to refund them; answer briefly.",
+    # (worded for the function-calling format: told only to "use the tools", the 270M model
+    # always chose a plain message, an empty one; told that a reply begins with
+    # "functions.", it calls them)
+    tb.add_agent(Agent("support", "You are a function-calling support agent for a shop. "
+                       "Until you know the order, your reply must begin with functions.: "
+                       "functions.lookup_order looks an order up by its id, functions.refund "
+                       "refunds an amount on it. Once the tools have answered, answer the "
+                       "customer briefly.",
                        tools=["lookup_order", "refund"], model=model, base_url=base_url,
                        api_key="local", max_turns=4, temperature=0.0, timeout_s=timeout_s))
     return tb

@@ -107,7 +107,9 @@ def messages(instructions: str, request: str, turns: Sequence[TurnRecord]
                                  {"role": "user", "content": request}]
     for turn in turns:
         answer = turn.answer
-        said: dict[str, Any] = {"role": "assistant", "content": answer.content}
+        # a turn that only called tools has no text: "" rather than null, which OpenAI takes
+        # either way but llama-cpp-python's server refuses (a 500 on every next turn)
+        said: dict[str, Any] = {"role": "assistant", "content": answer.content or ""}
         if answer.calls:
             said["tool_calls"] = [{"id": c.call_id, "type": "function",
                                    "function": {"name": c.function, "arguments": c.arguments}}

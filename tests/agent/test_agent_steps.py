@@ -397,13 +397,18 @@ async def test_an_agent_step_that_needs_confirmation_asks_before_its_first_turn(
     await runtime.aclose()
 
 
-async def test_a_turn_with_tools_says_tool_choice_auto(shop: Shop, server: FakeOpenAI) -> None:
+async def test_a_turn_with_tools_says_tool_choice_auto_and_sends_no_null_text(
+        shop: Shop, server: FakeOpenAI) -> None:
     """OpenAI's default with tools is "auto", but llama-cpp-python's function-calling chat
     formats read a request without ``tool_choice`` as "none" and leave the tools out of the
     prompt: a local model then never sees them (found with bench_agent_local.py)."""
     runtime, _run, result = await run_agent(shop, server, Call("lookup", {"order": 7}), "Done.")
     assert result.ok
     assert [r.body.get("tool_choice") for r in server.completions] == ["auto", "auto"]
+    # the turn that only called a tool is sent back with "" as its text, not null (which
+    # llama-cpp-python's server refuses with a 500 on every next turn)
+    said = [m for m in server.completions[1].messages if m["role"] == "assistant"]
+    assert [m["content"] for m in said] == [""] and said[0]["tool_calls"]
     await runtime.aclose()
 
     prompt = Shop()
