@@ -11,7 +11,9 @@ one; bench_planner_local.py says how to install them) with Gemma 3 270M (Q4_K_M)
 without a tool-call template), or uses a server already running (``--base-url``).
 A support agent with two tools (``lookup_order``, read-only, and ``refund``, a side effect
 that waits for a person's approval) runs each request as a one-step chain
-(``tool: agent:support``) on a MemoryStore; a refund that waits is approved by this script.
+(``tool: agent:support``) on a MemoryStore. This script is the person: a refund that waits
+is approved when the request asked for one and rejected otherwise (the model reads why), and
+an agent past its ``max_turns`` is stopped.
 Per request it prints: the run's status, model turns, the calls the model asked for (tool:
 status), approvals given, the seconds spent waiting for the model and in total, and the
 final answer (cut). A 270M model is a hard test: the point is that the agent loop meets a
@@ -82,13 +84,21 @@ async def ask(runtime: Runtime, request: str) -> dict[str, Any]:
         {"id": "agent", "tool": "agent:support", "args": {"request": request}}]})
     t0 = time.perf_counter()
     run = await runtime.start(chain)
-    approved = 0
+    approved = rejected = 0
     result = await run.wait()
-    while result.status == "suspended" and approved < 4:
-        for step_id, why in result.waiting.items():
-            if why == "waiting_confirmation":
-                await run.approve(step_id, note="approved by the benchmark")
+    while result.status == "suspended":  # the person: this script
+        for step_id in result.waiting:
+            st = run.steps[step_id]
+            if st.status != "waiting_confirmation":
+                continue
+            if st.reason == "limit_reached":  # the agent used its turns: stop it
+                await run.reject(step_id, "enough turns")
+            elif "refund" in request.lower():  # a refund the customer asked for
+                await run.approve(step_id, note="the customer asked for it")
                 approved += 1
+            else:  # the model's reason to read
+                await run.reject(step_id, "the customer asked for no refund")
+                rejected += 1
         result = await run.wait()
     total = time.perf_counter() - t0
     turns = run.transcript("agent")
@@ -96,9 +106,13 @@ async def ask(runtime: Runtime, request: str) -> dict[str, Any]:
     answer = run.state.steps["agent"].output
     return {"status": str(result.status), "turns": sum(1 for t in turns if "calls" in t
                                                         or "text" in t),
-            "calls": calls, "approved": approved, "total": total,
+            "calls": calls, "approved": approved, "rejected": rejected, "total": total,
+            "model": sum((a.ended_at or a.started_at) - a.started_at  # the turns' attempts
+                         for a in run.state.attempts if a.step_id == "agent"),
             "answer": ("" if answer is None else str(answer)).replace("\n", " "),
-            "error": run.state.steps["agent"].error}
+            "error": run.state.steps["agent"].error or (  # (stopped at its max_turns)
+                f"{run.state.steps['agent'].status}: {run.state.steps['agent'].reason}"
+                if run.state.steps["agent"].reason else None)}
 
 
 def assemble(python: str, workdir: Path) -> Path:
@@ -129,7 +143,8 @@ def main() -> None:
                     row = await ask(runtime, request)
                     out.append(row)
                     print(f"{len(out):>2}  {row['status']:<10} {row['turns']:>5} "
-                          f"{row['approved']:>8} {row['total']:>7.1f}  {request}\n"
+                          f"{row['approved']:>8} {row['rejected']:>8} {row['model']:>7.1f} "
+                          f"{row['total']:>7.1f}  {request}\n"
                           f"      calls: {', '.join(row['calls']) or '-'}\n"
                           f"      answer: {row['answer'][:100] or '-'}"
                           + (f"\n      error: {row['error'][:160]}" if row["error"] else ""),
@@ -138,11 +153,13 @@ def main() -> None:
 
         print(f"agent steps against {server}, model {args.model}, load "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        print(f"{'#':>2}  {'status':<10} {'turns':>5} {'approved':>8} {'s':>7}  request")
+        print(f"{'#':>2}  {'status':<10} {'turns':>5} {'approved':>8} {'rejected':>8} "
+              f"{'model s':>7} {'s':>7}  request")
         rows = anyio.run(go)
         ok = sum(1 for r in rows if r["status"] == "succeeded")
         print(f"{ok} of {len(rows)} requests succeeded; {sum(len(r['calls']) for r in rows)} "
-              f"calls, {sum(r['approved'] for r in rows)} approved; "
+              f"calls, {sum(r['approved'] for r in rows)} approved, "
+              f"{sum(r['rejected'] for r in rows)} rejected; "
               f"{sum(r['total'] for r in rows):.1f} s in all")
 
     if args.base_url:

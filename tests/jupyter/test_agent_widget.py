@@ -111,3 +111,31 @@ async def test_the_dag_grows_a_turn_at_a_time_and_a_status_change_stays_a_patch(
         assert "turn 2 · final answer" in picture and "help/1.2" in picture
         w.close()
         await runtime.aclose()
+
+
+def test_a_shape_graphviz_cannot_lay_out_keeps_the_picture_and_is_not_tried_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import chainlab.render as render
+    from chainlab import Chain
+    from chainlab.jupyter.run_widget.dag import DagView
+    from chainlab.render.svg import GraphvizError
+    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
+
+    shop = Shop()
+    chain = Chain.from_dict({"name": "c", "steps": [{"id": "help", "tool": "lookup",
+                                                     "args": {"order": 1}}]})
+    dag = DagView(chain, shop.toolbox)
+    shown = dag.canvas.svg if dag.canvas is not None else None
+    tries = []
+
+    def broken(*args: object, **kwargs: object) -> None:
+        tries.append(kwargs.get("agents"))
+        raise GraphvizError("dot crashed", backend="dot")
+
+    monkeypatch.setattr(render, "LiveDag", broken)
+    grown = {"help": (TurnShape(1, (("help/1.1", "lookup"),)),)}
+    assert dag.regrow(grown) is False and dag.regrow(grown) is False
+    assert len(tries) == 1  # once, not on every redraw
+    assert dag.canvas is not None and dag.canvas.svg == shown and dag.step_ids == ["help"]
+    dag.update({"help": "running", "help/1.1": "running"}, agents=grown)  # the run goes on
+    assert dag.shown_by_step() == {"help": ("running", None)}

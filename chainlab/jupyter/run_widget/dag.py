@@ -75,6 +75,7 @@ class DagView(W.VBox):
                  agents: Mapping[str, tuple[TurnShape, ...]] | None = None):
         self.chain, self.toolbox, self.chains = chain, toolbox, dict(chains or {}) or None
         self.live: Any = None
+        self._unlaid: dict[str, tuple[TurnShape, ...]] | None = None  # a shape that failed
         self.unavailable: str | None = None
         self.legend: LegendView | None = None
         self.canvas: W.DOMWidget | None = None
@@ -162,14 +163,20 @@ class DagView(W.VBox):
         """Show the agent steps' turns ``agents`` (``render.display.agent_turns``): when they
         differ from those drawn, the new shape is laid out (a layout is kept per shape) and
         sent whole, every step drawn pending until :meth:`update` (one message: the SVG,
-        its steps and their order). True when it was redrawn. Raises GraphvizError."""
-        live = self.live
-        if live is None or dict(agents) == live.agents:
+        its steps and their order). True when it was redrawn; a shape Graphviz fails to lay
+        out keeps the picture shown (its new calls are then not drawn)."""
+        live, wanted = self.live, dict(agents)
+        if live is None or wanted in (live.agents, self._unlaid):
             return False
         from chainlab.render import LiveDag
 
-        self.live = live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
-                                   legend=False, title="", agents=agents, scope=live.scope)
+        try:
+            live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
+                           legend=False, title="", agents=agents, scope=live.scope)
+        except ChainlabError:  # (GraphvizError: the run goes on, its picture stays; this
+            self._unlaid = wanted  # shape is not tried again on every redraw)
+            return False
+        self.live = live
         self.step_ids = list(live.step_ids)
         self.shown = [_PENDING] * len(self.step_ids)
         if self.legend is not None:
