@@ -88,7 +88,8 @@ class Agent:
                  output_schema: dict[str, Any] | type[BaseModel] | None = None,
                  temperature: float | None = None, max_calls_per_turn: int = 16,
                  description: str | None = None, stream: bool = False,
-                 timeout_s: float = 60.0, client: ModelClient | None = None):
+                 timeout_s: float = 60.0, client: ModelClient | None = None,
+                 max_tokens: int | None = None):
         if not isinstance(instructions, str) or not instructions.strip():
             raise ToolDefinitionError(f"agent {name!r}: instructions must be a non-empty text")
         if isinstance(tools, str):
@@ -106,12 +107,18 @@ class Agent:
                                             and 0 <= temperature <= 2):
             raise ToolDefinitionError(f"agent {name!r}: temperature must be a number from 0 "
                                       f"to 2, got {safe_repr(temperature)}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(
+                max_tokens, int) or not 1 <= max_tokens <= 1_000_000):
+            raise ToolDefinitionError(f"agent {name!r}: max_tokens must be an int from 1 to "
+                                      f"1000000 (the most one answer may take), got "
+                                      f"{safe_repr(max_tokens)}")
         self.name = name
         self.instructions = instructions
         self.description = (description or instructions.strip().splitlines()[0])[:500]
         self.max_turns = max_turns
         self.max_calls_per_turn = max_calls_per_turn
         self.temperature = temperature
+        self.max_tokens = max_tokens
         self.stream = stream
         self.endpoint = Endpoint.configure(model, base_url, api_key, timeout=timeout_s,
                                            max_retries=0)  # the step's retry asks again
@@ -239,7 +246,8 @@ class AgentTool(Tool):
         self.agent = agent
         self.fingerprint = fingerprint or schema_fingerprint(
             agent.instructions, agent.tools, agent.endpoint.model, agent.output_json_schema,
-            agent.temperature, agent.max_turns, agent.max_calls_per_turn)
+            agent.temperature, agent.max_turns, agent.max_calls_per_turn,
+            *(() if agent.max_tokens is None else (agent.max_tokens,)))  # (as before without)
 
     def output_schema(self) -> dict[str, Any] | None:
         return copy.deepcopy(self.agent.output_json_schema) or {"type": "string"}

@@ -65,8 +65,9 @@ class ModelTurn:
 class ModelRequest:
     """One model turn's request: the chat ``messages``, the ``tools`` offered (OpenAI
     function specs), the JSON Schema the final answer must follow (``output_schema``) and
-    the ``temperature``. ``step_id`` and ``turn`` say where it comes from (a recorded
-    model answers by them); ``hash`` identifies what is asked (:func:`request_hash`)."""
+    the ``temperature``, the most tokens the answer may take (``max_tokens``). ``step_id``
+    and ``turn`` say where it comes from (a recorded model answers by them); ``hash``
+    identifies what is asked (:func:`request_hash`)."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
@@ -74,6 +75,7 @@ class ModelRequest:
     temperature: float | None = None
     step_id: str = ""
     turn: int = 1
+    max_tokens: int | None = None
 
     def body(self) -> dict[str, Any]:
         """What is asked, as JSON data: what :attr:`hash` is computed over and what the log
@@ -86,6 +88,8 @@ class ModelRequest:
             out["output_schema"] = self.output_schema
         if self.temperature is not None:
             out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
         return out
 
     @property

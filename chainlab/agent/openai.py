@@ -134,6 +134,8 @@ class OpenAIClient:
             params.setdefault("tool_choice", "auto")
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.max_tokens is not None:  # (a model that runs on is cut, not waited for)
+            params["max_tokens"] = request.max_tokens
         if self.stream:
             turn = await _streamed(client, messages, params)
         else:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from chainlab import Agent
+from chainlab import Agent, ToolDefinitionError
 from chainlab.events import EventKind, StepStatus
 from chainlab.runtime import RunStatus
 from chainlab.testing.openai_script import Call, Delay, Reply, tool_calls
@@ -416,3 +416,17 @@ async def test_a_turn_with_tools_says_tool_choice_auto_and_sends_no_null_text(
         runtime, _run, result = await run_agent(prompt, other, "Hello.", tools=[])
         assert result.ok and "tool_choice" not in other.completions[0].body  # no tools
     await runtime.aclose()
+
+
+async def test_max_tokens_bounds_each_answer_and_is_checked(shop: Shop,
+                                                            server: FakeOpenAI) -> None:
+    """A small local model can run on for minutes in one answer (bench_agent_local.py saw
+    a refund's arguments never end): ``max_tokens`` goes with every turn's request."""
+    runtime, _run, result = await run_agent(shop, server, Call("lookup", {"order": 7}),
+                                            "Done.", max_tokens=200)
+    assert result.ok
+    assert [r.body.get("max_tokens") for r in server.completions] == [200, 200]
+    await runtime.aclose()
+    for bad in (0, -1, 1.5, True, "200"):
+        with pytest.raises(ToolDefinitionError, match="max_tokens must be an int"):
+            Agent("x", "Help.", max_tokens=bad)  # type: ignore[arg-type]

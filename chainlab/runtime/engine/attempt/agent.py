@@ -100,7 +100,7 @@ class AgentStep(Parent):
             messages(agent.instructions, str(args.get("request", "")),
                      turn_records(k.state, turns)),
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
-            agent.temperature, node.id, turn)
+            agent.temperature, node.id, turn, agent.max_tokens)
         body = request.body()
         k.emit(K.STEP_STARTED, node.id, attempt, {
             "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
