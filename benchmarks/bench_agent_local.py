@@ -75,7 +75,8 @@ def toolbox(base_url: str, model: str, timeout_s: float) -> Toolbox:
                        "refunds an amount on it. Once the tools have answered, answer the "
                        "customer briefly.",
                        tools=["lookup_order", "refund"], model=model, base_url=base_url,
-                       api_key="local", max_turns=4, temperature=0.0, timeout_s=timeout_s))
+                       api_key="local", max_turns=4, temperature=0.0, timeout_s=timeout_s,
+                       max_tokens=256))  # (one answer ran on past a minute without it)
     return tb
 
 
