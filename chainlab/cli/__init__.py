@@ -68,6 +68,17 @@ app = typer.Typer(
 )
 
 
+EnqueueOpt = Annotated[bool, typer.Option(
+    "--enqueue", help="Do not drive it here: store it queued for the worker fleet "
+                      "(`chainlab worker`) and print its id.")]
+QueueOpt = Annotated[str | None, typer.Option(
+    "--queue", metavar="NAME", help="The queue to enqueue it in (implies --enqueue; "
+                                    "default: 'default').")]
+KeyOpt = Annotated[str | None, typer.Option(
+    "--key", metavar="KEY", help="With --enqueue: an idempotency key (the same request "
+                                 "again enqueues nothing new).")]
+
+
 @app.command()
 def run(
     chain_file: ChainArg,
@@ -81,15 +92,9 @@ def run(
     dask: DaskOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
-    enqueue: Annotated[bool, typer.Option(
-        "--enqueue", help="Do not drive it here: store it queued for the worker fleet "
-                          "(`chainlab worker`) and print its id.")] = False,
-    queue: Annotated[str | None, typer.Option(
-        "--queue", metavar="NAME", help="The queue to enqueue it in (implies --enqueue; "
-                                        "default: 'default').")] = None,
-    key: Annotated[str | None, typer.Option(
-        "--key", metavar="KEY", help="With --enqueue: an idempotency key (the same request "
-                                     "again enqueues nothing new).")] = None,
+    enqueue: EnqueueOpt = False,
+    queue: QueueOpt = None,
+    key: KeyOpt = None,
 ) -> None:
     """Run a chain until it ends or waits for a person (exit 3: then approve/reject it), or
     with --enqueue store it for the worker fleet and exit."""
@@ -101,15 +106,8 @@ def run(
         options = RunOptions(max_concurrency=concurrency) if concurrency else None
         chain.validate(toolbox, context=ctx)
         meta = _run_meta(tools, mcp, str(chain_file))
-        if enqueue or queue is not None:
-            from chainlab.cli.commands.fleet import enqueue_run
-
-            enqueue_run(io, chain=chain, toolbox=toolbox, db=db, context=ctx,
-                        options=options, meta=meta, queue=queue, key=key)
-            raise typer.Exit(0)
-        if key is not None:
-            raise CliError("--key goes with --enqueue (an idempotency key of the enqueue)")
-        code = _start(io, chain, toolbox, ctx, options, meta=meta, db=db, dask=dask)
+        code = _start(io, chain, toolbox, ctx, options, meta=meta, db=db, dask=dask,
+                      queued=(enqueue, queue, key))
     raise typer.Exit(int(code))
 
 
@@ -122,9 +120,19 @@ def _run_meta(tools: str | None, mcp: list[str] | None, source: str) -> dict[str
 
 def _start(io: Output, chain: Chain, toolbox: Toolbox, context: dict[str, Any],
            options: RunOptions | None, *, meta: dict[str, Any], db: str,
-           dask: str | None) -> int:
+           dask: str | None, queued: tuple[bool, str | None, str | None]) -> int:
     """What ``run`` and ``agent`` share: open the store, start the run through the one
-    runtime and follow it until it ends or waits for a person."""
+    runtime and follow it until it ends or waits for a person; with ``--enqueue`` /
+    ``--queue`` (``queued``: enqueue, queue, key), store it queued for the worker fleet."""
+    enqueue, queue, key = queued
+    if enqueue or queue is not None:
+        from chainlab.cli.commands.fleet import enqueue_run
+
+        enqueue_run(io, chain=chain, toolbox=toolbox, db=db, context=context,
+                    options=options, meta=meta, queue=queue, key=key)
+        return 0
+    if key is not None:
+        raise CliError("--key goes with --enqueue (an idempotency key of the enqueue)")
     store = open_store(db, must_exist=False)
     with executor_for(dask) as executor:
         code, _ = start_run(io, chain=chain, toolbox=toolbox, store=store, db=db,
@@ -159,9 +167,13 @@ def agent(
     dask: DaskOpt = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
+    enqueue: EnqueueOpt = False,
+    queue: QueueOpt = None,
+    key: KeyOpt = None,
 ) -> None:
     """Ask one agent one request: a one-step chain run like `chainlab run` runs a chain
-    (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits).
+    (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits), or
+    with --enqueue stored for the worker fleet, which restores an ad-hoc agent from the run.
     `chainlab agent NAME "REQUEST"` asks a registered agent; `chainlab agent "REQUEST"
     --model M [--base-url URL]` an ad-hoc one, which the run keeps for later processes."""
     io = Output.make(quiet=quiet, as_json=as_json)
@@ -175,7 +187,8 @@ def agent(
                             base_url=base_url)
         ask.chain.validate(ask.toolbox, context=ask.context)
         meta = {**_run_meta(tools, mcp, f"agent {ask.agent}"), **ask.meta}
-        code = _start(io, ask.chain, toolbox, ask.context, None, meta=meta, db=db, dask=dask)
+        code = _start(io, ask.chain, toolbox, ask.context, None, meta=meta, db=db, dask=dask,
+                      queued=(enqueue, queue, key))
     raise typer.Exit(int(code))
 
 
