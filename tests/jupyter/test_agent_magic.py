@@ -140,3 +140,33 @@ async def test_bad_input_is_a_usage_error(sh: Harness, line: str, says: str) -> 
     msg = await sh.usage_error(line)
     assert says in msg, msg
     assert not sh.session.runs  # nothing started
+
+
+async def test_an_agent_started_with_step_asks_its_model_one_turn_per_step(
+        sh: Harness) -> None:
+    """``%chain agent ... --step``: step-through from the first turn; the model is asked
+    only when Step releases the agent step, before each turn."""
+    with FakeOpenAI([Call("lookup", {"order": 7}), "Order 7 totals 40."]) as server:
+        sh.ns["URL"] = server.base_url
+        await sh.ok(TOOLS)
+        await sh.ok('run = %chain agent support "how much was order 7?" --tools shop --step')
+        run = sh.ns["run"]
+
+        async def until(check: str) -> None:
+            await sh.ok("import asyncio\nfor _ in range(1000):\n"
+                        f"    if {check}: break\n    await asyncio.sleep(0.01)")
+            assert sh.ns.get("run") is run and eval(check, {"run": run}), check
+
+        await until("run.ready_steps() == ['support']")
+        assert run.paused and len(server.completions) == 0
+        for step_id, then, asked in (
+                ("support", "'support/1.1' in run.steps", 1),  # turn 1 asked for a call
+                ("support/1.1", "run.steps['support'].status == 'ready'", 1),  # turn 2 waits
+                ("support", "run.steps['support'].status == 'succeeded'", 2)):
+            await until(f"{step_id!r} in run.ready_steps()")
+            await sh.ok(f"await run.step({step_id!r})")
+            await until(then)
+            assert len(server.completions) == asked, step_id
+        await sh.ok("await run.unpause()")
+        result = await sh.ok("await run.wait()")
+        assert result.ok and result.outputs["support"] == "Order 7 totals 40."

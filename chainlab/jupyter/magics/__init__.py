@@ -128,7 +128,8 @@ class ChainMagics(Magics):
                             ns.request if named else ns.first, adhoc_name=ns.adhoc_name,
                             instructions=ns.instructions, model=ns.model,
                             base_url=ns.base_url, command="%chain agent")
-        return self._start(ask.chain, ns, ask.context, RunOptions(), meta=ask.meta)
+        return self._start(ask.chain, ns, ask.context, RunOptions(), meta=ask.meta,
+                           paused=ns.step, queue=ns.enqueue)
 
     def _start(self, chain: Chain, ns: argparse.Namespace, context: dict[str, Any] | None,
                options: RunOptions, *, paused: bool = False,
