@@ -82,10 +82,35 @@ def open_and_run_all(page: Any, lab: Lab, notebook: str = NOTEBOOK) -> None:
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
 
+JS_PROMPTS = """() => [...document.querySelectorAll(
+  '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')]
+  .map(e => e.textContent.trim())"""
+JS_ERRORS = """() => [...document.querySelectorAll(
+  '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+  .map(e => e.innerText).filter(t => /Error|Traceback/.test(t)).map(t => t.slice(-1500))"""
+
+
 def run_all(page: Any, lab: Lab, notebook: str) -> None:
-    """:func:`open_and_run_all`, then wait until every cell has run and the kernel idles."""
+    """:func:`open_and_run_all`, then wait until every cell has run and the kernel idles.
+    When no cell has even started after 30 s, the command reached no notebook (fired while
+    the panel was still being attached, under load): it is fired once more, which cannot
+    run a cell twice. When the cells do not all run, the failure says which prompts are
+    left and what the outputs' errors were (a run-all stops at a cell's error)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     open_and_run_all(page, lab, notebook)
-    page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+    try:
+        page.wait_for_function(JS_ALL_CELLS_RAN, timeout=30_000)
+    except PlaywrightTimeout:
+        if all(p in ("[ ]:", "") for p in page.evaluate(JS_PROMPTS)):  # nothing started
+            page.evaluate("() => { window.jupyterapp.commands.execute("
+                          "'notebook:run-all-cells'); }")
+        try:
+            page.wait_for_function(JS_ALL_CELLS_RAN, timeout=120_000)
+        except PlaywrightTimeout:
+            raise AssertionError(
+                f"not every cell of {notebook} ran: prompts {page.evaluate(JS_PROMPTS)}; "
+                f"errors shown: {page.evaluate(JS_ERRORS)}") from None
     page.wait_for_selector(IDLE, timeout=30_000)
 
 
