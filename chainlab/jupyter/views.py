@@ -11,13 +11,14 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from chainlab.errors import ChainlabError, Problem
-from chainlab.events.fold_state import StepState
+from chainlab.events.fold import RunState
 from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
+from chainlab.runtime.engine.attempt.agentcalls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox
 
@@ -51,17 +52,22 @@ def pretty(value: Any, limit: int = 4000) -> str:
     return f'<pre class="cl-pre">{html.escape(text, quote=False)}</pre>'
 
 
-def tool_of(chain: Chain, step_id: str, steps: Mapping[str, StepState] | None = None) -> str:
-    """The tool ``step_id`` calls (``"(in sub-chain NAME)"`` for a sub-chain's step; a step
-    grown at run time, known from the run's ``steps``: its parent's, e.g. a for_each step's
-    instance; ``"?"`` for a step the chain does not have)."""
+def tool_of(chain: Chain, step_id: str, state: RunState | None = None) -> str:
+    """The tool ``step_id`` calls: a call an agent's model made, its own tool (the run's
+    ``state`` records it; the chain names only the agent); a sub-chain's step,
+    ``"(in sub-chain NAME)"``; another step grown at run time (a for_each step's instance),
+    its parent's; ``"?"`` for a step the chain does not have."""
+    if state is not None:
+        made = call_tools(state).get(step_id)
+        if made is not None:
+            return made
     top = step_id.split("/")[0]
     for step in chain.steps:
         if step.id == top:
             return step.tool if top == step_id else f"(in sub-chain {step.tool})"
-    st = steps.get(step_id) if steps is not None else None
+    st = state.steps.get(step_id) if state is not None else None
     if st is not None and st.parent is not None:
-        return tool_of(chain, st.parent, steps)
+        return tool_of(chain, st.parent, state)
     return "?"
 
 

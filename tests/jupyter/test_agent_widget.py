@@ -55,6 +55,9 @@ async def test_the_inspector_shows_an_agent_steps_transcript() -> None:
         # a call's step: its own tool; no transcript of its own
         w.tabs.inspect("help/1.3")
         assert "<th>tool</th><td>refund</td>" in w.inspector.details.value
+        # its approval card names its own tool too (not "in sub-chain agent:support")
+        card = w.inbox.cards["help/1.3"]
+        assert "<b>help/1.3</b> <code>refund</code> waits for approval" in card.children[0].value
         assert "cl-transcript" not in w.inspector.details.value
         await run.approve("help/1.3")
         assert (await run.wait()).ok

@@ -62,7 +62,7 @@ class ApprovalCard(_Card):
         st = widget.view.steps[step_id]
         self.key = ("confirm", step_id, st.args_hash)
         over = st.reason == "budget_exceeded"  # the run's budget stops it, not its tool
-        tool = tool_of(widget.view.chain, step_id, widget.view.steps)
+        tool = tool_of(widget.view.chain, step_id, widget.view.state)
         title = W.HTML(f'<div class="cl-card-title">☐ <b>{html.escape(step_id)}</b> '
                        f"<code>{html.escape(tool)}</code> "
                        + ("would cross the run's budget" if over else "waits for approval")
@@ -167,7 +167,7 @@ class DoubtCard(_Card):
     def __init__(self, widget: CardHost, step_id: str):
         st = widget.view.steps[step_id]
         self.key = ("in_doubt", step_id, st.attempts)
-        tool = tool_of(widget.view.chain, step_id, widget.view.steps)
+        tool = tool_of(widget.view.chain, step_id, widget.view.state)
         title = W.HTML(
             f'<div class="cl-card-title">⚠ <b>{html.escape(step_id)}</b> '
             f"<code>{html.escape(tool)}</code> is in doubt "

@@ -15,7 +15,7 @@ import ipywidgets as W
 from chainlab.events.fold import BACKGROUND_NOTE
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.fork import ForkPanel
-from chainlab.jupyter.run_widget.transcript import call_tool, transcript_html
+from chainlab.jupyter.run_widget.transcript import transcript_html
 from chainlab.jupyter.views import pretty, tool_of
 from chainlab.render.display import reason_text
 from chainlab.render.json import job_dict
@@ -105,7 +105,7 @@ class StepInspector(W.VBox):
         why = reason_text(st.status, st.reason)
         rows = [("status", st.status + (f" ({why})" if why else "")
                  + (f" · {BACKGROUND_NOTE}" if st.background else "")),
-                ("tool", call_tool(run.state, step_id) or tool_of(run.chain, step_id, run.steps)),
+                ("tool", tool_of(run.chain, step_id, run.state)),
                 ("attempts", str(st.attempts) + (f", compensations {st.compensations}"
                                                  if st.compensations else "")),
                 ("idempotency key", st.idempotency_key or "-")]

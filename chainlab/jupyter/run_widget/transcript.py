@@ -6,7 +6,7 @@ The turns are read by the agent kind's own module
 (:mod:`chainlab.runtime.engine.attempt.agentcalls`) from the state the inspector draws (the
 live run, or the run at the scrubbed event), so the inspector asks no step which kind it
 is: a step with no recorded turn gets no transcript. A call's step shows its own tool
-(:func:`call_tool`), not the agent's."""
+(:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
-from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, call_tools, transcript
+from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, transcript
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState
 
-__all__ = ["call_tool", "transcript_html"]
+__all__ = ["transcript_html"]
 
 esc = html.escape
 _HEAD = ("turn", "model said", "call", "step", "status", "told to the model", "usage")
@@ -50,12 +50,6 @@ def transcript_html(state: RunState, step_id: str) -> str:
     head = "".join(f"<th>{h}</th>" for h in _HEAD)
     return (f'<div class="cl-label">transcript</div><table class="cl-table cl-transcript">'
             f"<tr>{head}</tr>{''.join(rows)}</table>")
-
-
-def call_tool(state: RunState, step_id: str) -> str | None:
-    """The tool of a step an agent's model call became (the chain names only the agent),
-    else None."""
-    return call_tools(state).get(step_id)
 
 
 def _call_cells(call: dict[str, Any] | None, *, final: bool) -> list[str]:
