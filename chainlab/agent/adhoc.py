@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
 from chainlab.agent.agent import AGENT_PREFIX, Agent, one_step_chain
 from chainlab.agent.endpoint import Endpoint
@@ -143,6 +144,11 @@ def adhoc_agent(toolbox: Toolbox, *, name: str | None = None, instructions: str 
     tool's compensation, ``model`` and ``base_url`` (else ``OPENAI_MODEL`` /
     ``OPENAI_BASE_URL``, resolved now and kept: a later process asks the same model).
     Raises UsageError naming the fix."""
+    for flag, given in (("--name", name), ("--instructions", instructions),
+                        ("--model", model), ("--base-url", base_url)):
+        why = scalar_problem(given) if given is not None else None  # (the one value gate:
+        if why is not None:  # the run keeps them, and a store refuses such text later)
+            raise UsageError(f"{flag}: {why}", hint=f"pass {flag} as plain text")
     name = DEFAULT_NAME if name is None else name
     if len(name) > 100 or not re.fullmatch(STEP_ID_PATTERN, name):
         raise UsageError(f"--name {name!r}: the agent's name is its step's id, so it takes "

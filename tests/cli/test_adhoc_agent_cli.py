@@ -151,6 +151,12 @@ AT = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"]  # (nothing is aske
     (["hello", *SHOP_TOOLS, "--base-url", "http://127.0.0.1:9/v1"],
      "pass --model M, or set OPENAI_MODEL"),
     (["hello", *SHOP_TOOLS, "--model", "m"], "set OPENAI_API_KEY"),  # nowhere to ask
+    # bytes that are not UTF-8 on the command line arrive as lone surrogates: refused before
+    # the run keeps them (the store would refuse the whole run later)
+    (["hello", *SHOP_TOOLS, *AT, "--instructions", "be \udcff nice"],
+     "--instructions: text with a lone surrogate"),
+    (["hello", *SHOP_TOOLS, "--model", "m\udcff", "--base-url", "http://127.0.0.1:9/v1"],
+     "--model: text with a lone surrogate"),
 ])
 def test_bad_input_is_a_usage_error_naming_the_fix(shop: Path, argv: list[str],
                                                    says: str) -> None:
