@@ -81,12 +81,7 @@ class DagView(W.VBox):
         self.canvas: W.DOMWidget | None = None
         self.steps_html = W.HTML()  # the step list drawn instead of a DAG without Graphviz
         try:
-            from chainlab.render import LiveDag
-
-            # no title in the picture: the widget's header names the chain (an exported
-            # picture printed it twice)
-            self.live = LiveDag(chain, toolbox=toolbox, chains=self.chains, legend=False,
-                                title="", agents=agents)
+            self.live = self._laid_out(agents)
             drawing = self.live.drawing
             self.legend = LegendView(self.live.scope, drawing.kinds, drawing.edge_kinds)
         except (ImportError, ChainlabError) as exc:  # GraphvizUnavailable / GraphvizError
@@ -107,6 +102,16 @@ class DagView(W.VBox):
             parts = [self.steps_html]
         super().__init__(parts)
         self.add_class("cl-dagview")
+
+    def _laid_out(self, agents: Mapping[str, tuple[TurnShape, ...]] | None,
+                  scope: str | None = None) -> Any:
+        """This chain's ``LiveDag`` in the shape ``agents`` gives (a new ``scope`` unless
+        given). No title in the picture: the widget's header names the chain (an exported
+        picture printed it twice). Raises ImportError, GraphvizUnavailable, GraphvizError."""
+        from chainlab.render import LiveDag
+
+        return LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains, legend=False,
+                       title="", agents=agents, scope=scope)
 
     # kept for the widget: the front end whose ``selected`` follows node clicks
     @property
@@ -168,11 +173,8 @@ class DagView(W.VBox):
         live, wanted = self.live, dict(agents)
         if live is None or wanted in (live.agents, self._unlaid):
             return False
-        from chainlab.render import LiveDag
-
         try:
-            live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
-                           legend=False, title="", agents=agents, scope=live.scope)
+            live = self._laid_out(agents, live.scope)
         except ChainlabError:  # (GraphvizError: the run goes on, its picture stays; this
             self._unlaid = wanted  # shape is not tried again on every redraw)
             return False
@@ -232,8 +234,5 @@ class DagView(W.VBox):
         if live is None:
             return ""
         if agents is not None and dict(agents) != live.agents:  # (the widget is scrubbed)
-            from chainlab.render import LiveDag
-
-            live = LiveDag(self.chain, toolbox=self.toolbox, chains=self.chains,
-                           legend=False, title="", agents=agents, scope=live.scope)
+            live = self._laid_out(agents, live.scope)
         return str(live.patched_svg(dict(statuses), dict(badges or {}) or None))
