@@ -38,8 +38,9 @@ rows run in this interpreter (its venv); the converted rows need
 ``reject``         the refund is rejected with a reason (does it reach the model?)
 ``turn_limit``     2 model requests allowed, the model wants 3; a limit that waits for a
                    person is told to stop
-``slow_beside``    turn 1 asks a slow ``lookup_order`` (1.5 s) AND the refund at once:
-                   when is the approval asked, when does the lookup end
+``slow_beside``    turn 1 asks a slow ``lookup_order`` (1.5 s) AND the refund at once;
+                   the person takes 1 s to approve: when is the approval asked, when
+                   does the lookup end (does it run while the approval waits?)
 =================  ==================================================================
 
 Printed per system and scenario: model requests (before a kill + after), ledger lines per
@@ -80,6 +81,7 @@ REASON = "refunds over 10 need a manager"
 SECOND_REASON = "one refund per order"
 FINAL = "Your order 7 is refunded."
 SLOW_S = 1.5
+HOLD_S = 1.0  # slow_beside: the person takes this long to decide (less than the lookup)
 PHASE_TIMEOUT_S = 90.0
 
 
@@ -255,6 +257,7 @@ class Cell:
     says: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
+    marks: dict[str, float] = field(default_factory=dict)  # when (time.time())
 
 
 def decide(scenario: str, call: dict[str, Any], ledger: Path) -> dict[str, Any]:
@@ -292,6 +295,9 @@ def run_cell(system: System, scenario: str, scratch: Path) -> Cell:
             cell.requests.append(len(server.completions) - before)
             if killed:
                 cell.says.append("SIGKILL")
+        if scenario == "slow_beside" and server.completions:
+            cell.notes.append(slow_note(cell.marks, read_ledger(ledger),
+                                        server.completions[0].received_at))
         if scenario == "reject":
             told = any(REASON in r.text() for r in server.completions)
             cell.notes.append(f"reason reached the model: {'yes' if told else 'NO'}")
@@ -303,7 +309,6 @@ def drive(system: System, scenario: str, phase: str, env: dict[str, str], scratc
           ledger: Path, cell: Cell) -> bool:
     """One process of a cell; True when the harness killed it on purpose."""
     driver = Driver(system, phase, env, scratch / f"{phase}.log")
-    t0 = time.time()
     try:
         while True:
             event = driver.next()
@@ -317,6 +322,8 @@ def drive(system: System, scenario: str, phase: str, env: dict[str, str], scratc
                 says = str(event["status"])
                 if event.get("error"):
                     says += f" ({event['error'][:110]})"
+                elif event.get("output") not in (FINAL, None):
+                    says += f": {str(event.get('output'))[:60]!r}"
                 cell.says.append(says)
                 return False
             elif kind == "waiting":
@@ -325,17 +332,17 @@ def drive(system: System, scenario: str, phase: str, env: dict[str, str], scratc
                     if call["kind"] != "approval":
                         cell.says.append(f"{call['kind']} {call['tool']}")
                 refunds = [c for c in calls if c["tool"] == "refund" and c["kind"] == "approval"]
-                if scenario == "slow_beside" and refunds:
-                    lookups = [e for e in read_ledger(ledger) if e["tool"] == "lookup_order"]
-                    done = f"{lookups[0]['t'] - t0:.2f} s" if lookups else "not yet"
-                    cell.notes.append(f"approval asked at {time.time() - t0:.2f} s, slow "
-                                      f"lookup done: {done}")
+                if refunds:
+                    cell.marks.setdefault("asked", time.time())
+                    if scenario == "slow_beside":
+                        time.sleep(HOLD_S)
                 if scenario == "reask" and any(c["args"].get("amount") == 25 for c in refunds):
                     cell.notes.append("refund(7, 25) asked for approval again")
                 if scenario == "kill_waiting" and phase == "start" and refunds:
                     driver.kill()
                     return True
                 driver.send([decide(scenario, c, ledger) for c in calls])
+                cell.marks.setdefault("decided", time.time())
                 if scenario == "kill_in_refund" and phase == "start" and refunds:
                     wait_for_refund(ledger, driver)
                     driver.kill()
@@ -345,6 +352,16 @@ def drive(system: System, scenario: str, phase: str, env: dict[str, str], scratc
         return False
     finally:
         driver.close()
+
+
+def slow_note(marks: dict[str, float], ledger: Sequence[dict[str, Any]], origin: float
+              ) -> str:
+    """When, after the model asked for the slow lookup and the refund at once, the approval
+    was asked, decided, and the lookup ended (seconds from the model's first request)."""
+    lookups = [e["t"] for e in ledger if e["tool"] == "lookup_order"]
+    at = {k: f"{v - origin:.2f} s" for k, v in marks.items()}
+    return (f"approval asked {at.get('asked', '-')}, decided {at.get('decided', '-')}, slow "
+            f"lookup done {f'{lookups[0] - origin:.2f} s' if lookups else '-'}")
 
 
 def wait_for_refund(ledger: Path, driver: Driver) -> None:

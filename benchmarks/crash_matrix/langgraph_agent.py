@@ -80,7 +80,7 @@ class Driver:
         snap = self.agent.get_state(CONFIG)
         if snap.interrupts:
             return common.Outcome(waiting=waiting(snap.interrupts))
-        if snap.next:  # stopped by a crash: continue from the last checkpoint
+        if snap.next or snap.tasks:  # stopped by a crash: continue from the last checkpoint
             return self._run(None)
         return finished(snap.values)
 

@@ -10,7 +10,9 @@ continue the original run where it left off"): at the end of a run with deferred
 the driver stores ``result.all_messages()`` (``ModelMessagesTypeAdapter``) and the calls
 waiting; ``resume`` loads them, the harness gives its decisions again and
 ``agent.run(message_history=..., deferred_tool_results=...)`` continues. The turn limit is
-``UsageLimits(request_limit=N)`` given to each run.
+``UsageLimits(request_limit=N)``, with the usage so far passed on to the run that continues
+(``usage=``: "Optional usage to start with, useful for resuming a conversation", the
+``Agent.run`` docstring), so it bounds the whole request, not each run.
 
 ``build_agent`` is also what the converted row (``chainlab_agent.py --converted
 pydantic-ai``) converts: the same object, unchanged.
@@ -33,12 +35,16 @@ from pydantic_ai import (  # noqa: E402
     DeferredToolRequests,
     DeferredToolResults,
     ModelMessagesTypeAdapter,
+    RunUsage,
     ToolDenied,
     UsageLimitExceeded,
     UsageLimits,
 )
+from pydantic import TypeAdapter  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+
+USAGE = TypeAdapter(RunUsage)
 
 
 def build_agent(base_url: str) -> Agent[None, Any]:
@@ -59,21 +65,22 @@ class Driver:
         self.path = common.state_path("messages.json")
         self.limits = UsageLimits(request_limit=common.env_int("CRASH_MAX_TURNS", 10))
         self.messages: Any = None
+        self.usage: RunUsage | None = None
         self.pending: list[dict[str, Any]] = []
 
     async def _run(self, **kw: Any) -> common.Outcome:
         try:
-            result = await self.agent.run(usage_limits=self.limits, **kw)
+            result = await self.agent.run(usage_limits=self.limits, usage=self.usage, **kw)
         except UsageLimitExceeded as exc:
             return common.Outcome(status="error", error=f"UsageLimitExceeded: {exc}")
         if isinstance(result.output, DeferredToolRequests):
-            self.messages = result.all_messages()
+            self.messages, self.usage = result.all_messages(), result.usage()
             self.pending = [{"id": p.tool_call_id, "tool": p.tool_name,
                              "args": p.args_as_dict(), "kind": "approval"}
                             for p in result.output.approvals]
             common.write_durably(self.path, json.dumps({
                 "messages": ModelMessagesTypeAdapter.dump_python(self.messages, mode="json"),
-                "pending": self.pending}))
+                "usage": USAGE.dump_python(self.usage, mode="json"), "pending": self.pending}))
             return common.Outcome(waiting=self.pending)
         return common.Outcome(status="completed", output=result.output)
 
@@ -84,6 +91,7 @@ class Driver:
         with open(self.path) as fh:
             stored = json.load(fh)
         self.messages = ModelMessagesTypeAdapter.validate_python(stored["messages"])
+        self.usage = USAGE.validate_python(stored["usage"])
         self.pending = stored["pending"]
         return common.Outcome(waiting=self.pending)
 
