@@ -129,14 +129,22 @@ async def serve(adapter: Any, phase: str) -> None:
 
 class WireClock:
     """Adds up the time spent waiting for the model's HTTP answers: every system here
-    reaches the model through httpx (the ``openai`` client), so timing httpx's transports
-    excludes the model from the overhead the same way for all."""
+    reaches the model through the ``openai`` client, whose transport is httpx's (``httpx2``
+    from openai 3; ``httpx`` before), so timing the transports' send (the answer read
+    whole) excludes the model from the overhead the same way for all."""
 
     def __init__(self) -> None:
         self.waited = 0.0
         self.requests = 0
-        import httpx
+        import importlib
 
+        for name in ("httpx2", "httpx"):
+            try:
+                self._patch(importlib.import_module(name))
+            except ImportError:
+                continue
+
+    def _patch(self, httpx: Any) -> None:
         clock = self
         sync_send = httpx.HTTPTransport.handle_request
         async_send = httpx.AsyncHTTPTransport.handle_async_request
@@ -161,9 +169,8 @@ class WireClock:
                 clock.waited += time.perf_counter() - t0
                 clock.requests += 1
 
-        httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign]
-        httpx.AsyncHTTPTransport.handle_async_request = (  # type: ignore[method-assign]
-            handle_async_request)
+        httpx.HTTPTransport.handle_request = handle_request
+        httpx.AsyncHTTPTransport.handle_async_request = handle_async_request
 
 
 def timing_request(turns: int, calls: int, rep: int) -> str:
