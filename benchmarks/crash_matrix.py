@@ -5,7 +5,7 @@ Agents SDK, Pydantic AI and LangChain's ``create_agent`` on LangGraph, as chainl
 through the same scenarios against ONE scripted OpenAI-compatible server.
 
     .venv/bin/python benchmarks/crash_matrix.py [--systems a,b] [--scenarios x,y]
-        [--md FILE] [--no-timing] [--reps 5] [--shapes 5x1,5x8] [--install]
+        [--md FILE] [--no-timing] [--reps 9] [--shapes 1x1,1x16,9x1] [--install]
 
 Each system's agent runs in its own subprocess (``benchmarks/crash_matrix/*_agent.py``,
 protocol in ``crash_matrix/common.py``), so a SIGKILL is real; the tools append to a
@@ -374,16 +374,25 @@ def wait_for_refund(ledger: Path, driver: Driver) -> None:
 
 # --------------------------------------------------------------------------- overhead
 def overhead(rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
-    """Per call and per model turn, in µs, from two shapes of the same number of turns
-    (``T x 1`` and ``T x C``): the time beyond the model's is ``turns+1`` turns and
-    ``turns*calls`` calls, so the calls' difference gives the cost of a call, and the
-    rest of the ``T x 1`` run divided by its requests the cost of a turn."""
-    (a, b) = sorted(rows, key=lambda r: r["calls"])[:2]
-    if a["turns"] != b["turns"] or a["calls"] == b["calls"]:
-        raise ValueError("overhead needs two shapes with the same turns and other calls")
-    own_a, own_b = a["wall_s"] - a["model_s"], b["wall_s"] - b["model_s"]
-    per_call = (own_b - own_a) / (a["turns"] * (b["calls"] - a["calls"]))
-    per_turn = (own_a - per_call * a["turns"] * a["calls"]) / (a["turns"] + 1)
+    """Per call and per model turn, in µs, from three shapes (``turns x calls``): the base
+    (``1x1``), more calls in the same turns (``1x16``) and more turns of the same calls
+    (``9x1``). A run's own time (wall minus model) is ``turns+1`` turns and
+    ``turns*calls`` calls: the extra calls give the cost of a call, the extra turns (less
+    their calls) the cost of a turn. Few turns in the calls' pair keep the turns' noise
+    (a model client made per request, say) out of the cost of a call."""
+    def own(r: dict[str, Any]) -> float:
+        return float(r["wall_s"] - r["model_s"])
+
+    base = min(rows, key=lambda r: (r["turns"], r["calls"]))
+    wide = [r for r in rows if r["turns"] == base["turns"] and r["calls"] > base["calls"]]
+    long = [r for r in rows if r["calls"] == base["calls"] and r["turns"] > base["turns"]]
+    if not wide or not long:
+        raise ValueError("overhead needs a base shape, one with the same turns and more "
+                         "calls, and one with the same calls and more turns (1x1,1x16,9x1)")
+    w, n = wide[0], long[0]
+    per_call = (own(w) - own(base)) / (base["turns"] * (w["calls"] - base["calls"]))
+    extra_turns = n["turns"] - base["turns"]
+    per_turn = (own(n) - own(base) - per_call * extra_turns * base["calls"]) / extra_turns
     return per_call * 1e6, per_turn * 1e6
 
 
@@ -455,8 +464,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--md", help="also write the tables as markdown to this file")
     p.add_argument("--no-timing", action="store_true")
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--shapes", default="5x1,5x8")
+    p.add_argument("--reps", type=int, default=9)
+    p.add_argument("--shapes", default="1x1,1x16,9x1")
     p.add_argument("--install", action="store_true", help="pip install -r in existing venvs")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ns = p.parse_args(argv)
@@ -473,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ensure_venv(peer, ns.install)
     scratch = Path(tempfile.mkdtemp(prefix="crash-matrix-"))
     load_before = os.getloadavg()
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     rows: list[list[str]] = []
     skipped: list[str] = []
     versions: dict[str, dict[str, Any]] = {}

@@ -24,11 +24,11 @@ import anyio
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import common  # noqa: E402
+import common
 
-from chainlab import Agent, Chain, Toolbox  # noqa: E402
-from chainlab.runtime import Runtime  # noqa: E402
-from chainlab.store import MemoryStore, SQLiteStore  # noqa: E402
+from chainlab import Agent, Chain, Toolbox
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore, SQLiteStore
 
 RUN_ID = "support-run"
 #: what the converters are told of the tools the SDKs cannot describe: the lookup and

@@ -179,12 +179,12 @@ def timing_request(turns: int, calls: int, rep: int) -> str:
 
 
 async def timing(run_once: Any) -> None:
-    """The overhead run: for each shape ``(turns, calls)`` of ``CRASH_SHAPES`` (``5x1,5x8``)
+    """The overhead run: for each shape ``(turns, calls)`` of ``CRASH_SHAPES`` (``1x1,1x16,9x1``)
     the fastest of ``CRASH_REPS`` runs (after one warm-up) of a model that asks ``calls``
     pings in each of ``turns`` turns, then answers; ``run_once(turns, calls, rep)`` runs one.
     Reports wall time and the time spent waiting for the model."""
     shapes = [tuple(int(x) for x in s.split("x"))
-              for s in (os.environ.get("CRASH_SHAPES") or "5x1,5x8").split(",")]
+              for s in (os.environ.get("CRASH_SHAPES") or "1x1,1x16,9x1").split(",")]
     reps = env_int("CRASH_REPS", 5)
     clock = WireClock()
     rows = []

@@ -27,16 +27,16 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import common  # noqa: E402
-from langchain.agents import create_agent  # noqa: E402
-from langchain.agents.middleware import (  # noqa: E402
+import common
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ModelCallLimitMiddleware,
 )
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from langgraph.types import Command  # noqa: E402
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 
 CONFIG: Any = {"configurable": {"thread_id": "support-1"}}
 

@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import common  # noqa: E402
-from agents import (  # noqa: E402
+import common
+from agents import (
     Agent,
     MaxTurnsExceeded,
     OpenAIChatCompletionsModel,
@@ -33,7 +33,7 @@ from agents import (  # noqa: E402
     function_tool,
     set_tracing_disabled,
 )
-from openai import AsyncOpenAI  # noqa: E402
+from openai import AsyncOpenAI
 
 set_tracing_disabled(True)  # no network but the scripted model's
 

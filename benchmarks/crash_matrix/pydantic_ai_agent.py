@@ -29,8 +29,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import common  # noqa: E402
-from pydantic_ai import (  # noqa: E402
+import common
+from pydantic import TypeAdapter
+from pydantic_ai import (
     Agent,
     DeferredToolRequests,
     DeferredToolResults,
@@ -40,9 +41,8 @@ from pydantic_ai import (  # noqa: E402
     UsageLimitExceeded,
     UsageLimits,
 )
-from pydantic import TypeAdapter  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 USAGE = TypeAdapter(RunUsage)
 
