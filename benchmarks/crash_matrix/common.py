@@ -214,3 +214,15 @@ def versions(*packages: str) -> None:
         except PackageNotFoundError:
             found[name] = None
     emit("versions", versions=found, python=sys.version.split()[0])
+
+
+def main(driver: Any, run_once: Any, *packages: str) -> None:
+    """A peer driver's command line: ``start`` / ``resume`` drive ``driver()`` through
+    :func:`serve`, ``timing`` runs :func:`timing` with ``run_once``; the versions of
+    ``packages`` are reported first."""
+    versions(*packages)
+    phase = sys.argv[1]
+    if phase == "timing":
+        asyncio.run(timing(run_once))
+    else:
+        asyncio.run(serve(driver(), phase))

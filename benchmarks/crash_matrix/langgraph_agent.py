@@ -18,7 +18,6 @@ as the input value"). The turn limit is ``ModelCallLimitMiddleware(thread_limit=
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import sqlite3
@@ -104,13 +103,8 @@ async def run_once(turns: int, calls: int, rep: int) -> None:
 
 
 def main() -> None:
-    common.versions("langgraph", "langchain", "langchain-openai", "langgraph-checkpoint-sqlite",
-                    "openai")
-    phase = sys.argv[1]
-    if phase == "timing":
-        asyncio.run(common.timing(run_once))
-    else:
-        asyncio.run(common.serve(Driver(), phase))
+    common.main(Driver, run_once, "langgraph", "langchain", "langchain-openai",
+                "langgraph-checkpoint-sqlite", "openai")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ loads it with ``RunState.from_string(agent, text)``, the harness gives its decis
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -102,12 +101,7 @@ async def run_once(turns: int, calls: int, rep: int) -> None:
 
 
 def main() -> None:
-    common.versions("openai-agents", "openai")
-    phase = sys.argv[1]
-    if phase == "timing":
-        asyncio.run(common.timing(run_once))
-    else:
-        asyncio.run(common.serve(Driver(), phase))
+    common.main(Driver, run_once, "openai-agents", "openai")
 
 
 if __name__ == "__main__":

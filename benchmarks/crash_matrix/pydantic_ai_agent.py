@@ -20,7 +20,6 @@ pydantic-ai``) converts: the same object, unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -113,12 +112,7 @@ async def run_once(turns: int, calls: int, rep: int) -> None:
 
 
 def main() -> None:
-    common.versions("pydantic-ai-slim", "openai")
-    phase = sys.argv[1]
-    if phase == "timing":
-        asyncio.run(common.timing(run_once))
-    else:
-        asyncio.run(common.serve(Driver(), phase))
+    common.main(Driver, run_once, "pydantic-ai-slim", "openai")
 
 
 if __name__ == "__main__":
