@@ -265,14 +265,18 @@ HOOKS = frozenset({
 })
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
-#: Runtime (and the faults demo, which starts a second Runtime) sit on top
+#: Runtime (and the faults demo, which starts a second Runtime) sit on top. A dotted key
+#: places one module of a package apart from the rest of it: the fleet's factory
+#: (``coordination.fleet``) builds a worker's Runtime, so it sits above the Runtime, beside
+#: the worker it builds (``coordination.workers``) in the tree
 RUNTIME_SUBLAYERS: dict[str, float] = {
     "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
-    "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4, "fleet": 4,
+    "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4,
+    "coordination.fleet": 5,
 }
 
 
-def _layer(module: str) -> tuple[float, int] | None:
+def _layer(module: str) -> tuple[float, float] | None:
     """(layer, sub-layer): the sub-layer orders chainlab.runtime's parts; a package's
     ``__init__`` (``chainlab.runtime`` itself) sits on top of its parts."""
     parts = module.split(".")
@@ -282,7 +286,10 @@ def _layer(module: str) -> tuple[float, int] | None:
     if layer is None:
         return None
     if parts[1] == "runtime":
-        return layer, RUNTIME_SUBLAYERS.get(parts[2], 0) if len(parts) > 2 else 9
+        if len(parts) == 2:
+            return layer, 9
+        sub = RUNTIME_SUBLAYERS.get(".".join(parts[2:4]), RUNTIME_SUBLAYERS.get(parts[2], 0))
+        return layer, sub
     return layer, 0
 
 
@@ -358,9 +365,13 @@ def test_the_runtime_sublayers_point_down() -> None:
     assert _layer("chainlab.runtime.coordination.routing") < _layer("chainlab.runtime.runtime")
     assert _layer("chainlab.runtime.runtime") < _layer("chainlab.runtime")
     assert _layer("chainlab.runtime") < _layer("chainlab.planner")
-    assert set(RUNTIME_SUBLAYERS) == {
+    assert _layer("chainlab.runtime.runtime") < _layer("chainlab.runtime.coordination.fleet")
+    assert _layer("chainlab.runtime.coordination.fleet") < _layer("chainlab.runtime")
+    assert {k for k in RUNTIME_SUBLAYERS if "." not in k} == {
         p.name.removesuffix(".py") for p in (ROOT / "runtime").iterdir()
         if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    modules = {m for m, _ in all_modules()}
+    assert {f"chainlab.runtime.{k}" for k in RUNTIME_SUBLAYERS if "." in k} <= modules
 
 
 def test_every_package_has_a_layer() -> None:

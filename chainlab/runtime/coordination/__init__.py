@@ -2,7 +2,8 @@
 (:mod:`.liveness`), decisions sent to a run's driver through the store (:mod:`.routing`),
 following a run another process drives (:mod:`.watching`), the cross-run inbox of what
 waits for a person (:mod:`.inbox`), and the worker fleet: what an enqueue checks
-(:mod:`.queue`) and the worker that claims and drives queued runs (:mod:`.workers`).
+(:mod:`.queue`), the worker that claims and drives queued runs (:mod:`.workers`) and the
+factory of a worker with its own runtime (:mod:`.fleet`, ``new_worker``).
 
 This code sees a runtime only as a :class:`Host`: the few members it needs, which
 :class:`~chainlab.runtime.Runtime` has. It never touches a runtime's private state. A

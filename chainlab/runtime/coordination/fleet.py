@@ -6,6 +6,10 @@ tests start workers this way::
 
     worker = new_worker(toolbox, open_store(url), name="w1", queues=["default"])
     await worker.run()          # until worker.drain() (SIGTERM, Ctrl-C)
+
+It sits beside the worker it builds, and is the one module of coordination that names the
+Runtime (it makes one): above the Runtime in the runtime's sub-layers
+(``RUNTIME_SUBLAYERS`` in tests/test_layering.py). ``chainlab.runtime`` exports it.
 """
 
 from __future__ import annotations
