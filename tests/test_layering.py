@@ -258,7 +258,7 @@ LAYERS: dict[str, float] = {
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
-    ("chainlab.runtime.run_view", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
+    ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
     ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
@@ -270,7 +270,7 @@ HOOKS = frozenset({
 #: (``coordination.fleet``) builds a worker's Runtime, so it sits above the Runtime, beside
 #: the worker it builds (``coordination.workers``) in the tree
 RUNTIME_SUBLAYERS: dict[str, float] = {
-    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
+    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4,
     "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4,
     "coordination.fleet": 5,
 }

@@ -1,8 +1,9 @@
 """Guardrails of the layout (issue 24): no import cycle over every import statement (issue
 35: module level, inside functions and under ``TYPE_CHECKING``; only the display hooks of
 ``HOOKS`` are exempt), no module but the Runtime's own two reaching into its private
-members, no capability probed with ``getattr`` on a store or an executor, at most four
-modules over 400 lines, and identities that stored runs depend on pinned byte for byte."""
+members, no capability probed with ``getattr`` on a store or an executor, at most
+``AT_MOST_LONG`` modules over 400 lines, and identities that stored runs depend on pinned
+byte for byte."""
 
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ def test_plan_render_timeline_tools_and_json_are_in_no_import_cycle() -> None:
 #: cycles still to break, each scope with the reason it is allowed for now. A cycle must lie
 #: inside one of these scopes; a scope that holds no cycle any more must leave this list (it
 #: only shrinks). Empty since issue 35 item 7: a Run names what it uses of the Runtime
-#: (``run.RunOwner``, over ``run_view.RuntimeParts``), coordination code names the
+#: (``run.RunOwner``, over ``run.RuntimeParts``), coordination code names the
 #: ``coordination.Host`` over it, and a driver's ``Liveness`` needs only the runtime's parts.
 PENDING_CYCLES: dict[tuple[str, ...], str] = {}
 
@@ -333,7 +334,12 @@ def test_every_package_all_is_sorted_and_resolves(module: str) -> None:
 
 # ---------------------------------------------------------------------------- module size
 LONG_LINES = 400
-AT_MOST_LONG = 4  # issue 24: 16 modules were over 400 lines (kernel.py 745) before the split
+#: issue 24: 16 modules were over 400 lines (kernel.py 745) before the split, 4 after it.
+#: Issue 44 made it 5: a run's handle is one concept in one module (runtime/run.py, ~615
+#: lines) instead of one class stacked across two files by size (RunView < Run); a cap
+#: that forces a concept apart is the failure CONVENTIONS names ("a module over 400 lines
+#: that holds one concept is better than three that hold a third of it each")
+AT_MOST_LONG = 5
 
 
 def long_modules(root: Path = ROOT, limit: int = LONG_LINES) -> dict[str, int]:
@@ -352,9 +358,10 @@ def test_the_size_counter_counts_lines(tmp_path: Path) -> None:
     assert long_modules(tmp_path) == {"big.py": 401}
 
 
-def test_at_most_four_modules_are_over_400_lines() -> None:
+def test_few_modules_are_over_400_lines() -> None:
     """A module a reader has to scroll through for a concept is a module with more than one
-    concept: split by concept (not by squeezing lines) before this fails."""
+    concept: split by concept (not by squeezing lines) before this fails; raise
+    ``AT_MOST_LONG`` only for a module that holds one concept, and say which above it."""
     long = long_modules()
     assert len(long) <= AT_MOST_LONG, f"{len(long)} modules over {LONG_LINES} lines: {long}"
 

@@ -3,7 +3,7 @@
 liveness as a driver) and its lifetime: the task group or asyncio tasks its runs are driven
 in, store calls off the event loop (``run_io``), the runs it drives, and ``aclose``.
 
-These are the :class:`~chainlab.runtime.run_view.RuntimeParts` a run's handle and a
+These are the :class:`~chainlab.runtime.run.RuntimeParts` a run's handle and a
 driver's liveness use (a Hosting is exactly that), and most of the
 :class:`~chainlab.runtime.coordination.Host` members coordination code uses (with
 ``resume``, from :mod:`chainlab.runtime.resuming`). Every way a run begins is in

@@ -13,7 +13,7 @@ taken up: a resume, a fleet worker's claim) < ``Runtime`` here: reading runs (``
 Nothing below this module names ``Runtime``: each part names, as a protocol, what it uses of
 it, and ``Runtime`` satisfies them all. A run's handle holds a
 :class:`~chainlab.runtime.run.RunOwner` (the runtime's parts,
-:class:`~chainlab.runtime.run_view.RuntimeParts`, with ``decide``, ``resume``, ``get_run``
+:class:`~chainlab.runtime.run.RuntimeParts`, with ``decide``, ``resume``, ``get_run``
 and ``_launch``); the coordination code (heartbeats, the mailbox, decisions from other
 processes, watching, the worker fleet) a :class:`~chainlab.runtime.coordination.Host` (a
 RunOwner with ``liveness``, ``driven``, ``claimed``, ``release``, ``aclose``, ``watch`` and
@@ -36,8 +36,7 @@ from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.history.estimates import estimate, history
 from chainlab.runtime.hosting import new_run_id
 from chainlab.runtime.resuming import Resuming
-from chainlab.runtime.run import Run
-from chainlab.runtime.run_view import RunResult
+from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:

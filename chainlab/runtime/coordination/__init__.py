@@ -8,7 +8,7 @@ factory of a worker with its own runtime (:mod:`.fleet`, ``new_worker``).
 This code sees a runtime only as a :class:`Host`: the few members it needs, which
 :class:`~chainlab.runtime.Runtime` has. It never touches a runtime's private state. A
 driver's liveness needs less, the runtime's parts
-(:class:`~chainlab.runtime.run_view.RuntimeParts`): so ``Host`` names ``Liveness`` and
+(:class:`~chainlab.runtime.run.RuntimeParts`): so ``Host`` names ``Liveness`` and
 ``Liveness`` never names ``Host``."""
 
 from __future__ import annotations

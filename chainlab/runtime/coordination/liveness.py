@@ -1,6 +1,6 @@
 """Driver liveness and the decision mailbox, runtime side (DESIGN §13).
 
-While a runtime (seen as its parts, :class:`~chainlab.runtime.run_view.RuntimeParts`)
+While a runtime (seen as its parts, :class:`~chainlab.runtime.run.RuntimeParts`)
 drives a run, :meth:`Liveness.attend` keeps one task beside the kernel that
 
 * heartbeats the run in the store (``store.heartbeat``, every ``heartbeat_s``; the first
@@ -45,8 +45,7 @@ from chainlab.events import RUN_TERMINAL, RunStatus
 from chainlab.store.base import DecisionRequest, DriverInfo, Notifier, RunRecord
 
 if TYPE_CHECKING:
-    from chainlab.runtime.run import Run
-    from chainlab.runtime.run_view import RuntimeParts
+    from chainlab.runtime.run import Run, RuntimeParts
 
 __all__ = ["Liveness", "apply_request", "pid_alive"]
 

@@ -21,8 +21,7 @@ import anyio
 from chainlab.errors import RunNotActiveError
 from chainlab.events import RUN_END_KINDS, RUN_TERMINAL, Event, RunState, RunStatus, read_run
 from chainlab.plan.schema import Chain
-from chainlab.runtime.run import Run
-from chainlab.runtime.run_view import RunResult
+from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import Notifier, RunRecord
 
 if TYPE_CHECKING:
