@@ -137,9 +137,10 @@ def test_plan_render_timeline_tools_and_json_are_in_no_import_cycle() -> None:
 
 #: cycles still to break, each scope with the reason it is allowed for now. A cycle must lie
 #: inside one of these scopes; a scope that holds no cycle any more must leave this list (it
-#: only shrinks). Empty since issue 35 item 7: a Run names what it uses of the Runtime
-#: (``run.RunOwner``, over ``run.RuntimeParts``), coordination code names the
-#: ``coordination.Host`` over it, and a driver's ``Liveness`` needs only the runtime's parts.
+#: only shrinks). Empty since issue 35 item 7; since issue 44 a Run names what it uses of
+#: the Runtime (``run.RunOwner``, the one protocol left, because the Runtime makes handles),
+#: coordination code holds the Runtime's parts by their real types (``host.Host``,
+#: ``takeovers.Takeovers``), and a driver's ``Liveness`` serves a run through ``run.runtime``.
 PENDING_CYCLES: dict[tuple[str, ...], str] = {}
 
 
@@ -181,12 +182,16 @@ ALLOWED_PRIVATE = {"chainlab/runtime/runtime.py", "chainlab/runtime/run.py"}
 
 
 def runtime_private_names() -> set[str]:
+    """The private members of a Runtime and of each of its parts (issue 44: the facade and
+    the host, starts and takeovers it holds)."""
     from chainlab.runtime import Runtime
     from chainlab.store import MemoryStore
 
     rt = Runtime(store=MemoryStore())
-    names = {n for n in dir(rt) if n.startswith("_") and not n.startswith("__")}
-    return names | {n for n in vars(Runtime) if n.startswith("_") and not n.startswith("__")}
+    names: set[str] = set()
+    for obj in (rt, rt.host, rt.starts, rt.takeovers):
+        names |= {n for n in dir(obj) if n.startswith("_") and not n.startswith("__")}
+    return names
 
 
 def private_reaches(source: str, names: set[str]) -> list[tuple[int, str]]:
@@ -209,7 +214,7 @@ def test_the_private_finder_sees_a_reach_in() -> None:
 
 def test_only_runtime_and_run_touch_runtime_privates() -> None:
     names = runtime_private_names()
-    assert {"_launch", "_active", "_drive", "_new_kernel"} <= names
+    assert {"_launch", "_active", "_drive", "_admit", "_recover"} <= names
     wrong = {}
     for _, path in all_modules():
         rel = path.relative_to(ROOT.parent).as_posix()
@@ -335,11 +340,14 @@ def test_every_package_all_is_sorted_and_resolves(module: str) -> None:
 # ---------------------------------------------------------------------------- module size
 LONG_LINES = 400
 #: issue 24: 16 modules were over 400 lines (kernel.py 745) before the split, 4 after it.
-#: Issue 44 made it 5: a run's handle is one concept in one module (runtime/run.py, ~615
-#: lines) instead of one class stacked across two files by size (RunView < Run); a cap
-#: that forces a concept apart is the failure CONVENTIONS names ("a module over 400 lines
-#: that holds one concept is better than three that hold a third of it each")
-AT_MOST_LONG = 5
+#: Issue 44 made it 6, two modules that each hold one concept whole, where a cap that
+#: forced them apart is the failure CONVENTIONS names ("a module over 400 lines that holds
+#: one concept is better than three that hold a third of it each"): a run's handle
+#: (runtime/run.py, ~630 lines) instead of one class stacked across two files by size
+#: (RunView < Run), and the Runtime facade (runtime/runtime.py, ~480 lines), which keeps
+#: every public method of the Runtime and its docstring in one place by design, each
+#: delegating in one line to a part (host.py, starts.py, takeovers.py)
+AT_MOST_LONG = 6
 
 
 def long_modules(root: Path = ROOT, limit: int = LONG_LINES) -> dict[str, int]:

@@ -16,7 +16,7 @@ state follows the store; its verbs go through ``Runtime.decide``), not by size.
 A handle holds the runtime that made it as a :class:`RunOwner`: what its verbs and the front
 ends (through ``run.runtime``) use of a :class:`~chainlab.runtime.Runtime`. It is a protocol
 because the Runtime makes handles (it imports this module): naming the class here would
-close an import circle.
+close an import circle. A driver's liveness serves a run through the same ``run.runtime``.
 """
 
 from __future__ import annotations
@@ -58,20 +58,36 @@ if TYPE_CHECKING:
     from chainlab.store.base import Store
     from chainlab.tools import Toolbox
 
-__all__ = ["Run", "RunOwner", "RunResult", "RuntimeParts"]
+__all__ = ["Run", "RunOwner", "RunResult"]
 
 
-class RuntimeParts(Protocol):
-    """A runtime's parts and lifetime, as a run's handle (and its driver's liveness) use
-    them: :class:`~chainlab.runtime.hosting.Hosting` is exactly this, and so every
-    :class:`~chainlab.runtime.Runtime`. Named here, below the runtime, so that a handle
-    depends on what it uses of the runtime, not on the class that makes handles."""
+class RunOwner(Protocol):
+    """What a run's handle (and a front end, through ``run.runtime``) uses of the
+    :class:`~chainlab.runtime.Runtime` that made it: its parts (toolbox, store, executor,
+    clock, chains, run ids), store calls off the loop and background tasks, a decision
+    wherever the run is driven, a stored run taken up, a run's handle, and driving a run on
+    (a rollback). A protocol, not the class, because the Runtime makes handles: this module
+    naming it would close an import circle (runtime -> run -> runtime)."""
 
-    toolbox: Toolbox
-    store: Store
-    executor: Executor
-    clock: Clock
-    id_factory: Callable[[], str]
+    @property
+    def toolbox(self) -> Toolbox:
+        """The runtime's tools."""
+
+    @property
+    def store(self) -> Store:
+        """Where its runs are stored."""
+
+    @property
+    def executor(self) -> Executor:
+        """What calls a tool's body."""
+
+    @property
+    def clock(self) -> Clock:
+        """Its clock."""
+
+    @property
+    def id_factory(self) -> Callable[[], str]:
+        """How it names a new run."""
 
     @property
     def chains(self) -> Mapping[str, Chain]:
@@ -83,18 +99,16 @@ class RuntimeParts(Protocol):
     def spawn(self, coro_fn: Callable[[], Any]) -> None:
         """Run a coroutine function in the background, in the runtime's lifetime."""
 
-
-class RunOwner(RuntimeParts, Protocol):
-    """What a run's handle, and a front end through ``run.runtime``, uses of the runtime
-    that made it besides its parts: a decision wherever the run is driven, a stored run
-    taken up, a run's handle, and driving a run on (a rollback)."""
-
     async def decide(self, run_id: str, step_id: str, action: str, *, by: str | None = None,
                      note: str | None = None, reason: str | None = None,
                      args: dict[str, Any] | None = None, output: Any = None,
                      retry: bool = False, fail: bool = False, timeout: float = 10.0,
                      budget: dict[str, Any] | None = None) -> str:
         """Decide a step wherever its run is driven (:meth:`Runtime.decide`)."""
+
+    async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
+                          note: str | None = None, timeout: float = 10.0) -> list[str]:
+        """Approve every step waiting at or under ``step_id``, each with its own args."""
 
     async def resume(self, run_id: str, *, check: Callable[[RunState], None] | None = None,
                      force: bool = False) -> Run:

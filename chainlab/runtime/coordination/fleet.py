@@ -49,6 +49,6 @@ def new_worker(toolbox: Toolbox, store: Store, *, name: str | None = None,
     runtime = Runtime(toolbox, store, chains=chains, heartbeat_s=heartbeat_s,
                       stale_after_s=stale_after_s)
     # half the lapse: a worker confirms a run again before anyone could count it dead
-    runtime.executor = LeaseExecutor(runtime, stale_after_s / 2, executor)
+    runtime.host.executor = LeaseExecutor(runtime.host, stale_after_s / 2, executor)
     return Worker(runtime, name=name, queues=tuple(queues), concurrency=concurrency,
                   **options)
