@@ -253,14 +253,14 @@ LAYERS: dict[str, float] = {
 #: (importing module, imported module): the one place for upward imports, each inside the
 #: method that needs it; the layer test and the import-cycle test (tests/test_structure.py)
 #: exempt them. Display hooks load a view when a front end asks an object to show itself;
-#: the last two load an optional part on demand (issue 35 item 7 leaves them: the faults are
-#: inside the runtime's own pending cycle, and add_mcp is the toolbox's documented API)
+#: the last one loads an optional part on demand (issue 35 item 7 left it: add_mcp is the
+#: toolbox's documented API). Issue 44: fault injection is a function over a run
+#: (``chainlab.runtime.faults.inject``), no longer ``Run.inject``, so no hook reaches it
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
     ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
-    ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
 })
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one

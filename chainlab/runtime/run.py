@@ -5,11 +5,13 @@ at any event with ``state_at``, what a finished run did and would undo, the time
 works for a run this process drives (read from its kernel) and for a stored one (read from
 the store once); what needs the run driven here (waiting, the control verbs: pause, step,
 cancel, approve, reject, resolve, jobs, rollback, breakpoints; the live event stream)
-raises RunNotActiveError on a stored handle. The module is over 400 lines on purpose: the
-reads and the verbs share the handle's state (the kernel or the stored fold, the cached
-log and compile), and the two halves were one class stacked across two files by size
-(``RunView`` < ``Run``, issue 44); a facade over two parts would repeat forty members as
-one-line delegates. A handle of a run another process drives,
+raises RunNotActiveError on a stored handle. Faults for a demo or a test are injected into
+a driven run from outside it: :func:`chainlab.runtime.faults.inject`.
+
+The module is over 400 lines on purpose: the reads and the verbs share the handle's state
+(the kernel or the stored fold, the cached log and compile), and the two halves were one
+class stacked across two files by size (``RunView`` < ``Run``, issue 44); a facade over two
+parts would repeat forty members as one-line delegates. A handle of a run another process drives,
 :class:`~chainlab.runtime.coordination.watching.WatchedRun`, is a subclass by behaviour (its
 state follows the store; its verbs go through ``Runtime.decide``), not by size.
 
@@ -515,13 +517,6 @@ class Run:
         decisions.check_rollback(k.state)
         if await k.begin_rollback():
             self.runtime._launch(self, DrivePhase.ROLLBACK)
-
-    async def inject(self, fault: str, step_id: str | None = None, **options: Any) -> Any:
-        """Inject a fault for a demo or a test (timeout, raise, kill, second_driver),
-        recorded as a ``fault_injected`` event: see :func:`chainlab.runtime.faults.inject`."""
-        from chainlab.runtime.faults import inject
-
-        return await inject(self, fault, step_id, **options)
 
     def set_breakpoints(self, step_ids: Sequence[str]) -> None:
         """Pause before these steps start (replaces the current set). Raises
