@@ -250,19 +250,29 @@ LAYERS: dict[str, float] = {
     "workspace": 7,
     "jupyter": 8, "cli": 8, "http": 8,
 }
-#: (importing module, imported module): the one place for upward imports, each inside the
-#: method that needs it; the layer test and the import-cycle test (tests/test_structure.py)
-#: exempt them. Display hooks load a view when a front end asks an object to show itself;
-#: the last one loads an optional part on demand (issue 35 item 7 left it: add_mcp is the
-#: toolbox's documented API). Issue 44: fault injection is a function over a run
-#: (``chainlab.runtime.faults.inject``), no longer ``Run.inject``, so no hook reaches it
+#: (importing module, imported module): DISPLAY HOOKS, the only upward imports both the
+#: layer test and the import-cycle test (tests/test_structure.py) exempt. Each sits inside
+#: the method that needs it and loads a view (chainlab.render, chainlab.timeline: nothing
+#: else, a test says so) when a front end asks an object to show itself. A view reads the
+#: object it draws, so a hook may close a circle through the view; that is the one
+#: exemption from "no import circle", and it is why only views may be hooked.
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
     ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
-    ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
+    ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()/estimates()
+})
+#: CONVENIENCES: an upward import inside a one-line method that hands over to a part above
+#: (an optional integration loaded on demand). The layer test exempts them; the import-cycle
+#: test COUNTS them, so none may close a circle: the part above types what it works on
+#: below it as a protocol (issue 44: chainlab.mcp registers into ``mcp.Registers``, not the
+#: Toolbox). Fault injection is no longer one (issue 44): it is a function over a run,
+#: ``chainlab.runtime.faults.inject``, which ``Run`` does not reach.
+CONVENIENCE = frozenset({
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
 })
+#: the packages a display hook may load
+VIEWS = ("chainlab.render", "chainlab.timeline")
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
 #: the Runtime's parts (host, starts, takeovers, with what a start prepares), the Runtime
@@ -345,8 +355,29 @@ def test_every_import_points_down_the_layers(module: str, path: Path) -> None:
         return  # chainlab/__init__.py: the lazy public API sits on top of everything
     wrong = [(line, target) for line, target in chainlab_imports(path.read_text(), module)
              if (_layer(target) or (0, 0)) > mine
-             and not any(module == a and target.startswith(b) for a, b in HOOKS)]
+             and not any(module == a and target.startswith(b) for a, b in HOOKS | CONVENIENCE)]
     assert wrong == [], f"{module} (layer {mine}) imports upward: {wrong}"
+
+
+def test_hooks_are_display_hooks_only() -> None:
+    """HOOKS, exempt from the import-cycle test, may only load a view (issue 44): anything
+    else that reaches up is a CONVENIENCE, which may form no circle."""
+    wrong = sorted((a, b) for a, b in HOOKS
+                   if not any(b == v or b.startswith(v + ".") for v in VIEWS))
+    assert wrong == [], (
+        f"HOOKS may only name display hooks, imports of {' or '.join(VIEWS)}; {wrong} "
+        "load something else: move them to CONVENIENCE (counted by the import-cycle test) "
+        "and type what the imported part works on as a protocol, or move the code down")
+
+
+@pytest.mark.parametrize("entry", sorted(HOOKS | CONVENIENCE), ids=lambda e: "->".join(e))
+def test_each_hook_and_convenience_is_an_import_that_exists(entry: tuple[str, str]) -> None:
+    """A stale entry would exempt an import nobody makes any more: each names a real one."""
+    module, target = entry
+    path = dict(all_modules())[module]
+    source = path.read_text(encoding="utf-8")
+    found = [t for _, t in chainlab_imports(source, module) if t.startswith(target)]
+    assert found, f"{module} no longer imports {target}: remove {entry} from the list"
 
 
 def test_the_layer_walker_sees_function_level_and_relative_imports() -> None:

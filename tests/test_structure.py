@@ -1,9 +1,12 @@
 """Guardrails of the layout (issue 24): no import cycle over every import statement (issue
-35: module level, inside functions and under ``TYPE_CHECKING``; only the display hooks of
-``HOOKS`` are exempt), no module but the Runtime's own two reaching into its private
-members, no capability probed with ``getattr`` on a store or an executor, at most
-``AT_MOST_LONG`` modules over 400 lines, and identities that stored runs depend on pinned
-byte for byte."""
+35: module level, inside functions and under ``TYPE_CHECKING``). Exactly one kind of import
+is exempt: the display hooks of ``HOOKS`` (tests/test_layering.py), each a method that loads
+a view (chainlab.render, chainlab.timeline) to draw the object it is on; a view reads what
+it draws, so the drawing may lead back. The one-line conveniences of ``CONVENIENCE``
+(``Toolbox.add_mcp``) are counted like any import (issue 44). Also: no module but the
+Runtime's own two reaching into the private members of the Runtime and its parts, no
+capability probed with ``getattr`` on a store or an executor, at most ``AT_MOST_LONG``
+modules over 400 lines, and identities that stored runs depend on pinned byte for byte."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_layering import HOOKS, ROOT, all_modules, chainlab_imports
+from tests.test_layering import CONVENIENCE, HOOKS, ROOT, all_modules, chainlab_imports
 
 # ---------------------------------------------------------------------------- cycles
 
@@ -146,7 +149,8 @@ PENDING_CYCLES: dict[tuple[str, ...], str] = {}
 
 def test_no_import_cycle_over_every_import_statement() -> None:
     """Every import statement counts: module level, inside functions, under
-    ``TYPE_CHECKING`` (issue 35 item 7); only the display hooks of ``HOOKS`` are exempt."""
+    ``TYPE_CHECKING`` (issue 35 item 7), the conveniences of ``CONVENIENCE`` included (issue
+    44); only the display hooks of ``HOOKS`` are exempt."""
     cycles = strongly_connected(import_graph())
     outside = [c for c in cycles
                if not any(all(_within(m, scope) for m in c) for scope in PENDING_CYCLES)]
@@ -155,6 +159,18 @@ def test_no_import_cycle_over_every_import_statement() -> None:
     cleared = [scope for scope in PENDING_CYCLES
                if not any(all(_within(m, scope) for m in c) for c in cycles)]
     assert cleared == [], f"no cycle left in {cleared}: remove them from PENDING_CYCLES"
+
+
+def test_a_convenience_is_an_edge_the_cycle_walker_counts() -> None:
+    """A CONVENIENCE is exempt from the layer test only: its import is an edge of the graph,
+    so the day the part it loads names what loads it again, the cycle test fails."""
+    graph = import_graph()
+    for module, target in CONVENIENCE:
+        assert any(t == target or t.startswith(target + ".") for t in graph[module]), \
+            (module, target)
+    graph["chainlab.mcp"].add("chainlab.tools.toolbox")  # mcp typed against the Toolbox
+    assert any({"chainlab.mcp", "chainlab.tools.toolbox"} <= set(c)
+               for c in strongly_connected(graph))
 
 
 def test_the_store_and_the_events_are_in_no_cycle() -> None:
