@@ -226,20 +226,10 @@ class Starts:
         return kernel
 
     # ------------------------------------------------------------------ time travel
-    async def fork_plan(
-        self,
-        run_id: str,
-        *,
-        args: Mapping[str, Mapping[str, Any]] | None = None,
-        outputs: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        chain: Chain | None = None,
-        rerun: Sequence[str] | str | None = None,
-    ) -> ForkPlan:
-        """See :meth:`chainlab.runtime.Runtime.fork_plan`."""
-        return await self.host.run_io(
-            lambda: self.fork_plan_sync(run_id, args=args, outputs=outputs, context=context,
-                                        chain=chain, rerun=rerun))
+    async def fork_plan(self, run_id: str, **edits: Any) -> ForkPlan:
+        """See :meth:`chainlab.runtime.Runtime.fork_plan` (``edits``: its keyword arguments,
+        named there once)."""
+        return await self.host.run_io(lambda: self.fork_plan_sync(run_id, **edits))
 
     def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
         """See :meth:`chainlab.runtime.Runtime.fork_plan_sync`."""
@@ -256,20 +246,10 @@ class Starts:
         except RunNotFoundError:
             return None
 
-    async def fork(
-        self,
-        run_id: str,
-        *,
-        args: Mapping[str, Mapping[str, Any]] | None = None,
-        outputs: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        chain: Chain | None = None,
-        rerun: Sequence[str] | str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Run:
-        """See :meth:`chainlab.runtime.Runtime.fork`."""
-        plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
-                                    chain=chain, rerun=rerun)
+    async def fork(self, run_id: str, *, meta: Mapping[str, Any] | None = None,
+                   **edits: Any) -> Run:
+        """See :meth:`chainlab.runtime.Runtime.fork` (``edits``: :meth:`fork_plan`'s)."""
+        plan = await self.fork_plan(run_id, **edits)
         # the fork keeps the parent's ad-hoc agent: a later resume of the fork finds it
         host = self.host
         parent = await host.run_io(host.store.get_run, run_id)
