@@ -318,8 +318,8 @@ class Runtime:
         store (control methods then raise RunNotActiveError)."""
         return self.host.get_run(run_id)
 
-    def watch(self, run_id: str, *, after_seq: int = 0, follow: bool = False,
-              poll_interval: float = 0.05) -> AsyncIterator[Event]:
+    async def watch(self, run_id: str, *, after_seq: int = 0, follow: bool = False,
+                    poll_interval: float = 0.05) -> AsyncIterator[Event]:
         """The run's committed events after ``after_seq``, in order, each once, as they are
         committed, by this process or any other one using the same store (DESIGN §13).
 
@@ -335,8 +335,10 @@ class Runtime:
         """
         from chainlab.runtime.coordination.watching import watch_events
 
-        return watch_events(self.host, run_id, after_seq=after_seq, follow=follow,
-                            poll_interval=poll_interval)
+        # (an async generator itself, as before: a LoopRuntime hands it to its home loop)
+        async for ev in watch_events(self.host, run_id, after_seq=after_seq, follow=follow,
+                                     poll_interval=poll_interval):
+            yield ev
 
     def estimates(self, chain: Chain) -> Any:
         """Expected duration of each step of ``chain`` (median, p90, samples, source: step
