@@ -146,7 +146,7 @@ class ApprovalsInbox(W.VBox):
             with anyio.CancelScope() as self._scope:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._age_lines)
-                    async for items in follow_decisions(self.runtime, poll_s=self.poll_s):
+                    async for items in follow_decisions(self.runtime.host, poll_s=self.poll_s):
                         self.error.value = ""
                         self.show(items)
                     tg.cancel_scope.cancel()
