@@ -25,6 +25,7 @@ from chainlab.cli.progress import ProgressMode, follow
 from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
 from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
@@ -89,7 +90,8 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
 def turns_lines(state: RunState) -> list[str]:
     """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
     help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
-    the turn that answered says ``final answer``."""
+    the turn that answered says ``final answer``; a turn whose usage the server reported
+    wrongly says so (``usage unknown: the server reported ...``)."""
     out = []
     for step_id, turns in turns_by_step(state).items():
         for turn in turns:
@@ -97,7 +99,9 @@ def turns_lines(state: RunState) -> list[str]:
                      else f"{c['function']!r} refused" for c in turn["calls"]]
             what = ", ".join(calls) if calls else ("final answer" if turn["final"] else
                                                    "no call")
-            out.append(f"{step_id} turn {turn['turn']}: {what}")
+            unknown = turn.get("usage_unknown")
+            note = f" ({usage_text(turn['usage'], unknown)})" if unknown else ""
+            out.append(f"{step_id} turn {turn['turn']}: {what}{note}")
     return out
 
 
