@@ -1,8 +1,10 @@
 """Many processes, one store (DESIGN §13, §19): driver heartbeats and the decision mailbox
 (:mod:`.liveness`), decisions sent to a run's driver through the store (:mod:`.routing`),
 following a run another process drives (:mod:`.watching`), the cross-run inbox of what
-waits for a person (:mod:`.inbox`), and the worker fleet: what an enqueue checks
-(:mod:`.queue`) and the worker that claims and drives queued runs (:mod:`.workers`).
+waits for a person (:mod:`.inbox`) and of the runs that stand still with nothing to decide
+(:mod:`.stalls`: nobody drives one, or its concurrency key is held), and the worker fleet:
+what an enqueue checks (:mod:`.queue`) and the worker that claims and drives queued runs
+(:mod:`.workers`).
 
 This code sees a runtime only as a :class:`Host`: the few members it needs, which
 :class:`~chainlab.runtime.Runtime` has. It never touches a runtime's private state. A
