@@ -154,7 +154,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def show(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
-        """A run's steps: status, attempts, time, and what waits for a person."""
+        """A run's steps: status, attempts, time, and what waits for a person (or that
+        nobody drives it: `chainlab resume RUN`; queued: the run holding its key)."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
             store = open_store(db, must_exist=True, readonly=True)
