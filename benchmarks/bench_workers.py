@@ -303,8 +303,8 @@ def takeover(url: str, folder: Path) -> None:
 
 # ---------------------------------------------------------------------- claims
 def claim_latency(url: str) -> None:
-    from chainlab.store._writer import insert_run
     from chainlab.store.queue import WorkerInfo
+    from chainlab.store.sql_rows import insert_run
 
     print("\nclaim latency: one claim_next (one transaction) at a time, the oldest run of "
           "the backlog each time, milliseconds")

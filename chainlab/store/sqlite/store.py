@@ -46,10 +46,10 @@ from chainlab.errors import (
     StoreFileError,
 )
 from chainlab.events.event import Event, event_kind
-from chainlab.store._writer import (
+from chainlab.store._writer import GroupCommitWriter, WriterStore
+from chainlab.store.base import DriverInfo, RunRecord, check_run_id
+from chainlab.store.sql_rows import (
     Append,
-    GroupCommitWriter,
-    WriterStore,
     event_rows,
     insert_run,
     not_text,
@@ -57,7 +57,6 @@ from chainlab.store._writer import (
     run_select,
     sort_batch,
 )
-from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.sqlite.errors import _fault
 from chainlab.store.sqlite.queue import SQLiteQueue
 from chainlab.store.sqlite.schema import MIGRATIONS, migrate
