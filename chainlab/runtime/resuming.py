@@ -18,8 +18,7 @@ from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.engine.compile import Graph, compile_chain
+from chainlab.runtime.engine.compile import Graph
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import recorded_order
 from chainlab.runtime.launching import Launching
@@ -99,7 +98,9 @@ class Resuming(Launching):
         chain: the caller hands the claim back), StaleEpochError."""
         record = claim.record.with_(epoch=claim.epoch, status=RunStatus.RUNNING)
         chain, graph, opts = self._compiled(record)
-        events = await self.run_io(self.store.load_events, record.run_id)
+        # a queued run has no events (enqueue writes none): a start claim reads none
+        events = [] if claim.kind == "start" else await self.run_io(self.store.load_events,
+                                                                   record.run_id)
         if not events:  # enqueued and never started (only a queued run has no events)
             priority, order = await self._order(graph, chain.name, opts)
             kernel = self._new_kernel(record.run_id, graph, RunState(record.run_id,
@@ -129,14 +130,16 @@ class Resuming(Launching):
 
     def _compiled(self, record: RunRecord) -> tuple[Chain, Graph, RunOptions]:
         """A stored run's chain, compiled against this runtime's toolbox (its own sub-chains
-        over the runtime's). Raises PlanError when the toolbox cannot run it."""
+        over the runtime's). Raises PlanError when the toolbox cannot run it. Validated and
+        compiled once per content, as a start is (a worker claims runs of one chain over
+        and over: validating each again was a third of a worker's time)."""
         chain = Chain.from_dict(record.chain)
         chains = dict(self.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
         opts = RunOptions.model_validate(record.options)
         toolbox = run_toolbox(self.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
-        raise_for_problems(chain, toolbox, chains=chains)
-        return chain, compile_chain(chain, toolbox, chains, opts), opts
+        graph, _ = self._prepared.compile(chain, opts, record.context, toolbox, chains)
+        return chain, graph, opts
 
     @staticmethod
     def _rebuilt(record: RunRecord, events: list[Event], graph: Graph) -> RunState:
