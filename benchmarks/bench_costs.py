@@ -1,8 +1,9 @@
-"""Every figure of issue 38 in one table: each beside its floor and its previous value, all
-measured in ONE process (ratios on one machine, never asserted).
+"""Every figure of issues 38 and 49 in one table: each beside its floor and its previous
+value, all measured in ONE run (ratios on one machine, never asserted).
 
     .venv/bin/python benchmarks/bench_costs.py [--reps 5] [--quick] [--no-pg] [--no-widget]
-        [--kernel-only] [--save FILE] [--previous FILE]
+        [--kernel-only] [--no-fleet] [--fleet-runs 400] [--procrastinate-python PY]
+        [--save FILE] [--previous FILE]
 
 Rows (floor = what the same work costs without chainlab, or the run's own cost):
   start N        ``runtime.start`` of a chain never started before (new step ids, a fresh
@@ -30,8 +31,8 @@ Rows (floor = what the same work costs without chainlab, or the run's own cost):
                  the server's floor, one INSERT + COMMIT.
 Each cell is the median of --reps runs (rows interleaved per repetition); ``min`` beside it
 is the least disturbed run. ``previous`` comes from --previous (a --save of an earlier run),
-by default benchmarks/costs-baseline.json: this script run on the commit before issue 38's
-work, on this machine.
+by default benchmarks/costs-baseline.json: this script run on the commit before issue 49's
+work, on this machine (its note says how).
 """
 
 from __future__ import annotations
@@ -277,7 +278,7 @@ LABELS = {"W1": "kernel W1 chain", "W2": "kernel W2 fan-out",
 
 
 def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
-    print(f"issue 38's figures (python {sys.version.split()[0]}); previous: {source}")
+    print(f"costs against their floors (python {sys.version.split()[0]}); previous: {source}")
     print(f"{'row':<22}{'unit':>6}{'median':>9}{'min':>9}{'floor':>9}{'x floor':>9}"
           f"{'previous':>10}{'prev x':>8}   target")
     for key, row in out.items():
