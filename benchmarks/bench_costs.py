@@ -1,8 +1,9 @@
-"""Every figure of issue 38 in one table: each beside its floor and its previous value, all
-measured in ONE process (ratios on one machine, never asserted).
+"""Every figure of issues 38 and 49 in one table: each beside its floor and its previous
+value, all measured in ONE run (ratios on one machine, never asserted).
 
     .venv/bin/python benchmarks/bench_costs.py [--reps 5] [--quick] [--no-pg] [--no-widget]
-        [--kernel-only] [--save FILE] [--previous FILE]
+        [--kernel-only] [--no-fleet] [--fleet-runs 400] [--procrastinate-python PY]
+        [--save FILE] [--previous FILE]
 
 Rows (floor = what the same work costs without chainlab, or the run's own cost):
   start N        ``runtime.start`` of a chain never started before (new step ids, a fresh
@@ -21,10 +22,17 @@ Rows (floor = what the same work costs without chainlab, or the run's own cost):
                  allocates at its peak for the same fan-out. Target: under 4 KB.
   widget open    opening the run widget (``RunWidget``) on a stored run of 10,000 events (a
                  3,333-step chain in SQLite); no floor. Target 0.5 s.
+  fleet          runs/s of 400 runs of 3 steps (the middle one unsafe) drained by 1, 2 and 4
+                 ``chainlab worker`` processes on one PostgreSQL; floor: Procrastinate, one
+                 job per run (the three calls in one job: no step record; a crash repeats
+                 them all), same server, same run (benchmarks/bench_workers.py, its venv at
+                 /work/venvs/procrastinate or --procrastinate-python). Target: at least the
+                 floor. And one claim's latency at a backlog of 10,000 queued runs beside
+                 the server's floor, one INSERT + COMMIT.
 Each cell is the median of --reps runs (rows interleaved per repetition); ``min`` beside it
 is the least disturbed run. ``previous`` comes from --previous (a --save of an earlier run),
-by default benchmarks/costs-baseline.json: this script run on the commit before issue 38's
-work, on this machine.
+by default benchmarks/costs-baseline.json: this script run on the commit before issue 49's
+work, on this machine (its note says how).
 """
 
 from __future__ import annotations
@@ -175,7 +183,10 @@ def widget_case(folder: Path, reps: int) -> list[float] | None:
 
 
 # ---------------------------------------------------------------------------- postgres
-def pg_cases(n: int) -> tuple[Timed, Timed, Callable[[], None]] | None:
+PG = tuple[Timed, Timed, Callable[[], None], str]  # ours, floor, close, the server's URL
+
+
+def pg_cases(n: int) -> PG | None:
     try:
         import bench_postgres
 
@@ -198,12 +209,31 @@ def pg_cases(n: int) -> tuple[Timed, Timed, Callable[[], None]] | None:
         store.close()
         cluster.stop()
 
-    return ours, floor, close
+    return ours, floor, close, cluster.url()
+
+
+# ---------------------------------------------------------------------------- fleet
+def fleet_case(url: str, peer: str, runs: int) -> dict[str, Any]:
+    """Runs/s of chainlab workers and of Procrastinate's job per run (1, 2, 4 processes),
+    and the claim latency at a backlog of 10,000 beside the commit floor (milliseconds)."""
+    import bench_workers as bw
+
+    folder = Path(tempfile.mkdtemp(prefix="chainlab-bench-fleet-"))
+    missing = bw.peer_missing(peer)
+    out: dict[str, Any] = {"runs": runs, "peer": missing or peer}
+    for workers in (1, 2, 4):
+        row = {"chainlab": runs / bw.chainlab_row(url, workers, runs, folder)}
+        if missing is None:
+            row["floor"] = runs / bw.peer_row(peer, url, "job per run", workers, runs, folder)
+        out[f"fleet {workers}"] = row
+    template = anyio.run(bw.one_record, url)
+    out["claim"] = {"p50": statistics.median(bw.claims_at(url, template, 10_000)),
+                    "floor": statistics.median(bw.commit_floor(url))}
+    return out
 
 
 # ---------------------------------------------------------------------------- the run
-async def measure(args: argparse.Namespace, folder: Path,
-                  pg: tuple[Timed, Timed, Callable[[], None]] | None) -> dict[str, Any]:
+async def measure(args: argparse.Namespace, folder: Path, pg: PG | None) -> dict[str, Any]:
     sizes = (100, 1_000) if args.quick else (100, 1_000, 10_000)
     n = 200 if args.quick else 1_000
     if args.kernel_only:
@@ -242,13 +272,13 @@ async def measure(args: argparse.Namespace, folder: Path,
 TARGETS = {"start whole 10000": "< 200 ms", "start fan-out 10000": "< 200 ms",
            "start whole 1000": "< floor", "start fan-out 1000": "< floor",
            "W1": "<= 2x", "W2": "<= 2x", "sqlite": "<= 1.5x", "postgres": "<= 2x",
-           "memory": "< 4096 B", "widget": "< 0.5 s"}
+           "memory": "< 4096 B", "widget": "< 0.5 s", "fleet": ">= 1x"}
 LABELS = {"W1": "kernel W1 chain", "W2": "kernel W2 fan-out",
           "sqlite": "durable W4 sqlite", "postgres": "durable W4 postgres"}
 
 
 def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
-    print(f"issue 38's figures (python {sys.version.split()[0]}); previous: {source}")
+    print(f"costs against their floors (python {sys.version.split()[0]}); previous: {source}")
     print(f"{'row':<22}{'unit':>6}{'median':>9}{'min':>9}{'floor':>9}{'x floor':>9}"
           f"{'previous':>10}{'prev x':>8}   target")
     for key, row in out.items():
@@ -275,6 +305,26 @@ def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
         was = f"{statistics.median(prev):.2f} s" if prev else "-"
         print(f"\nwidget open, a stored run of 10,000 events: {statistics.median(w):.2f} s "
               f"(min {min(w):.2f}); previous {was}   target {TARGETS['widget']}")
+    if out.get("fleet"):
+        report_fleet(out["fleet"], previous.get("fleet", {}))
+
+
+def report_fleet(fleet: dict[str, Any], previous: dict[str, Any]) -> None:
+    print(f"\nfleet, {fleet['runs']} runs of 3 steps on one PostgreSQL, runs/s (floor: "
+          "Procrastinate, one job per run)")
+    print(f"{'workers':<22}{'runs/s':>9}{'floor':>9}{'x floor':>9}{'previous':>10}   target")
+    for workers in (1, 2, 4):
+        row, prev = fleet[f"fleet {workers}"], previous.get(f"fleet {workers}", {})
+        floor = row.get("floor")
+        x = f"{row['chainlab'] / floor:>9.2f}" if floor else f"{'-':>9}"
+        was = f"{prev['chainlab']:>10.0f}" if prev else f"{'-':>10}"
+        print(f"{workers:<22}{row['chainlab']:>9.0f}{floor or 0:>9.0f}{x}{was}   "
+              f"{TARGETS['fleet']}")
+    if not fleet[f"fleet {1}"].get("floor"):
+        print(f"  (no floor: {fleet['peer']})")
+    claim = fleet["claim"]
+    print(f"claim at a backlog of 10,000 queued runs: p50 {claim['p50']:.2f} ms; floor (one "
+          f"INSERT + COMMIT) {claim['floor']:.2f} ms: {claim['p50'] / claim['floor']:.2f} x")
 
 
 def main() -> None:
@@ -285,6 +335,9 @@ def main() -> None:
     ap.add_argument("--no-widget", action="store_true", help="skip the widget row")
     ap.add_argument("--kernel-only", action="store_true",
                     help="only the kernel rows (W1, W2 at N=1,000; --reps as given)")
+    ap.add_argument("--no-fleet", action="store_true", help="skip the fleet rows")
+    ap.add_argument("--fleet-runs", type=int, default=400)
+    ap.add_argument("--procrastinate-python", default="/work/venvs/procrastinate/bin/python")
     ap.add_argument("--save", type=Path, help="write this run's figures as JSON")
     ap.add_argument("--previous", type=Path, default=BASELINE)
     args = ap.parse_args()
@@ -294,6 +347,8 @@ def main() -> None:
     pg = None if args.no_pg or args.quick or args.kernel_only else pg_cases(1_000)
     try:
         out = asyncio.run(measure(args, folder, pg))
+        if pg is not None and not args.no_fleet:
+            out["fleet"] = fleet_case(pg[3], args.procrastinate_python, args.fleet_runs)
     finally:
         if pg is not None:
             pg[2]()

@@ -303,52 +303,65 @@ def takeover(url: str, folder: Path) -> None:
 
 # ---------------------------------------------------------------------- claims
 def claim_latency(url: str) -> None:
-    from chainlab.store._writer import insert_run
-    from chainlab.store.queue import WorkerInfo
-
     print("\nclaim latency: one claim_next (one transaction) at a time, the oldest run of "
           "the backlog each time, milliseconds")
     print(f"{'backlog':>8} {'queue':<28} {'claims':>7} {'p50 ms':>7} {'p95 ms':>7} "
           f"{'max ms':>7}")
-    template = anyio.run(_one_record, url)
-    floor_url, _ = schema_url(url)
-    with psycopg.connect(floor_url, autocommit=True) as conn:  # what any commit costs here
-        conn.execute("CREATE TABLE floor (n INTEGER)")
-        took = []
-        for n in range(200):
-            t0 = time.perf_counter()
-            conn.execute("INSERT INTO floor VALUES (%s)", (n,))
-            took.append((time.perf_counter() - t0) * 1000)
-    took.sort()
+    template = anyio.run(one_record, url)
+    took = commit_floor(url)
     print(f"{'':>8} {'floor: one INSERT + COMMIT':<28} {len(took):>7} "
           f"{statistics.median(took):>7.2f} {took[int(len(took) * 0.95)]:>7.2f} "
           f"{took[-1]:>7.2f}")
     for backlog, variant in ((100, "no limit"), (10_000, "no limit"),
                              (10_000, "limit 5000"), (10_000, "1000 keys")):
-        run_url, _ = schema_url(url)
-        store = PostgresStore(run_url)
-        if variant == "limit 5000":
-            store.set_queue_limit("default", 5000)
-        with store._pool.connection() as conn, conn.transaction():
-            for i in range(backlog):
-                record = template.with_(run_id=f"bl-{i:05}", created_at=1000.0 + i,
-                                        concurrency_key=f"k{i % 1000}"
-                                        if variant == "1000 keys" else None)
-                insert_run(conn, record, None, "%s")
-        me = WorkerInfo("bench-claimer", "claimer", "h", os.getpid(), ("default",), 200)
-        took = []
-        for _ in range(min(200, backlog // 2)):
-            t0 = time.perf_counter()
-            claim = store.claim_next(me, "default", stale_after_s=5.0)
-            took.append((time.perf_counter() - t0) * 1000)
-            assert claim is not None
-        took.sort()
+        took = claims_at(url, template, backlog, variant)
         print(f"{backlog:>8} {variant:<28} {len(took):>7} {statistics.median(took):>7.2f} "
               f"{took[int(len(took) * 0.95)]:>7.2f} {took[-1]:>7.2f}")
-        store.close()
 
 
-async def _one_record(url: str) -> Any:
+def commit_floor(url: str, n: int = 200) -> list[float]:
+    """Milliseconds of one INSERT + COMMIT (autocommit) on the server, sorted."""
+    floor_url, _ = schema_url(url)
+    with psycopg.connect(floor_url, autocommit=True) as conn:  # what any commit costs here
+        conn.execute("CREATE TABLE floor (n INTEGER)")
+        took = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            conn.execute("INSERT INTO floor VALUES (%s)", (i,))
+            took.append((time.perf_counter() - t0) * 1000)
+    return sorted(took)
+
+
+def claims_at(url: str, template: Any, backlog: int, variant: str = "no limit"
+              ) -> list[float]:
+    """Milliseconds of each of up to 200 ``claim_next`` at a backlog of ``backlog`` queued
+    runs (``variant``: ``no limit``, ``limit 5000`` or ``1000 keys``), sorted."""
+    from chainlab.store.queue import WorkerInfo
+    from chainlab.store.sql_rows import insert_run
+
+    run_url, _ = schema_url(url)
+    store = PostgresStore(run_url)
+    if variant == "limit 5000":
+        store.set_queue_limit("default", 5000)
+    with store._pool.connection() as conn, conn.transaction():
+        for i in range(backlog):
+            record = template.with_(run_id=f"bl-{i:05}", created_at=1000.0 + i,
+                                    concurrency_key=f"k{i % 1000}"
+                                    if variant == "1000 keys" else None)
+            insert_run(conn, record, None, "%s")
+    me = WorkerInfo("bench-claimer", "claimer", "h", os.getpid(), ("default",), 200)
+    took = []
+    for _ in range(min(200, backlog // 2)):
+        t0 = time.perf_counter()
+        claim = store.claim_next(me, "default", stale_after_s=5.0)
+        took.append((time.perf_counter() - t0) * 1000)
+        assert claim is not None
+    store.close()
+    return sorted(took)
+
+
+async def one_record(url: str) -> Any:
+    """A queued run's record (of the benchmark's chain), to copy into a backlog."""
     run_url, _ = schema_url(url)
     store = PostgresStore(run_url)
     async with Runtime(toolbox, store) as runtime:

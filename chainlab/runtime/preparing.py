@@ -106,13 +106,17 @@ class Prepared:
         # (the runtime's toolbox, or its overlay with a run's ad-hoc agent: the same chain
         # text may name another agent there)
         if cached is None or cached[0].toolbox is not toolbox:
-            _gate(chain, chain.model_dump(exclude_defaults=True))
+            # (as data that shares its strings with the chain: a parse of the text would
+            # copy every one of them); the gate walks it too: pydantic's JSON form differs
+            # from its Python form only where a NaN or an infinity became null, and the text
+            # says where there is one (then the Python form, which names its path)
+            data = chain.to_dict()
+            _gate(chain, data if "NaN" not in text and "Infinity" not in text
+                  else chain.model_dump(exclude_defaults=True))
             checked = chain if opts == chain.options else chain.model_copy(update={"options": opts})
             with _building():
                 raise_for_problems(checked, toolbox, context=context, chains=chains)
-                # (as data that shares its strings with the chain: a parse of the text would
-                # copy every one of them)
-                cached = compile_chain(chain, toolbox, chains, opts), chain.to_dict()
+                cached = compile_chain(chain, toolbox, chains, opts), data
             if len(self._compiled) >= _KEEP:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = cached

@@ -18,8 +18,7 @@ from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.plan.validate import raise_for_problems
-from chainlab.runtime.engine.compile import Graph, compile_chain
+from chainlab.runtime.engine.compile import Graph
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import recorded_order
 from chainlab.runtime.run import Run
@@ -88,7 +87,9 @@ class Takeovers:
         host = self.host
         record = claim.record.with_(epoch=claim.epoch, status=RunStatus.RUNNING)
         chain, graph, opts = self._compiled(record)
-        events = await host.run_io(host.store.load_events, record.run_id)
+        # a queued run has no events (enqueue writes none): a start claim reads none
+        events = [] if claim.kind == "start" else await host.run_io(host.store.load_events,
+                                                                   record.run_id)
         if not events:  # enqueued and never started (only a queued run has no events)
             priority, order = await host.order(graph, chain.name, opts)
             kernel = host.new_kernel(record.run_id, graph,
@@ -117,14 +118,16 @@ class Takeovers:
 
     def _compiled(self, record: RunRecord) -> tuple[Chain, Graph, RunOptions]:
         """A stored run's chain, compiled against this runtime's toolbox (its own sub-chains
-        over the runtime's). Raises PlanError when the toolbox cannot run it."""
+        over the runtime's). Raises PlanError when the toolbox cannot run it. Validated and
+        compiled once per content, as a start is (a worker claims runs of one chain over
+        and over: validating each again was a third of a worker's time)."""
         chain = Chain.from_dict(record.chain)
         chains = dict(self.host.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
         opts = RunOptions.model_validate(record.options)
         toolbox = run_toolbox(self.host.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
-        raise_for_problems(chain, toolbox, chains=chains)
-        return chain, compile_chain(chain, toolbox, chains, opts), opts
+        graph, _ = self.host.prepared.compile(chain, opts, record.context, toolbox, chains)
+        return chain, graph, opts
 
     @staticmethod
     def _rebuilt(record: RunRecord, events: list[Event], graph: Graph) -> RunState:

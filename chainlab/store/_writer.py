@@ -1,91 +1,286 @@
-"""The write path shared by the SQL stores: one writer thread with group commit, and the
-durability barrier the runtime awaits.
+"""The write path shared by the SQL stores: group commit, and the durability barrier the
+runtime awaits.
 
-``append`` only queues; the :class:`GroupCommitWriter` thread drains whatever has queued up
-and hands it to its store's ``commit`` as ONE transaction (group commit), so the event loop
-never touches the database for writes and a burst of events costs one commit. ``await
-flush(run_id, epoch)`` (:func:`wait_for`) waits until everything queued before it is
-committed, then raises what the writer recorded for that run and epoch: StaleEpochError
-when a newer epoch took the run over, the StoreError that lost a batch. SQLiteStore and
-PostgresStore differ only in how they open a connection and what one transaction does.
+``append`` only queues. What is queued is committed as ONE transaction per batch (group
+commit) by whoever commits next:
+
+* the **writer thread** (:class:`GroupCommitWriter`), for what nobody waits for (an
+  effect-free step's events), so the event loop never spends time on them; and
+* for a SQLite file, the **caller of a flush**, on its own thread, when the writer thread is
+  not committing at that moment (``inline``): the write-ahead barrier before an unsafe call
+  then costs one commit and no hand-off to another thread and back (two thread wake-ups,
+  ~50 us here, a third of what the commit itself costs). A flush awaited on an event loop
+  does it at the loop's next turn (:meth:`GroupCommitWriter.wait`), so every flush of that
+  turn shares the commit (eight workers reaching their write-ahead together: one commit),
+  and never waits for a lock: a database another process is writing (SQLITE_BUSY) or a
+  batch larger than :data:`INLINE_MAX` goes to the writer thread instead.
+
+An append on a thread that runs an event loop asks that loop for one look at the end of its
+turn (``call_soon``) instead of waking the writer thread each time: a flush waiting then
+commits inline, else the writer thread is woken for the batch. An append on any other thread,
+or one that finds :data:`SPILL` appends waiting, wakes the writer thread at once.
+
+``await flush(run_id, epoch)`` waits until everything queued before it is committed, then
+raises what was recorded for that run and epoch: StaleEpochError when a newer epoch took the
+run over, the StoreError that lost a batch. SQLiteStore and PostgresStore differ only in how
+they open a connection and what one transaction does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from chainlab.errors import RunNotFoundError, StoreError
+from chainlab.errors import StoreError
 from chainlab.events.event import Event
-from chainlab.store.base import DriverInfo, RunRecord, raise_if_refused
+from chainlab.store.base import raise_if_refused
+from chainlab.store.sql_rows import Append
 
-__all__ = ["Append", "GroupCommitWriter", "WriterStore", "dumps", "event_rows", "insert_run",
-           "not_text", "record_of", "run_select", "sort_batch", "wait_for"]
+__all__ = ["INLINE_MAX", "SPILL", "GroupCommitWriter", "WriterStore"]
 
 log = logging.getLogger(__name__)
 
-# one queued append: ("append", run_id, epoch, events, run_status)
-Append = tuple[str, str, int, tuple[Event, ...], "str | None"]
+#: appends waiting that wake the writer thread at once, even from a loop that has not
+#: yielded yet (a long stretch of effect-free steps is committed as it goes)
+SPILL = 256
+#: the most appends a flush commits on its own thread; more go to the writer thread (the
+#: loop is not held up by one large batch)
+INLINE_MAX = 256
+
+# a waiter: (the last ticket it waits for, its loop or None, its future or threading.Event)
+_Waiter = tuple[int, "asyncio.AbstractEventLoop | None", Any]
 
 
 class GroupCommitWriter(threading.Thread):
-    """Drains the queue; each batch of appends is one ``commit`` call (one transaction).
-    ``flush``/``stop`` items carry a callback run once the batch before them is committed."""
+    """The queue of appends and the thread that commits what nobody commits inline.
+
+    ``commit(appends)`` runs one batch on this thread; ``inline(appends)``, when given, runs
+    one on the caller's thread and returns False when it could not start (the database is
+    busy: nothing was written, the writer thread takes the batch). Each append gets a ticket;
+    a flush waits for the tickets handed out before it, committed by either side. One batch
+    is committed at a time, in order (``_committing``)."""
 
     def __init__(self, name: str, commit: Callable[[list[Append]], None],
                  start: Callable[[], None] | None = None,
                  finish: Callable[[], None] | None = None,
-                 failed: dict[tuple[str, int], StoreError] | None = None):
+                 failed: dict[tuple[str, int], StoreError] | None = None,
+                 inline: Callable[[list[Append]], bool] | None = None):
         super().__init__(name=name, daemon=True)
         self._failed = failed  # where a commit that raised (a chainlab bug) is recorded
-        self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self.batches = 0  # batches of appends handed to commit (transactions, for benchmarks)
+        self.batches = 0  # batches committed, either side (transactions, for benchmarks)
         self._commit = commit
+        self._inline = inline
         self._on_start = start
         self._on_finish = finish
+        self._lock = threading.Lock()  # guards the fields below
+        self._pending: list[Append] = []
+        self._appended = 0  # tickets handed out (one per append)
+        self._committed = 0  # every ticket up to this one is committed (or refused)
+        self._waiters: list[_Waiter] = []
+        self._looks: set[asyncio.AbstractEventLoop] = set()  # loops that will look
+        self._eager = 0  # flushes on a loop about to look (:meth:`wait`)
+        self._stopping = False
+        self._committing = threading.Lock()  # held by whoever commits a batch
+        self._work = threading.Event()  # the thread has something to do
 
+    # ------------------------------------------------------------------ queueing
+    def put(self, item: Append) -> None:
+        """Queue one append (never blocks on I/O)."""
+        loop = _running_loop()
+        with self._lock:
+            self._pending.append(item)
+            self._appended += 1
+            if loop is not None and len(self._pending) <= SPILL:
+                if loop in self._looks:
+                    return
+                self._looks.add(loop)
+            else:
+                loop = None
+        if loop is None:
+            self._work.set()
+        else:
+            loop.call_soon(self._look, loop)
+
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        """At the end of a loop's turn: commit here when a flush waits (else, or when that
+        cannot be done now, the writer thread commits)."""
+        with self._lock:
+            self._looks.discard(loop)
+            if not self._pending:
+                return
+            here = self._inline is not None and bool(self._eager or self._waiters) \
+                and len(self._pending) <= INLINE_MAX
+        if not (here and self._commit_here()):
+            self._work.set()
+
+    # ------------------------------------------------------------------ waiting
+    async def wait(self) -> None:
+        """Wait until what is queued now is committed: at the loop's next turn, its look
+        commits here (with what every other flush of this turn queued) when it can, else
+        this waits, without blocking the loop, for the writer thread."""
+        loop = _running_loop()
+        if loop is None:  # not asyncio (trio): wait in a worker thread
+            import anyio
+
+            await anyio.to_thread.run_sync(self.wait_sync)
+            return
+        with self._lock:
+            target = self._appended
+            if self._committed >= target:
+                return
+            self._eager += 1
+            look = loop not in self._looks
+            if look:
+                self._looks.add(loop)
+        if look:
+            loop.call_soon(self._look, loop)
+        try:  # one turn: the look (scheduled before this task's wake-up) runs first
+            await asyncio.sleep(0)
+        finally:
+            with self._lock:
+                self._eager -= 1
+        with self._lock:
+            if self._committed >= target:
+                return
+            fut = loop.create_future()
+            self._waiters.append((target, loop, fut))
+        self._work.set()  # the look could not commit here: the writer thread does
+        await fut
+
+    def wait_sync(self) -> None:
+        """Block the calling thread until what is queued now is committed (committing it
+        here when nobody else is)."""
+        with self._lock:
+            target = self._appended
+            if self._committed >= target:
+                return
+        if self._inline is not None and self._commit_here():
+            return
+        done = threading.Event()
+        with self._lock:
+            if self._committed >= target:
+                return
+            self._waiters.append((target, None, done))
+        self._work.set()
+        done.wait()
+
+    # ------------------------------------------------------------------ committing
+    def _commit_here(self) -> bool:
+        """Commit what is queued on the calling thread, unless a commit is under way or the
+        database is busy (False: the writer thread must do it)."""
+        if not self._committing.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                upto = self._appended
+            if batch and not self._run(batch, inline=True):
+                with self._lock:  # busy: nothing was written; back in front, in order
+                    self._pending[:0] = batch
+                return False
+            ready = self._advance(upto)
+        finally:
+            self._committing.release()
+        _resolve(ready)
+        return True
+
+    def _commit_queued(self) -> bool:
+        """On the writer thread: commit what is queued; False when nothing was."""
+        with self._committing:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                upto = self._appended
+            if batch:
+                self._run(batch, inline=False)
+            ready = self._advance(upto)
+        _resolve(ready)
+        return bool(batch)
+
+    def _run(self, batch: list[Append], *, inline: bool) -> bool:
+        """One transaction (False: an inline one could not start, nothing written). A
+        commit that raises (a chainlab bug) fails its writers instead of hanging them."""
+        try:
+            if inline:
+                assert self._inline is not None
+                if self._inline(batch) is False:
+                    return False
+            else:
+                self._commit(batch)
+        except Exception as exc:
+            log.exception("%s: a commit raised; its writers fail from now on", self.name)
+            if self._failed is not None:
+                for item in batch:
+                    self._failed.setdefault((item[1], item[2]), StoreError(
+                        f"could not commit run {item[1]!r}'s events: {exc!r} "
+                        "(a chainlab bug: please report it)"))
+        self.batches += 1
+        return True
+
+    def _advance(self, upto: int) -> list[_Waiter]:
+        """Tickets up to ``upto`` are committed: the waiters that may go on now."""
+        with self._lock:
+            self._committed = max(self._committed, upto)
+            if not self._waiters:
+                return []
+            ready = [w for w in self._waiters if w[0] <= self._committed]
+            if ready:
+                self._waiters = [w for w in self._waiters if w[0] > self._committed]
+            return ready
+
+    # ------------------------------------------------------------------ the thread
     def run(self) -> None:
         try:
             if self._on_start is not None:
                 self._on_start()
             while True:
-                batch = [self.queue.get()]
-                while True:
-                    try:
-                        batch.append(self.queue.get_nowait())
-                    except queue.Empty:
-                        break
-                appends = [item for item in batch if item[0] == "append"]
-                if appends:
-                    self.batches += 1
-                    try:
-                        self._commit(appends)  # type: ignore[arg-type]
-                    except Exception as exc:  # never die with waiters queued behind
-                        log.exception("%s: a commit raised; its writers fail from now on",
-                                      self.name)
-                        if self._failed is not None:
-                            for item in appends:
-                                self._failed.setdefault((item[1], item[2]), StoreError(
-                                    f"could not commit run {item[1]!r}'s events: {exc!r} "
-                                    "(a chainlab bug: please report it)"))
-                stop = False
-                for item in batch:
-                    if item[0] in ("flush", "stop"):
-                        callback: Callable[[], None] = item[1]
-                        with contextlib.suppress(Exception):  # a waiter's problem, not ours
-                            callback()
-                        stop = stop or item[0] == "stop"
-                if stop:
+                self._work.wait()
+                self._work.clear()
+                while self._commit_queued():
+                    pass
+                if self._stopping:
+                    with self._lock:
+                        if self._pending:
+                            continue
                     return
         finally:
             if self._on_finish is not None:
                 self._on_finish()
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread (and wait for it)."""
+        self._stopping = True
+        self._work.set()
+        self.join()
+
+
+#: the running event loop of this thread, or None (asyncio's own C helper: no exception)
+_running_loop = asyncio.events._get_running_loop
+
+
+def _resolve(ready: list[_Waiter]) -> None:
+    """Let these waiters go on: a future on its loop (at once when that is this thread's),
+    a thread's event."""
+    if not ready:
+        return
+    here = _running_loop()
+    for _, loop, waiter in ready:
+        if loop is None:
+            waiter.set()
+        elif loop is here:
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+                loop.call_soon_threadsafe(_set_if_pending, waiter)
+
+
+def _set_if_pending(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class WriterStore:
@@ -131,11 +326,11 @@ class WriterStore:
     def append(self, run_id: str, epoch: int, events: Iterable[Event],
                run_status: str | None = None) -> None:
         self._check_append()
-        self._get_writer().queue.put(("append", run_id, epoch, tuple(events), run_status))
+        self._get_writer().put(("append", run_id, epoch, tuple(events), run_status))
 
     async def flush(self, run_id: str, epoch: int) -> None:
         if self._writer is not None and not self._closed:
-            await wait_for(self._writer)
+            await self._writer.wait()
         raise_if_refused(self._failed, self._stale, run_id, epoch)
 
     def flush_sync(self, run_id: str | None = None, epoch: int = 0) -> None:
@@ -143,9 +338,7 @@ class WriterStore:
         and tests; the runtime's driver uses ``await flush(...)``). With ``run_id``, raise
         as :meth:`flush` does for that writer."""
         if self._writer is not None and not self._closed:
-            done = threading.Event()
-            self._writer.queue.put(("flush", done.set))
-            done.wait()
+            self._writer.wait_sync()
         if run_id is not None:
             raise_if_refused(self._failed, self._stale, run_id, epoch)
 
@@ -160,10 +353,7 @@ class WriterStore:
                 return False
             self._closed = True
         if self._writer is not None:
-            done = threading.Event()
-            self._writer.queue.put(("stop", done.set))
-            done.wait()
-            self._writer.join()
+            self._writer.stop()
         return True
 
     def _lost(self, run_id: str, first_unsaved: int | None = None) -> str:
@@ -174,142 +364,3 @@ class WriterStore:
         if saved is None:
             return f"nothing of run {run_id!r} was saved"
         return f"nothing after seq {saved} of run {run_id!r} was saved"
-
-
-async def wait_for(writer: GroupCommitWriter) -> None:
-    """Wait (without blocking the loop) until the writer committed what is queued now."""
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): wait in a worker thread
-        import anyio
-
-        done = threading.Event()
-        writer.queue.put(("flush", done.set))
-        await anyio.to_thread.run_sync(done.wait)
-        return
-    fut = loop.create_future()
-
-    def set_result() -> None:
-        if not fut.done():
-            fut.set_result(None)
-
-    def resolve() -> None:  # called on the writer thread
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(set_result)
-
-    writer.queue.put(("flush", resolve))
-    await fut
-
-
-def sort_batch(
-    appends: list[Append],
-    epoch_of: Callable[[str], int | None],
-    stale: dict[tuple[str, int], int | None],
-    failed: dict[tuple[str, int], StoreError],
-    written: dict[tuple[str, int], int | None],
-) -> tuple[list[tuple[Any, ...]], dict[str, tuple[str | None, float]]]:
-    """Inside one transaction: the event rows of every append whose writer still holds its
-    run's epoch (``epoch_of``: the committed epoch, None for no such run), and the status and
-    last event time per run. A stale writer goes to ``stale``, an unknown run or a payload
-    that is not JSON to ``failed`` (each refuses that writer from then on); ``written``
-    gets the first seq each accepted writer adds (what is lost if the commit fails)."""
-    rows: list[tuple[Any, ...]] = []
-    runs: dict[str, tuple[str | None, float]] = {}
-    for _, run_id, epoch, events, status in appends:
-        key = (run_id, epoch)
-        if key in stale or key in failed:
-            continue
-        current = epoch_of(run_id)
-        if current is None:
-            failed[key] = RunNotFoundError(run_id)
-            continue
-        if current != epoch:
-            stale[key] = current
-            continue
-        new = event_rows(events)
-        if isinstance(new, StoreError):
-            failed[key] = new
-            continue
-        written.setdefault(key, events[0].seq if events else None)
-        rows.extend(new)
-        prev_status = runs.get(run_id, (None, 0.0))[0]
-        last_ts = events[-1].ts if events else time.time()
-        runs[run_id] = (status or prev_status, last_ts)
-    return rows, runs
-
-
-def event_rows(events: tuple[Event, ...]) -> list[tuple[Any, ...]] | StoreError:
-    """The events table's rows for these events, or the StoreError of a payload that is not
-    JSON data (nothing of the batch is written then)."""
-    rows = []
-    for ev in events:
-        try:
-            payload = dumps(ev.payload)
-        except (TypeError, ValueError) as exc:
-            return StoreError(
-                f"run {ev.run_id!r}: event {ev} has a payload that is not JSON data ({exc}); "
-                "nothing more from this writer is stored")
-        rows.append((ev.run_id, ev.seq, ev.ts, ev.epoch, str(ev.kind), ev.step_id, ev.attempt,
-                     payload))
-    return rows
-
-
-def dumps(value: Any) -> str:
-    """Compact, strict JSON (no NaN): what the stores write."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def run_select(dialect: str) -> str:
-    """``SELECT``'s columns and ``FROM`` that :func:`record_of` reads (add ``WHERE`` /
-    ``ORDER BY``): a commit touches only the events table unless the status changes (the hot
-    path writes one page less), so a run's ``updated_at`` is the later of the row's and its
-    last event's time; the driver (with its fleet worker's name) is joined in when it holds
-    the run's current epoch. ``dialect``: ``"sqlite"`` or ``"postgres"``."""
-    later = "greatest" if dialect == "postgres" else "max"
-    return (
-        f"runs.run_id, chain_name, status, runs.epoch, created_at, {later}(updated_at, "
-        "coalesce((SELECT e.ts FROM events e WHERE e.run_id = runs.run_id ORDER BY e.seq "
-        "DESC LIMIT 1), updated_at)), chain, chains, context, options, meta, queue, "
-        "concurrency_key, d.driver_id, d.host, d.pid, d.epoch, d.beat_at, w.name "
-        "FROM runs LEFT JOIN drivers d ON d.run_id = runs.run_id AND d.epoch = runs.epoch "
-        "LEFT JOIN workers w ON w.worker_id = d.driver_id")
-
-
-def record_of(row: tuple[Any, ...] | Any) -> RunRecord:
-    """A RunRecord from a runs row read with its driver (JSON columns as text): the 13
-    columns of the runs table, then the driver's 5 and its worker's name (None when no
-    driver holds the run's current epoch)."""
-    driver = None
-    if len(row) > 13 and row[13] is not None:
-        driver = DriverInfo(row[13], row[14], int(row[15]), int(row[16]), float(row[17]),
-                            row[18])
-    return RunRecord(run_id=row[0], chain_name=row[1], status=row[2], epoch=row[3],
-                     created_at=row[4], updated_at=row[5], chain=json.loads(row[6]),
-                     chains=json.loads(row[7]), context=json.loads(row[8]),
-                     options=json.loads(row[9]), meta=json.loads(row[10]),
-                     queue=row[11], concurrency_key=row[12], driver=driver)
-
-
-def insert_run(conn: Any, record: RunRecord, key: str | None, mark: str) -> None:
-    """Insert ``record`` (and its idempotency ``key``) on a SQL connection, inside the
-    caller's transaction; ``mark`` is the dialect's placeholder (``?`` or ``%s``)."""
-    marks = ",".join([mark] * 13)
-    conn.execute(
-        "INSERT INTO runs (run_id, chain_name, status, epoch, created_at, updated_at, chain, "
-        f"chains, context, options, meta, queue, concurrency_key) VALUES ({marks})",
-        (record.run_id, record.chain_name, record.status, record.epoch, record.created_at,
-         record.updated_at, dumps(record.chain), dumps(record.chains), dumps(record.context),
-         dumps(record.options), dumps(record.meta), record.queue, record.concurrency_key))
-    if key is not None:
-        conn.execute(f"INSERT INTO run_keys (idempotency_key, run_id) VALUES ({mark},{mark})",
-                     (key, record.run_id))
-
-
-def not_text(run_id: str, exc: UnicodeEncodeError) -> StoreError:
-    """The refusal of a new run holding text the database cannot store (a lone surrogate)."""
-    return StoreError(
-        f"run {run_id!r} was not created: it holds text that is not valid Unicode ({exc.reason}"
-        f": {exc.object[exc.start:exc.end]!r}); nothing of it was stored. Pass text without "
-        "lone surrogates (e.g. decode bytes with errors='replace')")

@@ -204,9 +204,56 @@ def test_the_writer_survives_an_event_loop_that_went_away(tmp_path: Path) -> Non
 
 
 # ---------------------------------------------------------------- threads and processes
+async def test_a_flush_commits_on_its_own_thread_unless_the_file_is_locked(
+        tmp_path: Path) -> None:
+    """A flush on the loop commits there (one transaction, no hand-off); while another
+    connection holds the write lock it never waits on the loop: the loop keeps turning and
+    the writer thread commits once the lock is gone."""
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path)
+    store.create_run(record())
+    store.append("r1", 1, [ev(1)])
+    await store.flush("r1", 1)
+    assert store._writer is not None and store._writer.batches == 1
+    writer = store._writer._inline.__self__  # type: ignore[union-attr]  # its SQLiteWriter
+    inserts: dict[str, int] = {"inline": 0, "thread": 0}
+    for name, conn in (("inline", writer.inline_conn), ("thread", writer.conn)):
+        conn.set_trace_callback(lambda sql, name=name: inserts.__setitem__(
+            name, inserts[name] + sql.startswith("INSERT INTO events")))
+    store.append("r1", 1, [ev(2)])
+    await store.flush("r1", 1)
+    assert inserts == {"inline": 1, "thread": 0}
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    turns = 0
+    done = anyio.Event()
+
+    async def flush() -> None:
+        store.append("r1", 1, [ev(3)])
+        await store.flush("r1", 1)
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(flush)
+        while turns < 50:  # the loop is not blocked by the lock
+            turns += 1
+            await anyio.sleep(0)
+        assert not done.is_set()
+        blocker.execute("ROLLBACK")
+        with anyio.fail_after(30):
+            await done.wait()
+    blocker.close()
+    assert [e.seq for e in store.load_events("r1")] == [1, 2, 3]
+    assert inserts == {"inline": 1, "thread": 1}  # the writer thread took the locked one
+    store.close()
+
+
 @pytest.mark.parametrize("where", ["file", ":memory:"])
-async def test_sqlite_never_runs_on_the_event_loop_thread(
+async def test_sqlite_reads_never_run_on_the_event_loop_thread(
         where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads and the writer thread's commits never run on the loop; what does is a flush's
+    own commit (the write-ahead before an unsafe call, a run's end), one transaction on the
+    inline connection, which never waits for a lock (busy_timeout 0)."""
     from tests.durability.chainlib import Ledger, crash_chain, make_toolbox, settle
 
     statements: list[tuple[int, str, str]] = []
@@ -235,11 +282,19 @@ async def test_sqlite_never_runs_on_the_event_loop_thread(
     await anyio.to_thread.run_sync(store.close)
     assert statements
     on_loop = [sql for ident, _, sql in statements if ident == loop_thread]
-    assert on_loop == []
+    assert on_loop  # the write-ahead flushes committed inline
+    commit = ("BEGIN IMMEDIATE", "SELECT epoch FROM runs WHERE run_id = ",
+              "INSERT INTO events VALUES", "UPDATE runs SET status = ", "COMMIT")
+    opening = ("PRAGMA busy_timeout = 0", "PRAGMA synchronous = FULL")
+    assert [sql for sql in on_loop if not sql.startswith(commit + opening)] == []
+    if where == "file":  # (a :memory: store has one connection, shared behind a lock)
+        assert on_loop[:2] == list(opening)
+        assert on_loop.count("PRAGMA busy_timeout = 0") == 1  # one inline connection
     writes = {name for _, name, sql in statements if sql.startswith("INSERT INTO events")}
     # the head of a new run's log goes with its record (create_run, one transaction, in a
-    # worker thread); every later event through the group-commit writer
-    assert writes == {"chainlab-sqlite-writer", "AnyIO worker thread"}
+    # worker thread); later events with a flush's commit, or the group-commit writer's
+    assert writes <= {"chainlab-sqlite-writer", "AnyIO worker thread", "MainThread"}
+    assert "AnyIO worker thread" in writes
 
 
 async def test_two_store_objects_on_one_file(tmp_path: Path) -> None:

@@ -230,7 +230,10 @@ def test_a_dead_workers_runs_move_on(fleet: Fleet, store_url: str) -> None:
     heartbeats lapse) of the worker driving a run mid-call: another worker takes the run
     over (the charge in flight is in doubt, never repeated; a person resolves it from the
     ledger) and it ends; the frozen one, continued, writes nothing more."""
-    fleet.delay = 1.0  # long calls: the fault lands mid-call
+    # long calls: the fault lands mid-call (the charge's window, 2 x delay, must outlast the
+    # second worker's start-up under load; a run started faster by the claim slipped past
+    # a 1 s delay at load 13: 2 of 5 runs failed)
+    fleet.delay = 2.5
     store = open_pg(store_url)
     moved = {fault: takeover_after(fault, fleet, store, n)
              for n, fault in enumerate(("kill", "stop"), start=1)}

@@ -2,9 +2,9 @@
 the store class (SQLite's are in ``chainlab.store.sqlite.drivers``, memory's in
 ``chainlab.store.memory``).
 
-Fencing as for events: a heartbeat or an answer reads the run's epoch ``FOR SHARE`` in its
-transaction (a ``claim`` takes the row ``FOR UPDATE``), and is refused with StaleEpochError
-when the writer's epoch is no longer the run's.
+Fencing as for events: a heartbeat (one statement) or an answer reads the run's epoch
+``FOR SHARE`` in its transaction (a ``claim`` takes the row ``FOR UPDATE``), and is refused
+with StaleEpochError when the writer's epoch is no longer the run's.
 
 Posting a request sends ``NOTIFY chainlab_requests, '<run_id> <request_id>'`` and answering
 one ``NOTIFY chainlab_answers, '<request_id>'`` with the commit, so the driver waiting for
@@ -57,6 +57,21 @@ def put_driver(conn: psycopg.Connection, run_id: str, driver: DriverInfo, epoch:
         (run_id, driver.driver_id, driver.host, driver.pid, epoch, time.time()))
 
 
+#: a heartbeat as one statement: the run's epoch read FOR SHARE (a claim, FOR UPDATE, waits
+#: for it or it for the claim), the driver row written only at the current epoch; returns
+#: the epoch (no row: no such run)
+_BEAT = """
+WITH cur AS (SELECT epoch FROM runs WHERE run_id = %s FOR SHARE),
+beat AS (
+    INSERT INTO drivers (run_id, driver_id, host, pid, epoch, beat_at)
+    SELECT %s, %s, %s, %s, cur.epoch, %s FROM cur WHERE cur.epoch = %s
+    ON CONFLICT (run_id) DO UPDATE SET driver_id = excluded.driver_id, host = excluded.host,
+        pid = excluded.pid, epoch = excluded.epoch, beat_at = excluded.beat_at
+    RETURNING 1)
+SELECT epoch FROM cur WHERE (SELECT count(*) FROM beat) >= 0
+"""
+
+
 class PostgresLiveness:
     """Heartbeats and mailbox of :class:`~chainlab.store.postgres.PostgresStore`."""
 
@@ -94,13 +109,30 @@ class PostgresLiveness:
         return int(row[0])
 
     def heartbeat(self, run_id: str, epoch: int, driver: DriverInfo) -> None:
-        def beat(conn: psycopg.Connection) -> None:
-            current = self._epoch(conn, run_id)
-            if current != epoch:
-                raise StaleEpochError(run_id, epoch, current)
-            put_driver(conn, run_id, driver, epoch)
+        """One statement (:data:`_BEAT`) in its own transaction: the run's row is locked
+        only while the server runs it. A beat of four round trips (BEGIN, the epoch FOR
+        SHARE, the driver row, COMMIT) left the lock held by a driver stopped (SIGSTOP)
+        between them, and every claim, which skips locked rows, skipped that run for as long
+        as the process stayed frozen: its takeover never came."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(_BEAT, (run_id, run_id, driver.driver_id, driver.host,
+                                           driver.pid, time.time(), epoch)).fetchone()
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise _server_error(exc, self.where, "write to",
+                                f"the heartbeat of run {run_id!r} was not recorded") from exc
+        current = None if row is None else row[0]
+        if current is None:
+            raise self._unknown(run_id)
+        if current != epoch:
+            raise StaleEpochError(run_id, epoch, int(current))
 
-        self._write(beat, f"the heartbeat of run {run_id!r} was not recorded")
+    def _unknown(self, run_id: str) -> RunNotFoundError:
+        known = self._read(lambda c: [r[0] for r in c.execute(
+            "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200").fetchall()])
+        return RunNotFoundError(run_id, known)
 
     def driver_of(self, run_id: str) -> DriverInfo | None:
         rows = self._read(lambda c: c.execute(

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from chainlab.errors import RunNotFoundError, StoreError
-from chainlab.store._writer import record_of, run_select
 from chainlab.store.base import DriverInfo, RunRecord
 from chainlab.store.postgres.drivers import put_driver
 from chainlab.store.postgres.errors import PoolTimeout, _server_error
 from chainlab.store.postgres.pool import lend
 from chainlab.store.queue import WorkerInfo
 from chainlab.store.sql_queue import SqlQueue, Tx
+from chainlab.store.sql_rows import record_of, run_select
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool

@@ -43,24 +43,25 @@ from chainlab.errors import (
     StoreServerError,
 )
 from chainlab.events.event import Event, event_kind
-from chainlab.store._writer import (
-    Append,
-    GroupCommitWriter,
-    WriterStore,
-    event_rows,
-    insert_run,
-    not_text,
-    record_of,
-    run_select,
-    sort_batch,
-)
+from chainlab.store._writer import GroupCommitWriter, WriterStore
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
+from chainlab.store.postgres.batch import BATCH, batch_parameters
 from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
 from chainlab.store.postgres.listen import CHANNEL, EventListener, PostgresWatching
 from chainlab.store.postgres.pool import lend, make_pool
 from chainlab.store.postgres.queue import PostgresQueue
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
+from chainlab.store.sql_rows import (
+    Append,
+    event_rows,
+    insert_run,
+    not_text,
+    offer,
+    record_of,
+    run_select,
+    settle,
+)
 
 try:
     import psycopg
@@ -331,29 +332,20 @@ class _PostgresWriter:
 
     def _transaction(self, conn: psycopg.Connection, appends: list[Append],
                      written: dict[tuple[str, int], int | None]) -> list[tuple[Any, ...]]:
+        """ONE statement (:mod:`.batch`), in its own transaction: one round trip and one
+        server wake-up per batch (two before: the epochs read, then the writes; measured 1.3x
+        the raw INSERT + COMMIT floor against 2x). The rows of every writer not refused
+        already go; the server keeps those whose writer holds its run's epoch, read ``FOR
+        SHARE``; the epochs it returns sort the batch out here the same way
+        (:func:`~chainlab.store._writer.settle`)."""
         store = self.store
         stale, failed = store._stale, store._failed
-        # pipeline mode: BEGIN goes with the epoch read (one round trip), the writes, the
-        # NOTIFY and the COMMIT go together (a second one); measured ~2x faster per commit
-        # over a unix socket than a round trip per statement
-        with conn.pipeline(), conn.transaction():
-            run_ids = sorted({item[1] for item in appends})
-            epochs: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
-                "SELECT run_id, epoch FROM runs WHERE run_id = ANY(%s) ORDER BY run_id "
-                "FOR SHARE", (run_ids,)).fetchall())
-            rows, runs = sort_batch(appends, epochs.get, stale, failed, written)
-            with conn.cursor() as cur:
-                if rows:
-                    cur.executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", rows)
-                for run_id, (status, ts) in runs.items():
-                    if status is not None:  # else updated_at is read from the last event
-                        cur.execute("UPDATE runs SET status = %s, updated_at = %s "
-                                    "WHERE run_id = %s", (status, ts, run_id))
-                heads: dict[str, int] = {}
-                for row in rows:
-                    heads[row[0]] = row[1]
-                for run_id, seq in heads.items():
-                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{run_id} {seq}"))
+        offered = offer(appends, stale, failed)
+        if not offered:
+            return []
+        epochs: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
+            BATCH, batch_parameters(offered)).fetchall())
+        rows, _ = settle(offered, epochs.get, stale, failed, written)
         return rows
 
 

@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from chainlab.errors import RunNotFoundError
-from chainlab.store._writer import record_of, run_select
 from chainlab.store.base import DriverInfo, RunRecord
 from chainlab.store.queue import WorkerInfo
 from chainlab.store.sql_queue import SqlQueue, Tx
+from chainlab.store.sql_rows import record_of, run_select
 from chainlab.store.sqlite.drivers import SQLiteLiveness
 
 __all__ = ["SQLiteQueue"]

@@ -1,9 +1,11 @@
 """SQLite store (the default): WAL, one writer thread with group commit, epoch fencing.
 
-* Every ``append`` goes to a single writer thread that commits whatever has queued up in one
-  transaction (group commit): the event loop never touches sqlite for writes, and a burst of
-  events costs one commit. ``await flush()`` is the durability barrier the runtime takes
-  before side-effecting calls and when a run stops or suspends.
+* Every ``append`` is queued and committed with whatever else has queued up, in one
+  transaction (group commit: :mod:`chainlab.store._writer`): by the writer thread for what
+  nobody waits for, or by the caller of a flush on its own thread when the writer is idle
+  (on a connection that never waits for another process's lock: then the writer thread
+  does it). ``await flush()`` is the durability barrier the runtime takes before
+  side-effecting calls and when a run stops or suspends.
 * Each transaction checks the run's epoch; a write from a stale epoch is refused (nothing of
   it is committed) and the next ``flush`` of that writer raises StaleEpochError. A write that
   cannot be committed (a payload that is not JSON, a disk error) stops that writer the same
@@ -44,10 +46,10 @@ from chainlab.errors import (
     StoreFileError,
 )
 from chainlab.events.event import Event, event_kind
-from chainlab.store._writer import (
+from chainlab.store._writer import GroupCommitWriter, WriterStore
+from chainlab.store.base import DriverInfo, RunRecord, check_run_id
+from chainlab.store.sql_rows import (
     Append,
-    GroupCommitWriter,
-    WriterStore,
     event_rows,
     insert_run,
     not_text,
@@ -55,7 +57,6 @@ from chainlab.store._writer import (
     run_select,
     sort_batch,
 )
-from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.sqlite.errors import _fault
 from chainlab.store.sqlite.queue import SQLiteQueue
 from chainlab.store.sqlite.schema import MIGRATIONS, migrate
@@ -97,6 +98,7 @@ class SQLiteStore(SQLiteQueue, WriterStore):
         self._init_writes()
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._gone = False  # the file at path is no longer the one opened (sticky)
+        self._checks = 0  # commits found the file still the one opened, right after it
         self._corrupt: StoreFileError | None = None  # once seen, nothing more is written
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
@@ -337,8 +339,11 @@ class SQLiteStore(SQLiteQueue, WriterStore):
             raise self._read_only()
 
     async def flush(self, run_id: str, epoch: int) -> None:
+        checks = self._checks
         await super().flush(run_id, epoch)
-        if not self._file_ok():  # what was committed went with the old file
+        # what was committed went with the old file? (a commit since the flush began looked
+        # right after it: no second look)
+        if self._gone or (self._checks == checks and not self._file_ok()):
             key = (run_id, epoch)
             self._failed.setdefault(key, self._gone_error(self._lost(run_id)))
             raise self._failed[key]
@@ -381,8 +386,12 @@ class SQLiteWriter:
         self.store = store
         self.conn: sqlite3.Connection | None = None
         self.broken: Exception | None = None
+        # the connection a flush commits on, on its own thread (one at a time): it never
+        # waits for another connection's lock (busy_timeout 0: the writer thread waits)
+        self.inline_conn: sqlite3.Connection | None = None
         self.thread = GroupCommitWriter("chainlab-sqlite-writer", self.commit_batch,
-                                        start=self.open, failed=store._failed)
+                                        start=self.open, failed=store._failed,
+                                        inline=self.commit_inline)
 
     def open(self) -> None:
         store = self.store
@@ -392,8 +401,31 @@ class SQLiteWriter:
             else:
                 self.conn = store._open()
                 self.conn.execute(f"PRAGMA synchronous = {store.synchronous}")
+                store._file_ok()  # (opened on a file put in the opened one's place: gone)
         except Exception as exc:
             self.broken = exc
+
+    def commit_inline(self, appends: list[Append]) -> bool:
+        """Commit a batch on the caller's thread; False (nothing written) when the database
+        is busy or the connection cannot be opened: the writer thread takes the batch."""
+        store = self.store
+        if store._closed:  # closing: the writer thread commits what is left
+            return False
+        conn = self.inline_conn
+        if conn is None:
+            if store._shared is not None:
+                conn = store._shared
+            else:
+                try:
+                    conn = store._open()
+                    conn.execute("PRAGMA busy_timeout = 0")
+                    conn.execute(f"PRAGMA synchronous = {store.synchronous}")
+                except Exception:
+                    return False  # the writer thread meets the same fault and reports it
+                store._file_ok()  # (opened on a file put in the opened one's place: gone)
+            self.inline_conn = conn
+        with store._lock:
+            return self._commit(conn, appends) is not False
 
     def commit_batch(self, appends: list[Append]) -> None:
         store = self.store
@@ -414,19 +446,26 @@ class SQLiteWriter:
                 return fault
         return StoreError(f"cannot open {store.path} for writing: {exc}")
 
-    def _commit(self, conn: sqlite3.Connection, appends: list[Append]) -> None:
-        """Commit every acceptable append in one transaction; record refused writers."""
+    def _commit(self, conn: sqlite3.Connection, appends: list[Append]) -> bool:
+        """Commit every acceptable append in one transaction; record refused writers.
+        False: the inline connection found the database busy (nothing written)."""
         store = self.store
         stale, failed = store._stale, store._failed
-        if not store._file_ok() or store._corrupt is not None:  # gone or damaged: no writes
+        if store._gone or store._corrupt is not None:  # gone or damaged: no writes
             for _, run_id, epoch, events, _ in appends:
                 refused = store._refusal(run_id, events[0].seq if events else None)
                 if refused is not None and (run_id, epoch) not in stale:
                     failed.setdefault((run_id, epoch), refused)
-            return
+            return True
         written: dict[tuple[str, int], int | None] = {}  # -> first seq in this batch
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if conn is self.inline_conn and conn is not store._shared and str(
+                        getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY"):
+                    return False
+                raise
 
             epochs: dict[str, int | None] = {}
 
@@ -453,10 +492,16 @@ class SQLiteWriter:
                 fault = store._translate(exc, store._lost(key[0], first)) if isinstance(
                     exc, sqlite3.Error) else None
                 failed.setdefault(key, fault or error)
-            return
+            return True
+        if not store._file_ok():  # deleted or replaced meanwhile: this went with the old file
+            for key, first in written.items():
+                failed.setdefault(key, store._gone_error(store._lost(key[0], first)))
+            return True
+        store._checks += 1
         saved = store._saved
         for row in rows:  # in seq order: the last one of each run stays
             saved[row[0]] = row[1]
+        return True
 
 
 class _InUse:
