@@ -398,3 +398,23 @@ def test_no_kind_switch_outside_a_kinds_own_module() -> None:
         if found:
             wrong[rel] = found
     assert wrong == {}, f"kind switches outside the kinds' modules: {wrong}"
+
+
+#: every kind of step, by the name a node carries (``Node.kind``)
+EVERY_KIND = ("call", "job", "chain", "for_each", "agent")
+
+
+def test_every_registered_kind_lives_in_a_module_named_after_it() -> None:
+    """Kind name = module (or folder) name = what the registry answers (issue 44): a reader
+    who meets ``kind: for_each`` opens ``engine/attempt/for_each.py``."""
+    from chainlab.runtime.engine.attempt import kind, kinds
+    from chainlab.runtime.engine.attempt.kinds import KINDS
+
+    assert set(KINDS) == set(EVERY_KIND)
+    for name in EVERY_KIND:
+        found = KINDS[name]
+        assert found.name == name
+        assert type(found).__module__ == f"chainlab.runtime.engine.attempt.{name}", name
+        # the protocol's and the registry's guides name every kind
+        for guide in (kind, kinds):
+            assert f"``{name}``" in (guide.__doc__ or ""), (guide.__name__, name)

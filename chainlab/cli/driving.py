@@ -27,7 +27,7 @@ from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
-from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
+from chainlab.runtime.engine.attempt.agent.calls import turns_by_step
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store

@@ -25,7 +25,7 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
-from chainlab.runtime.engine.attempt.agentcalls import call_tools
+from chainlab.runtime.engine.attempt.agent.calls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import QueueDepth
 

@@ -18,7 +18,7 @@ from chainlab.errors import ChainlabError, Problem
 from chainlab.events.fold import RunState
 from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine.attempt.agentcalls import call_tools
+from chainlab.runtime.engine.attempt.agent.calls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox
 

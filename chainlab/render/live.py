@@ -46,7 +46,7 @@ from chainlab.render.style import FONT, STATUS_STYLE, dasharray, status_line, st
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
+    from chainlab.runtime.engine.attempt.agent.calls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 

@@ -213,7 +213,7 @@ class Run(RunView):
         """Complete a waiting remote job from outside (its callback): with ``output`` (the
         step's output) or ``error`` (it failed). Stored until the job's waiter reads it.
         Raises RunStateError (not a waiting job; a second completion), DecisionError."""
-        from chainlab.runtime.engine.attempt.jobwait import complete_job
+        from chainlab.runtime.engine.attempt.job.wait import complete_job
 
         k = self._k()
         k.require_step(step_id)
@@ -227,7 +227,7 @@ class Run(RunView):
         (not retried) and the run goes on as after any failure (``run.cancel()`` cancels
         every waiting job, with the run). Raises RunStateError when the step is not a job
         that waits in this process."""
-        from chainlab.runtime.engine.attempt.jobwait import cancel_job
+        from chainlab.runtime.engine.attempt.job.wait import cancel_job
 
         k = self._k()
         k.require_step(step_id)

@@ -26,7 +26,7 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.runtime.engine.attempt.agentcalls import transcript
+from chainlab.runtime.engine.attempt.agent.calls import transcript
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan

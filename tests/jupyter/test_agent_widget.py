@@ -122,7 +122,7 @@ def test_a_shape_graphviz_cannot_lay_out_keeps_the_picture_and_is_not_tried_agai
     from chainlab import Chain
     from chainlab.jupyter.run_widget.dag import DagView
     from chainlab.render.svg import GraphvizError
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
+    from chainlab.runtime.engine.attempt.agent.calls import TurnShape
 
     shop = Shop()
     chain = Chain.from_dict({"name": "c", "steps": [{"id": "help", "tool": "lookup",

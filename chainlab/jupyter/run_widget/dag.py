@@ -30,7 +30,7 @@ from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendVie
 from chainlab.plan.schema import Chain
 from chainlab.render.live import css_string
 from chainlab.render.style import status_line, status_style
-from chainlab.runtime.engine.attempt.agentcalls import TurnShape
+from chainlab.runtime.engine.attempt.agent.calls import TurnShape
 from chainlab.tools import Toolbox
 
 __all__ = ["DagView", "RunDag"]

@@ -3,7 +3,7 @@ per call the model made (its turn, what the model said, the call as the model wr
 step it became and its status, what the model was told) and a row for the final answer.
 
 The turns are read by the agent kind's own module
-(:mod:`chainlab.runtime.engine.attempt.agentcalls`) from the state the inspector draws (the
+(:mod:`chainlab.runtime.engine.attempt.agent.calls`) from the state the inspector draws (the
 live run, or the run at the scrubbed event), so the inspector asks no step which kind it
 is: a step with no recorded turn gets no transcript. A call's step shows its own tool
 (:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
-from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, transcript
+from chainlab.runtime.engine.attempt.agent.calls import agent_step_ids, transcript
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState

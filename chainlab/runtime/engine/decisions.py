@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
-from chainlab.runtime.engine.attempt.call import invalid_input
+from chainlab.runtime.engine.attempt.call.seam import invalid_input
 from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
 from chainlab.tools import NotJSONError, args_hash, to_json_value
 

@@ -24,8 +24,8 @@ from chainlab.events import (
 )
 from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.for_each import grow_nodes, instance_id
 from chainlab.runtime.engine.attempt.kinds import KINDS
-from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
 from chainlab.runtime.engine.compile import Graph, Node
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
 from chainlab.tools import NotJSONError, args_hash, to_json_value
@@ -422,7 +422,7 @@ class Planner:
         try:
             node.tool.validate_args(args)
         except ValidationError as exc:
-            from chainlab.runtime.engine.attempt.call import invalid_input
+            from chainlab.runtime.engine.attempt.call.seam import invalid_input
 
             raise PlanError(Problem(
                 "invalid_args", f"edited args do not fit tool {node.tool.name!r}: "

@@ -4,14 +4,14 @@ recovery, the saga and fork call it and never ask which kind they hold.
 =============  ============================================================================
 protocol       what each kind does there
 =============  ============================================================================
-prepare        (:func:`.life.gate`, before anything else, for a kind that calls something)
+prepare        (:func:`.call.gate`, before anything else, for a kind that calls something)
                the confirmation for exactly these args and the budget: the rule every
                path goes through; a step that fails it waits for a person and holds nothing
 start / wait   :meth:`Kind.run`: a worker took the step from the scheduler (a slot held
                while it runs). A tool call starts and waits for its body; a remote job
                submits once (write-ahead), records the handle and waits holding no slot; a
                sub-chain starts its steps; a ``for_each`` step grows its instances
-record         each kind records its outcome with the attempt's events (:func:`.fate.record`
+record         each kind records its outcome with the attempt's events (:func:`.call.fate.record`
                for a call: retry, in_doubt or failed by the safety rule);
                :meth:`Kind.child_settled`: the last of a parent's steps finished (a
                sub-chain, the instances of a ``for_each`` step): it settles
@@ -21,9 +21,10 @@ recover        :meth:`Kind.recover` (synchronous, while the scheduler is rebuilt
 cancel         :meth:`Kind.cancel`: the run stops with the step unsettled
 =============  ============================================================================
 
-The kinds: :class:`.life.ToolCall` (``call``), :class:`.job.RemoteJob` (``job``),
-:class:`.subchain.SubChain` (``chain``), :class:`.mapped.ForEach` (``for_each``), named in
-:mod:`.kinds`. A new kind of call is a new module here and a line there, and nothing else.
+The kinds, registered in :mod:`.kinds`: :class:`.call.ToolCall` (``call``),
+:class:`.job.RemoteJob` (``job``), :class:`.chain.SubChain` (``chain``),
+:class:`.for_each.ForEach` (``for_each``) and :class:`.agent.AgentStep` (``agent``). A new kind
+of step is a new module here, named after it, and a line there, and nothing else.
 """
 
 from __future__ import annotations

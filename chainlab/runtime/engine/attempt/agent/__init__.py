@@ -2,7 +2,7 @@
 
 Each model turn is an attempt of the agent step, through the same gate as any call (its
 confirmation, the run's budget), then the agent's own limit (``max_turns``, raised in its
-args by a person). The turn's request (rebuilt from the log: :mod:`.agentcalls`) is recorded
+args by a person). The turn's request (rebuilt from the log: :mod:`.calls`) is recorded
 with its hash in ``step_started``; the model is asked (holding a slot, like a call); then
 
 * a final answer ends the step: ``step_succeeded`` with the answer as output (the JSON it
@@ -37,7 +37,7 @@ from chainlab.agent.agent import AgentTool
 from chainlab.agent.conversation import Refused, check_calls, messages
 from chainlab.agent.model import ModelRequest
 from chainlab.events import ErrorKind, EventKind, StepStatus
-from chainlab.runtime.engine.attempt.agentcalls import (
+from chainlab.runtime.engine.attempt.agent.calls import (
     call_step_id,
     fork_confirm,
     grow_calls,
@@ -45,10 +45,10 @@ from chainlab.runtime.engine.attempt.agentcalls import (
     turn_records,
     turns_of,
 )
-from chainlab.runtime.engine.attempt.call import Failure, Outcome, classify
-from chainlab.runtime.engine.attempt.fate import record
+from chainlab.runtime.engine.attempt.call import gate
+from chainlab.runtime.engine.attempt.call.fate import record
+from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.kind import Parent
-from chainlab.runtime.engine.attempt.life import gate
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
 
