@@ -1,7 +1,7 @@
 """Agent steps (DESIGN §18): a model that chooses tool calls turn by turn, as a step of a
 chain, on the same kernel and under every rule a chain keeps.
 
-- :mod:`.agent`: :class:`Agent` (instructions, tools, model endpoint, limits), registered
+- :mod:`.definition`: :class:`Agent` (instructions, tools, model endpoint, limits), registered
   with ``toolbox.add_agent(agent)`` as the tool ``agent:NAME`` (:class:`AgentTool`), and
   :func:`one_step_chain`, the chain the front ends run to ask one agent one request;
 - :mod:`.model`: one model turn's request and answer, and the :class:`ModelClient` seam;
@@ -16,7 +16,7 @@ The runtime runs an agent step (``chainlab.runtime.engine.attempt.agent``); this
 imports nothing of the runtime.
 """
 
-from chainlab.agent.agent import Agent, AgentTool, one_step_chain
+from chainlab.agent.definition import Agent, AgentTool, one_step_chain
 from chainlab.agent.model import ModelCall, ModelClient, ModelRequest, ModelTurn
 
 __all__ = ["Agent", "AgentTool", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
-from chainlab.agent.agent import AGENT_PREFIX, Agent, one_step_chain
+from chainlab.agent.definition import AGENT_PREFIX, Agent, one_step_chain
 from chainlab.agent.endpoint import Endpoint
 from chainlab.errors import UsageError
 from chainlab.plan.parts import STEP_ID_PATTERN

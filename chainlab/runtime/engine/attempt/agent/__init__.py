@@ -14,7 +14,7 @@ with its hash in ``step_started``; the model is asked (holding a slot, like a ca
   when the last has settled (succeeded, failed, rejected: all go back to the model) the
   next turn is readied (``step_ready``);
 * a failed request (server down, busy, slow) is retried by the step's retry policy, counted
-  per turn (:data:`chainlab.agent.agent.MODEL_RETRY` by default), then fails the step naming
+  per turn (:data:`chainlab.agent.definition.MODEL_RETRY` by default), then fails the step naming
   the endpoint.
 
 Three turns in a row that make no step (every call refused, or an answer that does not fit)
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.agent.agent import AgentTool
 from chainlab.agent.conversation import Refused, check_calls, messages
+from chainlab.agent.definition import AgentTool
 from chainlab.agent.model import ModelRequest
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agent.calls import (
@@ -55,7 +55,7 @@ from chainlab.tools import args_hash
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from chainlab.agent.agent import Agent
+    from chainlab.agent.definition import Agent
     from chainlab.agent.model import ModelTurn
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chainlab.agent.agent import AGENT_PREFIX
 from chainlab.agent.conversation import TurnRecord, result_text
+from chainlab.agent.definition import AGENT_PREFIX
 from chainlab.agent.model import ModelTurn
 from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step
