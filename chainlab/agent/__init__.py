@@ -7,10 +7,14 @@ chain, on the same kernel and under every rule a chain keeps.
 - :mod:`.model`: one model turn's request and answer, and the :class:`ModelClient` seam;
 - :mod:`.conversation`: the conversation rebuilt from a run's recorded turns, the tools as
   functions, each call checked before it becomes a step;
+- :mod:`.turns`: an agent step's turns as its run recorded them, the read side every view
+  and front end uses (the transcript, the turns a drawing lays out, the tools of the calls);
 - :mod:`.endpoint` and :mod:`.modes`: the endpoint's configuration and the negotiation of
   structured output, shared with the planner;
 - :mod:`.openai`: the client over the ``openai`` package (the only module here importing
-  it, loaded when an agent first asks its model).
+  it, loaded when an agent first asks its model);
+- :mod:`.adhoc`: the front ends' ad-hoc agent (``chainlab agent "REQUEST"``, ``%chain
+  agent``) and the definition a run keeps of it.
 
 The runtime runs an agent step (``chainlab.runtime.engine.attempt.agent``); this package
 imports nothing of the runtime.

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from chainlab.agent.turns import turns_by_step
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
@@ -27,7 +28,6 @@ from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
-from chainlab.runtime.engine.attempt.agent.calls import turns_by_step
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store

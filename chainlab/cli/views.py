@@ -20,12 +20,12 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from chainlab.agent.turns import call_tools
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
-from chainlab.runtime.engine.attempt.agent.calls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import QueueDepth
 

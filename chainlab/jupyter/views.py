@@ -14,11 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from chainlab.agent.turns import call_tools
 from chainlab.errors import ChainlabError, Problem
 from chainlab.events.fold import RunState
 from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine.attempt.agent.calls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox
 

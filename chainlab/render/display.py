@@ -20,9 +20,9 @@ from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
 
 if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
     from chainlab.events.fold import RunState, StepState
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.engine.attempt.agent.calls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 
@@ -176,9 +176,9 @@ class _Recorded(Protocol):
 
 def agent_turns(run: _Recorded) -> dict[str, tuple[TurnShape, ...]]:
     """The turns of each agent step of the run that has grown (the kind's own reading,
-    :func:`~chainlab.runtime.engine.attempt.agent.calls.turn_shapes`): what its cluster
+    :func:`~chainlab.agent.turns.turn_shapes`): what its cluster
     draws."""
-    from chainlab.runtime.engine.attempt.agent.calls import turn_shapes
+    from chainlab.agent.turns import turn_shapes
 
     return turn_shapes(run.state) if run.state.growth else {}
 
@@ -320,7 +320,7 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
 def run_status_table(run: Run) -> str:
     """An HTML table of the run's steps: step, tool, status (with its badge), attempts, and
     the reason or last error."""
-    from chainlab.runtime.engine.attempt.agent.calls import call_tools
+    from chainlab.agent.turns import call_tools
 
     tools = {s.id: s.tool for s in run.chain.steps}
     tools.update(call_tools(run.state))  # an agent's calls: the tool the model chose

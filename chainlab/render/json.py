@@ -73,7 +73,7 @@ _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_d
 def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
     """One run as JSON data (shape: the module docstring). ``status`` is the fold's (the
     event log is the truth), the record's while no event was folded."""
-    from chainlab.runtime.engine.attempt.agent.calls import turns_by_step  # the kind reads
+    from chainlab.agent.turns import turns_by_step  # (the agent's read side)
 
     by_step: dict[str, list[AttemptRecord]] = {}
     for rec in state.attempts:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chainlab.agent.adhoc import run_toolbox
+from chainlab.agent.turns import transcript
 from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
@@ -26,7 +27,6 @@ from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.runtime.engine.attempt.agent.calls import transcript
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan

@@ -24,13 +24,13 @@ from typing import Any
 
 import ipywidgets as W
 
+from chainlab.agent.turns import TurnShape
 from chainlab.errors import ChainlabError, MissingExtraError
 from chainlab.jupyter._assets import dag_js
 from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendView
 from chainlab.plan.schema import Chain
 from chainlab.render.live import css_string
 from chainlab.render.style import status_line, status_style
-from chainlab.runtime.engine.attempt.agent.calls import TurnShape
 from chainlab.tools import Toolbox
 
 __all__ = ["DagView", "RunDag"]

@@ -2,10 +2,9 @@
 per call the model made (its turn, what the model said, the call as the model wrote it, the
 step it became and its status, what the model was told) and a row for the final answer.
 
-The turns are read by the agent kind's own module
-(:mod:`chainlab.runtime.engine.attempt.agent.calls`) from the state the inspector draws (the
-live run, or the run at the scrubbed event), so the inspector asks no step which kind it
-is: a step with no recorded turn gets no transcript. A call's step shows its own tool
+The turns are read by the agent's read side (:mod:`chainlab.agent.turns`) from the state the
+inspector draws (the live run, or the run at the scrubbed event), so the inspector asks no
+step which kind it is: a step with no recorded turn gets no transcript. A call's step shows its own tool
 (:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
+from chainlab.agent.turns import agent_step_ids, transcript
 from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
-from chainlab.runtime.engine.attempt.agent.calls import agent_step_ids, transcript
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState

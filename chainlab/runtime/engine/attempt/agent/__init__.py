@@ -36,14 +36,13 @@ import anyio
 from chainlab.agent.conversation import Refused, check_calls, messages
 from chainlab.agent.definition import AgentTool
 from chainlab.agent.model import ModelRequest
+from chainlab.agent.turns import turn_records, turns_of
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agent.calls import (
     call_step_id,
     fork_confirm,
     grow_calls,
     refused_streak,
-    turn_records,
-    turns_of,
 )
 from chainlab.runtime.engine.attempt.call import gate
 from chainlab.runtime.engine.attempt.call.fate import record
