@@ -3,14 +3,11 @@
 front end (the transcript, the JSON view, ``chainlab show``, the widget's drawing), which read
 it here and never in the engine.
 
-Each turn that asked for tool calls is ONE ``steps_added`` event of the agent step (payload
-``kind: agent``): the turn's number, the attempt that asked, the model's ``answer`` (its
-text and calls, as :meth:`~chainlab.agent.model.ModelTurn.to_dict` writes them), the steps
-the calls became (``ids``) and, in the same order, what each is (``calls``: ``{index, tool,
-args}``, ``index`` being the call's position in the answer), the calls refused to the
-model (``refused``: ``{index, error}``), the ``feedback`` on a final answer that did not fit
-(a turn with no call), and the turn's ``usage``. A call's step is ``AGENT/TURN.N``
-(``help/2.1``: turn 2, first call); the engine grows it (``runtime.engine.attempt.agent``).
+Each turn that asked for tool calls (or gave a final answer that did not fit) is ONE
+``steps_added`` event of the agent step, its payload a :class:`TurnRecorded`: the engine
+writes it through that type and every reader reads it back through it (no reader looks up
+the payload's keys). A call's step is ``AGENT/TURN.N`` (``help/2.1``: turn 2, first call);
+the engine grows it (``chainlab.runtime.engine.attempt.agent``).
 
 Everything here reads run state (:class:`~chainlab.events.RunState`) and nothing else: the
 conversation of the next turn (:func:`turn_records`), the transcript a person reads
@@ -21,40 +18,158 @@ and the turns a drawing lays out (:func:`turn_shapes`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from chainlab.agent.conversation import TurnRecord, result_text
+from chainlab.agent.conversation import PastTurn, result_text
 from chainlab.agent.definition import AGENT_PREFIX
 from chainlab.agent.model import ModelTurn
+from chainlab.errors import StoreError
 from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step
 
 if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
 
-__all__ = ["TurnShape", "agent_step_ids", "call_plan_step", "call_tools", "transcript",
-           "turn_records", "turn_shapes", "turns_by_step", "turns_of"]
+__all__ = ["CallMade", "CallRefused", "TurnRecorded", "TurnShape", "agent_step_ids",
+           "call_plan_step", "call_tools", "recorded_turns", "transcript", "turn_records",
+           "turn_shapes", "turns_by_step", "turns_of"]
+
+#: ``kind`` of a turn's ``steps_added`` payload: the kind of the step that grew
+AGENT_KIND = "agent"
 
 
-def turns_of(state: RunState, step_id: str) -> list[Mapping[str, Any]]:
-    """The recorded turns (``steps_added`` payloads) of agent step ``step_id``, in order."""
-    return [payload for parent, payload in state.growth if parent == step_id]
+@dataclass(frozen=True, slots=True)
+class CallMade:
+    """A call of the model's answer that became a step: the step's id, the call's position
+    in the answer (``index``), the tool (``chain:NAME`` for a sub-chain) and its args."""
+
+    step_id: str
+    index: int
+    tool: str
+    args: dict[str, Any]
 
 
-def turn_records(state: RunState, turns: Iterable[Mapping[str, Any]]) -> list[TurnRecord]:
+@dataclass(frozen=True, slots=True)
+class CallRefused:
+    """A call of the model's answer refused to the model (no step was made): its position in
+    the answer and why (the text the model is told)."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecorded:
+    """One model turn of an agent step that did not end it, as its run records it: ONE
+    ``steps_added`` event of the agent step (:meth:`to_dict` is its payload, written by the
+    engine; :meth:`from_dict` reads it back, for the engine and every reader alike).
+
+    ``turn`` (1, 2, ...), the ``attempt`` that asked, the model's ``answer`` (with its usage),
+    the calls that became steps (``made``, in the model's order) and those refused to the
+    model (``refused``), the ``feedback`` on a final answer that did not fit the agent's
+    output schema (a turn with no call: it is sent back), and, in a fork, the calls that wait
+    for a person first (``confirm_first``: ``{step_id: card}``, read by the fold as for any
+    growth).
+
+    The stored shape, version 1 (every log written so far)::
+
+        {"kind": "agent", "turn": 2, "attempt": 2,
+         "answer": {"content", "calls": [{"id", "function", "arguments"}], "finish_reason"},
+         "ids": ["help/2.1"], "calls": [{"index": 0, "tool": "label", "args": {...}}],
+         "refused": [{"index": 1, "error": "..."}],
+         "feedback": "..." (a turn sent back), "usage": {...} (when the server said),
+         "confirm_first": {...} (in a fork)}
+
+    A version 1 payload carries no version key; a later version writes ``"v": N`` and a
+    reader that does not know it refuses the log (StoreError) rather than misread it.
+    """
+
+    #: the version this chainlab writes (and the newest it reads)
+    VERSION: ClassVar[int] = 1
+
+    turn: int
+    attempt: int
+    answer: ModelTurn
+    made: tuple[CallMade, ...] = ()
+    refused: tuple[CallRefused, ...] = ()
+    feedback: str | None = None
+    confirm_first: Mapping[str, Any] | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        """The steps the turn's calls became, in the model's order."""
+        return [call.step_id for call in self.made]
+
+    @property
+    def fruitless(self) -> bool:
+        """The turn made no step: every call was refused, or its final answer did not fit."""
+        return not self.made
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``steps_added`` payload (JSON data; the shape above)."""
+        out: dict[str, Any] = {
+            "kind": AGENT_KIND, "turn": self.turn, "attempt": self.attempt,
+            "answer": self.answer.to_dict(), "ids": self.ids,
+            "calls": [{"index": c.index, "tool": c.tool, "args": c.args} for c in self.made],
+            "refused": [{"index": r.index, "error": r.error} for r in self.refused]}
+        if self.feedback is not None:
+            out["feedback"] = self.feedback
+        if self.answer.usage:
+            out["usage"] = self.answer.usage
+        if self.confirm_first:
+            out["confirm_first"] = dict(self.confirm_first)
+        return out
+
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> TurnRecorded:
+        """A recorded turn read back from its payload. Raises StoreError for a version this
+        chainlab does not know (a log written by a newer one)."""
+        version = payload.get("v", 1)
+        if version != cls.VERSION:
+            raise StoreError(f"an agent turn recorded in version {version!r} of its record: "
+                             f"this chainlab reads version {cls.VERSION}; upgrade chainlab "
+                             "to read this run")
+        return cls(
+            payload["turn"], payload["attempt"],
+            ModelTurn.from_dict(payload["answer"], payload.get("usage")),
+            tuple(CallMade(step_id, spec["index"], spec["tool"], spec["args"])
+                  for step_id, spec in zip(payload["ids"], payload["calls"], strict=True)),
+            tuple(CallRefused(r["index"], r["error"]) for r in payload.get("refused", ())),
+            payload.get("feedback"), payload.get("confirm_first"))
+
+    @staticmethod
+    def is_turn(payload: Mapping[str, Any]) -> bool:
+        """Whether a ``steps_added`` payload records an agent's turn (not a for_each step's
+        instances)."""
+        return "turn" in payload
+
+
+def recorded_turns(state: RunState) -> Iterator[tuple[str, TurnRecorded]]:
+    """``(agent step id, turn)`` of every turn the run recorded, in the order recorded."""
+    for parent, payload in state.growth:
+        if TurnRecorded.is_turn(payload):
+            yield parent, TurnRecorded.from_dict(payload)
+
+
+def turns_of(state: RunState, step_id: str) -> list[TurnRecorded]:
+    """The recorded turns of agent step ``step_id``, in order."""
+    return [TurnRecorded.from_dict(payload) for parent, payload in state.growth
+            if parent == step_id]
+
+
+def turn_records(state: RunState, turns: Iterable[TurnRecorded]) -> list[PastTurn]:
     """The recorded turns as the next request needs them: each call's result read from its
     step (or its refusal), in the model's call order."""
     out = []
-    for payload in turns:
-        answer = ModelTurn.from_dict(payload["answer"])
-        results = [""] * len(answer.calls)
-        for refused in payload.get("refused", ()):
-            results[refused["index"]] = f"error: {refused['error']}"
-        for step_id, spec in zip(payload["ids"], payload["calls"], strict=True):
-            results[spec["index"]] = _result(state.steps[step_id])
-        out.append(TurnRecord(answer, results, payload.get("feedback")))
+    for turn in turns:
+        results = [""] * len(turn.answer.calls)
+        for refused in turn.refused:
+            results[refused.index] = f"error: {refused.error}"
+        for made in turn.made:
+            results[made.index] = _result(state.steps[made.step_id])
+        out.append(PastTurn(turn.answer, results, turn.feedback))
     return out
 
 
@@ -71,7 +186,6 @@ def call_plan_step(tool: str) -> Step:
     return Step(id="call", tool=tool)
 
 
-
 def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     """An agent step's turns as data, for a person: per turn its number, the model's text,
     its calls (function, tool, args as the model wrote them, the step each became and its
@@ -81,28 +195,25 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     st = state.steps[step_id]
     out: list[dict[str, Any]] = []
     turns = turns_of(state, step_id)
-    for payload, record in zip(turns, turn_records(state, turns), strict=True):
-        steps = {spec["index"]: (made_id, spec)
-                 for made_id, spec in zip(payload["ids"], payload["calls"], strict=True)}
-        refused = {r["index"]: r["error"] for r in payload.get("refused", ())}
+    for turn, past in zip(turns, turn_records(state, turns), strict=True):
+        made = {call.index: call for call in turn.made}
+        refused = {r.index: r.error for r in turn.refused}
         calls = []
-        for index, (call, told) in enumerate(zip(record.answer.calls, record.results,
+        for index, (call, told) in enumerate(zip(past.answer.calls, past.results,
                                                  strict=True)):
-            made = steps.get(index)
             entry: dict[str, Any] = {"call_id": call.call_id, "function": call.function,
                                      "arguments": call.arguments, "result": told}
-            if made is not None:
-                made_id, spec = made
-                child = state.steps[made_id]
-                entry.update(step_id=made_id, tool=spec["tool"], args=child.args
-                             or spec["args"], status=str(child.status))
+            step = made.get(index)
+            if step is not None:
+                child = state.steps[step.step_id]
+                entry.update(step_id=step.step_id, tool=step.tool, args=child.args
+                             or step.args, status=str(child.status))
             else:
                 entry.update(step_id=None, refused=refused.get(index))
             calls.append(entry)
-        out.append({"turn": payload["turn"], "content": record.answer.content,
-                    "calls": calls, "feedback": payload.get("feedback"),
-                    "usage": payload.get("usage")})
-    if str(st.status) in ("succeeded", "compensated") and st.output is not None:
+        out.append({"turn": turn.turn, "content": past.answer.content,
+                    "calls": calls, "feedback": turn.feedback, "usage": turn.answer.usage})
+    if _answered(st):
         out.append({"turn": len(turns) + 1, "content": st.output, "calls": [],
                     "feedback": None, "usage": _final_usage(state, step_id), "final": True})
     return out
@@ -120,8 +231,7 @@ def call_tools(state: RunState) -> dict[str, str]:
     """``{step_id: tool}`` of every call an agent's model made that became a step (``chain:NAME``
     for a sub-chain), also before the call was attempted: what a front end shows as the
     step's tool (the chain names only the agent)."""
-    return {step_id: spec["tool"] for _, payload in state.growth if "turn" in payload
-            for step_id, spec in zip(payload["ids"], payload["calls"], strict=True)}
+    return {call.step_id: call.tool for _, turn in recorded_turns(state) for call in turn.made}
 
 
 def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
@@ -170,8 +280,15 @@ class TurnShape:
 
 _ACTIVE = frozenset({StepStatus.READY, StepStatus.RUNNING, StepStatus.RETRY_WAIT,
                      StepStatus.WAITING_CONFIRMATION})
-_ENDED_WELL = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATED,
-                         StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+#: an agent step that gave its final answer (and was perhaps undone since)
+_ANSWERED = frozenset({StepStatus.SUCCEEDED, StepStatus.COMPENSATED,
+                       StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED})
+
+
+def _answered(st: StepState) -> bool:
+    """The step's model gave its final answer (the one rule for the transcript and the
+    drawing: the step succeeded, and may have been undone since)."""
+    return st.status in _ANSWERED and st.output is not None
 
 
 def turn_shapes(state: RunState) -> dict[str, tuple[TurnShape, ...]]:
@@ -180,21 +297,18 @@ def turn_shapes(state: RunState) -> dict[str, tuple[TurnShape, ...]]:
     turns, then the final answer once the step succeeded, or the next turn while the step
     goes on and every call of its last turn has settled. Reads only the recorded growth (no
     conversation is rebuilt): a front end calls it on every redraw."""
-    grown: dict[str, list[Mapping[str, Any]]] = {}
-    for parent, payload in state.growth:
-        if "turn" in payload:
-            grown.setdefault(parent, []).append(payload)
+    grown: dict[str, list[TurnRecorded]] = {}
+    for parent, turn in recorded_turns(state):
+        grown.setdefault(parent, []).append(turn)
     out: dict[str, tuple[TurnShape, ...]] = {}
     steps = state.steps
-    for step_id, payloads in grown.items():
-        shapes = [TurnShape(
-            p["turn"], tuple(zip(p["ids"], (c["tool"] for c in p["calls"]), strict=True)),
-            len(p.get("refused", ())), bool(p.get("feedback")), _tokens(p.get("usage")))
-            for p in payloads]
+    for step_id, turns in grown.items():
+        shapes = [TurnShape(t.turn, tuple((c.step_id, c.tool) for c in t.made), len(t.refused),
+                            bool(t.feedback), _tokens(t.answer.usage)) for t in turns]
         st = steps.get(step_id)
         status = st.status if st is not None else StepStatus.PENDING
         after = shapes[-1].turn + 1
-        if status in _ENDED_WELL and st is not None and st.output is not None:
+        if st is not None and _answered(st):
             shapes.append(TurnShape(after, tokens=_tokens(_final_usage(state, step_id)),
                                     final=True))
         elif status in _ACTIVE and all(

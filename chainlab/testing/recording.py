@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
 from chainlab.agent.adhoc import adhoc_meta
+from chainlab.agent.turns import TurnRecorded
 from chainlab.errors import ReplayError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 
@@ -258,8 +259,11 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         if ev.kind == K.STEP_STARTED and "turn" in p:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
                               "request_hash": p.get("request_hash"), "request": p.get("request")}
-        elif step_id in open_ and (ev.kind == K.STEPS_ADDED or (
-                ev.kind == K.STEP_SUCCEEDED and "answer" in p)):
+        elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
+            answer = TurnRecorded.from_dict(p).answer
+            out.append({**open_.pop(step_id), "answer": answer.to_dict(),
+                        "usage": answer.usage})
+        elif step_id in open_ and ev.kind == K.STEP_SUCCEEDED and "answer" in p:  # the last
             out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage")})
         elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
                 and not p.get("resolved"):

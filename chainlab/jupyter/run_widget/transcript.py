@@ -4,8 +4,8 @@ step it became and its status, what the model was told) and a row for the final 
 
 The turns are read by the agent's read side (:mod:`chainlab.agent.turns`) from the state the
 inspector draws (the live run, or the run at the scrubbed event), so the inspector asks no
-step which kind it is: a step with no recorded turn gets no transcript. A call's step shows its own tool
-(:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
+step which kind it is: a step with no recorded turn gets no transcript. A call's step shows
+its own tool (:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
 
 from __future__ import annotations
 

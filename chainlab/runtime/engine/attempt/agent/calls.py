@@ -19,6 +19,7 @@ from chainlab.agent.turns import call_plan_step
 from chainlab.runtime.engine.compile import DEFAULT_RETRY, Node, compile_level
 
 if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnRecorded
     from chainlab.runtime.engine.compile import Graph
 
 __all__ = ["call_step_id", "fork_confirm", "grow_calls", "refused_streak"]
@@ -32,20 +33,20 @@ def call_step_id(agent_id: str, turn: int, index: int) -> str:
 
 
 def grow_calls(graph: Graph, nodes: Mapping[str, Node], parent: Node,
-               payload: Mapping[str, Any]) -> list[Node]:
+               recorded: TurnRecorded) -> list[Node]:
     """The nodes a recorded turn adds: its calls in the model's order, then (a sub-chain
     called as a tool) the sub-chain's steps under each such call."""
     options = graph.options
-    turn = payload["turn"]
+    turn = recorded.turn
     out: list[Node] = []
     inner: dict[str, Node] = {}
-    for step_id, spec in zip(payload["ids"], payload["calls"], strict=True):
-        name, args = spec["tool"], spec["args"]
+    for call in recorded.made:
+        step_id, name, args = call.step_id, call.tool, call.args
         chain = graph.chains[name[len(_CHAIN):]] if name.startswith(_CHAIN) else None
         tool = None if chain is not None else graph.toolbox.get(name)
         node = Node(
             id=step_id, step=call_plan_step(name),
-            tool=tool, order=(*parent.order, turn, spec["index"]), deps=(), ns=parent.ns,
+            tool=tool, order=(*parent.order, turn, call.index), deps=(), ns=parent.ns,
             render_args=_given(args), static_args=args, when=None,
             retry=(tool.retry if tool else None) or options.default_retry or DEFAULT_RETRY,
             timeout_s=(tool.timeout_s if tool else None) or options.default_timeout_s,
@@ -82,12 +83,12 @@ def fork_confirm(nodes: Iterable[Node], parent_run: str | None) -> dict[str, Any
             and not (node.tool.idempotent and node.tool.reconcile)}
 
 
-def refused_streak(turns: Sequence[Mapping[str, Any]]) -> int:
+def refused_streak(turns: Sequence[TurnRecorded]) -> int:
     """How many of the last turns made no step (every call refused, or a final answer that
     did not fit): a model that keeps doing that is stopped."""
     n = 0
-    for payload in reversed(turns):
-        if payload["ids"]:
+    for turn in reversed(turns):
+        if not turn.fruitless:
             break
         n += 1
     return n
