@@ -365,7 +365,7 @@ def test_at_most_four_modules_are_over_400_lines() -> None:
 KIND_HOMES = ("chainlab/runtime/engine/attempt/", "chainlab/runtime/engine/compile.py")
 KIND_SWITCHES = re.compile(
     r"\bJobTool\b|\.is_subchain\b|\.subchain_name\b|\.is_group\b|\bnode\.each\s+is\b"
-    r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)")
+    r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)|\.each\.source\b|\bregrows_in_fork\b")
 
 
 def kind_switches(source: str) -> list[tuple[int, str]]:
@@ -381,8 +381,9 @@ def kind_switches(source: str) -> list[tuple[int, str]]:
 
 def test_the_kind_switch_finder_sees_one() -> None:
     src = ("if isinstance(node.tool, JobTool):\n    pass\nif node.kind == 'job':\n"
-           "    x = step.is_subchain  # fine in a comment: JobTool\n")
-    assert [n for n, _ in kind_switches(src)] == [1, 3, 4]
+           "    x = step.is_subchain  # fine in a comment: JobTool\n"
+           "items = resolve(node.each.source)\nif KINDS[n.kind].regrows_in_fork:\n")
+    assert [n for n, _ in kind_switches(src)] == [1, 3, 4, 5, 6]
 
 
 def test_no_kind_switch_outside_a_kinds_own_module() -> None:

@@ -77,7 +77,6 @@ class AgentStep(Parent):
 
     name = "agent"
     what = "agent step"
-    grows = True
 
     async def run(self, k: RunCore, node: Node) -> None:
         """One model turn: the gate, the limit, the request recorded, the answer acted on."""

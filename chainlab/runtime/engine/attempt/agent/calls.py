@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chainlab.agent.turns import call_plan_step
+from chainlab.runtime.engine.attempt.kind import confirms_in_fork
 from chainlab.runtime.engine.compile import DEFAULT_RETRY, Node, compile_level
 
 if TYPE_CHECKING:
@@ -78,9 +79,7 @@ def fork_confirm(nodes: Iterable[Node], parent_run: str | None) -> dict[str, Any
         "parent_run": parent_run, "reason": "an agent step asked again in a fork",
         "note": f"this run is a fork of run {parent_run}: the agent's model chose this call "
                 "anew, and the parent run's agent may have made it already"}}
-    return {node.id: card for node in nodes
-            if node.tool is not None and node.tool.side_effects
-            and not (node.tool.idempotent and node.tool.reconcile)}
+    return {node.id: card for node in nodes if confirms_in_fork(node.tool)}
 
 
 def refused_streak(turns: Sequence[TurnRecorded]) -> int:
