@@ -419,3 +419,39 @@ def test_every_registered_kind_lives_in_a_module_named_after_it() -> None:
         # the protocol's and the registry's guides name every kind
         for guide in (kind, kinds):
             assert f"``{name}``" in (guide.__doc__ or ""), (guide.__name__, name)
+
+
+# ---------------------------------------------------------------------------- views
+#: the views and front ends: they use the runtime through its package face
+#: (``chainlab.runtime``), its coordination, a run's handle and ``chainlab.workspace``, and
+#: an agent's turns through ``chainlab.agent.turns``; never the engine (issue 44)
+VIEWS_AND_FRONT_ENDS = ("chainlab.render", "chainlab.timeline", "chainlab.jupyter",
+                        "chainlab.cli", "chainlab.http")
+
+
+def engine_imports(source: str, module: str) -> list[tuple[int, str]]:
+    """(line, target) of every import statement of ``source`` (module level, in a function,
+    under ``TYPE_CHECKING``) that reaches into ``chainlab.runtime.engine``."""
+    return sorted((line, target) for line, target in chainlab_imports(source, module,
+                                                                      type_checking=True)
+                  if _within(target, ("chainlab.runtime.engine",)))
+
+
+def test_the_engine_import_finder_sees_every_form() -> None:
+    src = ("from chainlab.runtime import engine\n"
+           "if TYPE_CHECKING:\n    from chainlab.runtime.engine.compile import Graph\n"
+           "def f():\n    import chainlab.runtime.engine.kernel\n"
+           "from chainlab.runtime import Run\nfrom ..runtime.engine import decisions\n")
+    assert [line for line, _ in engine_imports(src, "chainlab.cli.views")] == [1, 3, 5, 7]
+
+
+def test_views_and_front_ends_never_import_the_engine() -> None:
+    wrong = {}
+    for name, path in all_modules():
+        if _within(name, VIEWS_AND_FRONT_ENDS):
+            found = engine_imports(path.read_text(encoding="utf-8"), _as_package(name, path))
+            if found:
+                wrong[name] = found
+    assert len([m for m, _ in all_modules() if _within(m, VIEWS_AND_FRONT_ENDS)]) > 80
+    assert wrong == {}, ("views and front ends import the engine (use chainlab.runtime's "
+                         f"face, a run's handle, chainlab.agent.turns): {wrong}")

@@ -28,7 +28,7 @@ from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
-from chainlab.runtime.engine.executors import Executor
+from chainlab.runtime import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
 from chainlab.tools import Toolbox

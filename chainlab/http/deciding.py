@@ -33,7 +33,7 @@ from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, ApproveAll, Body, Reject, Resolve
 from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine import decisions
+from chainlab.runtime import check_approve_args
 
 if TYPE_CHECKING:
     from chainlab.http.service import Service
@@ -180,7 +180,7 @@ def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: st
     here first, so that a mistake never takes a run over). Raises DecisionError."""
     tool = _tool_of(toolbox, chain_data, step_id)
     if action == "approve" and fields.get("args") is not None:
-        decisions.check_approve_args(tool, step_id, fields["args"])
+        check_approve_args(tool, step_id, fields["args"])
     if action == "resolve" and "output" in fields and tool is not None:
         try:
             tool.check_output(fields["output"])

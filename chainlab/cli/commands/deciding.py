@@ -19,7 +19,7 @@ from chainlab.cli.driving import Output, interrupted, report, stored_state
 from chainlab.cli.progress import follow
 from chainlab.events.fold import RunState
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine.executors import Executor
+from chainlab.runtime import Executor
 from chainlab.runtime.runtime import Runtime
 from chainlab.store.base import Store
 from chainlab.tools import Toolbox
