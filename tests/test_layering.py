@@ -264,10 +264,11 @@ HOOKS = frozenset({
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
 })
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
-#: process; history reads recorded runs; Run is the handle; coordination spans processes;
-#: Runtime (and the faults demo, which starts a second Runtime) sit on top
+#: process; history reads recorded runs; Run is the handle (with what a run is compiled
+#: against, preparing's toolbox_of); coordination spans processes; Runtime (and the faults
+#: demo, which starts a second Runtime) sit on top
 RUNTIME_SUBLAYERS: dict[str, float] = {
-    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
+    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 2,
     "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4, "fleet": 4,
 }
 

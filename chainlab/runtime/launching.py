@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from chainlab.agent.adhoc import adhoc_meta, run_toolbox
 from chainlab.errors import (
     IdempotencyKeyError,
     PlanError,
@@ -47,7 +46,13 @@ from chainlab.runtime.history.estimates import (
 )
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
 from chainlab.runtime.hosting import Hosting
-from chainlab.runtime.preparing import Admitted, OpeningLog, request_hash
+from chainlab.runtime.preparing import (
+    Admitted,
+    OpeningLog,
+    adhoc_meta,
+    request_hash,
+    toolbox_of,
+)
 from chainlab.runtime.run import Run, RunOwner
 from chainlab.store.base import RunRecord, check_run_id
 from chainlab.store.queue import DEFAULT_QUEUE, Queue
@@ -177,7 +182,7 @@ class Launching(Hosting):
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
         graph, chain_data = self._prepared.compile(chain, opts, data,
-                                                   run_toolbox(self.toolbox, meta or {}),
+                                                   toolbox_of(self.toolbox, meta or {}),
                                                    self.chains)
         now = self.clock.now()
         extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
@@ -306,7 +311,7 @@ class Launching(Hosting):
         """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
         record = self.store.get_run(run_id)
         events = self.store.load_events(run_id)
-        return plan_fork(record, events, run_toolbox(self.toolbox, record.meta, run_id),
+        return plan_fork(record, events, toolbox_of(self.toolbox, record.meta, run_id),
                          self.chains, origin=self._state_of, **edits)
 
     def _state_of(self, run_id: str) -> RunState | None:
@@ -347,7 +352,7 @@ class Launching(Hosting):
         # the fork keeps the parent's ad-hoc agent: a later resume of the fork finds it
         parent = await self.run_io(self.store.get_run, run_id)
         meta = {**adhoc_meta(parent.meta), **dict(meta or {})}
-        seed = fork_seed(plan, run_toolbox(self.toolbox, meta), self.chains,
+        seed = fork_seed(plan, toolbox_of(self.toolbox, meta), self.chains,
                          run_id=self.id_factory(), now=self.clock.now(), meta=meta)
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
@@ -23,6 +22,7 @@ from chainlab.runtime.engine.compile import Graph, compile_chain
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import recorded_order
 from chainlab.runtime.launching import Launching
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import Claim
@@ -134,7 +134,7 @@ class Resuming(Launching):
         chains = dict(self.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
         opts = RunOptions.model_validate(record.options)
-        toolbox = run_toolbox(self.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
+        toolbox = toolbox_of(self.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
         raise_for_problems(chain, toolbox, chains=chains)
         return chain, compile_chain(chain, toolbox, chains, opts), opts
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.agent.turns import transcript
 from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
@@ -30,6 +29,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.saga import rollback_plan
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
@@ -217,8 +217,8 @@ class RunView:
     @property
     def toolbox(self) -> Toolbox:
         """Where this run's tools come from: its runtime's toolbox, with the run's ad-hoc
-        agent when it has one (:func:`chainlab.agent.adhoc.run_toolbox`)."""
-        return run_toolbox(self.runtime.toolbox, self.record.meta, self.run_id)
+        agent when it has one (:func:`chainlab.runtime.preparing.toolbox_of`)."""
+        return toolbox_of(self.runtime.toolbox, self.record.meta, self.run_id)
 
     def compiled(self) -> tuple[Graph, RunOptions] | None:
         """The run's graph as it grew (its for_each steps' instances included) and its

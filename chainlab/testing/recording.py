@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
-from chainlab.agent.adhoc import adhoc_meta
 from chainlab.agent.turns import TurnRecorded
 from chainlab.errors import ReplayError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
+from chainlab.runtime.preparing import adhoc_meta
 
 if TYPE_CHECKING:
     from chainlab.store.base import Store
