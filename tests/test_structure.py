@@ -409,9 +409,9 @@ def test_every_registered_kind_lives_in_a_module_named_after_it() -> None:
     """Kind name = module (or folder) name = what the registry answers (issue 44): a reader
     who meets ``kind: for_each`` opens ``engine/attempt/for_each.py``."""
     from chainlab.runtime.engine.attempt import kind, kinds
-    from chainlab.runtime.engine.attempt.kinds import KINDS
+    from chainlab.runtime.engine.attempt.kinds import KINDS, NAMES
 
-    assert set(KINDS) == set(EVERY_KIND)
+    assert set(NAMES) == set(EVERY_KIND)
     for name in EVERY_KIND:
         found = KINDS[name]
         assert found.name == name
@@ -455,3 +455,67 @@ def test_views_and_front_ends_never_import_the_engine() -> None:
     assert len([m for m, _ in all_modules() if _within(m, VIEWS_AND_FRONT_ENDS)]) > 80
     assert wrong == {}, ("views and front ends import the engine (use chainlab.runtime's "
                          f"face, a run's handle, chainlab.agent.turns): {wrong}")
+
+
+# ---------------------------------------------------------------------------- loading
+_PLAIN_CHAIN = '''
+import asyncio, json, sys
+from chainlab import Chain, Runtime, Toolbox
+from chainlab.store import SQLiteStore
+tb = Toolbox()
+
+@tb.tool
+def fetch(n: int) -> dict:
+    return {"total": n * 10}
+
+@tb.tool(side_effects=True, requires_confirmation=True)
+def send(total: int) -> str:
+    return f"sent {total}"
+
+chain = Chain.from_dict({"name": "invoice", "steps": [
+    {"id": "fetch", "tool": "fetch", "args": {"n": 3}},
+    {"id": "send", "tool": "send", "args": {"total": "{{ steps.fetch.output.total }}"}}]})
+
+async def main(path):
+    runtime = Runtime(tb, SQLiteStore(path))
+    run = await runtime.start(chain)
+    assert (await run.wait()).status == "suspended"
+    if WIDGET:
+        from chainlab.jupyter.run_widget import RunWidget
+        RunWidget(run)  # the first draw: the DAG laid out, the waiting step inspected
+        await asyncio.sleep(0.05)
+        await run.approve("send")
+        assert (await run.wait()).status == "succeeded"
+    if CONTROL:  # the probe sees the agent kind when a run has one
+        from chainlab.runtime.engine.attempt.kinds import KINDS
+        KINDS["agent"]
+    await runtime.aclose()
+    print(json.dumps(sorted(m for m in sys.modules if m.startswith("chainlab.agent")
+                            or m.startswith("chainlab.runtime.engine.attempt.agent"))))
+
+asyncio.run(main(sys.argv[1]))
+'''
+
+
+def _agent_modules_after(tmp_path: Path, *, widget: bool, control: bool = False) -> list[str]:
+    code = f"WIDGET = {widget}\nCONTROL = {control}\n{_PLAIN_CHAIN}"
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "runs.db")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT.parent)
+    assert proc.returncode == 0, proc.stderr
+    loaded: list[str] = __import__("json").loads(proc.stdout.splitlines()[-1])
+    return loaded
+
+
+def test_a_plain_chain_loads_no_agent_module(tmp_path: Path) -> None:
+    """A chain with no agent step starts, waits for a person and is drawn without loading
+    ``chainlab.agent`` or the engine's agent kind (issue 44 item 6): the kinds registry loads
+    a kind when a run first has a step of it, the runtime loads the ad-hoc agent only for a
+    run that keeps one, and the views read an agent's turns only when the run grew."""
+    assert _agent_modules_after(tmp_path, widget=False) == []
+    control = _agent_modules_after(tmp_path, widget=False, control=True)
+    assert {"chainlab.agent", "chainlab.runtime.engine.attempt.agent"} <= set(control)
+
+
+def test_a_plain_chain_first_widget_draw_loads_no_agent_module(tmp_path: Path) -> None:
+    pytest.importorskip("ipywidgets")
+    assert _agent_modules_after(tmp_path, widget=True) == []

@@ -29,10 +29,10 @@ from urllib.parse import urlsplit
 
 from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
-from chainlab.agent.definition import AGENT_PREFIX, Agent, one_step_chain
+from chainlab.agent.definition import Agent, one_step_chain
 from chainlab.agent.endpoint import Endpoint
 from chainlab.errors import UsageError
-from chainlab.plan.parts import STEP_ID_PATTERN
+from chainlab.plan.parts import AGENT_PREFIX, STEP_ID_PATTERN
 from chainlab.store.base import ADHOC_META
 
 if TYPE_CHECKING:

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chainlab.agent.conversation import PastTurn, result_text
-from chainlab.agent.definition import AGENT_PREFIX
 from chainlab.agent.model import ModelTurn
 from chainlab.errors import StoreError
 from chainlab.events.status import STEP_TERMINAL, StepStatus
-from chainlab.plan.parts import Step
+from chainlab.plan.parts import Step, names_an_agent
 
 if TYPE_CHECKING:
     from chainlab.events import RunState, StepState
@@ -224,7 +223,7 @@ def agent_step_ids(state: RunState) -> list[str]:
     ``agent:NAME``), in the order they first did."""
     return list(dict.fromkeys(
         rec.step_id for rec in state.attempts
-        if rec.kind == "call" and (rec.tool or "").startswith(AGENT_PREFIX)))
+        if rec.kind == "call" and names_an_agent(rec.tool)))
 
 
 def call_tools(state: RunState) -> dict[str, str]:

@@ -19,13 +19,13 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from chainlab.agent.turns import turns_by_step
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
 from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.plan.parts import names_an_agent
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
 from chainlab.runtime import Executor
@@ -90,6 +90,10 @@ def turns_lines(state: RunState) -> list[str]:
     """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
     help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
     the turn that answered says ``final answer``."""
+    if not any(names_an_agent(rec.tool) for rec in state.attempts):
+        return []  # (a run that ran no agent: nothing of the agent package read)
+    from chainlab.agent.turns import turns_by_step
+
     out = []
     for step_id, turns in turns_by_step(state).items():
         for turn in turns:

@@ -20,7 +20,6 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from chainlab.agent.turns import call_tools
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
@@ -164,8 +163,11 @@ def step_tools(chain: Chain | None, state: RunState) -> dict[str, str]:
     for rec in state.attempts:
         if rec.kind == "call" and rec.tool:
             tools.setdefault(rec.step_id, rec.tool)
-    for step_id, tool in call_tools(state).items():  # an agent's call, also not started yet
-        tools.setdefault(step_id, tool)
+    if state.growth:  # an agent's call, also not started yet (a run that grew nothing: none)
+        from chainlab.agent.turns import call_tools
+
+        for step_id, tool in call_tools(state).items():
+            tools.setdefault(step_id, tool)
     return tools
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chainlab.agent.turns import transcript
 from chainlab.errors import RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_TERMINAL,
@@ -264,6 +263,8 @@ class RunView:
         """An agent step's turns as data: per turn the model's text, its calls (the step
         each became, its status and what the model was told, or why it was refused) and
         the turn's usage; the final answer last (DESIGN §18). Raises UnknownStepError."""
+        from chainlab.agent.turns import transcript  # (a run with no agent never loads it)
+
         state = self.state
         if step_id not in state.steps:
             raise UnknownStepError(step_id, state.steps, run_id=self.run_id)

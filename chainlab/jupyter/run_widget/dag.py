@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from chainlab.agent.turns import TurnShape
 from chainlab.errors import ChainlabError, MissingExtraError
 from chainlab.jupyter._assets import dag_js
 from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendView
@@ -32,6 +31,9 @@ from chainlab.plan.schema import Chain
 from chainlab.render.live import css_string
 from chainlab.render.style import status_line, status_style
 from chainlab.tools import Toolbox
+
+if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
 
 __all__ = ["DagView", "RunDag"]
 

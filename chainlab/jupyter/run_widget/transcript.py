@@ -12,9 +12,9 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from chainlab.agent.turns import agent_step_ids, transcript
 from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
+from chainlab.plan.parts import names_an_agent
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState
@@ -29,6 +29,10 @@ _CLIP = 240  # characters of a text shown in a cell (the whole text in its toolt
 def transcript_html(state: RunState, step_id: str) -> str:
     """The transcript of agent step ``step_id`` as an HTML table under a label, or ``""``
     for a step that is not an agent step (or has asked its model nothing yet)."""
+    if not any(rec.step_id == step_id and names_an_agent(rec.tool) for rec in state.attempts):
+        return ""  # never ran an agent: no transcript (and nothing of the agent package read)
+    from chainlab.agent.turns import agent_step_ids, transcript
+
     if step_id not in agent_step_ids(state):
         return ""
     rows = []
