@@ -98,6 +98,27 @@ def traced(fn):
     return t, result
 
 
+async def traced_async(fn):
+    t = Trace()
+    sys.setprofile(t)
+    try:
+        result = await fn()
+    finally:
+        sys.setprofile(None)
+    return t, result
+
+
+async def start_and_wait(runtime, chain):
+    run = await runtime.start(chain)
+    await run.wait()
+    return run
+
+
+async def approve_and_wait(run, step_id):
+    await run.approve(step_id)
+    await run.wait()
+
+
 def agent_files(traces: list[Trace]) -> list[str]:
     """The agent's files the walk visited (the package and the engine's agent kind)."""
     seen = {f for t in traces for f, _ in t.calls}
@@ -132,23 +153,13 @@ async def agent_walk(d: str) -> list[tuple[str, Trace]]:
         for _ in range(2):  # the first run, untraced, loads what an agent's run loads
             server.add(tool_calls(Call("send_invoice", {"total": 30})),
                        "Sent the invoice of 30.")
-        warm = await runtime.start(chain)
-        await warm.wait()
-        await warm.approve("bill/1.1")
-        await warm.wait()
+        warm = await start_and_wait(runtime, chain)
+        await approve_and_wait(warm, "bill/1.1")
         rows = []
-        t = Trace()
-        sys.setprofile(t)
-        run = await runtime.start(chain)
-        await run.wait()
-        sys.setprofile(None)
+        t, run = await traced_async(lambda: start_and_wait(runtime, chain))
         rows.append(("turn -> call waits", t))
         assert run.state.steps["bill/1.1"].status.value == "waiting_confirmation"
-        t = Trace()
-        sys.setprofile(t)
-        await run.approve("bill/1.1")
-        await run.wait()
-        sys.setprofile(None)
+        t, _ = await traced_async(lambda: approve_and_wait(run, "bill/1.1"))
         rows.append(("approve -> result -> answer", t))
         assert run.state.status.value == "succeeded", run.state.status
         assert run.outputs["bill"] == "Sent the invoice of 30."
@@ -164,24 +175,11 @@ async def main() -> None:
         t, chain = traced(lambda: Chain.from_yaml(YAML))
         rows.append(("load (Chain.from_yaml)", t))
 
-        async def start():
-            run = await runtime.start(chain)
-            await run.wait()
-            return run
-
-        t = Trace()
-        sys.setprofile(t)
-        run = await start()
-        sys.setprofile(None)
+        t, run = await traced_async(lambda: start_and_wait(runtime, chain))
         rows.append(("start -> suspended", t))
         t, _w = traced(lambda: RunWidget(run))
         rows.append(("RunWidget(run)", t))
-
-        t = Trace()
-        sys.setprofile(t)
-        await run.approve("send")
-        await run.wait()
-        sys.setprofile(None)
+        t, _ = await traced_async(lambda: approve_and_wait(run, "send"))
         rows.append(("approve -> succeeded", t))
         assert run.state.status.value == "succeeded", run.state.status
         await runtime.aclose()
