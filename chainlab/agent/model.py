@@ -41,12 +41,16 @@ class ModelCall:
 class ModelTurn:
     """The model's answer to one request: its text (``content``), the tool calls it asks
     for (in its order), why it stopped, and what the request consumed (a usage dict:
-    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``)."""
+    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``). ``usage_unknown``: why
+    what the server reported cannot be taken (negative, NaN, over the limit: ``usage`` is
+    then None), which the runtime records with the turn, counting the step's expected usage
+    in its stead (:func:`chainlab.runtime.engine.budget.turn_usage`)."""
 
     content: str | None = None
     calls: tuple[ModelCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    usage_unknown: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as recorded in the run's log (the usage is recorded beside it)."""
@@ -54,11 +58,14 @@ class ModelTurn:
                 "finish_reason": self.finish_reason}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None
-                  ) -> ModelTurn:
+    def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None,
+                  usage_unknown: str | None = None) -> ModelTurn:
+        """The answer :meth:`to_dict` recorded, with the ``usage`` recorded beside it (or
+        why it was unknown: then the usage recorded was counted in its stead, not the
+        server's)."""
         return cls(data.get("content"), tuple(ModelCall.from_dict(c)
                                               for c in data.get("calls") or ()),
-                   data.get("finish_reason"), usage)
+                   data.get("finish_reason"), None if usage_unknown else usage, usage_unknown)
 
 
 @dataclass(frozen=True, slots=True)

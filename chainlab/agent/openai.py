@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chainlab._json import clean_text
+from chainlab._text import safe_repr
 from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
 from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
 from chainlab.agent.modes import (
@@ -158,7 +159,7 @@ def _turn(completion: Any) -> ModelTurn:
     calls = tuple(_call(str(c.id), str(c.function.name), _arguments(c.function.arguments))
                   for c in (message.tool_calls or ()))
     return ModelTurn(_text(message.content), calls, choices[0].finish_reason,
-                     _usage(completion.usage, completion.model))
+                     *_usage(completion.usage, completion.model))
 
 
 async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str, Any]
@@ -190,7 +191,7 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
     return ModelTurn(_text("".join(text)) if text else None,
                      tuple(_call(c["id"], c["name"], c["arguments"])
                            for _, c in sorted(calls.items())),
-                     finish, _usage(usage, model))
+                     finish, *_usage(usage, model))
 
 
 def _text(value: Any) -> str | None:
@@ -211,16 +212,21 @@ def _arguments(value: Any) -> str:
     return json.dumps(value) if value is not None else ""
 
 
-def _usage(usage: Any, model: Any) -> dict[str, Any] | None:
+def _usage(usage: Any, model: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the usage the server reported, None) or, when its numbers cannot be taken (negative,
+    NaN, over the limit: never dropped silently), (None, what it reported and why not)."""
     if usage is None:
-        return None
-    found = {"input_tokens": getattr(usage, "prompt_tokens", None),
-             "output_tokens": getattr(usage, "completion_tokens", None),
+        return None, None
+    sent = {"prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None)}
+    found = {"input_tokens": sent["prompt_tokens"], "output_tokens": sent["completion_tokens"],
              "model": model if isinstance(model, str) else None}
     try:
-        return normalize_usage(found) or None
-    except ValueError:
-        return None
+        return normalize_usage(found) or None, None
+    except ValueError as exc:
+        said = ", ".join(f"{key}={safe_repr(value, 40)}" for key, value in sent.items()
+                         if value is not None)
+        return None, f"the server reported {said} ({exc})"
 
 
 def error_text(exc: openai.APIStatusError) -> str:

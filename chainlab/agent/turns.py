@@ -29,7 +29,7 @@ from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step, names_an_agent
 
 if TYPE_CHECKING:
-    from chainlab.events import RunState, StepState
+    from chainlab.events import AttemptRecord, RunState, StepState
 
 __all__ = ["CallMade", "CallRefused", "TurnRecorded", "TurnShape", "agent_step_ids",
            "call_plan_step", "call_tools", "recorded_turns", "transcript", "turn_records",
@@ -65,12 +65,13 @@ class TurnRecorded:
     ``steps_added`` event of the agent step (:meth:`to_dict` is its payload, written by the
     engine; :meth:`from_dict` reads it back, for the engine and every reader alike).
 
-    ``turn`` (1, 2, ...), the ``attempt`` that asked, the model's ``answer`` (with its usage),
-    the calls that became steps (``made``, in the model's order) and those refused to the
-    model (``refused``), the ``feedback`` on a final answer that did not fit the agent's
-    output schema (a turn with no call: it is sent back), and, in a fork, the calls that wait
-    for a person first (``confirm_first``: ``{step_id: card}``, read by the fold as for any
-    growth).
+    ``turn`` (1, 2, ...), the ``attempt`` that asked, the model's ``answer``, the calls that
+    became steps (``made``, in the model's order) and those refused to the model
+    (``refused``), the ``feedback`` on a final answer that did not fit the agent's output
+    schema (a turn with no call: it is sent back), the turn's ``usage`` as counted (the
+    server's; or, with ``usage_unknown`` saying why the server's could not be taken, the
+    step's expected usage), and, in a fork, the calls that wait for a person first
+    (``confirm_first``: ``{step_id: card}``, read by the fold as for any growth).
 
     The stored shape, version 1 (every log written so far)::
 
@@ -78,8 +79,10 @@ class TurnRecorded:
          "answer": {"content", "calls": [{"id", "function", "arguments"}], "finish_reason"},
          "ids": ["help/2.1"], "calls": [{"index": 0, "tool": "label", "args": {...}}],
          "refused": [{"index": 1, "error": "..."}],
-         "feedback": "..." (a turn sent back), "usage": {...} (when the server said),
-         "confirm_first": {...} (in a fork)}
+         "feedback": "..." (a turn sent back),
+         "usage_unknown": "..." (the server's usage could not be taken),
+         "usage": {...} (the server's, or counted as expected), "confirm_first": {...} (in a
+         fork)}
 
     A version 1 payload carries no version key; a later version writes ``"v": N`` and a
     reader that does not know it refuses the log (StoreError) rather than misread it.
@@ -94,6 +97,8 @@ class TurnRecorded:
     made: tuple[CallMade, ...] = ()
     refused: tuple[CallRefused, ...] = ()
     feedback: str | None = None
+    usage: Mapping[str, Any] | None = None
+    usage_unknown: str | None = None
     confirm_first: Mapping[str, Any] | None = None
 
     @property
@@ -115,8 +120,10 @@ class TurnRecorded:
             "refused": [{"index": r.index, "error": r.error} for r in self.refused]}
         if self.feedback is not None:
             out["feedback"] = self.feedback
-        if self.answer.usage:
-            out["usage"] = self.answer.usage
+        if self.usage_unknown is not None:
+            out["usage_unknown"] = self.usage_unknown
+        if self.usage:
+            out["usage"] = dict(self.usage)
         if self.confirm_first:
             out["confirm_first"] = dict(self.confirm_first)
         return out
@@ -130,13 +137,14 @@ class TurnRecorded:
             raise StoreError(f"an agent turn recorded in version {version!r} of its record: "
                              f"this chainlab reads version {cls.VERSION}; upgrade chainlab "
                              "to read this run")
+        usage, unknown = payload.get("usage"), payload.get("usage_unknown")
         return cls(
             payload["turn"], payload["attempt"],
-            ModelTurn.from_dict(payload["answer"], payload.get("usage")),
+            ModelTurn.from_dict(payload["answer"], usage, unknown),
             tuple(CallMade(step_id, spec["index"], spec["tool"], spec["args"])
                   for step_id, spec in zip(payload["ids"], payload["calls"], strict=True)),
             tuple(CallRefused(r["index"], r["error"]) for r in payload.get("refused", ())),
-            payload.get("feedback"), payload.get("confirm_first"))
+            payload.get("feedback"), usage, unknown, payload.get("confirm_first"))
 
     @staticmethod
     def is_turn(payload: Mapping[str, Any]) -> bool:
@@ -189,8 +197,10 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     """An agent step's turns as data, for a person: per turn its number, the model's text,
     its calls (function, tool, args as the model wrote them, the step each became and its
     status, or why it was refused, and what the model was told), the feedback on a final
-    answer that did not fit, and the turn's usage; the last entry is the final answer when
-    the step succeeded. Raises KeyError for a step the run does not have."""
+    answer that did not fit, and the turn's usage (``usage_unknown``: why the server's could
+    not be taken, ``usage`` then being what was counted in its stead); the last entry is the
+    final answer when the step succeeded. Raises KeyError for a step the run does not
+    have."""
     st = state.steps[step_id]
     out: list[dict[str, Any]] = []
     turns = turns_of(state, step_id)
@@ -211,10 +221,14 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
                 entry.update(step_id=None, refused=refused.get(index))
             calls.append(entry)
         out.append({"turn": turn.turn, "content": past.answer.content,
-                    "calls": calls, "feedback": turn.feedback, "usage": turn.answer.usage})
+                    "calls": calls, "feedback": turn.feedback, "usage": turn.usage,
+                    "usage_unknown": turn.usage_unknown})
     if _answered(st):
+        last = _final_attempt(state, step_id)
         out.append({"turn": len(turns) + 1, "content": st.output, "calls": [],
-                    "feedback": None, "usage": _final_usage(state, step_id), "final": True})
+                    "feedback": None, "usage": last.usage if last is not None else None,
+                    "usage_unknown": last.usage_unknown if last is not None else None,
+                    "final": True})
     return out
 
 
@@ -237,9 +251,10 @@ def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
     """Every agent step of the run with its turns, as the JSON view and ``chainlab show``
     list them: ``{step_id: [{"turn", "calls": [{"step_id", "tool", "status"}, or
     {"step_id": None, "function", "refused"} for a call refused to the model], "usage",
-    "final"}]}``, in the order the steps first asked their model. A step is an agent step
-    when one of its attempts ran an agent (``agent:NAME``): a prompt step is listed with its
-    one turn; an agent step waiting before its first turn is not listed yet."""
+    "usage_unknown" (only when the server's usage could not be taken), "final"}]}``, in the
+    order the steps first asked their model. A step is an agent step when one of its
+    attempts ran an agent (``agent:NAME``): a prompt step is listed with its one turn; an
+    agent step waiting before its first turn is not listed yet."""
     out: dict[str, list[dict[str, Any]]] = {}
     for step_id in agent_step_ids(state):
         out[step_id] = [
@@ -248,15 +263,16 @@ def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
                         "status": call["status"]} if call["step_id"] is not None else
                        {"step_id": None, "function": call["function"],
                         "refused": call["refused"]} for call in entry["calls"]],
-             "usage": entry["usage"], "final": bool(entry.get("final"))}
+             "usage": entry["usage"], "final": bool(entry.get("final")),
+             **({"usage_unknown": entry["usage_unknown"]} if entry["usage_unknown"] else {})}
             for entry in transcript(state, step_id)]
     return out
 
 
-def _final_usage(state: RunState, step_id: str) -> dict[str, Any] | None:
+def _final_attempt(state: RunState, step_id: str) -> AttemptRecord | None:
     for rec in reversed(state.attempts):
         if rec.step_id == step_id and rec.kind == "call":
-            return rec.usage
+            return rec
     return None
 
 
@@ -303,12 +319,13 @@ def turn_shapes(state: RunState) -> dict[str, tuple[TurnShape, ...]]:
     steps = state.steps
     for step_id, turns in grown.items():
         shapes = [TurnShape(t.turn, tuple((c.step_id, c.tool) for c in t.made), len(t.refused),
-                            bool(t.feedback), _tokens(t.answer.usage)) for t in turns]
+                            bool(t.feedback), _tokens(t.usage)) for t in turns]
         st = steps.get(step_id)
         status = st.status if st is not None else StepStatus.PENDING
         after = shapes[-1].turn + 1
         if st is not None and _answered(st):
-            shapes.append(TurnShape(after, tokens=_tokens(_final_usage(state, step_id)),
+            last = _final_attempt(state, step_id)
+            shapes.append(TurnShape(after, tokens=_tokens(last.usage if last else None),
                                     final=True))
         elif status in _ACTIVE and all(
                 c in steps and steps[c].status in STEP_TERMINAL for c, _ in shapes[-1].calls):

@@ -250,7 +250,8 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
 def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
     """Every model turn of the run's agent steps that was answered or failed, in the order
     they were asked: ``step_id``, ``turn``, ``request_hash``, ``request``, and ``answer``
-    with its ``usage`` or ``error_kind`` and ``error``. A request a crash interrupted (asked
+    with its ``usage`` (and ``usage_unknown``, when the server's could not be taken) or
+    ``error_kind`` and ``error``. A request a crash interrupted (asked
     again after the restart) is not one."""
     open_: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
@@ -260,11 +261,12 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
                               "request_hash": p.get("request_hash"), "request": p.get("request")}
         elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
-            answer = TurnRecorded.from_dict(p).answer
-            out.append({**open_.pop(step_id), "answer": answer.to_dict(),
-                        "usage": answer.usage})
+            turn = TurnRecorded.from_dict(p)
+            out.append({**open_.pop(step_id), "answer": turn.answer.to_dict(),
+                        **_usage_of(turn.usage, turn.usage_unknown)})
         elif step_id in open_ and ev.kind == K.STEP_SUCCEEDED and "answer" in p:  # the last
-            out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage")})
+            out.append({**open_.pop(step_id), "answer": p["answer"],
+                        **_usage_of(p.get("usage"), p.get("usage_unknown"))})
         elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
                 and not p.get("resolved"):
             out.append({**open_.pop(step_id), "error_kind": p.get("error_kind"),
@@ -272,6 +274,11 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         elif ev.kind in (K.STEP_READY, K.STEP_CANCELLED):
             open_.pop(step_id, None)  # interrupted by a crash, or cancelled: no answer
     return out
+
+
+def _usage_of(usage: Any, unknown: str | None) -> dict[str, Any]:
+    """A recorded turn's usage, and why the server's was unknown when it was."""
+    return {"usage": usage, **({"usage_unknown": unknown} if unknown is not None else {})}
 
 
 def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:

@@ -38,7 +38,7 @@ import anyio
 
 from chainlab.agent.conversation import Refused, check_calls, messages
 from chainlab.agent.definition import AgentTool
-from chainlab.agent.model import ModelRequest
+from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.agent.turns import CallMade, CallRefused, TurnRecorded, turn_records, turns_of
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agent.calls import (
@@ -51,6 +51,7 @@ from chainlab.runtime.engine.attempt.call import gate
 from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.kind import Parent
+from chainlab.runtime.engine.budget import turn_usage
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
 
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from chainlab.agent.definition import Agent
-    from chainlab.agent.model import ModelTurn
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore
 
@@ -132,12 +132,14 @@ class AgentStep(Parent):
                 made=tuple(CallMade(call_step_id(node.id, turn, v.index), v.index, v.tool,
                                     v.args) for v in verdicts if not isinstance(v, Refused)),
                 refused=tuple(CallRefused(v.index, v.error) for v in verdicts
-                              if isinstance(v, Refused))))
+                              if isinstance(v, Refused)),
+                **_usage(k, node, attempt, answer)))
             return
         try:
             output = agent.check_answer(answer.content)
         except ValueError as exc:  # sent back to the model with the next turn
-            self._grow(k, node, turns, TurnRecorded(turn, attempt, answer, feedback=f"{exc}"))
+            self._grow(k, node, turns, TurnRecorded(turn, attempt, answer, feedback=f"{exc}",
+                                                    **_usage(k, node, attempt, answer)))
             return
         self._succeed(k, node, attempt, turn, answer, output)
 
@@ -167,9 +169,8 @@ class AgentStep(Parent):
     @staticmethod
     def _succeed(k: RunCore, node: Node, attempt: int, turn: int, answer: ModelTurn,
                  output: Any) -> None:
-        payload: dict[str, Any] = {"output": output, "turn": turn, "answer": answer.to_dict()}
-        if answer.usage:
-            payload["usage"] = answer.usage
+        payload: dict[str, Any] = {"output": output, "turn": turn, "answer": answer.to_dict(),
+                                   **_usage(k, node, attempt, answer)}
         k.emit(K.STEP_SUCCEEDED, node.id, attempt, payload)
         finished(k, node)
 
@@ -228,6 +229,11 @@ def _agent(node: Node) -> Agent:
     tool = node.tool
     assert isinstance(tool, AgentTool), f"step {node.id!r} of kind agent has no agent"
     return tool.agent
+
+
+def _usage(k: RunCore, node: Node, attempt: int, answer: ModelTurn) -> dict[str, Any]:
+    """The turn's usage as recorded: the server's, or unknown and counted as expected."""
+    return turn_usage(k, node.id, attempt, answer.usage, answer.usage_unknown)
 
 
 def _approved_since_last_turn(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
