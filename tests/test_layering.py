@@ -274,14 +274,15 @@ CONVENIENCE = frozenset({
 #: the packages a display hook may load
 VIEWS = ("chainlab.render", "chainlab.timeline")
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
-#: process; history reads recorded runs; Run is the handle; coordination spans processes;
-#: the Runtime's parts (host, starts, takeovers, with what a start prepares), the Runtime
-#: facade over them, and the faults demo (which starts a second Runtime) sit on top. A dotted key
-#: places one module of a package apart from the rest of it: the fleet's factory
-#: (``coordination.fleet``) builds a worker's Runtime, so it sits above the Runtime, beside
-#: the worker it builds (``coordination.workers``) in the tree
+#: process; history reads recorded runs; Run is the handle, with what a run is compiled
+#: against (preparing: its toolbox_of, asked by the handle too); coordination spans
+#: processes; the Runtime's parts (host, starts, takeovers), the Runtime facade over them, and
+#: the faults demo (which starts a second Runtime) sit on top. A dotted key places one module
+#: of a package apart from the rest of it: the fleet's factory (``coordination.fleet``)
+#: builds a worker's Runtime, so it sits above the Runtime, beside the worker it builds
+#: (``coordination.workers``) in the tree
 RUNTIME_SUBLAYERS: dict[str, float] = {
-    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4, "host": 4,
+    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 2, "host": 4,
     "starts": 4, "takeovers": 4, "runtime": 4, "faults": 4, "coordination.fleet": 5,
 }
 

@@ -396,7 +396,7 @@ def test_few_modules_are_over_400_lines() -> None:
 KIND_HOMES = ("chainlab/runtime/engine/attempt/", "chainlab/runtime/engine/compile.py")
 KIND_SWITCHES = re.compile(
     r"\bJobTool\b|\.is_subchain\b|\.subchain_name\b|\.is_group\b|\bnode\.each\s+is\b"
-    r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)")
+    r"|\bnode\.kind\s*(==|!=|\bin\b|\bnot in\b)|\.each\.source\b|\bregrows_in_fork\b")
 
 
 def kind_switches(source: str) -> list[tuple[int, str]]:
@@ -412,8 +412,9 @@ def kind_switches(source: str) -> list[tuple[int, str]]:
 
 def test_the_kind_switch_finder_sees_one() -> None:
     src = ("if isinstance(node.tool, JobTool):\n    pass\nif node.kind == 'job':\n"
-           "    x = step.is_subchain  # fine in a comment: JobTool\n")
-    assert [n for n, _ in kind_switches(src)] == [1, 3, 4]
+           "    x = step.is_subchain  # fine in a comment: JobTool\n"
+           "items = resolve(node.each.source)\nif KINDS[n.kind].regrows_in_fork:\n")
+    assert [n for n, _ in kind_switches(src)] == [1, 3, 4, 5, 6]
 
 
 def test_no_kind_switch_outside_a_kinds_own_module() -> None:
@@ -429,3 +430,123 @@ def test_no_kind_switch_outside_a_kinds_own_module() -> None:
         if found:
             wrong[rel] = found
     assert wrong == {}, f"kind switches outside the kinds' modules: {wrong}"
+
+
+#: every kind of step, by the name a node carries (``Node.kind``)
+EVERY_KIND = ("call", "job", "chain", "for_each", "agent")
+
+
+def test_every_registered_kind_lives_in_a_module_named_after_it() -> None:
+    """Kind name = module (or folder) name = what the registry answers (issue 44): a reader
+    who meets ``kind: for_each`` opens ``engine/attempt/for_each.py``."""
+    from chainlab.runtime.engine.attempt import kind, kinds
+    from chainlab.runtime.engine.attempt.kinds import KINDS, NAMES
+
+    assert set(NAMES) == set(EVERY_KIND)
+    for name in EVERY_KIND:
+        found = KINDS[name]
+        assert found.name == name
+        assert type(found).__module__ == f"chainlab.runtime.engine.attempt.{name}", name
+        # the protocol's and the registry's guides name every kind
+        for guide in (kind, kinds):
+            assert f"``{name}``" in (guide.__doc__ or ""), (guide.__name__, name)
+
+
+# ---------------------------------------------------------------------------- views
+#: the views and front ends: they use the runtime through its package face
+#: (``chainlab.runtime``), its coordination, a run's handle and ``chainlab.workspace``, and
+#: an agent's turns through ``chainlab.agent.turns``; never the engine (issue 44)
+VIEWS_AND_FRONT_ENDS = ("chainlab.render", "chainlab.timeline", "chainlab.jupyter",
+                        "chainlab.cli", "chainlab.http")
+
+
+def engine_imports(source: str, module: str) -> list[tuple[int, str]]:
+    """(line, target) of every import statement of ``source`` (module level, in a function,
+    under ``TYPE_CHECKING``) that reaches into ``chainlab.runtime.engine``."""
+    return sorted((line, target) for line, target in chainlab_imports(source, module,
+                                                                      type_checking=True)
+                  if _within(target, ("chainlab.runtime.engine",)))
+
+
+def test_the_engine_import_finder_sees_every_form() -> None:
+    src = ("from chainlab.runtime import engine\n"
+           "if TYPE_CHECKING:\n    from chainlab.runtime.engine.compile import Graph\n"
+           "def f():\n    import chainlab.runtime.engine.kernel\n"
+           "from chainlab.runtime import Run\nfrom ..runtime.engine import decisions\n")
+    assert [line for line, _ in engine_imports(src, "chainlab.cli.views")] == [1, 3, 5, 7]
+
+
+def test_views_and_front_ends_never_import_the_engine() -> None:
+    wrong = {}
+    for name, path in all_modules():
+        if _within(name, VIEWS_AND_FRONT_ENDS):
+            found = engine_imports(path.read_text(encoding="utf-8"), _as_package(name, path))
+            if found:
+                wrong[name] = found
+    assert len([m for m, _ in all_modules() if _within(m, VIEWS_AND_FRONT_ENDS)]) > 80
+    assert wrong == {}, ("views and front ends import the engine (use chainlab.runtime's "
+                         f"face, a run's handle, chainlab.agent.turns): {wrong}")
+
+
+# ---------------------------------------------------------------------------- loading
+_PLAIN_CHAIN = '''
+import asyncio, json, sys
+from chainlab import Chain, Runtime, Toolbox
+from chainlab.store import SQLiteStore
+tb = Toolbox()
+
+@tb.tool
+def fetch(n: int) -> dict:
+    return {"total": n * 10}
+
+@tb.tool(side_effects=True, requires_confirmation=True)
+def send(total: int) -> str:
+    return f"sent {total}"
+
+chain = Chain.from_dict({"name": "invoice", "steps": [
+    {"id": "fetch", "tool": "fetch", "args": {"n": 3}},
+    {"id": "send", "tool": "send", "args": {"total": "{{ steps.fetch.output.total }}"}}]})
+
+async def main(path):
+    runtime = Runtime(tb, SQLiteStore(path))
+    run = await runtime.start(chain)
+    assert (await run.wait()).status == "suspended"
+    if WIDGET:
+        from chainlab.jupyter.run_widget import RunWidget
+        RunWidget(run)  # the first draw: the DAG laid out, the waiting step inspected
+        await asyncio.sleep(0.05)
+        await run.approve("send")
+        assert (await run.wait()).status == "succeeded"
+    if CONTROL:  # the probe sees the agent kind when a run has one
+        from chainlab.runtime.engine.attempt.kinds import KINDS
+        KINDS["agent"]
+    await runtime.aclose()
+    print(json.dumps(sorted(m for m in sys.modules if m.startswith("chainlab.agent")
+                            or m.startswith("chainlab.runtime.engine.attempt.agent"))))
+
+asyncio.run(main(sys.argv[1]))
+'''
+
+
+def _agent_modules_after(tmp_path: Path, *, widget: bool, control: bool = False) -> list[str]:
+    code = f"WIDGET = {widget}\nCONTROL = {control}\n{_PLAIN_CHAIN}"
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "runs.db")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT.parent)
+    assert proc.returncode == 0, proc.stderr
+    loaded: list[str] = __import__("json").loads(proc.stdout.splitlines()[-1])
+    return loaded
+
+
+def test_a_plain_chain_loads_no_agent_module(tmp_path: Path) -> None:
+    """A chain with no agent step starts, waits for a person and is drawn without loading
+    ``chainlab.agent`` or the engine's agent kind (issue 44 item 6): the kinds registry loads
+    a kind when a run first has a step of it, the runtime loads the ad-hoc agent only for a
+    run that keeps one, and the views read an agent's turns only when the run grew."""
+    assert _agent_modules_after(tmp_path, widget=False) == []
+    control = _agent_modules_after(tmp_path, widget=False, control=True)
+    assert {"chainlab.agent", "chainlab.runtime.engine.attempt.agent"} <= set(control)
+
+
+def test_a_plain_chain_first_widget_draw_loads_no_agent_module(tmp_path: Path) -> None:
+    pytest.importorskip("ipywidgets")
+    assert _agent_modules_after(tmp_path, widget=True) == []

@@ -10,10 +10,12 @@ and server given (else ``OPENAI_MODEL`` / ``OPENAI_BASE_URL``).
 
 The ad-hoc agent's definition (name, instructions, tools, model, base URL; never an API key,
 which every process reads from ``OPENAI_API_KEY``) is kept in the run's meta under
-:data:`ADHOC_META`. :func:`run_toolbox` gives it back: the runtime calls it wherever it
-compiles a stored run (a resume in another process, a worker's claim, a takeover by the
-HTTP service or a notebook, a fork), so a run's agent is found by every process that
-continues the run with the same toolbox.
+:data:`~chainlab.store.base.ADHOC_META`. :func:`run_toolbox` gives it back: the runtime's one
+place that finds a run's toolbox (``chainlab.runtime.preparing.toolbox_of``) calls it for a
+run that keeps one, wherever it compiles a stored run (a resume in another process, a
+worker's claim, a takeover by the HTTP service or a notebook, a fork), so a run's agent is
+found by every process that continues the run with the same toolbox. This module is the
+front ends' (the runtime loads it only for such a run).
 """
 
 from __future__ import annotations
@@ -27,20 +29,18 @@ from urllib.parse import urlsplit
 
 from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
-from chainlab.agent.agent import AGENT_PREFIX, Agent, one_step_chain
+from chainlab.agent.definition import Agent, one_step_chain
 from chainlab.agent.endpoint import Endpoint, check_base_url
 from chainlab.errors import UsageError
-from chainlab.plan.parts import STEP_ID_PATTERN
+from chainlab.plan.parts import AGENT_PREFIX, STEP_ID_PATTERN
+from chainlab.store.base import ADHOC_META
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
-__all__ = ["ADHOC_META", "DEFAULT_INSTRUCTIONS", "DEFAULT_NAME", "AdhocAgent", "AgentRequest",
-           "adhoc_agent", "adhoc_meta", "agent_request", "run_toolbox"]
-
-#: the key of a run's meta that holds its ad-hoc agent's definition
-ADHOC_META = "adhoc_agent"
+__all__ = ["DEFAULT_INSTRUCTIONS", "DEFAULT_NAME", "AdhocAgent", "AgentRequest", "adhoc_agent",
+           "agent_request", "run_toolbox"]
 #: an ad-hoc agent's name (and the one-step chain's step id) unless told otherwise
 DEFAULT_NAME = "assistant"
 #: an ad-hoc agent's instructions unless told otherwise
@@ -200,12 +200,6 @@ def run_toolbox(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = 
         found.add_agent(spec.agent())  # the run's own, over one registered since
         overlays[spec] = found
     return found
-
-
-def adhoc_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a run's meta that defines its ad-hoc agent (empty when it has none): what
-    a fork of the run keeps."""
-    return {ADHOC_META: meta[ADHOC_META]} if ADHOC_META in meta else {}
 
 
 #: toolbox -> ad-hoc definition -> the overlay with that agent (gone with the toolbox)

@@ -30,7 +30,7 @@ from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.agent.model import ModelCall, ModelTurn
 
-__all__ = ["MAX_ARGUMENTS_CHARS", "Accepted", "Offer", "Refused", "TurnRecord", "check_calls",
+__all__ = ["MAX_ARGUMENTS_CHARS", "Accepted", "Offer", "PastTurn", "Refused", "check_calls",
            "function_names", "messages", "result_text"]
 
 #: the longest arguments text (characters) of one call the runtime takes from a model
@@ -76,9 +76,10 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """One recorded turn as the next request needs it: the model's answer, one result text
-    per call (in the model's order) and the feedback on a final answer that did not fit."""
+class PastTurn:
+    """One recorded turn as the next request sends it back: the model's answer, one result
+    text per call (in the model's order) and the feedback on a final answer that did not
+    fit."""
 
     answer: ModelTurn
     results: Sequence[str]
@@ -100,7 +101,7 @@ def function_names(tools: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def messages(instructions: str, request: str, turns: Sequence[TurnRecord]
+def messages(instructions: str, request: str, turns: Sequence[PastTurn]
              ) -> list[dict[str, Any]]:
     """The chat messages of the next request, rebuilt from the recorded turns."""
     out: list[dict[str, Any]] = [{"role": "system", "content": instructions},

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from chainlab.agent.adhoc import agent_request
 from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
@@ -183,6 +182,8 @@ def agent(
             raise CliError(f"too many arguments ({len(words)}): give [NAME] \"REQUEST\"",
                            hint="quote the request: chainlab agent \"find order 7\"")
         toolbox = load_tools(tools, mcp, "agent")
+        from chainlab.agent.adhoc import agent_request  # (the agent command's own)
+
         ask = agent_request(toolbox, words[0] if len(words) == 2 else None, words[-1],
                             adhoc_name=name, instructions=instructions, model=model,
                             base_url=base_url)

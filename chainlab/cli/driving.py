@@ -27,12 +27,12 @@ from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.events.usage import usage_text
+from chainlab.plan.parts import names_an_agent
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
+from chainlab.runtime import Executor
 from chainlab.runtime.coordination.liveness import Liveness
 from chainlab.runtime.coordination.stalls import Stall, stall_of, stalls
-from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
-from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
 from chainlab.tools import Toolbox
@@ -124,6 +124,10 @@ def turns_lines(state: RunState) -> list[str]:
     help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
     the turn that answered says ``final answer``; a turn whose usage the server reported
     wrongly says so (``usage unknown: the server reported ...``)."""
+    if not any(names_an_agent(rec.tool) for rec in state.attempts):
+        return []  # (a run that ran no agent: nothing of the agent package read)
+    from chainlab.agent.turns import turns_by_step
+
     out = []
     for step_id, turns in turns_by_step(state).items():
         for turn in turns:

@@ -25,7 +25,6 @@ from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
 from chainlab.render.json import job_caption
-from chainlab.runtime.engine.attempt.agentcalls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import QueueDepth
 
@@ -164,8 +163,11 @@ def step_tools(chain: Chain | None, state: RunState) -> dict[str, str]:
     for rec in state.attempts:
         if rec.kind == "call" and rec.tool:
             tools.setdefault(rec.step_id, rec.tool)
-    for step_id, tool in call_tools(state).items():  # an agent's call, also not started yet
-        tools.setdefault(step_id, tool)
+    if state.growth:  # an agent's call, also not started yet (a run that grew nothing: none)
+        from chainlab.agent.turns import call_tools
+
+        for step_id, tool in call_tools(state).items():
+            tools.setdefault(step_id, tool)
     return tools
 
 

@@ -365,7 +365,7 @@ def _round_trips(exc: BaseException) -> bool:
 def _stand_in(exc: Exception) -> ToolError:
     """A picklable error that the runtime classifies like ``exc`` (an exception that cannot
     travel back, e.g. one whose ``__init__`` needs extra arguments)."""
-    from chainlab.runtime.engine.attempt.call import classify
+    from chainlab.runtime.engine.attempt.call.seam import classify
 
     failure = classify(exc, tool_name="")
     stand_in = ToolError(failure.message, before_effect=failure.before_effect)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import (
     DecisionError,
     DecisionTimeoutError,
@@ -33,7 +32,8 @@ from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, ApproveAll, Body, Reject, Resolve
 from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine import decisions
+from chainlab.runtime import check_approve_args
+from chainlab.runtime.preparing import toolbox_of
 
 if TYPE_CHECKING:
     from chainlab.http.service import Service
@@ -84,7 +84,7 @@ class Decider:
                 raise UnknownStepError(step_id, state.steps, run_id=run_id)
             if state.steps[step_id].status != _NEEDS[action]:  # the state first: 409, not
                 raise await self._refused(run_id, step_id, action, None)  # 422 on its body
-            _precheck(run_toolbox(service.runtime.toolbox, record.meta, run_id), record.chain,
+            _precheck(toolbox_of(service.runtime.toolbox, record.meta, run_id), record.chain,
                       step_id, action, fields)
             try:
                 outcome = await service.runtime.decide(
@@ -180,7 +180,7 @@ def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: st
     here first, so that a mistake never takes a run over). Raises DecisionError."""
     tool = _tool_of(toolbox, chain_data, step_id)
     if action == "approve" and fields.get("args") is not None:
-        decisions.check_approve_args(tool, step_id, fields["args"])
+        check_approve_args(tool, step_id, fields["args"])
     if action == "resolve" and "output" in fields and tool is not None:
         try:
             tool.check_output(fields["output"])

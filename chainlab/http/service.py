@@ -30,9 +30,9 @@ from chainlab.http.chains import ServedChains
 from chainlab.http.errors import ApiError
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import record_dict, run_dict
+from chainlab.runtime import check_rollback
 from chainlab.runtime.coordination.inbox import waiting_decisions, waiting_in
 from chainlab.runtime.coordination.stalls import stalls
-from chainlab.runtime.engine import decisions
 from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Config", "Service"]
@@ -272,7 +272,7 @@ class Service:
         """``POST /runs/{run_id}/rollback``: compensate the completed steps in reverse
         completion order (an ended run too)."""
         _, _, state = await self.read(run_id)
-        decisions.check_rollback(state)
+        check_rollback(state)
         run = await self._drive(run_id, force=force, ended=None)
         await run.rollback()
         return await self.view(run_id)

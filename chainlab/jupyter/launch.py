@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.jupyter.run_widget.starting import Unstarted
 from chainlab.jupyter.run_widget.widget import RunWidget
 from chainlab.jupyter.session import NotebookSession
 from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.runtime.runtime import Run
 from chainlab.tools import Toolbox
 
@@ -48,7 +48,7 @@ def start(session: NotebookSession, chain: Chain, toolbox: Toolbox, db: str | No
     meta = {**planned, **(meta or {})}
     merged = chain.options.merged(options)
     raise_for_problems(chain.model_copy(update={"options": merged}),
-                       run_toolbox(toolbox, meta), context=context or {},
+                       toolbox_of(toolbox, meta), context=context or {},
                        chains=runtime.chains)
     check_context(chain, context or {})  # the declared inputs, refused before a widget shows
     run_id = runtime.id_factory()  # chosen here: the widget is shown before the run exists

@@ -18,7 +18,6 @@ from chainlab.errors import ChainlabError, Problem
 from chainlab.events.fold import RunState
 from chainlab.jupyter._assets import style_tag
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine.attempt.agentcalls import call_tools
 from chainlab.store.base import RunRecord
 from chainlab.tools import Toolbox
 
@@ -57,7 +56,9 @@ def tool_of(chain: Chain, step_id: str, state: RunState | None = None) -> str:
     ``state`` records it; the chain names only the agent); a sub-chain's step,
     ``"(in sub-chain NAME)"``; another step grown at run time (a for_each step's instance),
     its parent's; ``"?"`` for a step the chain does not have."""
-    if state is not None:
+    if state is not None and state.growth:  # (a run that grew nothing has no agent's call)
+        from chainlab.agent.turns import call_tools
+
         made = call_tools(state).get(step_id)
         if made is not None:
             return made

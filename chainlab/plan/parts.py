@@ -26,6 +26,7 @@ from chainlab._text import safe_repr
 from chainlab.events.status import ErrorKind
 
 __all__ = [
+    "AGENT_PREFIX",
     "CHAIN_NAME_PATTERN",
     "FOR_EACH_LIMIT",
     "INDEX_NAME",
@@ -42,8 +43,20 @@ __all__ = [
     "RunOptions",
     "Step",
     "json_equal",
+    "names_an_agent",
     "value_type",
 ]
+
+#: a step's tool that is an agent: ``agent:NAME`` (``toolbox.add_agent`` registers agent
+#: ``NAME`` as that tool, as ``chain:NAME`` names a sub-chain)
+AGENT_PREFIX = "agent:"
+
+
+def names_an_agent(tool: str | None) -> bool:
+    """Whether a tool name (a step's, an attempt's) names an agent: ``agent:NAME``. What a
+    view asks of a run's attempts before it reads any agent's turns (a run that never ran an
+    agent loads nothing of the agent package)."""
+    return tool is not None and tool.startswith(AGENT_PREFIX)
 
 CHAIN_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 STEP_ID_PATTERN = r"^[A-Za-z0-9_-]+$"

@@ -20,9 +20,9 @@ from chainlab.render.markup import add_legend
 from chainlab.render.style import TIMES
 
 if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
     from chainlab.events.fold import RunState, StepState
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 
@@ -175,12 +175,14 @@ class _Recorded(Protocol):
 
 
 def agent_turns(run: _Recorded) -> dict[str, tuple[TurnShape, ...]]:
-    """The turns of each agent step of the run that has grown (the kind's own reading,
-    :func:`~chainlab.runtime.engine.attempt.agentcalls.turn_shapes`): what its cluster
-    draws."""
-    from chainlab.runtime.engine.attempt.agentcalls import turn_shapes
+    """The turns of each agent step of the run that has grown (the agent's read side,
+    :func:`~chainlab.agent.turns.turn_shapes`): what its cluster draws. A run that grew
+    nothing has none (and loads nothing of the agent package)."""
+    if not run.state.growth:
+        return {}
+    from chainlab.agent.turns import turn_shapes
 
-    return turn_shapes(run.state) if run.state.growth else {}
+    return turn_shapes(run.state)
 
 
 def run_statuses(run: Shown) -> dict[str, str]:
@@ -320,10 +322,11 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
 def run_status_table(run: Run) -> str:
     """An HTML table of the run's steps: step, tool, status (with its badge), attempts, and
     the reason or last error."""
-    from chainlab.runtime.engine.attempt.agentcalls import call_tools
-
     tools = {s.id: s.tool for s in run.chain.steps}
-    tools.update(call_tools(run.state))  # an agent's calls: the tool the model chose
+    if run.state.growth:  # an agent's calls: the tool the model chose
+        from chainlab.agent.turns import call_tools
+
+        tools.update(call_tools(run.state))
     badges = run_badges(run)
     rows = []
     for step_id, st in drawn_steps(run).items():  # (a for_each step's instances counted)

@@ -56,8 +56,8 @@ from chainlab.render.style import (
 )
 
 if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
     from chainlab.plan.schema import Chain, Step
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.tools import Toolbox
 
 __all__ = ["CALLS_DRAWN", "TURNS_DRAWN", "Drawing", "chain_dot", "draw_chain", "quote",
@@ -353,7 +353,7 @@ class _Writer:
         with the turn's calls side by side under it (a call that is itself an agent step
         with turns is a cluster of its own); the turns before the last :data:`TURNS_DRAWN`
         are one counted ellipse, a turn's calls past :data:`CALLS_DRAWN` one counted node."""
-        from chainlab.runtime.engine.attempt.agentcalls import call_plan_step
+        from chainlab.agent.turns import call_plan_step
 
         self.kinds.add("agent")
         _, marks = step_kind(step, self.toolbox)
@@ -558,7 +558,7 @@ def chain_dot(
     every SVG element id (default: a hash of the input, so equal inputs give equal ids).
     ``reserve_status`` lays out a status line wide enough for any status and the usual
     badges (``RESERVED_LINE``; live views patch it later). ``agents`` (a run's
-    :func:`~chainlab.runtime.engine.attempt.agentcalls.turn_shapes`) draws each agent step
+    :func:`~chainlab.agent.turns.turn_shapes`) draws each agent step
     that has grown as the cluster of its turns and calls.
     The legend is not part of the DOT: :func:`chainlab.render.chain_svg` adds it to the SVG.
 

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
+from chainlab.plan.parts import names_an_agent
 
 if TYPE_CHECKING:
     from chainlab.events.fold import AttemptRecord, RunState, StepState
@@ -75,15 +76,16 @@ _WAITS = {StepStatus.WAITING_CONFIRMATION: "confirm", StepStatus.IN_DOUBT: "in_d
 def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
     """One run as JSON data (shape: the module docstring). ``status`` is the fold's (the
     event log is the truth), the record's while no event was folded."""
-    from chainlab.runtime.engine.attempt.agentcalls import turns_by_step  # the kind reads
-
     by_step: dict[str, list[AttemptRecord]] = {}
     for rec in state.attempts:
         by_step.setdefault(rec.step_id, []).append(rec)
     steps = {step_id: step_dict(st, by_step.get(step_id, ()))
              for step_id, st in state.steps.items()}
-    for step_id, turns in turns_by_step(state).items():
-        steps[step_id]["turns"] = _plain(turns)
+    if any(names_an_agent(rec.tool) for rec in state.attempts):  # an agent's turns
+        from chainlab.agent.turns import turns_by_step
+
+        for step_id, turns in turns_by_step(state).items():
+            steps[step_id]["turns"] = _plain(turns)
     return {
         "run_id": record.run_id,
         "chain": record.chain_name,

@@ -45,8 +45,8 @@ from chainlab.render.markup import TEXT, add_legend, attrs, step_groups
 from chainlab.render.style import FONT, STATUS_STYLE, dasharray, status_line, status_style
 
 if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
     from chainlab.plan.schema import Chain
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
     from chainlab.runtime.runtime import Run
     from chainlab.tools import Toolbox
 

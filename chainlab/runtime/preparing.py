@@ -4,7 +4,11 @@ chain's values, validation and compilation (by content), and the release order (
 durations are learned); and what a new run is before it is stored: :class:`Admitted` (its
 checked record, graph and options), :func:`request_hash` (what makes a repeat of a keyed
 request the same request) and :class:`OpeningLog` (the head of its log, stored with its
-record in one transaction)."""
+record in one transaction).
+
+:func:`toolbox_of` is the one place the runtime finds the toolbox a run is compiled against
+(a start, a fork, a resume, a worker's claim, a takeover, a stored run's handle): its own,
+or with the run's ad-hoc agent over it; :func:`adhoc_meta` is what a fork keeps of it."""
 
 from __future__ import annotations
 
@@ -25,13 +29,15 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.runtime.history.estimates import History, release_order
+from chainlab.store.base import ADHOC_META
 
 if TYPE_CHECKING:
     from chainlab.events import Event
     from chainlab.store.base import RunRecord
     from chainlab.tools import Toolbox
 
-__all__ = ["Admitted", "OpeningLog", "Prepared", "request_hash", "used_chains"]
+__all__ = ["Admitted", "OpeningLog", "Prepared", "adhoc_meta", "request_hash", "toolbox_of",
+           "used_chains"]
 
 _KEEP = 64  # entries each cache keeps (oldest dropped first)
 
@@ -179,3 +185,23 @@ def request_hash(chain_json: str, context: Mapping[str, Any], options: RunOption
             "run_id": run_id, "queue": queue, "paused": paused}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def toolbox_of(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = None
+               ) -> Toolbox:
+    """The toolbox a run with ``meta`` is compiled against: ``toolbox`` itself, or, when the
+    run keeps an ad-hoc agent (:data:`~chainlab.store.base.ADHOC_META`, which a front end
+    made: :func:`chainlab.agent.adhoc.run_toolbox` restores it), an overlay of it with that
+    agent. Only such a run loads the agent package. Raises UsageError for a definition this
+    chainlab cannot read (``run_id`` names the run)."""
+    if meta.get(ADHOC_META) is None:
+        return toolbox
+    from chainlab.agent.adhoc import run_toolbox
+
+    return run_toolbox(toolbox, meta, run_id)
+
+
+def adhoc_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run's meta that defines its ad-hoc agent (empty when it has none): what
+    a fork of the run (or a recording of it) keeps, so that the agent is found again."""
+    return {ADHOC_META: meta[ADHOC_META]} if ADHOC_META in meta else {}

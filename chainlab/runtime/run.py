@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import RunNotActiveError, RunStateError, StaleEpochError, UnknownStepError
 from chainlab.events import (
     RUN_END_KINDS,
@@ -45,12 +44,12 @@ from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import decisions
-from chainlab.runtime.engine.attempt.agentcalls import transcript
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.budget import budget_of
 from chainlab.runtime.engine.growth import grown_graph
 from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.saga import rollback_plan
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.store.base import RunRecord
 
 if TYPE_CHECKING:
@@ -277,8 +276,8 @@ class Run:
     @property
     def toolbox(self) -> Toolbox:
         """Where this run's tools come from: its runtime's toolbox, with the run's ad-hoc
-        agent when it has one (:func:`chainlab.agent.adhoc.run_toolbox`)."""
-        return run_toolbox(self.runtime.toolbox, self.record.meta, self.run_id)
+        agent when it has one (:func:`chainlab.runtime.preparing.toolbox_of`)."""
+        return toolbox_of(self.runtime.toolbox, self.record.meta, self.run_id)
 
     def compiled(self) -> tuple[Graph, RunOptions] | None:
         """The run's graph as it grew (its for_each steps' instances included) and its
@@ -324,6 +323,8 @@ class Run:
         """An agent step's turns as data: per turn the model's text, its calls (the step
         each became, its status and what the model was told, or why it was refused) and
         the turn's usage; the final answer last (DESIGN §18). Raises UnknownStepError."""
+        from chainlab.agent.turns import transcript  # (a run with no agent never loads it)
+
         state = self.state
         if step_id not in state.steps:
             raise UnknownStepError(step_id, state.steps, run_id=self.run_id)
@@ -489,7 +490,7 @@ class Run:
         """Complete a waiting remote job from outside (its callback): with ``output`` (the
         step's output) or ``error`` (it failed). Stored until the job's waiter reads it.
         Raises RunStateError (not a waiting job; a second completion), DecisionError."""
-        from chainlab.runtime.engine.attempt.jobwait import complete_job
+        from chainlab.runtime.engine.attempt.job.wait import complete_job
 
         k = self._k()
         k.require_step(step_id)
@@ -503,7 +504,7 @@ class Run:
         (not retried) and the run goes on as after any failure (``run.cancel()`` cancels
         every waiting job, with the run). Raises RunStateError when the step is not a job
         that waits in this process."""
-        from chainlab.runtime.engine.attempt.jobwait import cancel_job
+        from chainlab.runtime.engine.attempt.job.wait import cancel_job
 
         k = self._k()
         k.require_step(step_id)

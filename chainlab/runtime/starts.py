@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from chainlab.agent.adhoc import adhoc_meta, run_toolbox
 from chainlab.errors import (
     IdempotencyKeyError,
     PlanError,
@@ -40,7 +39,13 @@ from chainlab.runtime.engine.compile import Graph, used_chains
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import budget_estimates, release_order
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
-from chainlab.runtime.preparing import Admitted, OpeningLog, request_hash
+from chainlab.runtime.preparing import (
+    Admitted,
+    OpeningLog,
+    adhoc_meta,
+    request_hash,
+    toolbox_of,
+)
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord, check_run_id
 from chainlab.store.queue import DEFAULT_QUEUE, Queue
@@ -154,7 +159,7 @@ class Starts:
         opts = chain.options.merged(options)
         host = self.host
         graph, chain_data = host.prepared.compile(chain, opts, data,
-                                                  run_toolbox(host.toolbox, meta or {}),
+                                                  toolbox_of(host.toolbox, meta or {}),
                                                   host.chains)
         now = host.clock.now()
         extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
@@ -236,7 +241,7 @@ class Starts:
         store = self.host.store
         record = store.get_run(run_id)
         events = store.load_events(run_id)
-        return plan_fork(record, events, run_toolbox(self.host.toolbox, record.meta, run_id),
+        return plan_fork(record, events, toolbox_of(self.host.toolbox, record.meta, run_id),
                          self.host.chains, origin=self._state_of, **edits)
 
     def _state_of(self, run_id: str) -> RunState | None:
@@ -254,7 +259,7 @@ class Starts:
         host = self.host
         parent = await host.run_io(host.store.get_run, run_id)
         meta = {**adhoc_meta(parent.meta), **dict(meta or {})}
-        seed = fork_seed(plan, run_toolbox(host.toolbox, meta), host.chains,
+        seed = fork_seed(plan, toolbox_of(host.toolbox, meta), host.chains,
                          run_id=host.id_factory(), now=host.clock.now(), meta=meta)
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import RunStateError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
@@ -21,6 +20,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine.compile import Graph
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import recorded_order
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord
 from chainlab.store.queue import Claim
@@ -125,7 +125,7 @@ class Takeovers:
         chains = dict(self.host.chains)
         chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
         opts = RunOptions.model_validate(record.options)
-        toolbox = run_toolbox(self.host.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
+        toolbox = toolbox_of(self.host.toolbox, record.meta, record.run_id)  # + its ad-hoc agent
         graph, _ = self.host.prepared.compile(chain, opts, record.context, toolbox, chains)
         return chain, graph, opts
 

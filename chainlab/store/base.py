@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from chainlab.errors import StaleEpochError, StoreError
 from chainlab.events.event import Event
 
-__all__ = ["MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES",
+__all__ = ["ADHOC_META", "MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES",
            "DecisionRequest",
            "DriverInfo", "Drivers", "Event", "Mailbox", "Notifier", "RunLog", "RunRecord",
            "Store", "answered_twice", "check_outcome", "check_request", "check_run_id",
@@ -61,6 +61,14 @@ class DriverInfo:
             return (f"worker {self.worker!r} on host {self.host!r} (pid {self.pid}, epoch "
                     f"{self.epoch})")
         return f"pid {self.pid} on host {self.host!r} (epoch {self.epoch})"
+
+
+#: the key of a run's meta that keeps the definition of the run's own agent, an ad-hoc agent a
+#: front end asked (:mod:`chainlab.agent.adhoc` writes and reads it): the runtime compiles
+#: such a run with that agent over its toolbox (``runtime.preparing.toolbox_of``), and a
+#: fork of the run keeps it. Named here, with the record, so that the runtime can tell such a
+#: run without loading the agent package.
+ADHOC_META = "adhoc_agent"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from chainlab._json import NotJSONError, to_json_value
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import ReplayError, ToolError
 from chainlab.events import EventKind
 from chainlab.events.usage import add_usage
 from chainlab.runtime.history.fork_plan import same
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.testing.recording import RecordedCall, Recording
 from chainlab.testing.replay_agent import RecordedModel, replay_agents
 from chainlab.tools import CallContext, Tool, Toolbox
@@ -147,7 +147,7 @@ def resolve(what: Any, toolbox: Toolbox | None, store: Store | None
         raise ReplayError("replay needs the toolbox the run was made with (toolbox=...): "
                           "its tools' schemas and side-effect contracts decide how the "
                           "replay goes", run_id=recording.run_id)
-    return recording, run_toolbox(toolbox, recording.meta, recording.run_id)  # (its ad-hoc
+    return recording, toolbox_of(toolbox, recording.meta, recording.run_id)  # (its ad-hoc
     # agent, if it had one: its turns then answer from the recording as a registered one's)
 
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chainlab.agent.adhoc import run_toolbox
 from chainlab.errors import PlanError, ReplayError
 from chainlab.plan.schema import Chain
 from chainlab.plan.validate import raise_for_problems
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.testing.replay import Recording
 from chainlab.tools import Toolbox
 
@@ -90,7 +90,7 @@ def export_test(store: Store, run_id: str, out: str | Path, *, tools: str,
         raise ReplayError(f"-o {str(out)!r}: name the test file test_NAME.py so pytest "
                           "collects it (for example -o tests/test_checkout.py)", run_id=run_id)
     recording = Recording.from_store(store, run_id)
-    toolbox = run_toolbox(toolbox, recording.meta, run_id)  # (with its ad-hoc agent)
+    toolbox = toolbox_of(toolbox, recording.meta, run_id)  # (with its ad-hoc agent)
     check_chain(recording, toolbox)
     if live is None:
         live = default_live(recording, toolbox)

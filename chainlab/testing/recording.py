@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
-from chainlab.agent.adhoc import adhoc_meta
+from chainlab.agent.turns import TurnRecorded
 from chainlab.errors import ReplayError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
+from chainlab.runtime.preparing import adhoc_meta
 
 if TYPE_CHECKING:
     from chainlab.store.base import Store
@@ -259,11 +260,13 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         if ev.kind == K.STEP_STARTED and "turn" in p:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
                               "request_hash": p.get("request_hash"), "request": p.get("request")}
-        elif step_id in open_ and (ev.kind == K.STEPS_ADDED or (
-                ev.kind == K.STEP_SUCCEEDED and "answer" in p)):
-            out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage"),
-                        **({"usage_unknown": p["usage_unknown"]} if "usage_unknown" in p
-                           else {})})
+        elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
+            turn = TurnRecorded.from_dict(p)
+            out.append({**open_.pop(step_id), "answer": turn.answer.to_dict(),
+                        **_usage_of(turn.usage, turn.usage_unknown)})
+        elif step_id in open_ and ev.kind == K.STEP_SUCCEEDED and "answer" in p:  # the last
+            out.append({**open_.pop(step_id), "answer": p["answer"],
+                        **_usage_of(p.get("usage"), p.get("usage_unknown"))})
         elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
                 and not p.get("resolved"):
             out.append({**open_.pop(step_id), "error_kind": p.get("error_kind"),
@@ -271,6 +274,11 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         elif ev.kind in (K.STEP_READY, K.STEP_CANCELLED):
             open_.pop(step_id, None)  # interrupted by a crash, or cancelled: no answer
     return out
+
+
+def _usage_of(usage: Any, unknown: str | None) -> dict[str, Any]:
+    """A recorded turn's usage, and why the server's was unknown when it was."""
+    return {"usage": usage, **({"usage_unknown": unknown} if unknown is not None else {})}
 
 
 def _decisions(events: Sequence[Event]) -> Iterable[dict[str, Any]]:

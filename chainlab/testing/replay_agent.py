@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from chainlab.agent.agent import AgentTool
+from chainlab.agent.definition import AgentTool
 from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.errors import PermanentError, ToolError
 from chainlab.tools import Toolbox

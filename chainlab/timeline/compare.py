@@ -152,7 +152,6 @@ def whatif(run: Any, *, priority: str = "critical_path",
     """
     from chainlab.errors import RunStateError
     from chainlab.events import RunStatus
-    from chainlab.runtime.engine.attempt.kinds import KINDS
     from chainlab.runtime.history.whatif import simulate
 
     if max_concurrency is not None and (isinstance(max_concurrency, bool)
@@ -184,8 +183,7 @@ def whatif(run: Any, *, priority: str = "critical_path",
     tools = {step_id: n.step.tool for step_id, n in graph.nodes.items()}
     frame = pd.DataFrame(
         [{"step_id": s.step_id, "tool": tools[s.step_id], "start_s": s.start, "end_s": s.end,
-          "duration_s": s.end - s.start} for s in slots
-         if not KINDS[graph.nodes[s.step_id].kind].has_children],
+          "duration_s": s.end - s.start} for s in slots if not s.parent],
         columns=["step_id", "tool", "start_s", "end_s", "duration_s"])
     return Schedule(frame, f"what-if {priority}, concurrency {concurrency}", run.state)
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from chainlab.agent.adhoc import ADHOC_META, agent_request, run_toolbox
+from chainlab.agent.adhoc import agent_request, run_toolbox
 from chainlab.errors import UsageError
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
+from chainlab.store.base import ADHOC_META
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 

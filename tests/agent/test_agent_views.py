@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from chainlab.agent.turns import TurnShape
 from chainlab.render.display import agent_turns, run_badges, run_dot, run_drawing, run_statuses
 from chainlab.render.dot import CALLS_DRAWN
 from chainlab.render.json import run_dict
-from chainlab.runtime.engine.attempt.agentcalls import TurnShape
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 

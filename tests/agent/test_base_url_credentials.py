@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 
 from chainlab import Agent, Chain
-from chainlab.agent.adhoc import ADHOC_META, adhoc_agent, run_toolbox
+from chainlab.agent.adhoc import adhoc_agent, run_toolbox
 from chainlab.agent.endpoint import Endpoint, credential_in
 from chainlab.errors import CredentialInURLError
 from chainlab.planner import OpenAIPlanner
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
+from chainlab.store.base import ADHOC_META
 
 from .conftest import Shop
 

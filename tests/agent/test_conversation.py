@@ -11,8 +11,8 @@ from chainlab import Agent
 from chainlab.agent.conversation import (
     Accepted,
     Offer,
+    PastTurn,
     Refused,
-    TurnRecord,
     check_calls,
     function_names,
     messages,
@@ -54,8 +54,8 @@ def test_each_call_becomes_a_step_or_a_refusal_in_the_models_order() -> None:
 
 def test_messages_put_each_result_after_its_call_in_the_models_order() -> None:
     answer = ModelTurn("Let me check.", (ModelCall("x", "f", "{}"), ModelCall("y", "g", "1")))
-    got = messages("rules", "ask", [TurnRecord(answer, ["one", "two"]),
-                                    TurnRecord(ModelTurn("{}"), [], "not the schema")])
+    got = messages("rules", "ask", [PastTurn(answer, ["one", "two"]),
+                                    PastTurn(ModelTurn("{}"), [], "not the schema")])
     assert got == [
         {"role": "system", "content": "rules"}, {"role": "user", "content": "ask"},
         {"role": "assistant", "content": "Let me check.", "tool_calls": [

@@ -120,9 +120,9 @@ def test_a_shape_graphviz_cannot_lay_out_keeps_the_picture_and_is_not_tried_agai
         monkeypatch: pytest.MonkeyPatch) -> None:
     import chainlab.render as render
     from chainlab import Chain
+    from chainlab.agent.turns import TurnShape
     from chainlab.jupyter.run_widget.dag import DagView
     from chainlab.render.svg import GraphvizError
-    from chainlab.runtime.engine.attempt.agentcalls import TurnShape
 
     shop = Shop()
     chain = Chain.from_dict({"name": "c", "steps": [{"id": "help", "tool": "lookup",

@@ -27,7 +27,7 @@ from chainlab.cli.progress import follow
 from chainlab.errors import RunStateError
 from chainlab.events.fold import RunState
 from chainlab.plan.schema import Chain
-from chainlab.runtime.engine.executors import Executor
+from chainlab.runtime import Executor
 from chainlab.runtime.runtime import Runtime
 from chainlab.store.base import Store
 from chainlab.tools import Toolbox

@@ -43,8 +43,8 @@ from chainlab.cli.views import (
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.render.json import record_dict
+from chainlab.runtime import check_approve_args, check_rollback
 from chainlab.runtime.coordination.stalls import STALLABLE
-from chainlab.runtime.engine import decisions
 from chainlab.store.queue import Queue
 from chainlab.tools import Toolbox
 
@@ -73,7 +73,7 @@ def _continue(run_id: str, action: str, control: Control | None, *, tools: str |
         record = store.get_run(run_id)
         chain, state = stored_state(store, run_id)
         if action == "rollback":
-            decisions.check_rollback(state)
+            check_rollback(state)
         if action == "resume" and state.status in RUN_TERMINAL:
             io.err.print(f"run {run_id} already ended ({state.status}); nothing to resume",
                          markup=False)
@@ -117,7 +117,7 @@ def check_args(chain: Chain, toolbox: Toolbox, step_id: str, args: dict[str, Any
     that a mistake does not take the run over). Raises DecisionError."""
     step = chain.step(step_id) if step_id in chain.step_ids else None
     tool = toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
-    decisions.check_approve_args(tool, step_id, args)
+    check_approve_args(tool, step_id, args)
 
 
 def register(app: typer.Typer) -> None:

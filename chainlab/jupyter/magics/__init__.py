@@ -40,7 +40,6 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.display import display
 
 from chainlab._text import did_you_mean
-from chainlab.agent.adhoc import agent_request
 from chainlab.errors import ChainlabError, PlanError
 from chainlab.jupyter.magics import commands as cmd
 from chainlab.jupyter.magics.args import DEFINE, ArgsError, HelpShown, split, subcommands
@@ -122,6 +121,8 @@ class ChainMagics(Magics):
         return self._start(chain, ns, context, options, paused=ns.step, queue=ns.enqueue)
 
     def agent(self, ns: argparse.Namespace) -> Any:
+        from chainlab.agent.adhoc import agent_request  # (loaded by %chain agent alone)
+
         toolbox, _ = self.session.toolbox(ns.tools)
         named = ns.request is not None
         ask = agent_request(toolbox, ns.first if named else None,

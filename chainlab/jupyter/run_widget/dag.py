@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
@@ -30,8 +30,10 @@ from chainlab.jupyter.run_widget.legend import BREAK_MARK, BREAK_NOTE, LegendVie
 from chainlab.plan.schema import Chain
 from chainlab.render.live import css_string
 from chainlab.render.style import status_line, status_style
-from chainlab.runtime.engine.attempt.agentcalls import TurnShape
 from chainlab.tools import Toolbox
+
+if TYPE_CHECKING:
+    from chainlab.agent.turns import TurnShape
 
 __all__ = ["DagView", "RunDag"]
 

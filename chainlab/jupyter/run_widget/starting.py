@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from chainlab.agent.adhoc import run_toolbox
+from chainlab.errors import RunStateError
 from chainlab.events import Event, EventKind, RunState, RunStatus
-from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.runtime import Run
 from chainlab.store.base import RunRecord
 
@@ -45,8 +44,6 @@ class Unstarted(Run):
     def __init__(self, runtime: Runtime, chain: Chain, run_id: str,
                  context: Mapping[str, Any] | None, options: RunOptions,
                  meta: Mapping[str, Any] | None = None):
-        graph = compile_chain(chain, run_toolbox(runtime.toolbox, meta or {}), runtime.chains,
-                              options)
         now = runtime.clock.now()
         record = RunRecord(
             run_id=run_id, chain_name=chain.name, status=RunStatus.RUNNING, epoch=0,
@@ -55,8 +52,15 @@ class Unstarted(Run):
             options=options.model_dump(mode="json", exclude_defaults=True),
             meta=dict(meta or {}))
         super().__init__(runtime, chain, None, record)
-        self._static = RunState(run_id, graph.nodes)
+        self._static = RunState(run_id, {})  # nothing has happened yet, nothing grew
         self._events = []  # no log yet: history() is empty
+        # its steps as the run will have them: the handle compiles its chain against its
+        # own toolbox (the runtime's, with the run's ad-hoc agent), as for any stored run
+        compiled = self.compiled()
+        if compiled is None:  # (the chain was validated against these tools just before)
+            raise RunStateError(f"run {run_id!r} cannot be shown: this runtime's toolbox "
+                                "lacks tools of its chain", run_id=run_id)
+        self._static = RunState(run_id, compiled[0].nodes)
 
     def event_list(self) -> list[Event]:
         return []

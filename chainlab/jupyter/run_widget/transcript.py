@@ -2,11 +2,10 @@
 per call the model made (its turn, what the model said, the call as the model wrote it, the
 step it became and its status, what the model was told) and a row for the final answer.
 
-The turns are read by the agent kind's own module
-(:mod:`chainlab.runtime.engine.attempt.agentcalls`) from the state the inspector draws (the
-live run, or the run at the scrubbed event), so the inspector asks no step which kind it
-is: a step with no recorded turn gets no transcript. A call's step shows its own tool
-(:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
+The turns are read by the agent's read side (:mod:`chainlab.agent.turns`) from the state the
+inspector draws (the live run, or the run at the scrubbed event), so the inspector asks no
+step which kind it is: a step with no recorded turn gets no transcript. A call's step shows
+its own tool (:func:`chainlab.jupyter.views.tool_of`), not the agent's."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events.status import STEP_TERMINAL
 from chainlab.events.usage import usage_text
-from chainlab.runtime.engine.attempt.agentcalls import agent_step_ids, transcript
+from chainlab.plan.parts import names_an_agent
 
 if TYPE_CHECKING:
     from chainlab.events.fold import RunState
@@ -30,6 +29,10 @@ _CLIP = 240  # characters of a text shown in a cell (the whole text in its toolt
 def transcript_html(state: RunState, step_id: str) -> str:
     """The transcript of agent step ``step_id`` as an HTML table under a label, or ``""``
     for a step that is not an agent step (or has asked its model nothing yet)."""
+    if not any(rec.step_id == step_id and names_an_agent(rec.tool) for rec in state.attempts):
+        return ""  # never ran an agent: no transcript (and nothing of the agent package read)
+    from chainlab.agent.turns import agent_step_ids, transcript
+
     if step_id not in agent_step_ids(state):
         return ""
     rows = []

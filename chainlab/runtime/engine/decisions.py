@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
-from chainlab.runtime.engine.attempt.call import invalid_input
+from chainlab.runtime.engine.attempt.call.seam import invalid_input
 from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
 from chainlab.tools import NotJSONError, args_hash, to_json_value
 
@@ -138,7 +138,8 @@ def completion_payload(step_id: str, *, output: Any, error: str | None,
 
 
 def check_rollback(state: RunState) -> None:
-    """Raise RunStateError when a rollback has nothing to do."""
+    """Whether a rollback of the run (its folded ``state``) has something to do. Raises
+    RunStateError when it has not: the run is already rolled back."""
     if state.status == RunStatus.ROLLED_BACK:
         raise RunStateError(
             f"run {state.run_id!r} is already rolled back",
@@ -148,7 +149,9 @@ def check_rollback(state: RunState) -> None:
 
 
 def check_approve_args(tool: Tool | None, step_id: str, args: Any) -> dict[str, Any]:
-    """Edited approval args as JSON data that fits the tool. Raises DecisionError."""
+    """The ``args`` a person edited to approve step ``step_id`` with, as JSON data that fits
+    ``tool`` (None: a tool this process does not have, not checked). Raises DecisionError
+    naming the field (not an object, not JSON data, not the tool's args)."""
     if not isinstance(args, dict):
         raise DecisionError(
             f"step {step_id!r}: approval args must be a JSON object, got {type(args).__name__}",

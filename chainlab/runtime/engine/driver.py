@@ -26,7 +26,7 @@ import anyio
 from chainlab.errors import StoreError
 from chainlab.events import EventKind, RunStatus, StepStatus
 from chainlab.events.status import UNSETTLED, DrivePhase, StopReason
-from chainlab.runtime.engine.attempt.fate import start_deferred_timers
+from chainlab.runtime.engine.attempt.call.fate import start_deferred_timers
 from chainlab.runtime.engine.flow import unblocked
 from chainlab.runtime.engine.recovery import finish_recovery
 from chainlab.runtime.engine.saga import finish_stopped

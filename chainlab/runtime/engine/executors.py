@@ -207,6 +207,6 @@ class LocalExecutor:
 
 #: ``type(executor).call is AWAITS_ON_LOOP``: the executor's ``call`` of an ASYNC body only
 #: awaits it on the running loop (a :class:`LocalExecutor`'s, not overridden), so the one
-#: seam that calls tools (:func:`~chainlab.runtime.engine.attempt.call.call_tool`) awaits
+#: seam that calls tools (:func:`~chainlab.runtime.engine.attempt.call.seam.call_tool`) awaits
 #: the body itself. An executor that runs bodies elsewhere (Dask) or wraps them is called.
 AWAITS_ON_LOOP = LocalExecutor.call

@@ -11,8 +11,8 @@ says what a step's end releases, these functions act on it.
     start_children  a parent's steps start (its kind calls it: a sub-chain when it starts,
                     a for_each step when it has grown its instances)
 
-The kernel (:meth:`.kernel.Kernel.apply`), an attempt's outcome (:mod:`.attempt.fate`), recovery
-(:mod:`.recovery`) and the saga (:func:`resolver`, for rollback args) come in here.
+The kernel (:meth:`.kernel.Kernel.apply`), an attempt's outcome (:mod:`.attempt.call.fate`),
+recovery (:mod:`.recovery`) and the saga (:func:`resolver`, for rollback args) come in here.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ One step's life::
                      confirmation or ready
     driver worker    (:mod:`.driver`) a worker takes it from the scheduler (slot, serial
                      key, pool units)
-    attempt.life.run (the :mod:`.attempt` package) the attempt's whole life: step_started,
-                     the call (:mod:`.attempt.call`: write-ahead flush, timeout,
-                     classification), its fate (:mod:`.attempt.fate`: retry, in_doubt,
-                     failed), the outcome event, parking or the back-off timer
+    Kind.run         (:mod:`.attempt`, one module per kind) the step's kind runs it; a
+                     tool call (:mod:`.attempt.call`): its gate (confirmation, budget),
+                     step_started, the call (:mod:`.attempt.call.seam`: write-ahead flush,
+                     timeout, classification), its fate (:mod:`.attempt.call.fate`: retry,
+                     in_doubt, failed), the outcome event, parking or the back-off timer
     flow.finished    a terminal state: the scheduler releases or skips its dependants
     Kernel.emit      every change is an event: folded into the run state, appended to the
                      store, handed to subscribers (widgets, progress, tests)

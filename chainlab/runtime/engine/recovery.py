@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, SkipReason, StepStatus
 from chainlab.events.status import StopReason, releases
-from chainlab.runtime.engine.attempt.fate import start_timer
+from chainlab.runtime.engine.attempt.call.fate import start_timer
 from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import Node
 from chainlab.runtime.engine.flow import finished, make_ready, resolver, unblocked

@@ -16,8 +16,8 @@ from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatu
 from chainlab.events.status import StopReason
 from chainlab.plan.refs import Ref, walk_path
 from chainlab.plan.schema import RetryPolicy
-from chainlab.runtime.engine.attempt.call import call_tool
-from chainlab.runtime.engine.attempt.fate import Fate, fate_of
+from chainlab.runtime.engine.attempt.call.fate import Fate, fate_of
+from chainlab.runtime.engine.attempt.call.seam import call_tool
 from chainlab.runtime.engine.attempt.kind import kind_of
 from chainlab.runtime.engine.compile import compile_value
 from chainlab.runtime.engine.flow import resolver

@@ -1,11 +1,14 @@
 """The decision table of a fork (DESIGN §11): :class:`Planner` walks the fork's graph in
-dependency order and decides each step: reuse (same tool, code and args, an effect that still
-stands where it was made, a condition that still holds), override, rerun or confirm."""
+dependency order and has each step decided by its kind (:meth:`Kind.fork_decide`, the
+planner being the kind's :class:`~chainlab.runtime.engine.attempt.kind.Fork`): as one step
+(:meth:`Planner.decide_one`: reuse when the same tool, code and args, an effect that still
+stands where it was made, a condition that still holds; override, rerun or confirm), or a
+for_each step's instances one by one (the kind's own)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,8 +27,8 @@ from chainlab.events import (
 )
 from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
+from chainlab.runtime.engine.attempt.kind import confirms_in_fork
 from chainlab.runtime.engine.attempt.kinds import KINDS
-from chainlab.runtime.engine.attempt.mapped import grow_nodes, instance_id
 from chainlab.runtime.engine.compile import Graph, Node
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkRow, args_diff, same
 from chainlab.tools import NotJSONError, args_hash, to_json_value
@@ -77,25 +80,46 @@ class Planner:
             self.decide(self.nodes[step_id])
 
     def decide(self, node: Node) -> None:
-        ps = self.pstate.steps.get(node.id)
-        if KINDS[node.kind].regrows_in_fork:
-            self._grows(node, ps)
-            return
+        """Decide ``node`` as its kind says (:meth:`Kind.fork_decide`): as one step
+        (:meth:`decide_one`), or a for_each step instance by instance as it grows again."""
+        KINDS[node.kind].fork_decide(self, node, self.pstate.steps.get(node.id))
+
+    def decide_one(self, node: Node, ps: StepState | None) -> None:
+        """The decision table for one step (a sub-chain step after its steps)."""
         args = self.resolve_args(node)
         self.args[node.id] = args
         if node.children:
             self.level(node.children)
         row = self._row(node, ps, args)
-        self.rows[node.id] = row
-        if row.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE):
-            self.known[node.id] = row.output
-        if row.decision != ForkDecision.REUSE and not (
-            row.decision == ForkDecision.OVERRIDE and ps is not None
-            and ps.status == S.SUCCEEDED and same(row.output, ps.output)
-        ):
-            self.stale.add(node.id)
+        self.decided(node, ps, row)
         if node.children and row.decision != ForkDecision.REUSE:
             self._rerun_children(node)
+
+    def decided(self, node: Node, ps: StepState | None, row: ForkRow, *,
+                instances: Sequence[ForkRow] = (), same_output: bool = False) -> None:
+        """Record ``node``'s row (and the rows of the instances it grows in the fork): the
+        fork's output of a reused or given step is known now; one that may differ from the
+        parent's (it runs again, or a given output that is not the parent's) makes its
+        dependants stale, unless it runs again to the same output (``same_output``)."""
+        self.rows[node.id] = row
+        self.args[node.id] = row.args
+        if instances:
+            self.instance_rows[node.id] = list(instances)
+        if row.decision in (ForkDecision.REUSE, ForkDecision.OVERRIDE):
+            self.known[node.id] = row.output
+        elif same_output:
+            assert ps is not None
+            self.known[node.id] = ps.output
+        if not (row.decision == ForkDecision.REUSE or same_output or (
+                row.decision == ForkDecision.OVERRIDE and ps is not None
+                and ps.status == S.SUCCEEDED and same(row.output, ps.output))):
+            self.stale.add(node.id)
+
+    @staticmethod
+    def row(step_id: str, tool: str, decision: str, reason: str, **fields: Any) -> ForkRow:
+        """A row of the plan (what a kind deciding its own steps records)."""
+        return ForkRow(step_id=step_id, tool=tool, decision=ForkDecision(decision),
+                       reason=reason, **fields)
 
     def _row(self, node: Node, ps: StepState | None, args: dict[str, Any] | None) -> ForkRow:
         tool = node.tool
@@ -113,7 +137,7 @@ class Planner:
                     f"step {node.id!r} is a sub-chain step: give the outputs of its steps "
                     f"({', '.join(node.children)}) instead", step_id=node.id, field="outputs")
             return ForkRow(**base, decision=ForkDecision.OVERRIDE, reason="output given",
-                           output=self._check_output(node, self.outputs[node.id]))
+                           output=self.checked_output(node, self.outputs[node.id]))
         if node.id in self.edited and args is not None and tool is not None:
             self._check_args(node, args)
         why, source = self._why_not_reuse(node, ps, args)
@@ -129,99 +153,31 @@ class Planner:
             assert ps is not None
             return ForkRow(**base, decision=ForkDecision.REUSE, reason=source.pop("reason"),
                            output=ps.output, **source)
-        if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
-            return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
-        return ForkRow(**base, decision=ForkDecision.CONFIRM,
-                       reason=f"{why}; side-effecting: needs approval")
+        if confirms_in_fork(tool):
+            return ForkRow(**base, decision=ForkDecision.CONFIRM,
+                           reason=f"{why}; side-effecting: needs approval")
+        return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
 
-    # -------------------------------------------------------------- for_each steps
-    def _grows(self, node: Node, ps: StepState | None) -> None:
-        """A step that grows (for_each) grows again in the fork: each instance is reused
-        when the parent ran an instance with the same args and code whose effect still
-        stands, else it runs (after a person's approval when it changes the world). Shown
-        per instance when its list is known before the fork runs; decided as it grows."""
-        base: dict[str, Any] = {
-            "step_id": node.id, "tool": node.step.tool,
-            "parent_status": str(ps.status) if ps is not None else None, "args": {}}
-        self.args[node.id] = {}
-        parents = self.instances[node.id] = self._parent_instances(node.id)
-        if node.id in self.outputs:
-            output = self._check_list_output(node, self.outputs[node.id])
-            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.OVERRIDE,
-                                         reason="output given", output=output)
-            self.known[node.id] = output
-            if not (ps is not None and ps.status == S.SUCCEEDED and same(output, ps.output)):
-                self.stale.add(node.id)
-            return
+    # -------------------------------------------------------------- what a kind reads
+    def read(self, node: Node, ref: Ref) -> tuple[Any, str | None]:
+        """``(value, None)``: the value ``ref`` has in the fork now; ``(None, why)`` when it
+        is not known before the fork runs."""
         try:
-            items = self._resolver(node)(node.each.source)  # type: ignore[union-attr]
+            return self._resolver(node)(ref), None
         except _Unknown as exc:
-            items, why = None, f"upstream {exc.step_id!r} runs first"
+            return None, f"upstream {exc.step_id!r} runs first"
         except (LookupError, TypeError) as exc:
-            items, why = None, f"it cannot be read now ({exc})"
-        else:
-            why = "it is not a list"
-        if not isinstance(items, list):
-            self.rows[node.id] = ForkRow(**base, decision=ForkDecision.RERUN,
-                                         reason=f"grows again in the fork; its instances are "
-                                                f"decided as it grows ({why})")
-            self.stale.add(node.id)
-            return
-        growth = {"ids": [instance_id(node.id, i) for i in range(len(items))], "items": items}
-        pool: dict[str, list[dict[str, Any]]] = {}
-        for entry in parents:
-            if entry["reusable"]:
-                pool.setdefault(entry["args_hash"], []).append(entry)
-        rows = []
-        for inst in grow_nodes(self.graph, self.nodes, node, growth)[:len(items)]:
-            rows.append(self._instance_row(node, inst, pool, parents))
-        self.instance_rows[node.id] = rows
-        counts = {d: sum(1 for r in rows if r.decision == d) for d in ForkDecision}
-        self.rows[node.id] = ForkRow(
-            **base, decision=ForkDecision.RERUN,
-            reason=f"grows again in the fork: {len(rows)} instances, "
-                   f"{counts[ForkDecision.REUSE]} reused, {counts[ForkDecision.RERUN]} run, "
-                   f"{counts[ForkDecision.CONFIRM]} after approval")
-        unchanged = (ps is not None and ps.status == S.SUCCEEDED and len(rows) == len(parents)
-                     and all(r.decision == ForkDecision.REUSE for r in rows))
-        if unchanged:
-            self.known[node.id] = ps.output  # type: ignore[union-attr]
-        else:
-            self.stale.add(node.id)
+            return None, f"it cannot be read now ({exc})"
 
-    def _instance_row(self, node: Node, inst: Node, pool: dict[str, list[dict[str, Any]]],
-                      parents: list[dict[str, Any]]) -> ForkRow:
-        index = inst.index or 0
-        was = parents[index] if index < len(parents) else None
-        args = self.resolve_args(inst)
-        base: dict[str, Any] = {
-            "step_id": inst.id, "tool": node.step.tool, "args": args,
-            "parent_status": was["status"] if was else None,
-            "parent_args": was["args"] if was else None,
-            "parent_output": was["output"] if was else None}
-        why = self._condition_changed(inst)
-        hit = pool.get(args_hash(args)) if args is not None and why is None else None
-        tool = inst.tool
-        if hit and (tool is None or hit[0]["code"] == tool.fingerprint):
-            entry = hit.pop(0)
-            return ForkRow(**base, decision=ForkDecision.REUSE,
-                           reason="an instance of the parent ran these args",
-                           output=entry["output"], source_run=entry["source_run"],
-                           source_attempt=entry["source_attempt"], code=entry["code"],
-                           origin=entry["origin"])
-        if why is None:
-            why = "a new item" if was is None else (
-                "args not known before upstream steps run" if args is None
-                else "its item or args changed" if was["status"] == S.SUCCEEDED
-                else f"{was['status']} in the parent")
-        if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
-            return ForkRow(**base, decision=ForkDecision.RERUN, reason=why)
-        return ForkRow(**base, decision=ForkDecision.CONFIRM,
-                       reason=f"{why}; side-effecting: needs approval")
+    def args_of(self, node: Node) -> dict[str, Any] | None:
+        """``node``'s args in the fork (None when not known before it runs)."""
+        return self.resolve_args(node)
 
-    def _parent_instances(self, step_id: str) -> list[dict[str, Any]]:
-        """What each instance of the parent's ``step_id`` did, in item order: its status,
-        args and output, and whether (and from which run and attempt) it can be reused."""
+    def parent_children(self, step_id: str) -> list[dict[str, Any]]:
+        """What each step the parent grew under ``step_id`` did (a for_each step's
+        instances, in item order): its status, args and output, and whether (and from which
+        run and attempt) it can be reused. Kept for the fork's run (``instances``), which
+        reuses by it as the step grows there."""
         out = []
         for index, child in enumerate(self.pstate.children.get(step_id, [])):
             st = self.pstate.steps[child]
@@ -241,14 +197,8 @@ class Planner:
                         "args_hash": args_hash(st.args) if st.args is not None else None,
                         "output": st.output if st.status == S.SUCCEEDED else None,
                         "error": st.error, "reusable": ok, **source})
+        self.instances[step_id] = out
         return out
-
-    def _check_list_output(self, node: Node, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise DecisionError(
-                f"output given for for_each step {node.id!r} must be a list (one output per "
-                f"item), got {type(value).__name__}", step_id=node.id, field="outputs")
-        return [self._check_output(node, item) for item in value]
 
     def _waiting_job(self, node: Node, ps: StepState | None, args: dict[str, Any] | None
                      ) -> dict[str, Any] | None:
@@ -273,7 +223,7 @@ class Planner:
             row = self.rows.get(changed[0])
             verb = _CHANGE.get(row.decision, "changes") if row is not None else "changes"
             return f"upstream {changed[0]!r} {verb}", {}
-        why = self._condition_changed(node)
+        why = self.condition_changed(node)
         if why is not None:
             return why, {}
         if ps.status != S.SUCCEEDED:
@@ -327,7 +277,7 @@ class Planner:
         source["reason"] = "succeeded; same tool, code and args"
         return None, source
 
-    def _condition_changed(self, node: Node) -> str | None:
+    def condition_changed(self, node: Node) -> str | None:
         """Why a step the parent ran would not run the same way now because of its ``when``
         (a fresh run with the fork's inputs would skip it, or that is not known yet)."""
         if node.when is None:
@@ -360,12 +310,11 @@ class Planner:
             if row.decision != ForkDecision.REUSE:
                 continue
             child = self.nodes[child_id]
-            tool = child.tool
             why = f"its sub-chain {group.id!r} runs again"
-            if tool is None or not tool.side_effects or (tool.idempotent and tool.reconcile):
-                new = ForkDecision.RERUN
-            else:
+            if confirms_in_fork(child.tool):
                 new, why = ForkDecision.CONFIRM, f"{why}; side-effecting: needs approval"
+            else:
+                new = ForkDecision.RERUN
             self.rows[child_id] = ForkRow(
                 step_id=row.step_id, tool=row.tool, decision=new, reason=why,
                 parent_status=row.parent_status, args=row.args, parent_args=row.parent_args,
@@ -422,14 +371,14 @@ class Planner:
         try:
             node.tool.validate_args(args)
         except ValidationError as exc:
-            from chainlab.runtime.engine.attempt.call import invalid_input
+            from chainlab.runtime.engine.attempt.call.seam import invalid_input
 
             raise PlanError(Problem(
                 "invalid_args", f"edited args do not fit tool {node.tool.name!r}: "
                 f"{invalid_input(exc, node.tool.name).message}",
                 step_id=node.id, field="args")) from None
 
-    def _check_output(self, node: Node, value: Any) -> Any:
+    def checked_output(self, node: Node, value: Any) -> Any:
         assert node.tool is not None
         try:
             return node.tool.check_output(to_json_value(value, join_path("outputs", node.id)))

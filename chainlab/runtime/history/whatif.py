@@ -27,11 +27,13 @@ __all__ = ["Slot", "simulate"]
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """One simulated call: seconds from the run's start."""
+    """One simulated call, seconds from the run's start; or (``parent``) the span of a step
+    with steps of its own (a sub-chain, a for_each step), which holds no slot."""
 
     step_id: str
     start: float
     end: float
+    parent: bool = False
 
 
 def simulate(
@@ -70,7 +72,7 @@ def simulate(
         if group is not None:
             open_kids[group] -= 1
             if open_kids[group] == 0:
-                slots.append(Slot(group, group_start[group], now))
+                slots.append(Slot(group, group_start[group], now, parent=True))
                 finish(group)
 
     for step_id in sched.start(top):
@@ -87,7 +89,7 @@ def simulate(
                 for child in sched.start(node.children):
                     ready(child)
                 if not node.children:
-                    slots.append(Slot(got, now, now))
+                    slots.append(Slot(got, now, now, parent=True))
                     finish(got)
                 continue
             end = now + max(0.0, durations.get(got, 0.0))

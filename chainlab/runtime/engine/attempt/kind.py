@@ -1,17 +1,17 @@
 """The one protocol every kind of step runs through (DESIGN §17, seed 004): the kernel,
-recovery, the saga and fork call it and never ask which kind they hold.
+recovery, the saga, fork and what-if call it and never ask which kind they hold.
 
 =============  ============================================================================
 protocol       what each kind does there
 =============  ============================================================================
-prepare        (:func:`.life.gate`, before anything else, for a kind that calls something)
+prepare        (:func:`.call.gate`, before anything else, for a kind that calls something)
                the confirmation for exactly these args and the budget: the rule every
                path goes through; a step that fails it waits for a person and holds nothing
 start / wait   :meth:`Kind.run`: a worker took the step from the scheduler (a slot held
                while it runs). A tool call starts and waits for its body; a remote job
                submits once (write-ahead), records the handle and waits holding no slot; a
                sub-chain starts its steps; a ``for_each`` step grows its instances
-record         each kind records its outcome with the attempt's events (:func:`.fate.record`
+record         each kind records its outcome with the attempt's events (:func:`.call.fate.record`
                for a call: retry, in_doubt or failed by the safety rule);
                :meth:`Kind.child_settled`: the last of a parent's steps finished (a
                sub-chain, the instances of a ``for_each`` step): it settles
@@ -19,27 +19,35 @@ recover        :meth:`Kind.recover` (synchronous, while the scheduler is rebuilt
                restart) and :meth:`Kind.reconcile` (what must await: a tool's reconcile, a
                job's find): an attempt that was under way when the process stopped
 cancel         :meth:`Kind.cancel`: the run stops with the step unsettled
+fork           :meth:`Kind.fork_decide`: a fork being planned decides the step (a
+               :class:`Fork`: the fork's decision table): as one step, reused or run again
+               (every kind but one), or a ``for_each`` step instance by instance, matched
+               with the parent's instances by their args; :meth:`Kind.waiting_handle`: a
+               remote job the fork may wait on too
 =============  ============================================================================
 
-The kinds: :class:`.life.ToolCall` (``call``), :class:`.job.RemoteJob` (``job``),
-:class:`.subchain.SubChain` (``chain``), :class:`.mapped.ForEach` (``for_each``), named in
-:mod:`.kinds`. A new kind of call is a new module here and a line there, and nothing else.
+The kinds, registered in :mod:`.kinds`: :class:`.call.ToolCall` (``call``),
+:class:`.job.RemoteJob` (``job``), :class:`.chain.SubChain` (``chain``),
+:class:`.for_each.ForEach` (``for_each``) and :class:`.agent.AgentStep` (``agent``). A new kind
+of step is a new module here, named after it, and a line there, and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.scheduler import Phase
 
 if TYPE_CHECKING:
     from chainlab.events import StepState
+    from chainlab.plan.refs import Ref
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore
+    from chainlab.tools import Tool
 
-__all__ = ["Kind", "Parent", "kind_of"]
+__all__ = ["Fork", "Kind", "Parent", "confirms_in_fork", "kind_of"]
 
 S = StepStatus
 K = EventKind
@@ -54,12 +62,6 @@ class Kind:
     #: it has steps of its own (a sub-chain's, a for_each step's instances): it holds no
     #: slot while they run, settles when they have, and a rollback undoes it through them
     has_children: ClassVar[bool] = False
-    #: its steps are made while the run goes (``steps_added``), not compiled with the chain
-    grows: ClassVar[bool] = False
-    #: a fork grows it again and decides its steps one by one (a for_each step's instances,
-    #: by their args); a kind that grows but is not (an agent step: its model chooses its
-    #: calls anew) is decided as one step: reused, or run again
-    regrows_in_fork: ClassVar[bool] = False
 
     @staticmethod
     def children(k: RunCore, node: Node) -> list[str]:
@@ -94,6 +96,14 @@ class Kind:
         """The nodes a recorded ``steps_added`` of this kind added (rebuilt after a
         restart, and by every reader of a stored run)."""
         raise NotImplementedError(f"a {self.name} step does not grow")
+
+    def fork_decide(self, fork: Fork, node: Node, ps: StepState | None) -> None:
+        """Decide the step in a fork being planned (DESIGN §11; ``ps``: its state in the
+        parent run): as one step, by the fork's decision table (reused when it succeeded
+        with the same tool, code and args, given, run again, or confirmed first), as every
+        kind but a for_each step is (an agent step too: its model would choose its calls
+        anew, so it is reused as a whole or asked again)."""
+        fork.decide_one(node, ps)
 
     def waiting_handle(self, ps: StepState | None) -> dict[str, Any] | None:
         """What a fork of a run where this step still waits (``ps``: its state there) may
@@ -157,3 +167,63 @@ def kind_of(k: RunCore, node: Node) -> Kind:
     for_each step ...): what every part of the engine asks instead of switching on a kind."""
     kind: Kind = k.kinds[node.kind]
     return kind
+
+
+def confirms_in_fork(tool: Tool | None) -> bool:
+    """A call of ``tool`` that a fork runs again waits for a person first: it changes the
+    world and the run forked from may have made it already (unless the tool is idempotent
+    and can reconcile: it finds its own effect). The one rule for the fork's plan and for
+    what a for_each step or an agent grows in the fork."""
+    return tool is not None and tool.side_effects and not (tool.idempotent and tool.reconcile)
+
+
+class Fork(Protocol):
+    """A fork being planned (DESIGN §11), as a kind deciding its step sees it: the fork's
+    graph, what the parent run did and the decision table's own verbs
+    (:class:`chainlab.runtime.history.fork_rules.Planner` is one). A kind decided as one step
+    hands it back (:meth:`decide_one`); a for_each step reads its list and decides each of
+    its instances, then records its rows (:meth:`row`, :meth:`decided`)."""
+
+    @property
+    def graph(self) -> Graph:
+        """The fork's graph."""
+
+    @property
+    def outputs(self) -> Mapping[str, Any]:
+        """The outputs a person gives instead of running, by step id."""
+
+    def decide_one(self, node: Node, ps: StepState | None) -> None:
+        """The decision table for a step decided as one (reuse, override, rerun, confirm,
+        attach a job still waiting)."""
+
+    def parent_children(self, step_id: str) -> list[dict[str, Any]]:
+        """What each step the parent run grew under ``step_id`` did there, in order: its
+        ``status``, ``args``, ``args_hash``, ``output``, ``error``, and whether it can be
+        ``reusable`` (with ``source_run``, ``source_attempt``, ``code``, ``origin``,
+        ``tool``: where its effect was really made). Handed to the fork's run as well,
+        which reuses by it as the step grows there."""
+
+    def read(self, node: Node, ref: Ref) -> tuple[Any, str | None]:
+        """The value ``ref`` (in ``node``'s namespace) has in the fork now, ``(value,
+        None)``; or ``(None, why)`` when it is not known before the fork runs."""
+
+    def args_of(self, node: Node) -> dict[str, Any] | None:
+        """``node``'s args in the fork, or None when they are not known before it runs."""
+
+    def condition_changed(self, node: Node) -> str | None:
+        """Why a step the parent ran would not run the same way now because of its
+        ``when``; None when it would."""
+
+    def checked_output(self, node: Node, value: Any) -> Any:
+        """An output a person gives for ``node``, checked against its tool. Raises
+        DecisionError."""
+
+    def row(self, step_id: str, tool: str, decision: str, reason: str, **fields: Any) -> Any:
+        """A row of the fork plan (``decision``: reuse, override, rerun, confirm); ``fields``
+        are the row's others (``args``, ``output``, ``parent_status``, ...)."""
+
+    def decided(self, node: Node, ps: StepState | None, row: Any, *,
+                instances: Sequence[Any] = (), same_output: bool = False) -> None:
+        """Record ``node``'s row, with the rows of the steps it grows in the fork when known
+        (``instances``); ``same_output``: the fork's output of the step is the parent's
+        although it runs again (every instance reused)."""

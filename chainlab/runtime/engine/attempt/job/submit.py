@@ -4,7 +4,7 @@ and after a crash only when it is safe. One attempt of a job step:
   run_job      (a worker, holding a slot) step_started; job_submitting, FLUSHED (the
                write-ahead reservation, fenced: a driver taken over learns it here and
                submits nothing); submit(args, ctx); job_submitted with the handle, FLUSHED
-               before any wait; then the waiter is armed (:func:`.jobwait.arm_job`) and the
+               before any wait; then the waiter is armed (:func:`.wait.arm_job`) and the
                worker RETURNS its slot
   recover_job  after a crash: a recorded handle is only ever WAITED on again; a
                reservation without a handle asks find(key), then resubmits under the
@@ -19,9 +19,15 @@ import anyio
 
 from chainlab.events import EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.attempt.call import Failure, Outcome, call_tool, error_text, short_repr
-from chainlab.runtime.engine.attempt.fate import record
-from chainlab.runtime.engine.attempt.jobwait import arm_job, job_in_doubt, job_tool
+from chainlab.runtime.engine.attempt.call.fate import record
+from chainlab.runtime.engine.attempt.call.seam import (
+    Failure,
+    Outcome,
+    call_tool,
+    error_text,
+    short_repr,
+)
+from chainlab.runtime.engine.attempt.job.wait import arm_job, job_in_doubt, job_tool
 from chainlab.tools import CallContext, NotJSONError, to_json_value
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from chainlab.agent.endpoint import Endpoint
 from chainlab.agent.modes import json_text
 from chainlab.errors import InputError, MissingExtraError, ToolDefinitionError
 from chainlab.plan.inputs import fit_args, inputs_json_schema
-from chainlab.plan.parts import STEP_ID_PATTERN, RetryPolicy
+from chainlab.plan.parts import AGENT_PREFIX, STEP_ID_PATTERN, RetryPolicy
 from chainlab.tools.contract import Tool
 from chainlab.tools.schema_tool import schema_fingerprint
 
@@ -43,10 +43,8 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
-__all__ = ["AGENT_PREFIX", "LIMIT_ARGS", "MODEL_RETRY", "Agent", "AgentTool", "one_step_chain"]
+__all__ = ["LIMIT_ARGS", "MODEL_RETRY", "Agent", "AgentTool", "one_step_chain"]
 
-#: an agent's name as a tool: ``agent:NAME``
-AGENT_PREFIX = "agent:"
 #: how a model turn that failed (server down, busy, slow) is asked again by default
 MODEL_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", delay_s=1.0,
                           retry_on=("transient", "timeout"))  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """The ``job`` kind: a remote job (``@toolbox.job``; DESIGN §14), submitted once and waited
-on holding no slot. Its phases are :mod:`.jobsubmit` (reserve, submit, record the handle;
-after a crash only what is safe) and :mod:`.jobwait` (poll, callbacks, cancel).
+on holding no slot. Its phases are :mod:`.submit` (reserve, submit, record the handle;
+after a crash only what is safe) and :mod:`.wait` (poll, callbacks, cancel).
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import EventKind, StepStatus
-from chainlab.runtime.engine.attempt.jobsubmit import recover_job, run_job
+from chainlab.runtime.engine.attempt.call import gate
+from chainlab.runtime.engine.attempt.job.submit import recover_job, run_job
 from chainlab.runtime.engine.attempt.kind import Kind
-from chainlab.runtime.engine.attempt.life import gate
 from chainlab.runtime.engine.flow import make_ready
 from chainlab.tools import args_hash, idempotency_key
 

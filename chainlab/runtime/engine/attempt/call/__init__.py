@@ -1,7 +1,7 @@
 """One attempt of a tool step, its whole life (DESIGN §5): :func:`gate` (confirmation for
 exactly these args, the budget: the prepare of every kind that calls something), then
 :class:`ToolCall`, the ``call`` kind: ``step_started``, the tool's body
-(:func:`.call.call_tool`), the outcome recorded (:func:`.fate.record`: its fate decided, the
+(:func:`.seam.call_tool`), the outcome recorded (:func:`.fate.record`: its fate decided, the
 step parked or its back-off timer armed); after a restart, an interrupted call is re-run,
 reconciled or left in doubt.
 """
@@ -15,8 +15,8 @@ import anyio
 
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.attempt.call import Failure, Outcome, call_tool
-from chainlab.runtime.engine.attempt.fate import record
+from chainlab.runtime.engine.attempt.call.fate import record
+from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, call_tool
 from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.flow import finished, make_ready, request_confirmation

@@ -2,20 +2,22 @@
 
 Each model turn is an attempt of the agent step, through the same gate as any call (its
 confirmation, the run's budget), then the agent's own limit (``max_turns``, raised in its
-args by a person). The turn's request (rebuilt from the log: :mod:`.agentcalls`) is recorded
-with its hash in ``step_started``; the model is asked (holding a slot, like a call); then
+args by a person). The turn's request (rebuilt from the log: :mod:`chainlab.agent.turns`) is
+recorded with its hash in ``step_started``; the model is asked (holding a slot, like a
+call); then
 
 * a final answer ends the step: ``step_succeeded`` with the answer as output (the JSON it
   holds, checked against the agent's ``output_schema``); an answer that does not fit is
   recorded as a turn with ``feedback`` and sent back;
-* tool calls are recorded by ONE ``steps_added`` (the answer, the calls that became steps,
-  the calls refused to the model, the usage: the fold closes the turn's attempt with it),
-  and the calls start as the agent step's children; it holds no slot while they run, and
-  when the last has settled (succeeded, failed, rejected: all go back to the model) the
-  next turn is readied (``step_ready``);
+* tool calls are recorded by ONE ``steps_added``, a
+  :class:`~chainlab.agent.turns.TurnRecorded` (the answer, the calls that became steps, the
+  calls refused to the model, the usage: the fold closes the turn's attempt with it), and
+  the calls start as the agent step's children (:mod:`.calls`); it holds no slot while they
+  run, and when the last has settled (succeeded, failed, rejected: all go back to the model)
+  the next turn is readied (``step_ready``);
 * a failed request (server down, busy, slow) is retried by the step's retry policy, counted
-  per turn (:data:`chainlab.agent.agent.MODEL_RETRY` by default), then fails the step naming
-  the endpoint.
+  per turn (:data:`chainlab.agent.definition.MODEL_RETRY` by default), then fails the step
+  naming the endpoint.
 
 Three turns in a row that make no step (every call refused, or an answer that does not fit)
 fail the step. A step past its ``max_turns`` waits for a person (reason ``limit_reached``):
@@ -29,26 +31,26 @@ for them, then goes on from the log.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from chainlab.agent.agent import AgentTool
 from chainlab.agent.conversation import Refused, check_calls, messages
+from chainlab.agent.definition import AgentTool
 from chainlab.agent.model import ModelRequest, ModelTurn
+from chainlab.agent.turns import CallMade, CallRefused, TurnRecorded, turn_records, turns_of
 from chainlab.events import ErrorKind, EventKind, StepStatus
-from chainlab.runtime.engine.attempt.agentcalls import (
+from chainlab.runtime.engine.attempt.agent.calls import (
     call_step_id,
     fork_confirm,
     grow_calls,
     refused_streak,
-    turn_records,
-    turns_of,
 )
-from chainlab.runtime.engine.attempt.call import Failure, Outcome, classify
-from chainlab.runtime.engine.attempt.fate import record
+from chainlab.runtime.engine.attempt.call import gate
+from chainlab.runtime.engine.attempt.call.fate import record
+from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.kind import Parent
-from chainlab.runtime.engine.attempt.life import gate
 from chainlab.runtime.engine.budget import turn_usage
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
@@ -56,7 +58,7 @@ from chainlab.tools import args_hash
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from chainlab.agent.agent import Agent
+    from chainlab.agent.definition import Agent
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore
 
@@ -75,7 +77,6 @@ class AgentStep(Parent):
 
     name = "agent"
     what = "agent step"
-    grows = True
 
     async def run(self, k: RunCore, node: Node) -> None:
         """One model turn: the gate, the limit, the request recorded, the answer acted on."""
@@ -105,7 +106,7 @@ class AgentStep(Parent):
         k.emit(K.STEP_STARTED, node.id, attempt, {
             "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
             "request": body, "code": node.tool.fingerprint if node.tool else None})
-        tries = attempt - (turns[-1]["attempt"] if turns else 0)
+        tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
                 answer = await agent.client.complete(request)
@@ -126,48 +127,44 @@ class AgentStep(Parent):
         limit = int(args.get("max_calls_per_turn") or agent.max_calls_per_turn)
         if answer.calls:
             verdicts = check_calls(answer.calls, offers, limit)
-            made = [v for v in verdicts if not isinstance(v, Refused)]
-            self._grow(k, node, turns, {
-                "kind": self.name, "turn": turn, "attempt": attempt,
-                "answer": answer.to_dict(),
-                "ids": [call_step_id(node.id, turn, v.index) for v in made],
-                "calls": [{"index": v.index, "tool": v.tool, "args": v.args} for v in made],
-                "refused": [{"index": v.index, "error": v.error}
-                            for v in verdicts if isinstance(v, Refused)],
-                **_usage(k, node, attempt, answer)})
+            self._grow(k, node, turns, TurnRecorded(
+                turn, attempt, answer,
+                made=tuple(CallMade(call_step_id(node.id, turn, v.index), v.index, v.tool,
+                                    v.args) for v in verdicts if not isinstance(v, Refused)),
+                refused=tuple(CallRefused(v.index, v.error) for v in verdicts
+                              if isinstance(v, Refused)),
+                **_usage(k, node, attempt, answer)))
             return
         try:
             output = agent.check_answer(answer.content)
         except ValueError as exc:  # sent back to the model with the next turn
-            self._grow(k, node, turns, {
-                "kind": self.name, "turn": turn, "attempt": attempt,
-                "answer": answer.to_dict(), "ids": [], "calls": [], "refused": [],
-                "feedback": f"{exc}", **_usage(k, node, attempt, answer)})
+            self._grow(k, node, turns, TurnRecorded(turn, attempt, answer, feedback=f"{exc}",
+                                                    **_usage(k, node, attempt, answer)))
             return
         self._succeed(k, node, attempt, turn, answer, output)
 
     # ------------------------------------------------------------------ outcomes
-    def _grow(self, k: RunCore, node: Node, turns: list[Mapping[str, Any]],
-              payload: dict[str, Any]) -> None:
+    def _grow(self, k: RunCore, node: Node, turns: list[TurnRecorded],
+              recorded: TurnRecorded) -> None:
         """Record the turn (ONE ``steps_added``), then start its calls; the step holds no
         slot while they run. A third turn in a row that made no step fails the step."""
-        nodes = grow_calls(k.graph, k.nodes, node, payload)
+        nodes = grow_calls(k.graph, k.nodes, node, recorded)
         if k.state.forked_from is not None:  # a fork: what changes the world asks first
             confirm = fork_confirm(nodes, k.state.forked_from.get("forked_from"))
             if confirm:
-                payload["confirm_first"] = confirm
-        k.emit(K.STEPS_ADDED, node.id, payload["attempt"], payload)
+                recorded = replace(recorded, confirm_first=confirm)
+        k.emit(K.STEPS_ADDED, node.id, recorded.attempt, recorded.to_dict())
         ids = k.add_nodes(nodes)
-        if refused_streak([*turns, payload]) >= FRUITLESS_TURNS:
-            why = [r["error"] for r in payload["refused"]] or [payload.get("feedback")]
-            k.emit(K.STEP_FAILED, node.id, payload["attempt"], {
+        if refused_streak([*turns, recorded]) >= FRUITLESS_TURNS:
+            why = [r.error for r in recorded.refused] or [str(recorded.feedback)]
+            k.emit(K.STEP_FAILED, node.id, recorded.attempt, {
                 "error_kind": ErrorKind.INVALID_INPUT,
                 "error": f"the model's last {FRUITLESS_TURNS} turns made no call that could "
-                         f"run (the last: {'; '.join(str(w) for w in why[:3])})"})
+                         f"run (the last: {'; '.join(why[:3])})"})
             finished(k, node)
             return
         k.sched.park(node.id)
-        start_children(k, node, ids[:len(payload["ids"])])
+        start_children(k, node, ids[:len(recorded.made)])
 
     @staticmethod
     def _succeed(k: RunCore, node: Node, attempt: int, turn: int, answer: ModelTurn,
@@ -217,7 +214,7 @@ class AgentStep(Parent):
 
     def regrow(self, graph: Graph, nodes: Mapping[str, Node], parent: Node,
                payload: Mapping[str, Any]) -> list[Node]:
-        return grow_calls(graph, nodes, parent, payload)
+        return grow_calls(graph, nodes, parent, TurnRecorded.from_dict(payload))
 
     def cancel(self, k: RunCore, node: Node) -> None:
         """The run stops: the step is cancelled whatever its calls did (a call that failed

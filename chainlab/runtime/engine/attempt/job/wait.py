@@ -1,12 +1,12 @@
 """A remote job's wait (issue 27; the contract is :mod:`chainlab.tools.job`), once its
-handle is recorded (:mod:`.jobsubmit` submits it, or finds it again after a crash):
+handle is recorded (:mod:`.submit` submits it, or finds it again after a crash):
 
   arm_job      parks the step and starts its waiter, a timer task like a retry back-off
                (``k.timers``: holds no slot, worker or thread)
   _wait_job    naps, polls (a short call; failed polls back off), records progress sparingly
                (``job_progress``, throttled), reads a stored completion (``job_completed``
                from :func:`complete_job`), honours :func:`cancel_job` and the step's
-               timeout, and records the attempt's outcome with :func:`.fate.record`
+               timeout, and records the attempt's outcome with :func:`..call.fate.record`
 
 A job's failures whose outcome is known (failed, cancelled elsewhere, not found, timed out
 and cancelled) are "before effect" for the retry rule: the job is over, so the retry
@@ -22,14 +22,14 @@ import anyio
 from chainlab.errors import RunStateError
 from chainlab.events import EventKind
 from chainlab.plan.schema import ErrorKind
-from chainlab.runtime.engine.attempt.call import (
+from chainlab.runtime.engine.attempt.call.fate import record
+from chainlab.runtime.engine.attempt.call.seam import (
     Failure,
     Outcome,
     bad_output,
     error_text,
     short_repr,
 )
-from chainlab.runtime.engine.attempt.fate import record
 from chainlab.runtime.engine.flow import make_ready
 from chainlab.tools import CallContext
 from chainlab.tools.job import JOB_STATES, JobStatus, JobTool

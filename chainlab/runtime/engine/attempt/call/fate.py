@@ -10,8 +10,9 @@ a person, never a silent repeat. A PermanentError is the tool's own word that th
 failed, so the step fails.
 
 :func:`record` writes an attempt's outcome and acts on its fate: the step finished, parked
-``in_doubt``, or parked with its back-off timer (:func:`start_timer`). Step attempts
-(:mod:`.life`) and remote jobs (:mod:`.jobwait`) record through it.
+``in_doubt``, or parked with its back-off timer (:func:`start_timer`). A tool call (this
+package), a remote job (:mod:`..job.wait`) and an agent's model turn (:mod:`..agent`) record
+through it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from chainlab.plan.schema import ErrorKind, RetryPolicy
 from chainlab.runtime.engine.flow import finished, make_ready
 
 if TYPE_CHECKING:
-    from chainlab.runtime.engine.attempt.call import Failure, Outcome
+    from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
     from chainlab.tools import Tool

@@ -17,6 +17,11 @@ the step (``invalid_input``) naming the value's type or the count, and the refer
 
 :func:`grow_nodes` rebuilds the instances from a recorded ``steps_added`` (recovery, and the
 readers of a stored run, through :mod:`chainlab.runtime.engine.growth`).
+
+In a fork (DESIGN §11) the step grows again, and an instance is reused when the parent ran
+an instance with the same args and tool code (whatever its position): the fork's plan shows
+that per instance when the list is known before the fork runs (:meth:`ForEach.fork_decide`),
+and the fork's run decides it as the step grows (:func:`fork_marks`), by the same match.
 """
 
 from __future__ import annotations
@@ -25,18 +30,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from chainlab._text import safe_repr
+from chainlab.errors import DecisionError
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.events.status import RELEASES_DEPENDANTS
 from chainlab.plan.parts import FOR_EACH_LIMIT
 from chainlab.plan.refs import evaluate
-from chainlab.runtime.engine.attempt.kind import Parent
+from chainlab.runtime.engine.attempt.kind import Parent, confirms_in_fork
 from chainlab.runtime.engine.compile import Node, compile_level
 from chainlab.runtime.engine.flow import children_failed, finished, resolver, start_children
 from chainlab.tools import args_hash
 
 if TYPE_CHECKING:
+    from chainlab.events import StepState
+    from chainlab.runtime.engine.attempt.kind import Fork
     from chainlab.runtime.engine.compile import Graph
     from chainlab.runtime.engine.core import RunCore
+    from chainlab.tools import Tool
 
 K = EventKind
 S = StepStatus
@@ -54,8 +63,6 @@ class ForEach(Parent):
 
     name = "for_each"
     what = "for_each step"
-    grows = True
-    regrows_in_fork = True
 
     async def run(self, k: RunCore, node: Node) -> None:
         """Read the list, record the instances (one ``steps_added``), start them."""
@@ -135,6 +142,101 @@ class ForEach(Parent):
         self.arm(k, node)
         return super().recover(k, node)
 
+    def fork_decide(self, fork: Fork, node: Node, ps: StepState | None) -> None:
+        """It grows again in the fork: each instance is reused when the parent ran an
+        instance with the same args and code whose effect still stands, else it runs (after
+        a person's approval when it changes the world). Shown per instance when its list is
+        known before the fork runs; else decided as it grows (:func:`fork_marks`)."""
+        parents = fork.parent_children(node.id)
+        tool = node.step.tool
+        if node.id in fork.outputs:  # one output per item, given by a person
+            given = fork.outputs[node.id]
+            if not isinstance(given, list):
+                raise DecisionError(
+                    f"output given for for_each step {node.id!r} must be a list (one output "
+                    f"per item), got {type(given).__name__}", step_id=node.id,
+                    field="outputs")
+            output = [fork.checked_output(node, item) for item in given]
+            fork.decided(node, ps, fork.row(node.id, tool, "override", "output given",
+                                            **_was(ps), output=output))
+            return
+        each = node.each
+        assert each is not None
+        items, why = fork.read(node, each.source)
+        if not isinstance(items, list):
+            fork.decided(node, ps, fork.row(
+                node.id, tool, "rerun", "grows again in the fork; its instances are decided "
+                f"as it grows ({why or 'it is not a list'})", **_was(ps)))
+            return
+        pool = _reusable(parents)
+        growth = {"ids": [instance_id(node.id, i) for i in range(len(items))], "items": items}
+        decisions, rows = [], []
+        for inst in grow_nodes(fork.graph, fork.graph.nodes, node, growth)[:len(items)]:
+            decision, row = _fork_instance(fork, inst, pool, parents)
+            decisions.append(decision)
+            rows.append(row)
+        n = {d: decisions.count(d) for d in ("reuse", "rerun", "confirm")}
+        same = (ps is not None and ps.status == S.SUCCEEDED and len(rows) == len(parents)
+                and n["reuse"] == len(rows))
+        fork.decided(node, ps, fork.row(
+            node.id, tool, "rerun", f"grows again in the fork: {len(rows)} instances, "
+            f"{n['reuse']} reused, {n['rerun']} run, {n['confirm']} after approval",
+            **_was(ps)), instances=rows, same_output=same)
+
+
+def _was(ps: StepState | None) -> dict[str, Any]:
+    """A for_each step's own row: no args of its own, its status in the parent."""
+    return {"args": {}, "parent_status": str(ps.status) if ps is not None else None}
+
+
+def _fork_instance(fork: Fork, inst: Node, pool: dict[str, list[dict[str, Any]]],
+                   parents: list[dict[str, Any]]) -> tuple[str, Any]:
+    """An instance's decision in the fork's plan, and its row."""
+    index = inst.index or 0
+    was = parents[index] if index < len(parents) else None
+    args = fork.args_of(inst)
+    base: dict[str, Any] = {
+        "args": args, "parent_status": was["status"] if was else None,
+        "parent_args": was["args"] if was else None,
+        "parent_output": was["output"] if was else None}
+    why = fork.condition_changed(inst)
+    entry = _reuse(pool, args, inst.tool) if why is None else None
+    if entry is not None:
+        return "reuse", fork.row(
+            inst.id, inst.step.tool, "reuse", "an instance of the parent ran these args",
+            **base, output=entry["output"], source_run=entry["source_run"],
+            source_attempt=entry["source_attempt"], code=entry["code"],
+            origin=entry["origin"])
+    if why is None:
+        why = "a new item" if was is None else (
+            "args not known before upstream steps run" if args is None
+            else "its item or args changed" if was["status"] == S.SUCCEEDED
+            else f"{was['status']} in the parent")
+    if confirms_in_fork(inst.tool):
+        return "confirm", fork.row(inst.id, inst.step.tool, "confirm",
+                                   f"{why}; side-effecting: needs approval", **base)
+    return "rerun", fork.row(inst.id, inst.step.tool, "rerun", why, **base)
+
+
+def _reusable(parents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The parent's instances that can be reused, by the hash of their args (in item
+    order: two instances with the same args are reused in turn)."""
+    pool: dict[str, list[dict[str, Any]]] = {}
+    for entry in parents:
+        if entry.get("reusable"):
+            pool.setdefault(entry["args_hash"], []).append(entry)
+    return pool
+
+
+def _reuse(pool: dict[str, list[dict[str, Any]]], args: dict[str, Any] | None,
+           tool: Tool | None) -> dict[str, Any] | None:
+    """The parent's instance an instance with ``args`` reuses (taken from ``pool``): one
+    that ran the same args with the same tool code; else None."""
+    same = pool.get(args_hash(args)) if args is not None else None
+    if same and (tool is None or same[0].get("code") == tool.fingerprint):
+        return same.pop(0)
+    return None
+
 
 def fork_marks(k: RunCore, node: Node, nodes: list[Node], parents: list[dict[str, Any]],
                payload: dict[str, Any]) -> None:
@@ -144,10 +246,7 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], parents: list[dict[str
     change the world runs only after a person approves it in the fork, and so does every
     side-effecting step of a sub-chain it runs. Written into the ``steps_added`` payload,
     so the decision is durable with the growth itself."""
-    pool: dict[str, list[dict[str, Any]]] = {}
-    for entry in parents:
-        if entry.get("reusable"):
-            pool.setdefault(entry["args_hash"], []).append(entry)
+    pool = _reusable(parents)
     confirm: dict[str, Any] = {}
     reused: dict[str, Any] = {}
     parent_run = (k.state.forked_from or {}).get("forked_from")
@@ -159,9 +258,8 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], parents: list[dict[str
             go = inst.when is None or bool(evaluate(inst.when, resolve))
         except (LookupError, TypeError):
             args, go = None, False
-        same = pool.get(args_hash(args)) if args is not None and go else None
-        if same and (tool is None or same[0].get("code") == tool.fingerprint):
-            entry = same.pop(0)
+        entry = _reuse(pool, args, tool) if go else None
+        if entry is not None:
             reused[inst.id] = {
                 "decision": "reuse", "output": entry["output"], "args": args,
                 **{key: entry.get(key) for key in ("source_run", "source_attempt", "code",
@@ -176,8 +274,7 @@ def fork_marks(k: RunCore, node: Node, nodes: list[Node], parents: list[dict[str
             "note": _card(was, parent_run)}}
         for step_id, grown in ([(inst.id, inst)] if inst.subchain is None else
                                _below(nodes, inst)):
-            t = grown.tool
-            if t is not None and t.side_effects and not (t.idempotent and t.reconcile):
+            if confirms_in_fork(grown.tool):
                 confirm[step_id] = card
     if reused:
         payload["reused"] = reused
