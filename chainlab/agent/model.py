@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["ModelCall", "ModelClient", "ModelRequest", "ModelTurn", "request_hash"]
+from chainlab.errors import PermanentError, ToolError, TransientError
+
+__all__ = ["TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
+           "request_hash", "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,25 +43,35 @@ class ModelCall:
 @dataclass(frozen=True, slots=True)
 class ModelTurn:
     """The model's answer to one request: its text (``content``), the tool calls it asks
-    for (in its order), why it stopped, and what the request consumed (a usage dict:
-    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``)."""
+    for (in its order), why it stopped, what the request consumed (a usage dict:
+    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``) and the verdicts of the
+    checks the client ran around the request (``checks``: JSON data each, e.g. an OpenAI
+    Agents SDK guardrail's ``{"guardrail": NAME, "stage": "input", "tripped": false,
+    "info": ...}``), recorded with the answer so that a replay does not run them again."""
 
     content: str | None = None
     calls: tuple[ModelCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    checks: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The answer as recorded in the run's log (the usage is recorded beside it)."""
-        return {"content": self.content, "calls": [c.to_dict() for c in self.calls],
-                "finish_reason": self.finish_reason}
+        """The answer as recorded in the run's log (the usage is recorded beside it; the
+        checks only when there were some, so an answer without them is recorded as
+        before)."""
+        out = {"content": self.content, "calls": [c.to_dict() for c in self.calls],
+               "finish_reason": self.finish_reason}
+        if self.checks:
+            out["checks"] = [dict(c) for c in self.checks]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None
                   ) -> ModelTurn:
         return cls(data.get("content"), tuple(ModelCall.from_dict(c)
                                               for c in data.get("calls") or ()),
-                   data.get("finish_reason"), usage)
+                   data.get("finish_reason"), usage,
+                   tuple(dict(c) for c in data.get("checks") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,20 @@ class ModelRequest:
     @property
     def hash(self) -> str:
         return request_hash(self.body())
+
+
+#: HTTP statuses of a failed model request that asking again may cure (besides 5xx)
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+def status_error(status: int, said: str) -> ToolError:
+    """How a model request that got HTTP ``status`` failed, for the step's retry policy: a
+    :class:`~chainlab.errors.TransientError` for 408/409/429 and 5xx (busy, slow, down:
+    asked again), else a :class:`~chainlab.errors.PermanentError`. ``said`` names the
+    endpoint (or the provider and model) and what it answered."""
+    if status in TRANSIENT_STATUSES or status >= 500:
+        return TransientError(said)
+    return PermanentError(said)
 
 
 def request_hash(body: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from chainlab._json import clean_text
 from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
-from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
+from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn, status_error
 from chainlab.agent.modes import (
     OutputMode,
     modes_from,
@@ -45,7 +45,6 @@ __all__ = ["OpenAIClient", "error_text", "make_client"]
 
 #: the modes an agent's output schema is asked in (a forced function would end the turn)
 AGENT_MODES = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT)
-_TRANSIENT = frozenset({408, 409, 429})
 
 
 def make_client(endpoint: Endpoint, **overrides: Any) -> openai.AsyncOpenAI:
@@ -112,10 +111,8 @@ class OpenAIClient:
         return self.output_modes
 
     def _status_error(self, status: int, text: str) -> Exception:
-        said = f"model endpoint {self.endpoint} answered HTTP {status}: {one_line(text)}"
-        if status in _TRANSIENT or status >= 500:
-            return TransientError(said)
-        return PermanentError(said)
+        return status_error(status, f"model endpoint {self.endpoint} answered HTTP {status}: "
+                                    f"{one_line(text)}")
 
     async def _ask(self, client: openai.AsyncOpenAI, request: ModelRequest,
                    mode: OutputMode | None) -> ModelTurn:
