@@ -145,13 +145,15 @@ class ConvertedTool(SchemaTool):
     """A tool of another SDK as a chainlab tool: its JSON Schema unchanged, its body
     ``call(context, args)`` (the SDK's own validation and call of the function), given the
     call's :class:`~chainlab.tools.CallContext`. ``origin`` says which SDK and agent it
-    comes from; its code fingerprint follows the function's code."""
+    comes from (shown beside it), ``label`` names the agent in an error; its code
+    fingerprint follows the function's code."""
 
     __slots__ = ("function",)
 
     def __init__(self, call: Callable[[CallContext, dict[str, Any]], Awaitable[Any]], *,
                  name: str, description: str, input_schema: Mapping[str, Any],
-                 function: Callable[..., Any] | None, origin: str, **contract: Any):
+                 function: Callable[..., Any] | None, origin: str, label: str,
+                 **contract: Any):
         async def body(**kwargs: Any) -> Any:
             context = kwargs.pop(_CALL)
             return await call(context, kwargs)
@@ -164,7 +166,7 @@ class ConvertedTool(SchemaTool):
                                                 code_fingerprint(function) if function
                                                 else None], **contract)
         except ToolDefinitionError as exc:
-            raise AgentConversionError(origin, f"its tool {name.split('.', 1)[-1]!r} "
+            raise AgentConversionError(label, f"its tool {name.split('.', 1)[-1]!r} "
                                        f"cannot be a chainlab tool: {exc}",
                                        "fix the tool's schema or its contract in "
                                        "tools={...}") from None

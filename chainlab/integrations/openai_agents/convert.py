@@ -118,6 +118,7 @@ class _Conversion:
                                         input_schema=t.params_json_schema,
                                         function=_wrapped(t),
                                         origin=f"OpenAI Agents SDK agent {chainlab_name!r}",
+                                        label=label,
                                         **own_compensation(contract[n], names))
                           for n, t in found.items()]
         output = OutputSpec.of(sdk, label)

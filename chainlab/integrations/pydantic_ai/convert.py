@@ -75,7 +75,7 @@ def from_pydantic_ai(agent: Any, *, name: str | None = None,
     own = [ConvertedTool(_call(t, model, made, names[n]), name=names[n],
                          description=t.description or "",
                          input_schema=t.function_schema.json_schema, function=t.function,
-                         origin=f"Pydantic AI agent {chainlab_name!r}",
+                         origin=f"Pydantic AI agent {chainlab_name!r}", label=label,
                          **own_compensation(contract[n], names))
            for n, t in found.items()]
     system_prompts = [p for p in agent._system_prompts if p.strip()]  # (literal text only:
