@@ -29,7 +29,6 @@ try:
     import agents
     from agents import FunctionTool, ModelSettings
     from agents.models.interface import Model
-    from agents.models.multi_provider import MultiProvider
     from agents.tool import (
         default_tool_error_function,
         resolve_function_tool_failure_error_function,
@@ -122,7 +121,7 @@ class _Conversion:
                                         **own_compensation(contract[n], names))
                           for n, t in found.items()]
         output = OutputSpec.of(sdk, label)
-        model = _model(sdk, label)
+        model = _model(sdk, label)  # (a name: made by the SDK when first asked)
         settings = sdk.model_settings or ModelSettings()
         client = OpenAIAgentsClient(model, sdk, instructions=sdk.instructions,
                                     tools={t.name: t for t in found.values()}, output=output,
@@ -244,14 +243,12 @@ def _refuse_unmapped(agent: Any, label: str) -> None:
 
 
 def _model(agent: Any, label: str) -> Any:
+    """The agent's ``Model``, or its model's name (None: the SDK's default model)."""
     model = agent.model
-    if isinstance(model, Model):
+    if model is None or isinstance(model, str | Model):
         return model
-    try:
-        return MultiProvider().get_model(model)
-    except Exception as exc:
-        raise AgentConversionError(label, f"its model {model!r} cannot be made: "
-                                   f"{type(exc).__name__}: {exc}", "give a Model object "
-                                   "(e.g. OpenAIChatCompletionsModel, LitellmModel)") from None
+    raise AgentConversionError(label, f"its model {safe_repr(model)} is neither a Model nor "
+                               "a name", "give a Model object (e.g. "
+                               "OpenAIChatCompletionsModel, LitellmModel) or a model's name")
 
 

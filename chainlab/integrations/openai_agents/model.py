@@ -19,7 +19,9 @@ from chainlab.integrations._convert import PerRun, model_failure
 
 try:
     from agents import AgentOutputSchema, AgentOutputSchemaBase, FunctionTool, ModelSettings
-    from agents.models.interface import ModelTracing
+    from agents.models import get_default_model
+    from agents.models.interface import Model, ModelTracing
+    from agents.models.multi_provider import MultiProvider
     from agents.run_context import RunContextWrapper
     from pydantic_core import to_jsonable_python
 except ImportError as exc:  # pragma: no cover - the extra is installed in dev
@@ -41,17 +43,35 @@ class OpenAIAgentsClient:
     def __init__(self, model: Any, agent: Any, *, instructions: str | None,
                  tools: Mapping[str, Any], output: OutputSpec | None, settings: Any,
                  context: PerRun):
-        self.model = model
         self.agent = agent
         self.instructions = instructions
         self.tools = dict(tools)
         self.output = output
         self.settings = settings
         self.context = context
-        self.provider = type(model).__name__
-        model_name = getattr(model, "model", None)
-        self.model_name = model_name if isinstance(model_name, str) else self.provider
-        self.base_url = base_url(model)
+        if isinstance(model, Model):
+            self._model: Any = model
+            self.provider = type(model).__name__
+            model_name = getattr(model, "model", None)
+            self.model_name = model_name if isinstance(model_name, str) else self.provider
+        else:  # a name: the SDK's default provider makes it when first asked (its key is
+            self._model = None  # read then, in the process that asks)
+            self.provider = "MultiProvider"
+            self.model_name = model or get_default_model()
+        self.base_url = base_url(self._model)
+
+    @property
+    def model(self) -> Any:
+        """The SDK ``Model`` asked (one given by name is made by the SDK's default provider
+        on first use). Raises PermanentError when it cannot be made (no key)."""
+        if self._model is None:
+            try:
+                self._model = MultiProvider().get_model(self.model_name)
+            except Exception as exc:
+                raise PermanentError(f"the OpenAI Agents SDK cannot make the model "
+                                     f"{self.model_name!r}: {type(exc).__name__}: {exc}") \
+                    from None
+        return self._model
 
     @property
     def endpoint(self) -> str:
