@@ -122,20 +122,33 @@ class ChainMagics(Magics):
         return self._start(chain, ns, context, options, paused=ns.step, queue=ns.enqueue)
 
     def agent(self, ns: argparse.Namespace) -> Any:
-        toolbox, _ = self.session.toolbox(ns.tools)
+        toolbox = self._agent_toolbox(ns)
         named = ns.request is not None
         ask = agent_request(toolbox, ns.first if named else None,
                             ns.request if named else ns.first, adhoc_name=ns.adhoc_name,
                             instructions=ns.instructions, model=ns.model,
-                            base_url=ns.base_url, command="%chain agent")
+                            base_url=ns.base_url, source=ns.source, command="%chain agent")
         return self._start(ask.chain, ns, ask.context, RunOptions(), meta=ask.meta,
-                           paused=ns.step, queue=ns.enqueue)
+                           paused=ns.step, queue=ns.enqueue, toolbox=toolbox)
+
+    def _agent_toolbox(self, ns: argparse.Namespace) -> Toolbox:
+        """The toolbox an agent's run uses: the session's; with ``--from`` and none in the
+        notebook, an empty one (the agent brings its tools)."""
+        try:
+            return self.session.toolbox(ns.tools)[0]
+        except SessionError:
+            if ns.source is None or ns.tools is not None:
+                raise
+            return Toolbox("agent")
 
     def _start(self, chain: Chain, ns: argparse.Namespace, context: dict[str, Any] | None,
                options: RunOptions, *, paused: bool = False,
-               queue: str | None = None, meta: dict[str, Any] | None = None) -> Any:
+               queue: str | None = None, meta: dict[str, Any] | None = None,
+               toolbox: Toolbox | None = None) -> Any:
         """What ``run`` and ``agent`` share: the one start, its widget shown first."""
-        toolbox, note = self.session.toolbox(ns.tools)
+        note = None
+        if toolbox is None:
+            toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
