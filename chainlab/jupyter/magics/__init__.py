@@ -47,6 +47,7 @@ from chainlab.jupyter.magics.args import DEFINE, ArgsError, HelpShown, split, su
 from chainlab.jupyter.session import NotebookSession, SessionError
 from chainlab.jupyter.views import ToolsTable
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.tools import Toolbox
 
 __all__ = ["ChainMagics"]
 
@@ -219,7 +220,7 @@ class ChainMagics(Magics):
 
     def resume(self, ns: argparse.Namespace) -> Any:
         session = self.session
-        toolbox, _ = session.toolbox(ns.tools)
+        toolbox = session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = session.find_run(ns.run, ns.db, toolbox)
         run = cmd.resume(session, run, toolbox)
         display(cmd.widget(session, run))
@@ -238,7 +239,7 @@ class ChainMagics(Magics):
 
     def rollback(self, ns: argparse.Namespace) -> None:
         session = self.session
-        toolbox, _ = session.toolbox(ns.tools)
+        toolbox = session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = session.find_run(ns.run, ns.db, toolbox)
         cmd.rollback(session, run, toolbox)
         print(f"rolling back run {run.run_id}: compensating completed steps in reverse "
@@ -324,6 +325,6 @@ class ChainMagics(Magics):
         display(designer)
 
     def _live(self, ns: argparse.Namespace) -> Any:
-        toolbox, _ = self.session.toolbox(ns.tools)
+        toolbox = self.session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = self.session.find_run(ns.run, ns.db, toolbox)
         return cmd.resume(self.session, run, toolbox, quiet=True)
