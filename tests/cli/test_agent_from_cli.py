@@ -50,6 +50,10 @@ support.tool_plain(requires_approval=True)(refund)
 described = from_pydantic_ai(support, name="described",
                              tools={"lookup_order": {"side_effects": False}})
 not_an_agent = 42
+
+from chainlab import Toolbox
+
+empty = Toolbox("empty")  # (a worker's --tools: the agents bring theirs)
 '''
 
 AGENTS_SDK = COMMON + '''
@@ -118,3 +122,51 @@ def test_a_bad_from_is_a_usage_error(shop: Path, argv: list[str], says: str) -> 
     assert r.code == 2, (r.out, r.err)
     assert says in r.err, r.err
     assert not (shop / "runs.db").exists()  # refused before anything was stored
+
+
+def test_an_agent_from_a_module_enqueued_is_run_by_a_worker(shop: Path) -> None:
+    """``chainlab agent --from MODULE:OBJ --enqueue``: a worker (another process) claims the
+    run, imports the agent from the run's MODULE:OBJ, asks the model; the refund waits;
+    ``chainlab approve`` records the decision, the worker applies it; one request a turn."""
+    import subprocess
+    import sys
+    import time
+
+    from chainlab.store import SQLiteStore
+
+    from .helpers import env
+
+    db = str(shop / "q.db")
+    SQLiteStore(db).close()  # (a worker's database: an enqueue is refused without one)
+    script = [tool_calls(Call("lookup_order", {"order_id": 7}, "c1"),
+                         Call("refund", {"order_id": 7, "amount": 15}, "c2")),
+              "Refunded 15 on order 7."]
+    with FakeOpenAI(script) as server:
+        extra = {"PYTHONPATH": str(shop), "SHOP_MODEL_URL": server.base_url}
+        r = chainlab("agent", "--from", "pa_agents:support", "refund 15 on order 7", "--db", db,
+                     "--enqueue", cwd=shop, **extra)
+        assert r.code == 0, r.err
+        run_id = r.out.strip()
+        assert server.completions == []  # nothing asked here
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "chainlab.cli", "worker", "--tools", "pa_agents:empty",
+             "--db", db, "--poll", "0.05"], cwd=shop, env=env(**extra),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            store = SQLiteStore(db)
+            deadline = time.monotonic() + 90
+            while store.get_run(run_id).status != "suspended":  # the refund waits
+                assert time.monotonic() < deadline and worker.poll() is None
+                time.sleep(0.05)
+            assert len(server.completions) == 1
+            r = chainlab("approve", run_id, "support/1.2", "--db", db, cwd=shop, **extra)
+            assert r.code == 0, r.err
+            while store.get_run(run_id).status != "succeeded":
+                assert time.monotonic() < deadline and worker.poll() is None
+                time.sleep(0.05)
+            store.close()
+        finally:
+            worker.terminate()
+            out, _ = worker.communicate(timeout=60)
+        assert len(server.completions) == 2, out  # once per turn
+    assert (shop / "refunds.txt").read_text() == "7:15\n"
