@@ -297,6 +297,50 @@ async def test_a_rejection_and_a_turn_limit_wait_and_go_back_to_the_model(
     await runtime.aclose()
 
 
+async def test_step_through_asks_the_model_one_turn_at_a_time(ledger: Ledger) -> None:
+    model, asked = scripted(*REFUND_TURNS)
+    toolbox = Toolbox("shop")
+    toolbox.add_agent(from_pydantic_ai(support_agent(model, ledger), tools=read_only()))
+    runtime = Runtime(toolbox, MemoryStore())
+    run = await runtime.start(one_step("support"), paused=True)
+    with anyio.fail_after(20):
+        while run.steps["help"].status != "ready":
+            await anyio.sleep(0.01)
+        assert asked == []  # paused: the model is not asked
+        await run.step("help")  # Step: exactly the first turn
+        while "help/1.1" not in run.steps:
+            await anyio.sleep(0.01)
+        assert asked == [1] and ledger.tools() == []  # its calls are ready steps now
+        await run.step("help/1.1")
+        while run.steps["help/1.1"].status != "succeeded":
+            await anyio.sleep(0.01)
+        assert ledger.tools() == ["lookup_order"] and asked == [1]
+    await runtime.aclose()
+
+
+async def test_the_runs_budget_waits_for_a_person_before_a_turn(ledger: Ledger) -> None:
+    from chainlab.plan.schema import RunOptions
+
+    model, asked = scripted(*REFUND_TURNS)
+    toolbox = Toolbox("shop")
+    toolbox.add_agent(from_pydantic_ai(support_agent(model, ledger), tools=read_only()))
+    runtime = Runtime(toolbox, MemoryStore())
+    run = await runtime.start(one_step("support"), options=RunOptions.model_validate(
+        {"budget": {"max_tokens": 80}}))
+    with anyio.fail_after(20):
+        await run.wait()
+        await run.approve("help/1.2")
+        await run.wait()
+    spent = run.state.usage["tokens"]
+    assert 40 < spent < 80 and asked == [1]  # FunctionModel counts tokens: turn 2 would
+    # cross 80 (a turn is expected to cost what the last one did)
+    assert run.waiting() == {"help": "waiting_confirmation"}
+    assert run.steps["help"].reason == "budget_exceeded"
+    await run.approve("help", budget={"max_tokens": 10_000})
+    assert (await run.wait()).status == "succeeded" and asked == [1, 2]
+    await runtime.aclose()
+
+
 async def test_a_completed_call_is_compensated_when_the_run_rolls_back(
         ledger: Ledger) -> None:
     model, _ = scripted(*REFUND_TURNS)
