@@ -128,13 +128,9 @@ def test_an_agent_from_a_module_enqueued_is_run_by_a_worker(shop: Path) -> None:
     """``chainlab agent --from MODULE:OBJ --enqueue``: a worker (another process) claims the
     run, imports the agent from the run's MODULE:OBJ, asks the model; the refund waits;
     ``chainlab approve`` records the decision, the worker applies it; one request a turn."""
-    import subprocess
-    import sys
-    import time
-
     from chainlab.store import SQLiteStore
 
-    from .helpers import env
+    from .helpers import until_status, worker
 
     db = str(shop / "q.db")
     SQLiteStore(db).close()  # (a worker's database: an enqueue is refused without one)
@@ -148,25 +144,11 @@ def test_an_agent_from_a_module_enqueued_is_run_by_a_worker(shop: Path) -> None:
         assert r.code == 0, r.err
         run_id = r.out.strip()
         assert server.completions == []  # nothing asked here
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "chainlab.cli", "worker", "--tools", "pa_agents:empty",
-             "--db", db, "--poll", "0.05"], cwd=shop, env=env(**extra),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            store = SQLiteStore(db)
-            deadline = time.monotonic() + 90
-            while store.get_run(run_id).status != "suspended":  # the refund waits
-                assert time.monotonic() < deadline and worker.poll() is None
-                time.sleep(0.05)
+        with worker("pa_agents:empty", db, cwd=shop, **extra) as proc:
+            until_status(db, run_id, "suspended", proc)  # the refund waits
             assert len(server.completions) == 1
             r = chainlab("approve", run_id, "support/1.2", "--db", db, cwd=shop, **extra)
             assert r.code == 0, r.err
-            while store.get_run(run_id).status != "succeeded":
-                assert time.monotonic() < deadline and worker.poll() is None
-                time.sleep(0.05)
-            store.close()
-        finally:
-            worker.terminate()
-            out, _ = worker.communicate(timeout=60)
-        assert len(server.completions) == 2, out  # once per turn
+            until_status(db, run_id, "succeeded", proc)
+        assert len(server.completions) == 2  # once per turn
     assert (shop / "refunds.txt").read_text() == "7:15\n"

@@ -6,9 +6,6 @@ doubt for a person (who finds its effect in the ledger), never repeated."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from chainlab.testing.openai_server import FakeOpenAI
 from tests.durability import converteddriver
 from tests.durability.agentlib import turn_of
 from tests.durability.chainlib import Ledger
-from tests.durability.harness import Progress
+from tests.durability.harness import Progress, kill_when
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("durability")]
 
@@ -52,15 +49,7 @@ async def test_a_converted_agent_killed_mid_call_resumes_without_repeating(
                "OPENAI_BASE_URL": server.base_url}
         driver = SubprocessDriver(converteddriver.CHAIN, db=db, run_id="run", env=env,
                                   tools="tests.durability.converteddriver:toolbox")
-        progress = Progress(db, "run")
-        deadline = time.monotonic() + 90
-        while not in_flight(progress, ledger):
-            assert driver.process.poll() is None, driver.output()
-            assert time.monotonic() < deadline, (progress.committed(), driver.output())
-            time.sleep(0.02)
-        os.kill(driver.pid, signal.SIGKILL)
-        assert driver.wait() == -signal.SIGKILL
-        progress.close()
+        kill_when(driver, Progress(db, "run"), lambda p: in_flight(p, ledger))
         asked_before = [turn_of(r) for r in server.completions]
         ledger_at_kill = ledger.read()
 

@@ -5,34 +5,23 @@ server (:class:`~chainlab.testing.openai_server.FakeOpenAI`), and a runtime on a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from chainlab import Chain, Toolbox
-from chainlab.agent.modes import forget_modes
 from chainlab.runtime import Run, Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing.openai_script import RecordedRequest
 from chainlab.testing.openai_server import FakeOpenAI
 
+# the agent tests' own fixtures: asyncio, and no OPENAI_* variable of the host reaches a test
+from tests.agent.conftest import _no_openai_env, anyio_backend
+
+__all__ = ["_no_openai_env", "anyio_backend"]
+
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The host's OPENAI_* variables must never reach a test (or a real endpoint)."""
-    for name in ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    forget_modes()
-    yield
-    forget_modes()
 
 
 @pytest.fixture
