@@ -57,7 +57,7 @@ def from_pydantic_ai(agent: Any, *, name: str | None = None,
             "an OpenAI Agents SDK agent: chainlab.integrations.openai_agents."
             "from_openai_agents)")
     check_version("Pydantic AI", pydantic_ai.__version__, *SUPPORTED, "pydantic-ai")
-    label = f"{agent.name or name or '(unnamed)'!r} (Pydantic AI)"
+    label = f"{name or agent.name or '(unnamed)'!r} (Pydantic AI)"
     _refuse_unmapped(agent, label)
     chainlab_name = agent_name(name, agent.name, label)
     label = f"{chainlab_name!r} (Pydantic AI)"
