@@ -45,7 +45,9 @@
         │                         chainlab.workspace raises it)
         ├── CliError              ... on the command line (``.code``, the exit code)
         ├── SessionError          ... in a notebook (shown as an IPython UsageError)
-        └── ArgsError             ... in a magic's arguments
+        ├── ArgsError             ... in a magic's arguments
+        └── CredentialInURLError  a model endpoint's base URL carries a credential, refused at
+                                  every door (``.where``, ``.credential``; chainlab.agent)
 
 Errors carry structured fields so that front ends never parse messages.
 
@@ -76,6 +78,7 @@ from chainlab._store_errors import (
 __all__ = [
     "AgentConversionError",
     "ChainlabError",
+    "CredentialInURLError",
     "CycleError",
     "DecisionError",
     "DecisionTimeoutError",
@@ -380,3 +383,23 @@ class UsageError(ChainlabError, ValueError):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n{self.hint}"
+
+
+class CredentialInURLError(UsageError):
+    """A model endpoint's base URL carries a credential: user-info (``user:key@host``) or a
+    query parameter whose name says it is one (``?api-key=...``; the names:
+    :func:`chainlab.agent.endpoint.credential_in`). A base URL is kept with a run and shown
+    wherever the run is, a key never is: it is refused at every door (``Agent(base_url=)``,
+    the planner's, ``--base-url``, ``OPENAI_BASE_URL``, a run's ad-hoc agent). ``.where``
+    names the door, ``.credential`` what was found (never its value); the message never
+    holds the URL."""
+
+    def __init__(self, where: str, credential: str):
+        self.where = where
+        self.credential = credential
+        super().__init__(
+            f"{where} carries a credential ({credential}): a base URL is kept with the run "
+            "and shown wherever the run is, a key must never be",
+            hint="leave the key out of the URL and put it in the environment: OPENAI_API_KEY "
+                 "(or pass api_key= read from the environment); the client sends it to the "
+                 "server as its Authorization header")

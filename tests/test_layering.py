@@ -271,31 +271,45 @@ LAYERS: dict[str, float] = {
     "workspace": 7,
     "jupyter": 8, "cli": 8, "http": 8,
 }
-#: (importing module, imported module): the one place for upward imports, each inside the
-#: method that needs it; the layer test and the import-cycle test (tests/test_structure.py)
-#: exempt them. Display hooks load a view when a front end asks an object to show itself;
-#: the last two load an optional part on demand (issue 35 item 7 leaves them: the faults are
-#: inside the runtime's own pending cycle, and add_mcp is the toolbox's documented API)
+#: (importing module, imported module): DISPLAY HOOKS, the only upward imports both the
+#: layer test and the import-cycle test (tests/test_structure.py) exempt. Each sits inside
+#: the method that needs it and loads a view (chainlab.render, chainlab.timeline: nothing
+#: else, a test says so) when a front end asks an object to show itself. A view reads the
+#: object it draws, so a hook may close a circle through the view; that is the one
+#: exemption from "no import circle", and it is why only views may be hooked.
 HOOKS = frozenset({
     ("chainlab.plan.schema", "chainlab.render"),  # Chain._repr_mimebundle_ draws the DAG
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
-    ("chainlab.runtime.run_view", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
-    ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()
-    ("chainlab.runtime.run", "chainlab.runtime.faults"),  # Run.inject(): the demo faults
+    ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
+    ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()/estimates()
+})
+#: CONVENIENCES: an upward import inside a one-line method that hands over to a part above
+#: (an optional integration loaded on demand). The layer test exempts them; the import-cycle
+#: test COUNTS them, so none may close a circle: the part above types what it works on
+#: below it as a protocol (issue 44: chainlab.mcp registers into ``mcp.Registers``, not the
+#: Toolbox). Fault injection is no longer one (issue 44): it is a function over a run,
+#: ``chainlab.runtime.faults.inject``, which ``Run`` does not reach.
+CONVENIENCE = frozenset({
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
     # agent_from(): a run's agent from --from MODULE:OBJ, converted again by the integration
     ("chainlab.agent.adhoc", "chainlab.integrations"),
 })
+#: the packages a display hook may load
+VIEWS = ("chainlab.render", "chainlab.timeline")
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
 #: process; history reads recorded runs; Run is the handle; coordination spans processes;
-#: Runtime (and the faults demo, which starts a second Runtime) sit on top
+#: the Runtime's parts (host, starts, takeovers, with what a start prepares), the Runtime
+#: facade over them, and the faults demo (which starts a second Runtime) sit on top. A dotted key
+#: places one module of a package apart from the rest of it: the fleet's factory
+#: (``coordination.fleet``) builds a worker's Runtime, so it sits above the Runtime, beside
+#: the worker it builds (``coordination.workers``) in the tree
 RUNTIME_SUBLAYERS: dict[str, float] = {
-    "engine": 0, "history": 1, "run_view": 2, "run": 2, "coordination": 3, "preparing": 4,
-    "hosting": 4, "launching": 4, "resuming": 4, "runtime": 4, "faults": 4, "fleet": 4,
+    "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 4, "host": 4,
+    "starts": 4, "takeovers": 4, "runtime": 4, "faults": 4, "coordination.fleet": 5,
 }
 
 
-def _layer(module: str) -> tuple[float, int] | None:
+def _layer(module: str) -> tuple[float, float] | None:
     """(layer, sub-layer): the sub-layer orders chainlab.runtime's parts; a package's
     ``__init__`` (``chainlab.runtime`` itself) sits on top of its parts."""
     parts = module.split(".")
@@ -305,7 +319,10 @@ def _layer(module: str) -> tuple[float, int] | None:
     if layer is None:
         return None
     if parts[1] == "runtime":
-        return layer, RUNTIME_SUBLAYERS.get(parts[2], 0) if len(parts) > 2 else 9
+        if len(parts) == 2:
+            return layer, 9
+        sub = RUNTIME_SUBLAYERS.get(".".join(parts[2:4]), RUNTIME_SUBLAYERS.get(parts[2], 0))
+        return layer, sub
     return layer, 0
 
 
@@ -361,8 +378,29 @@ def test_every_import_points_down_the_layers(module: str, path: Path) -> None:
         return  # chainlab/__init__.py: the lazy public API sits on top of everything
     wrong = [(line, target) for line, target in chainlab_imports(path.read_text(), module)
              if (_layer(target) or (0, 0)) > mine
-             and not any(module == a and target.startswith(b) for a, b in HOOKS)]
+             and not any(module == a and target.startswith(b) for a, b in HOOKS | CONVENIENCE)]
     assert wrong == [], f"{module} (layer {mine}) imports upward: {wrong}"
+
+
+def test_hooks_are_display_hooks_only() -> None:
+    """HOOKS, exempt from the import-cycle test, may only load a view (issue 44): anything
+    else that reaches up is a CONVENIENCE, which may form no circle."""
+    wrong = sorted((a, b) for a, b in HOOKS
+                   if not any(b == v or b.startswith(v + ".") for v in VIEWS))
+    assert wrong == [], (
+        f"HOOKS may only name display hooks, imports of {' or '.join(VIEWS)}; {wrong} "
+        "load something else: move them to CONVENIENCE (counted by the import-cycle test) "
+        "and type what the imported part works on as a protocol, or move the code down")
+
+
+@pytest.mark.parametrize("entry", sorted(HOOKS | CONVENIENCE), ids=lambda e: "->".join(e))
+def test_each_hook_and_convenience_is_an_import_that_exists(entry: tuple[str, str]) -> None:
+    """A stale entry would exempt an import nobody makes any more: each names a real one."""
+    module, target = entry
+    path = dict(all_modules())[module]
+    source = path.read_text(encoding="utf-8")
+    found = [t for _, t in chainlab_imports(source, module) if t.startswith(target)]
+    assert found, f"{module} no longer imports {target}: remove {entry} from the list"
 
 
 def test_the_layer_walker_sees_function_level_and_relative_imports() -> None:
@@ -381,9 +419,13 @@ def test_the_runtime_sublayers_point_down() -> None:
     assert _layer("chainlab.runtime.coordination.routing") < _layer("chainlab.runtime.runtime")
     assert _layer("chainlab.runtime.runtime") < _layer("chainlab.runtime")
     assert _layer("chainlab.runtime") < _layer("chainlab.planner")
-    assert set(RUNTIME_SUBLAYERS) == {
+    assert _layer("chainlab.runtime.runtime") < _layer("chainlab.runtime.coordination.fleet")
+    assert _layer("chainlab.runtime.coordination.fleet") < _layer("chainlab.runtime")
+    assert {k for k in RUNTIME_SUBLAYERS if "." not in k} == {
         p.name.removesuffix(".py") for p in (ROOT / "runtime").iterdir()
         if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    modules = {m for m, _ in all_modules()}
+    assert {f"chainlab.runtime.{k}" for k in RUNTIME_SUBLAYERS if "." in k} <= modules
 
 
 def test_every_package_has_a_layer() -> None:

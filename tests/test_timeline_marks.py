@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from chainlab import Chain, StaleEpochError, Toolbox
 from chainlab.events import Event, EventKind, RunState
 from chainlab.runtime import Runtime
+from chainlab.runtime.faults import inject
 from chainlab.store import SQLiteStore
 from chainlab.timeline import plot_timeline
 from chainlab.timeline.marks import EPOCH_COLOR, FAULT_COLOR, FENCED_COLOR, epoch_spans, mark_run
@@ -104,7 +105,7 @@ async def test_the_gantt_of_a_fenced_run_shows_all_three(tmp_path: Path) -> None
     run = await rt.start(chain)
     while run.steps["a"].status != "running":
         await anyio.sleep(0.005)
-    run2 = await run.inject("second_driver", by="test")
+    run2 = await inject(run, "second_driver", by="test")
     gate.set()
     with pytest.raises(StaleEpochError):
         await run.wait()

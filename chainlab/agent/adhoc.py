@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
 from chainlab.agent.agent import AGENT_PREFIX, Agent, AgentTool, one_step_chain
-from chainlab.agent.endpoint import Endpoint
+from chainlab.agent.endpoint import Endpoint, check_base_url
 from chainlab.errors import AgentConversionError, UsageError
 from chainlab.plan.parts import STEP_ID_PATTERN
 
@@ -228,9 +228,10 @@ def run_toolbox(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = 
         agent, key = None, spec
     overlays = _OVERLAYS.setdefault(toolbox, {})
     found = overlays.get(key)
-    if found is None:
-        found = overlays[key] = toolbox.overlay()
+    if found is None:  # (kept only once its agent is made: a refused one is refused again)
+        found = toolbox.overlay()
         found.add_agent(agent or spec.agent())  # the run's own, over one registered since
+        overlays[key] = found
     return found
 
 
@@ -269,10 +270,7 @@ def _offered(toolbox: Toolbox) -> tuple[str, ...]:
 
 
 def _check_url(url: str, what: str = "--base-url") -> None:
-    parts = urlsplit(url)
+    parts = urlsplit(check_base_url(url, what))  # (first: the message below shows the URL)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{what} {url!r} is not an http(s) URL",
                          hint="give the server's base URL, e.g. http://127.0.0.1:8080/v1")
-    if parts.username or parts.password:
-        raise UsageError(f"{what} carries credentials: they would be kept with the run",
-                         hint="put the key in OPENAI_API_KEY and leave it out of the URL")

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
-__all__ = ["AGENT_PREFIX", "MODEL_RETRY", "Agent", "AgentTool", "one_step_chain"]
+__all__ = ["AGENT_PREFIX", "LIMIT_ARGS", "MODEL_RETRY", "Agent", "AgentTool", "one_step_chain"]
 
 #: an agent's name as a tool: ``agent:NAME``
 AGENT_PREFIX = "agent:"
@@ -51,6 +51,9 @@ AGENT_PREFIX = "agent:"
 MODEL_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", delay_s=1.0,
                           retry_on=("transient", "timeout"))  # type: ignore[arg-type]
 _LIMIT = Annotated[int, Field(ge=1, le=10_000)]
+#: an agent step's args that raise its limits: a person's to set (approving the step with
+#: them), never a model's: a sub-agent is offered to a model without them
+LIMIT_ARGS = ("max_turns", "max_calls_per_turn")
 
 
 def one_step_chain(name: str) -> Chain:
@@ -237,7 +240,9 @@ class Agent:
 
 class AgentTool(Tool):
     """An agent as the tool ``agent:NAME``: its args are ``request`` (and optionally raised
-    ``max_turns`` / ``max_calls_per_turn``); the runtime runs it as an agent step (kind
+    ``max_turns`` / ``max_calls_per_turn``, :data:`LIMIT_ARGS`: a chain's author or a person
+    approving the step sets them; a model calling it as a sub-agent is not offered them,
+    and its call that passes one is refused to it); the runtime runs it as an agent step (kind
     ``agent``); its code fingerprint covers the instructions, tools, model and limits."""
 
     kind = "agent"
@@ -281,13 +286,24 @@ def _own_name(tool: Any, agent: str) -> str:
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:
+    """What a model sees of ``tool``'s args (a sub-agent's without its limits)."""
     schema = tool.input_schema()
     schema.pop("title", None)
+    if isinstance(tool, AgentTool):
+        for key in LIMIT_ARGS:
+            schema.get("properties", {}).pop(key, None)
     return schema
 
 
 def _tool_check(tool: Tool) -> Any:
+    limits = LIMIT_ARGS if isinstance(tool, AgentTool) else ()
+
     def check(args: dict[str, Any]) -> dict[str, Any]:
+        raised = [key for key in limits if key in args]
+        if raised:  # refused, not dropped: the model learns why, and nothing runs unasked
+            raise ValueError(
+                f"{raised[0]} is the agent's own limit, which only a person raises (its "
+                "step waits for one when it reaches it): call it with its request only")
         try:
             tool.validate_args(args)
         except ValidationError as exc:

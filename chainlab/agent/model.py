@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chainlab._text import safe_repr
 from chainlab.errors import PermanentError, ToolError, TransientError
+from chainlab.events.usage import normalize_usage
 
 __all__ = ["TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
-           "request_hash", "status_error"]
+           "reported_usage", "request_hash", "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +45,20 @@ class ModelCall:
 @dataclass(frozen=True, slots=True)
 class ModelTurn:
     """The model's answer to one request: its text (``content``), the tool calls it asks
-    for (in its order), why it stopped, what the request consumed (a usage dict:
-    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``) and the verdicts of the
-    checks the client ran around the request (``checks``: JSON data each, e.g. an OpenAI
-    Agents SDK guardrail's ``{"guardrail": NAME, "stage": "input", "tripped": false,
+    for (in its order), why it stopped, and what the request consumed (a usage dict:
+    ``input_tokens``, ``output_tokens``, ``tokens``, ``model``). ``usage_unknown``: why
+    what the server reported cannot be taken (negative, NaN, over the limit: ``usage`` is
+    then None), which the runtime records with the turn, counting the step's expected usage
+    in its stead (:func:`chainlab.runtime.engine.budget.turn_usage`). ``checks``: the
+    verdicts of the checks the client ran around the request (JSON data each, e.g. an
+    OpenAI Agents SDK guardrail's ``{"guardrail": NAME, "stage": "input", "tripped": false,
     "info": ...}``), recorded with the answer so that a replay does not run them again."""
 
     content: str | None = None
     calls: tuple[ModelCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    usage_unknown: str | None = None
     checks: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,11 +72,14 @@ class ModelTurn:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None
-                  ) -> ModelTurn:
+    def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None,
+                  usage_unknown: str | None = None) -> ModelTurn:
+        """The answer :meth:`to_dict` recorded, with the ``usage`` recorded beside it (or
+        why it was unknown: then the usage recorded was counted in its stead, not the
+        server's)."""
         return cls(data.get("content"), tuple(ModelCall.from_dict(c)
                                               for c in data.get("calls") or ()),
-                   data.get("finish_reason"), usage,
+                   data.get("finish_reason"), None if usage_unknown else usage, usage_unknown,
                    tuple(dict(c) for c in data.get("checks") or ()))
 
 
@@ -108,6 +117,22 @@ class ModelRequest:
     @property
     def hash(self) -> str:
         return request_hash(self.body())
+
+
+def reported_usage(sent: Mapping[str, Any], input_tokens: Any, output_tokens: Any,
+                   model: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the usage a model's answer reported, None) or, when its numbers cannot be taken
+    (negative, NaN, over the limit: never dropped silently), (None, what it reported and why
+    not: a turn's ``usage_unknown``). ``sent``: the numbers as the answer named them (said in
+    that message); ``model``: the model's name when it is text."""
+    found = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+             "model": model if isinstance(model, str) else None}
+    try:
+        return normalize_usage(found) or None, None
+    except ValueError as exc:
+        said = ", ".join(f"{key}={safe_repr(value, 40)}" for key, value in sent.items()
+                         if value is not None)
+        return None, f"the server reported {said} ({exc})"
 
 
 #: HTTP statuses of a failed model request that asking again may cure (besides 5xx)

@@ -22,7 +22,13 @@ from typing import Any
 
 from chainlab._json import clean_text
 from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
-from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn, status_error
+from chainlab.agent.model import (
+    ModelCall,
+    ModelRequest,
+    ModelTurn,
+    reported_usage,
+    status_error,
+)
 from chainlab.agent.modes import (
     OutputMode,
     modes_from,
@@ -34,7 +40,6 @@ from chainlab.agent.modes import (
     with_schema_prompt,
 )
 from chainlab.errors import MissingExtraError, PermanentError, TransientError
-from chainlab.events.usage import normalize_usage
 
 try:
     import openai
@@ -155,7 +160,7 @@ def _turn(completion: Any) -> ModelTurn:
     calls = tuple(_call(str(c.id), str(c.function.name), _arguments(c.function.arguments))
                   for c in (message.tool_calls or ()))
     return ModelTurn(_text(message.content), calls, choices[0].finish_reason,
-                     _usage(completion.usage, completion.model))
+                     *_usage(completion.usage, completion.model))
 
 
 async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str, Any]
@@ -187,7 +192,7 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
     return ModelTurn(_text("".join(text)) if text else None,
                      tuple(_call(c["id"], c["name"], c["arguments"])
                            for _, c in sorted(calls.items())),
-                     finish, _usage(usage, model))
+                     finish, *_usage(usage, model))
 
 
 def _text(value: Any) -> str | None:
@@ -208,16 +213,13 @@ def _arguments(value: Any) -> str:
     return json.dumps(value) if value is not None else ""
 
 
-def _usage(usage: Any, model: Any) -> dict[str, Any] | None:
+def _usage(usage: Any, model: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the usage the server reported, None), or (None, why it cannot be taken)."""
     if usage is None:
-        return None
-    found = {"input_tokens": getattr(usage, "prompt_tokens", None),
-             "output_tokens": getattr(usage, "completion_tokens", None),
-             "model": model if isinstance(model, str) else None}
-    try:
-        return normalize_usage(found) or None
-    except ValueError:
-        return None
+        return None, None
+    sent = {"prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None)}
+    return reported_usage(sent, sent["prompt_tokens"], sent["completion_tokens"], model)
 
 
 def error_text(exc: openai.APIStatusError) -> str:

@@ -154,7 +154,8 @@ def agent(
     base_url: Annotated[str | None, typer.Option(
         "--base-url", metavar="URL", help="Ad-hoc agent: an OpenAI-compatible server (else "
                                           "OPENAI_BASE_URL; the key comes from "
-                                          "OPENAI_API_KEY).")] = None,
+                                          "OPENAI_API_KEY: a URL carrying one, as "
+                                          "user-info or ?api-key=, is refused).")] = None,
     instructions: Annotated[str | None, typer.Option(
         "--instructions", metavar="TEXT", help="Ad-hoc agent: its instructions (default: "
                                                "carry out the request with the tools).")

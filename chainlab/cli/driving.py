@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from rich.console import Console
+from rich.console import Console, Group
+from rich.text import Text
 
 from chainlab.cli.common import CliError, ExitCode, exit_code_for
 from chainlab.cli.loading import DEFAULT_DB
@@ -25,15 +26,19 @@ from chainlab.cli.progress import ProgressMode, follow
 from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import declared_output, run_dict
+from chainlab.runtime.coordination.liveness import Liveness
+from chainlab.runtime.coordination.stalls import Stall, stall_of, stalls
 from chainlab.runtime.engine.attempt.agentcalls import turns_by_step
 from chainlab.runtime.engine.executors import Executor
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Store
 from chainlab.tools import Toolbox
 
-__all__ = ["Control", "Output", "continue_run", "start_run", "stored_state"]
+__all__ = ["Control", "Output", "continue_run", "run_stall", "runs_stalled", "stall_lines",
+           "start_run", "stored_state"]
 
 Control = Callable[[Run], Awaitable[None]]
 
@@ -59,7 +64,7 @@ def db_flag(db: str) -> str:
     """``--db PATH`` for the hints, when the database is not the default one."""
     import shlex
 
-    return "" if Path(db) == DEFAULT_DB else f" --db {shlex.quote(str(db))}"
+    return "" if Path(db) == Path(DEFAULT_DB) else f" --db {shlex.quote(str(db))}"
 
 
 def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: str,
@@ -74,6 +79,9 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
         return exit_code_for(status)
     io.out.print(steps_table(state, chain, limit=50, width=io.out.width))
     io.out.print(run_line(run_id, chain.name if chain else "?", state), soft_wrap=True)
+    stalled = run_stall(store, run_id)
+    if stalled is not None:  # in progress with nobody driving it, or queued behind a key
+        io.out.print(stall_lines([stalled], db_flag(db)), soft_wrap=True)
     for line in turns_lines(state):  # an agent step: what each model turn asked for
         io.out.print(line, soft_wrap=True, markup=False, highlight=False)
     if chain is not None and chain.output is not None and status == RunStatus.SUCCEEDED:
@@ -86,10 +94,36 @@ def report(io: Output, run_id: str, chain: Chain | None, state: RunState, db: st
     return exit_code_for(status)
 
 
+def run_stall(store: Store, run_id: str) -> Stall | None:
+    """What keeps run ``run_id`` standing still, if anything (as a CLI process sees
+    drivers: the runtime's default liveness)."""
+    return stall_of(store, Liveness(), run_id)
+
+
+def runs_stalled(store: Store, run_ids: Iterable[str] | None = None) -> list[Stall]:
+    """The runs of ``store`` (or ``run_ids``) that stand still, as :func:`run_stall`."""
+    return stalls(store, Liveness(), run_ids)
+
+
+def stall_lines(found: Sequence[Stall], db_flag: str = "") -> Group | None:
+    """The runs that stand still, and the command that moves each on (``chainlab show``,
+    ``approvals``, ``runs``): ``run R is running, but nobody drives it: ... / take it over:
+    chainlab resume R``."""
+    lines: list[Text] = []
+    for stall in found:
+        lines.append(Text(stall.text, style="bold yellow"))
+        move = stall.command(suffix=db_flag)
+        if move:
+            what = "take it over" if stall.kind == "no_driver" else f"move {stall.holder} on"
+            lines.append(Text(f"    {what}: {move}"))
+    return Group(*lines) if lines else None
+
+
 def turns_lines(state: RunState) -> list[str]:
     """An agent step's turns, a line each, under the steps table (DESIGN §18): ``help turn 1:
     help/1.1 lookup succeeded, help/1.2 refund waiting_confirmation, 'teleport' refused``;
-    the turn that answered says ``final answer``."""
+    the turn that answered says ``final answer``; a turn whose usage the server reported
+    wrongly says so (``usage unknown: the server reported ...``)."""
     out = []
     for step_id, turns in turns_by_step(state).items():
         for turn in turns:
@@ -97,7 +131,9 @@ def turns_lines(state: RunState) -> list[str]:
                      else f"{c['function']!r} refused" for c in turn["calls"]]
             what = ", ".join(calls) if calls else ("final answer" if turn["final"] else
                                                    "no call")
-            out.append(f"{step_id} turn {turn['turn']}: {what}")
+            unknown = turn.get("usage_unknown")
+            note = f" ({usage_text(turn['usage'], unknown)})" if unknown else ""
+            out.append(f"{step_id} turn {turn['turn']}: {what}{note}")
     return out
 
 

@@ -52,6 +52,8 @@ class AttemptRecord:
     retry_delay_s: float | None = None
     code: str | None = None  # fingerprint of the tool's code this attempt ran
     usage: dict[str, Any] | None = None  # what the call reported it consumed (end event)
+    # why what it reported could not be taken (``usage`` then holds what was counted instead)
+    usage_unknown: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -187,6 +189,7 @@ class FoldState:
             rec.error = p.get("error")
             if "delay_s" in p:
                 rec.retry_delay_s = p["delay_s"]
+            rec.usage_unknown = p.get("usage_unknown")
             usage = p.get("usage")
             if usage:  # each end event is folded once: usage is never counted twice
                 rec.usage = usage

@@ -114,13 +114,21 @@ def total_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     return total
 
 
-def usage_text(usage: Mapping[str, Any] | None) -> str:
+def usage_text(usage: Mapping[str, Any] | None, unknown: str | None = None) -> str:
     """A usage in a few words, as every front end shows it:
-    ``130 tokens (110 in, 20 out) · cost 0.003`` ('' for none)."""
+    ``130 tokens (110 in, 20 out) · cost 0.003`` ('' for none). ``unknown``: why a call's
+    reported usage could not be taken (``usage`` is then what was counted in its stead):
+    ``usage unknown: the server reported ...; counted as expected: 120 tokens``."""
+    if unknown:
+        counted = {k: v for k, v in (usage or {}).items() if k in ("tokens", "cost")}
+        return (f"usage unknown: {unknown}; counted as expected: "
+                f"{usage_text(counted) or 'nothing known'}")
     if not usage:
         return ""
     parts = []
-    if "tokens" in usage:
+    if "tokens" in usage and "input_tokens" not in usage and "output_tokens" not in usage:
+        parts.append(f"{usage['tokens']:,} tokens")  # (an estimate: no split known)
+    elif "tokens" in usage:
         parts.append(f"{usage['tokens']:,} tokens ({usage.get('input_tokens', 0):,} in, "
                      f"{usage.get('output_tokens', 0):,} out)")
     if "cost" in usage:

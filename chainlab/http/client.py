@@ -230,6 +230,11 @@ class Client:
         """Everything that waits for a person, across unfinished runs, oldest first."""
         return self.request("GET", "/approvals")["waiting"]  # type: ignore[no-any-return]
 
+    def stalled(self) -> list[dict[str, Any]]:
+        """The runs that stand still with no step to decide: nobody drives one (``action``
+        ``resume``), or a queued one waits for the run holding its concurrency key."""
+        return self.request("GET", "/approvals")["stalled"]  # type: ignore[no-any-return]
+
     def decide(self, run_id: str, step_id: str, action: str, **fields: Any) -> dict[str, Any]:
         """``approve`` / ``reject`` / ``resolve`` with the body ``fields``. Raises ApiError:
         409 ``not_waiting`` (``.extra["decided"]`` says who decided), 422 for args or an

@@ -96,8 +96,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                        "actions": {"type": "object", "additionalProperties": {
                            "type": "string"}}},
     },
+    "Stalled": {
+        "type": "object", "description": "A run that stands still with no step to decide "
+        "(chainlab.runtime.coordination.stalls): no_driver (resume it) or key_held (queued "
+        "behind the run holding its concurrency key).",
+        "properties": {"run_id": {"type": "string"}, "chain": {"type": "string"},
+                       "kind": {"enum": ["no_driver", "key_held"]}, "text": {"type": "string"},
+                       "action": {"enum": ["resume", "approve", "resolve", None]},
+                       "action_run": {"type": "string"}, "action_step": _STR_OR_NULL,
+                       "key": _STR_OR_NULL, "holder": _STR_OR_NULL}},
     "WaitingList": {"type": "object", "properties": {
-        "waiting": {"type": "array", "items": {"$ref": "#/components/schemas/Waiting"}}}},
+        "waiting": {"type": "array", "items": {"$ref": "#/components/schemas/Waiting"}},
+        "stalled": {"type": "array", "items": {"$ref": "#/components/schemas/Stalled"}}}},
     "Decision": {"type": "object", "properties": {
         "outcome": {"enum": ["applied", "recorded"], "description": "recorded: a queue's "
                     "run; a worker of the fleet applies it when it takes the run"},

@@ -99,8 +99,11 @@ async def validate_chain(request: Request) -> Response:
           tag="decisions", returns="WaitingList")
 async def approvals(request: Request) -> Response:
     """The team inbox (as ``chainlab approvals``): every confirmation and in-doubt step of
-    every unfinished run in the store, oldest first, with the URLs that decide each one."""
-    return json({"waiting": await service(request).approvals()})
+    every unfinished run in the store, oldest first, with the URLs that decide each one;
+    ``stalled``: the runs that stand still with no step to decide (nobody drives one: its
+    ``action`` is ``resume``; a queued one behind the run holding its concurrency key)."""
+    svc = service(request)
+    return json({"waiting": await svc.approvals(), "stalled": await svc.stalled()})
 
 
 @endpoint("GET", "/openapi.json", "This API's OpenAPI document", tag="service")

@@ -31,6 +31,7 @@ from chainlab.http.errors import ApiError
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import record_dict, run_dict
 from chainlab.runtime.coordination.inbox import waiting_decisions, waiting_in
+from chainlab.runtime.coordination.stalls import stalls
 from chainlab.runtime.engine import decisions
 from chainlab.runtime.runtime import Runtime
 
@@ -135,6 +136,13 @@ class Service:
         """``GET /approvals``: every waiting decision across unfinished runs, oldest first."""
         items = await self.runtime.run_io(waiting_decisions, self.store)
         return [_with_actions(d.to_dict()) for d in items]
+
+    async def stalled(self) -> list[dict[str, Any]]:
+        """``GET /approvals``'s ``stalled``: the runs that stand still with no step to
+        decide (nobody drives one; a queued one behind the run holding its concurrency key),
+        each with the move that ends it (:mod:`chainlab.runtime.coordination.stalls`)."""
+        found = await self.runtime.run_io(stalls, self.store, self.runtime.liveness)
+        return [s.to_dict() for s in found]
 
     async def list_runs(self, *, status: set[str] | None, chain: str | None,
                         waiting: bool | None, limit: int, cursor: str | None

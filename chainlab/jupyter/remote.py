@@ -8,11 +8,15 @@ that need the driver are disabled, with a line naming who drives the run.
 :class:`ApprovalsInbox` lists what ``Runtime.waiting_decisions()`` returns (every waiting
 confirmation and in-doubt step of every unfinished run in the store) as the run widget's own
 :class:`ApprovalCard` / :class:`DoubtCard`; their buttons call ``Runtime.decide``, then the
-list is read again. It follows the store by itself; **Refresh** reads it at once.
+list is read again. It follows the store by itself; **Refresh** reads it at once. Above the
+cards, the runs that stand still with no decision to make on a step
+(:mod:`chainlab.runtime.coordination.stalls`: nobody drives one, ``%chain resume RUN``; one
+queued behind the run that holds its concurrency key).
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import time
 from collections.abc import Callable, Coroutine
@@ -28,6 +32,7 @@ from chainlab.jupyter.runloop import RunLoop
 from chainlab.jupyter.session import get_session
 from chainlab.jupyter.views import error_html
 from chainlab.runtime.coordination.inbox import WaitingDecision, follow_decisions
+from chainlab.runtime.coordination.stalls import Stall, stalls
 from chainlab.runtime.coordination.watching import WatchedRun
 from chainlab.runtime.runtime import Run, Runtime
 from chainlab.store.base import Notifier
@@ -64,6 +69,16 @@ def watch_widget(session: NotebookSession, run_id: str, db: str | None,
     run.on_taken_over(taken_over)
     run.start()
     return widget
+
+
+def _move(stall: Stall) -> str:
+    """What moves a stalled run on, as the notebook spells it (an in-doubt step has no
+    magic: its card in the inbox decides it)."""
+    if stall.action is None:
+        return ""
+    if stall.action == "resolve":
+        return f" · resolve step {html.escape(str(stall.action_step))} of its card below"
+    return f" · <code>{html.escape(stall.command('%chain'))}</code>"
 
 
 class _RunHost:
@@ -108,6 +123,8 @@ class ApprovalsInbox(W.VBox):
         self.reads = 0  # how many times the waiting decisions were read
         self.summary = W.HTML()
         self.error = W.HTML()
+        self.stalled: list[Stall] = []  # runs that stand still: nobody drives one, a key...
+        self.stalls = W.HTML()
         self.refresh_button = W.Button(description="Refresh", icon="refresh",
                                        tooltip="read the waiting decisions again now",
                                        layout=W.Layout(width="auto"))
@@ -116,7 +133,7 @@ class ApprovalsInbox(W.VBox):
         self.list.add_class("cl-inbox")
         head = W.HBox([self.summary, self.refresh_button],
                       layout=W.Layout(align_items="center", justify_content="space-between"))
-        super().__init__([W.HTML(style_tag()), head, self.error, self.list])
+        super().__init__([W.HTML(style_tag()), head, self.error, self.stalls, self.list])
         self.add_class("cl-run")
         self.add_class("cl-team-inbox")
         self._scope: anyio.CancelScope | None = None
@@ -146,7 +163,7 @@ class ApprovalsInbox(W.VBox):
             with anyio.CancelScope() as self._scope:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._age_lines)
-                    async for items in follow_decisions(self.runtime, poll_s=self.poll_s):
+                    async for items in follow_decisions(self.runtime.host, poll_s=self.poll_s):
                         self.error.value = ""
                         self.show(items)
                     tg.cancel_scope.cancel()
@@ -160,6 +177,8 @@ class ApprovalsInbox(W.VBox):
         while True:
             await anyio.sleep(max(self.poll_s, 2.5))
             self._draw_lines()
+            with contextlib.suppress(Exception):  # (the follower reports a store error)
+                self._draw_stalls(await self.runtime.run_io(self._read_stalls))
 
     def stop(self) -> None:
         """Stop following the store (the widget was closed)."""
@@ -179,8 +198,14 @@ class ApprovalsInbox(W.VBox):
         except Exception as exc:
             self.show_error(exc, action="read the waiting decisions")
             return
+        try:
+            stalled = self._read_stalls()
+        except Exception as exc:
+            self.show_error(exc, action="read the runs that stand still")
+            stalled = []
         self.items = items
         self.reads += 1
+        self._draw_stalls(stalled)
         for run_id, run in runs.items():
             host = self.hosts.get(run_id)
             if host is None:
@@ -221,6 +246,18 @@ class ApprovalsInbox(W.VBox):
                 value = self._run_line(item)
                 if line.value != value:
                     line.value = value
+
+    def _read_stalls(self) -> list[Stall]:
+        return stalls(self.runtime.store, self.runtime.liveness)
+
+    def _draw_stalls(self, found: list[Stall]) -> None:
+        """The runs that stand still (nobody drives one; one queued behind the run holding
+        its concurrency key), each with the magic that moves it on."""
+        self.stalled = found
+        value = "".join(f'<div class="cl-note cl-stalled">⚠ {html.escape(s.text)}'
+                        f"{_move(s)}</div>" for s in found)
+        if self.stalls.value != value:
+            self.stalls.value = value
 
     def _queues(self) -> str:
         """How deep each queue of the worker fleet is ("" for a store without a queue)."""

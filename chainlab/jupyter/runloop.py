@@ -34,9 +34,10 @@ from typing import Any, ClassVar, TypeVar
 
 from chainlab.jupyter._loop import RUN_ON_TIMEOUT_S, run_on
 from chainlab.runtime.coordination.watching import WatchedRun
+from chainlab.runtime.host import Host
 from chainlab.runtime.runtime import Run, Runtime
 
-__all__ = ["LoopRun", "LoopRuntime", "LoopWatchedRun", "RunLoop", "loop_of"]
+__all__ = ["LoopHost", "LoopRun", "LoopRuntime", "LoopWatchedRun", "RunLoop", "loop_of"]
 
 T = TypeVar("T")
 
@@ -192,25 +193,41 @@ class LoopWatchedRun(WatchedRun):
     runtime's :class:`RunLoop`."""
 
 
-@on_home_loop()
-class LoopRuntime(Runtime):
-    """A :class:`~chainlab.runtime.Runtime` whose runs are driven on ``home`` (a
-    :class:`RunLoop`): ``start``, ``resume``, ``fork``, ``decide``... awaited from another
-    loop run there, and the handles it makes are :class:`LoopRun` / :class:`LoopWatchedRun`."""
+class LoopHost(Host):
+    """The :class:`~chainlab.runtime.host.Host` of a :class:`LoopRuntime`: its background
+    tasks (every run's drive, its liveness, a watched run's following) run on the runtime's
+    ``home`` loop, whichever thread asks, and the live handles it makes are
+    :class:`LoopRun`."""
 
-    def __init__(self, *args: Any, home: RunLoop, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.home = home
+    def __init__(self, owner: LoopRuntime, *args: Any, **kwargs: Any):
+        super().__init__(owner, *args, **kwargs)
+        self.home = owner.home
 
     def spawn(self, coro_fn: Callable[[], Any]) -> None:
         """Run ``coro_fn()`` on the home loop, whichever thread asks."""
         self.home.spawn(coro_fn, self._tasks)
 
-    def _handle(self, chain: Any, kernel: Any, record: Any) -> Run:
-        return LoopRun(self, chain, kernel, record)
+    def handle(self, chain: Any, kernel: Any, record: Any) -> Run:
+        """A :class:`LoopRun`: its coroutines, awaited from a cell, run on the home loop."""
+        return LoopRun(self.owner, chain, kernel, record)
+
+
+@on_home_loop()
+class LoopRuntime(Runtime):
+    """A :class:`~chainlab.runtime.Runtime` whose runs are driven on ``home`` (a
+    :class:`RunLoop`): ``start``, ``resume``, ``fork``, ``decide``... awaited from another
+    loop run there, and the handles it makes are :class:`LoopRun` / :class:`LoopWatchedRun`
+    (its host is a :class:`LoopHost`)."""
+
+    host_type = LoopHost
+
+    def __init__(self, *args: Any, home: RunLoop, **kwargs: Any):
+        self.home = home  # (before the parts are made: the host drives runs there)
+        super().__init__(*args, **kwargs)
 
     def watch_run(self, run_id: str) -> WatchedRun:
+        """A :class:`LoopWatchedRun` (followed on the home loop)."""
         from chainlab.events import read_run
 
         record, events, state = read_run(self.store, run_id)
-        return LoopWatchedRun(self, record, events, state)
+        return LoopWatchedRun(self.host, record, events, state)

@@ -12,13 +12,18 @@ all of a server's tools share one client session (:class:`MCPConnection`).
 * :mod:`.connection`: the session, its restarts, and the mapping of failures;
 * :mod:`.mapping`: MCP tool -> chainlab tool; result -> output or ToolError;
 * :mod:`._loop`: the thread whose loop the sessions live on.
+
+What the tools are registered into is typed as :class:`Registers` (a
+:class:`~chainlab.tools.Toolbox` is one), not as the Toolbox: ``Toolbox.add_mcp`` loads this
+package on demand, so this package naming the Toolbox would close an import circle
+(tests/test_layering.py lists ``add_mcp`` as a ``CONVENIENCE``, which may form none).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chainlab._text import safe_repr
 from chainlab.errors import MCPServerError, MissingExtraError, ToolDefinitionError
@@ -26,11 +31,28 @@ from chainlab.mcp.connection import MCPConnection
 from chainlab.mcp.mapping import contract_of, hints_of, output_of, schema_tool
 
 if TYPE_CHECKING:
-    from chainlab.tools import Toolbox
     from chainlab.tools.schema_tool import SchemaTool
 
-__all__ = ["MCPConnection", "add_mcp", "contract_of", "hints_of", "output_of", "parse_spec",
-           "schema_tool"]
+__all__ = ["MCPConnection", "Registers", "add_mcp", "contract_of", "hints_of", "output_of",
+           "parse_spec", "schema_tool"]
+
+
+class Registers(Protocol):
+    """What :func:`add_mcp` registers a server's tools into: a named set of tools that can
+    add one and close a resource with itself (:class:`~chainlab.tools.Toolbox` is one). A
+    protocol, not the Toolbox, because the Toolbox loads this package on demand
+    (``Toolbox.add_mcp``): naming it here would close an import circle."""
+
+    name: str
+
+    def __contains__(self, name: object) -> bool:
+        """Whether a tool of that name is registered."""
+
+    def add(self, tool: SchemaTool) -> object:
+        """Register ``tool`` (raises ToolDefinitionError for a name already taken)."""
+
+    def own(self, resource: Any) -> None:
+        """Close ``resource`` (its ``async aclose()``) when the set is closed."""
 
 
 def _require_sdk() -> None:
@@ -49,7 +71,7 @@ def parse_spec(spec: str) -> dict[str, Any]:
     return {"command": spec}
 
 
-def add_mcp(toolbox: Toolbox, command: Sequence[str] | str | None = None, *,
+def add_mcp(toolbox: Registers, command: Sequence[str] | str | None = None, *,
             url: str | None = None, prefix: str | None = None,
             include: Iterable[str] | None = None, exclude: Iterable[str] = (),
             confirm: bool | Mapping[str, bool] | None = None,
@@ -86,7 +108,7 @@ def add_mcp(toolbox: Toolbox, command: Sequence[str] | str | None = None, *,
     return tools
 
 
-def _tools(toolbox: Toolbox, connection: MCPConnection, specs: list[Any], *,
+def _tools(toolbox: Registers, connection: MCPConnection, specs: list[Any], *,
            prefix: str | None, include: Iterable[str] | None, exclude: Iterable[str],
            confirm: bool | Mapping[str, bool] | None,
            overrides: Mapping[str, Mapping[str, Any]]) -> list[SchemaTool]:

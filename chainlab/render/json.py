@@ -28,8 +28,10 @@ shown by its repr).
   compensations in start order (:func:`attempt_dict`); ``reused``: what a fork copied the
   step from, else None. An agent step also has ``turns`` (DESIGN §18): per model turn its
   number, its calls (``{"step_id", "tool", "status"}``, or ``{"step_id": None,
-  "function", "refused"}`` for a call refused to the model), its ``usage`` and ``final``
-  (true for the turn that answered); ``run.transcript(step_id)`` has the text besides.
+  "function", "refused"}`` for a call refused to the model), its ``usage`` (with
+  ``usage_unknown`` when what the server reported could not be taken: ``usage`` is then
+  what was counted in its stead) and ``final`` (true for the turn that answered);
+  ``run.transcript(step_id)`` has the text besides.
 * ``waiting``: what waits for a person (nothing once the run ended): ``kind`` ``confirm``
   (approve or reject; ``preview`` is what the approver sees, the args when the tool has no
   preview) or ``in_doubt`` (resolve: it took effect, retry, or fail; ``preview`` and

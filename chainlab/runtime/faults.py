@@ -1,11 +1,18 @@
 """Fault injection for demos and tests: make the runtime's rules visibly happen.
 
-    await run.inject("timeout", "load")        # load's next call runs, its answer is lost
-    await run.inject("raise", "load", error_kind="transient")   # load's tool raises once
-    run2 = await run.inject("second_driver")   # a second driver takes the run over; the
+    from chainlab.runtime.faults import inject
+
+    await inject(run, "timeout", "load")       # load's next call runs, its answer is lost
+    await inject(run, "raise", "load", error_kind="transient")  # load's tool raises once
+    run2 = await inject(run, "second_driver")  # a second driver takes the run over; the
                                                # first one is fenced (its writes refused)
-    await run.inject("kill", "load")           # SIGKILL this process when load's call runs:
+    await inject(run, "kill", "load")          # SIGKILL this process when load's call runs:
                                                # only in a disposable driver process
+
+A function over a run, not a method of it (issue 44): injecting a fault wraps the run's
+executor and may start a second Runtime, so the run's handle (below the Runtime) does not
+reach up to it; nothing in the runtime imports this module. Call it on the loop that drives
+the run (in a notebook, the run widget's Faults section and ``%chain fault`` hand it there).
 
 Faults live beneath the one seam that calls a tool (``call.call_tool``): the run's
 executor is wrapped, so an injected failure is classified, retried, put in doubt and

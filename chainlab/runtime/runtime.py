@@ -1,23 +1,24 @@
-"""``Runtime``: starts, enqueues, resumes, forks and lists runs (``Run``, the handle, is in
-run.py).
+"""``Runtime``: starts, enqueues, resumes, forks, lists and decides runs (``Run``, the handle,
+is in run.py).
 
-The class is built in four layers, each a module: :class:`~chainlab.runtime.hosting.Hosting`
-(its parts and lifetime: the constructor, ``spawn``, ``run_io``, ``driven``, ``aclose``, and
-driving a run: ``_launch``, the one tail every run's drive begins with, and ``release``) <
-:class:`~chainlab.runtime.launching.Launching` (every way a NEW run begins: a start, an
-enqueue, a fork) < :class:`~chainlab.runtime.resuming.Resuming` (every way a STORED run is
-taken up: a resume, a fleet worker's claim) < ``Runtime`` here: reading runs (``get_run``,
-``runs``, ``watch``, the frames), the team inbox, decisions from anywhere (``decide``,
-``complete_job``), the queue's views and limits, and the blocking entry points.
+A facade that holds its parts, the way Temporal's ``Worker`` holds its activity and
+workflow workers (issue 44): every public method and its docstring lives here and delegates
+in one line to the part that does the work. ``self`` in a part means that part alone:
 
-Nothing below this module names ``Runtime``: each part names, as a protocol, what it uses of
-it, and ``Runtime`` satisfies them all. A run's handle holds a
-:class:`~chainlab.runtime.run.RunOwner` (the runtime's parts,
-:class:`~chainlab.runtime.run_view.RuntimeParts`, with ``decide``, ``resume``, ``get_run``
-and ``_launch``); the coordination code (heartbeats, the mailbox, decisions from other
-processes, watching, the worker fleet) a :class:`~chainlab.runtime.coordination.Host` (a
-RunOwner with ``liveness``, ``driven``, ``claimed``, ``release``, ``aclose``, ``watch`` and
-``approve_all``); a driver's liveness only the runtime's parts.
+* :attr:`Runtime.host`, a :class:`~chainlab.runtime.host.Host`: the parts (toolbox, store,
+  executor, clock, chains, liveness as a driver) and the lifetime (``spawn``, ``run_io``,
+  ``aclose``), the runs it drives and the one tail that drives every run (``launch``);
+* :attr:`Runtime.starts`, :class:`~chainlab.runtime.starts.Starts`: every way a NEW run
+  begins (start, enqueue, fork);
+* :attr:`Runtime.takeovers`, :class:`~chainlab.runtime.takeovers.Takeovers`: every way a
+  STORED run is taken up (resume, a fleet worker's claim).
+
+Starts and Takeovers each hold the Host and nothing else; they inherit nothing. Reading runs
+and deciding on them delegate to the coordination code (:mod:`.coordination.routing`,
+:mod:`.coordination.watching`, :mod:`.coordination.inbox`), which works on the same parts
+by their real types. A run's handle holds the Runtime as a
+:class:`~chainlab.runtime.run.RunOwner` (a protocol: the handle sits below the class that
+makes handles).
 
 One async API. Scripts use ``runtime.run_sync(...)``; notebooks and widgets call the
 coroutines on the kernel's running loop; there is no second, blocking copy of the methods.
@@ -25,48 +26,297 @@ coroutines on the kernel's running loop; there is no second, blocking copy of th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import anyio
 
-from chainlab.events import Event
-from chainlab.plan.schema import Chain, RunOptions
-from chainlab.runtime.engine.compile import compile_chain
-from chainlab.runtime.history.estimates import estimate, history
-from chainlab.runtime.hosting import new_run_id
-from chainlab.runtime.resuming import Resuming
-from chainlab.runtime.run import Run
-from chainlab.runtime.run_view import RunResult
-from chainlab.store.base import RunRecord
+from chainlab.runtime.host import Host, new_run_id
+from chainlab.runtime.run import Run, RunResult
+from chainlab.runtime.starts import Starts
+from chainlab.runtime.takeovers import Takeovers
+from chainlab.store.queue import DEFAULT_QUEUE
 
 if TYPE_CHECKING:
+    from collections import ChainMap
+
+    from chainlab.events import Event, RunState
+    from chainlab.events.status import DrivePhase
+    from chainlab.plan.schema import Chain, RunOptions
     from chainlab.runtime.coordination.inbox import WaitingDecision
+    from chainlab.runtime.coordination.liveness import Liveness
     from chainlab.runtime.coordination.watching import WatchedRun
+    from chainlab.runtime.engine.clock import Clock
+    from chainlab.runtime.engine.executors import Executor
+    from chainlab.runtime.history.fork import ForkPlan
+    from chainlab.store.base import RunRecord, Store
+    from chainlab.store.queue import Claim
+    from chainlab.tools import Toolbox
 
 __all__ = ["Run", "RunResult", "Runtime", "new_run_id"]
 
-
-class Runtime(Resuming):
+class Runtime:
     """Starts, resumes and lists runs of chains built from one toolbox.
 
     ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
-    for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`.
+    for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`; ``clock`` to the
+    system clock; ``chains``: chains usable as sub-chains besides the toolbox's;
+    ``id_factory`` names new runs.
     While it drives a run it heartbeats it every ``heartbeat_s`` and reads decisions other
     processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
     dead after ``stale_after_s`` without a beat (DESIGN §13,
     ``chainlab.runtime.coordination.liveness``).
     """
 
+    #: the class of its :attr:`host`: a front end that drives runs on a loop of its own
+    #: gives its own (:class:`chainlab.jupyter.runloop.LoopRuntime`)
+    host_type: ClassVar[type[Host]] = Host
+
+    def __init__(
+        self,
+        toolbox: Toolbox | None = None,
+        store: Store | None = None,
+        *,
+        executor: Executor | None = None,
+        clock: Clock | None = None,
+        chains: Mapping[str, Chain] | None = None,
+        id_factory: Callable[[], str] = new_run_id,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 10.0,
+        mailbox_poll_s: float = 0.15,
+    ):
+        #: its parts and lifetime, the runs it drives (:class:`~chainlab.runtime.host.Host`)
+        self.host = self.host_type(self, toolbox, store, executor=executor, clock=clock,
+                                   chains=chains, id_factory=id_factory,
+                                   heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
+                                   mailbox_poll_s=mailbox_poll_s)
+        #: every way a new run begins (:class:`~chainlab.runtime.starts.Starts`)
+        self.starts = Starts(self.host)
+        #: every way a stored run is taken up (:class:`~chainlab.runtime.takeovers.Takeovers`)
+        self.takeovers = Takeovers(self.host)
+
+    # ------------------------------------------------------------------ its parts
+    @property
+    def toolbox(self) -> Toolbox:
+        """The tools its runs call (``default_toolbox`` when none was given)."""
+        return self.host.toolbox
+
+    @property
+    def store(self) -> Store:
+        """Where its runs are stored."""
+        return self.host.store
+
+    @property
+    def executor(self) -> Executor:
+        """What calls a tool's body (a :class:`LocalExecutor` unless one was given)."""
+        return self.host.executor
+
+    @property
+    def clock(self) -> Clock:
+        """Its clock (the system clock unless one was given)."""
+        return self.host.clock
+
+    @property
+    def id_factory(self) -> Callable[[], str]:
+        """How it names a new run."""
+        return self.host.id_factory
+
+    @property
+    def liveness(self) -> Liveness:
+        """This runtime as a driver: its identity, heartbeat and mailbox settings."""
+        return self.host.liveness
+
+    @property
+    def chains(self) -> ChainMap[str, Chain]:
+        """Chains usable as sub-chains: those given here (assignments land here) over the
+        toolbox's (read live)."""
+        return self.host.chains
+
+    # ------------------------------------------------------------------ lifetime
+    async def __aenter__(self) -> Self:
+        await self.host.enter()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self.host.exit(*exc)
+
+    def spawn(self, coro_fn: Callable[[], Any]) -> None:
+        """Run ``coro_fn()`` in the background in this runtime (its task group, or a task on
+        the running asyncio loop); :meth:`aclose` stops it."""
+        self.host.spawn(coro_fn)
+
+    async def aclose(self) -> None:
+        """Stop driving every run of this runtime (their state stays in the store). A
+        decision being answered is answered first (its requester waits for that answer)."""
+        await self.host.aclose()
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn(*args)``, a store read or write: in a worker thread when the store's
+        calls block on I/O (``store.blocking``), else right here."""
+        return await self.host.run_io(fn, *args)
+
+    def driven(self, run_id: str) -> Run | None:
+        """The handle of ``run_id`` if this runtime drives it right now, else None."""
+        return self.host.driven(run_id)
+
+    def release(self, run_id: str) -> bool:
+        """Stop driving ``run_id`` here while it is suspended (it waits for a person and
+        holds nothing: no call, no timer), leaving it in the store for whoever takes it up
+        next (its driver row goes, so a decision on it is left to the store). A fleet
+        worker releases every run that suspends: a suspended run holds no worker. Returns
+        False (and does nothing) when the run is not driven here or not suspended."""
+        return self.host.release(run_id)
+
+    def _launch(self, run: Run, phase: DrivePhase) -> None:
+        """Drive ``run`` from ``phase`` (a handle's rollback drives its run on)."""
+        self.host.launch(run, phase)
+
+    # ------------------------------------------------------------------ new runs
+    async def start(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
+        *,
+        run_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        paused: bool = False,
+        planning: Sequence[tuple[str, dict[str, Any]]] = (),
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Validate ``chain`` and start a run in the background; returns its handle once the
+        run is stored (its record, this runtime as its driver and the head of its log, in one
+        transaction: all or nothing). With ``paused=True`` nothing starts until
+        ``run.step()`` or ``run.unpause()``. ``planning``: ``(kind, payload)`` planning
+        events to record at the head of the log (the planner's report, see
+        chainlab.planner). ``idempotency_key``: a key naming this request: the same request
+        again returns the run the first one started (``run.replayed`` is then True), never a
+        second one.
+
+        Raises PlanError if the chain (with this context) does not validate, InputError (a
+        PlanError) if the context does not fit the chain's declared ``inputs``,
+        IdempotencyKeyError (the key named another request), RunExistsError (``run_id`` is
+        taken).
+        """
+        return await self.starts.start(chain, context, options, run_id=run_id, meta=meta,
+                                       paused=paused, planning=planning,
+                                       idempotency_key=idempotency_key)
+
+    async def enqueue(
+        self,
+        chain: Chain,
+        context: Mapping[str, Any] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        paused: bool = False,
+    ) -> str:
+        """Store a run as ``queued`` in ``queue`` and return its id without driving it: a
+        worker of the fleet (``chainlab worker``, :class:`chainlab.runtime.Worker`) claims
+        and drives it (DESIGN §19). Validated as :meth:`start` validates, and stored all or
+        nothing; ``idempotency_key`` as for :meth:`start` (the same request again returns
+        the same id). A chain's ``options.concurrency_key`` is resolved against the context
+        now.
+
+        Raises PlanError (the chain, context, options or concurrency key do not fit),
+        ValueError (``queue`` is not a simple identifier), IdempotencyKeyError,
+        RunExistsError, StoreError (e.g. a store that keeps no queue).
+        """
+        return await self.starts.enqueue(chain, context, queue=queue, options=options,
+                                         run_id=run_id, idempotency_key=idempotency_key,
+                                         meta=meta, paused=paused)
+
+    async def fork_plan(
+        self,
+        run_id: str,
+        *,
+        args: Mapping[str, Mapping[str, Any]] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        chain: Chain | None = None,
+        rerun: Sequence[str] | str | None = None,
+    ) -> ForkPlan:
+        """What :meth:`fork` would do with these edits, one row per step (reuse, override,
+        rerun, confirm, with the reason), before anything runs. Nothing is written.
+
+        Raises RunNotFoundError, RunStateError (the run is still running), UnknownStepError,
+        PlanError (edited args/context/chain that do not validate), DecisionError (an output
+        that does not fit its tool's output schema)."""
+        return await self.starts.fork_plan(run_id, args=args, outputs=outputs,
+                                           context=context, chain=chain, rerun=rerun)
+
+    def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
+        """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
+        return self.starts.fork_plan_sync(run_id, **edits)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        args: Mapping[str, Mapping[str, Any]] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        chain: Chain | None = None,
+        rerun: Sequence[str] | str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Start a NEW run from a suspended or finished one (DESIGN §11): steps that would
+        do exactly what they did are reused (their tools are not called), edited or failed
+        ones and their descendants run again; a side-effecting step that must run again
+        waits for approval. With no edits: retry from the failure. The parent is untouched.
+
+        ``args``: ``{step_id: {arg: value}}`` merged over a step's args; ``outputs``:
+        ``{step_id: output}`` recorded instead of running; ``context`` merged over the
+        parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again;
+        ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
+        ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written).
+
+        Returns once the fork is stored with its first events (its reused steps and what
+        waits for a person first), in one transaction: a process that dies right after
+        leaves a fork that a resume continues exactly, and a refused write (an output the
+        store cannot keep) leaves no fork at all."""
+        return await self.starts.fork(run_id, args=args, outputs=outputs, context=context,
+                                      chain=chain, rerun=rerun, meta=meta)
+
+    # ------------------------------------------------------------------ stored runs
+    async def resume(
+        self, run_id: str, *, check: Callable[[RunState], None] | None = None,
+        force: bool = False,
+    ) -> Run:
+        """Continue a run from the store in this process (after a crash, a suspension, or to
+        roll it back). Takes the next epoch: an older writer can no longer commit.
+
+        ``check(state)`` runs on the stored state before the run is claimed and may raise to
+        refuse (e.g. "is this step still waiting for my approval?"): the check and the claim
+        are one step, because the claim fails if anything was written since that state.
+
+        A run another process drives (its heartbeat is fresh) is refused unless ``force``; a
+        run whose driver went stale is taken over. Either way the old driver is fenced: it
+        commits nothing after the claim.
+
+        Raises RunNotFoundError, DriverAliveError (another live process drives it),
+        StaleEpochError (another process resumed it, or wrote to it, since it was read), or
+        what ``check`` raises.
+        """
+        return await self.takeovers.resume(run_id, check=check, force=force)
+
+    async def claimed(self, claim: Claim) -> Run:
+        """Drive a run this runtime's worker claimed (:meth:`Queue.claim_next`: the claim
+        already took the epoch and recorded the driver): a queued run from its start, any
+        other from its stored state (a takeover, or a suspended run a person decided).
+
+        Raises PlanError / ToolDefinitionError (this runtime's toolbox cannot run the
+        chain: the caller hands the claim back), StaleEpochError."""
+        return await self.takeovers.claimed(claim)
+
     # ------------------------------------------------------------------ reading runs
     def get_run(self, run_id: str) -> Run:
         """The handle of a run: live if this runtime drives it, else a read-only view of the
         store (control methods then raise RunNotActiveError)."""
-        live = self._active.get(run_id) or self._finished.get(run_id)
-        if live is not None and not live.fenced:  # a fenced handle is nobody's live run
-            return live
-        record = self.store.get_run(run_id)
-        return Run(self, Chain.from_dict(record.chain), None, record)
+        return self.host.get_run(run_id)
 
     async def watch(self, run_id: str, *, after_seq: int = 0, follow: bool = False,
                     poll_interval: float = 0.05) -> AsyncIterator[Event]:
@@ -85,7 +335,8 @@ class Runtime(Resuming):
         """
         from chainlab.runtime.coordination.watching import watch_events
 
-        async for ev in watch_events(self, run_id, after_seq=after_seq, follow=follow,
+        # (an async generator itself, as before: a LoopRuntime hands it to its home loop)
+        async for ev in watch_events(self.host, run_id, after_seq=after_seq, follow=follow,
                                      poll_interval=poll_interval):
             yield ev
 
@@ -95,14 +346,11 @@ class Runtime(Resuming):
         DataFrame (needs ``chainlab[jupyter]``); what ``priority="critical_path"`` ranks by."""
         from chainlab.timeline import estimates_frame
 
-        if self._history is None:
-            self._history = history(self.store)
-        graph = compile_chain(chain, self.toolbox, self.chains, chain.options)
-        return estimates_frame(estimate(graph.nodes, chain.name, self._history).values())
+        return estimates_frame(self.host.estimates(chain))
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs in the store, newest first."""
-        return self.store.list_runs(limit)
+        return self.host.store.list_runs(limit)
 
     def waiting_decisions(self) -> list[WaitingDecision]:
         """The team inbox: every waiting confirmation and in-doubt step of every unfinished
@@ -110,20 +358,20 @@ class Runtime(Resuming):
         read."""
         from chainlab.runtime.coordination.inbox import waiting_decisions
 
-        return waiting_decisions(self.store)
+        return waiting_decisions(self.host.store)
 
     def watch_run(self, run_id: str) -> WatchedRun:
         """A handle of a run driven by another process, followed live through the store
         (a :class:`chainlab.runtime.coordination.watching.WatchedRun`). Raises RunNotFoundError."""
         from chainlab.runtime.coordination.watching import watch_run
 
-        return watch_run(self, run_id)
+        return watch_run(self.host, run_id)
 
     def runs_frame(self, limit: int | None = None) -> Any:
         """Runs as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
         from chainlab.timeline import runs_frame
 
-        return runs_frame(self.store, limit)
+        return runs_frame(self.host.store, limit)
 
     # ------------------------------------------------------------------ decisions
     async def decide(
@@ -161,10 +409,10 @@ class Runtime(Resuming):
         """
         from chainlab.runtime.coordination.routing import decide, payload_for
 
-        payload = payload_for(action, note=note, reason=reason, args=args, output=output,
-                              retry=retry, fail=fail, budget=budget)
-        return await decide(self, run_id, step_id, action, by=by, payload=payload,
-                            timeout=timeout)
+        return await decide(self.host, self.takeovers, run_id, step_id, action, by=by,
+                            timeout=timeout, payload=payload_for(
+                                action, note=note, reason=reason, args=args, output=output,
+                                retry=retry, fail=fail, budget=budget))
 
     async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
                           note: str | None = None, timeout: float = 10.0) -> list[str]:
@@ -174,20 +422,10 @@ class Runtime(Resuming):
         its own approval). A step decided meanwhile by someone else is left out. Returns the
         ids this call approved, in order. Raises RunNotFoundError, UnknownStepError, and as
         :meth:`decide` does."""
-        from chainlab.errors import RunStateError
-        from chainlab.events import read_run
-        from chainlab.runtime.engine.decisions import waiting_under
+        from chainlab.runtime.coordination.routing import approve_all
 
-        state = (self._active[run_id].state if run_id in self._active
-                 else (await self.run_io(read_run, self.store, run_id))[2])
-        done: list[str] = []
-        for sid in waiting_under(state, step_id):
-            try:
-                await self.decide(run_id, sid, "approve", by=by, note=note, timeout=timeout)
-            except RunStateError:  # it stopped waiting since it was read: not ours to approve
-                continue
-            done.append(sid)
-        return done
+        return await approve_all(self.host, self.takeovers, run_id, step_id, by=by,
+                                 note=note, timeout=timeout)
 
     async def complete_job(self, run_id: str, step_id: str, *, output: Any = None,
                            error: str | None = None, by: str | None = None,
@@ -201,30 +439,17 @@ class Runtime(Resuming):
         Raises RunStateError (not a waiting job; a second completion is refused),
         DecisionError (an output that is not JSON data), RunNotFoundError,
         DecisionTimeoutError."""
-        from chainlab.runtime.coordination.routing import decide
-        from chainlab.runtime.engine.decisions import completion_payload
+        from chainlab.runtime.coordination.routing import complete_job
 
-        payload = completion_payload(step_id, output=output, error=error, by=None)
-        payload.pop("by")
-        return await decide(self, run_id, step_id, "complete_job", by=by, payload=payload,
-                            timeout=timeout)
+        return await complete_job(self.host, self.takeovers, run_id, step_id, output=output,
+                                  error=error, by=by, timeout=timeout)
 
+    # ------------------------------------------------------------------ blocking
     def decide_sync(self, run_id: str, step_id: str, action: str, **options: Any) -> str:
         """:meth:`decide` from synchronous code (a script, not a running event loop: there,
         ``await runtime.decide(...)``). When it takes the run over, it drives the run to its
         next resting state (ended or suspended) before returning, as :meth:`run_sync` does."""
-
-        async def main() -> str:
-            try:
-                outcome = await self.decide(run_id, step_id, action, **options)
-                run = self._active.get(run_id)
-                if run is not None and run._kernel is not None:
-                    await run.wait()
-                return outcome
-            finally:
-                await self.aclose()
-
-        return anyio.run(main)
+        return anyio.run(_decided, self, run_id, step_id, action, options)
 
     def run_sync(
         self,
@@ -233,12 +458,27 @@ class Runtime(Resuming):
         options: RunOptions | None = None,
     ) -> RunResult:
         """Start a run and wait for it (terminal or suspended) from synchronous code."""
+        return anyio.run(_ran, self, chain, context, options)
 
-        async def main() -> RunResult:
-            try:
-                run = await self.start(chain, context, options)
-                return await run.wait()
-            finally:
-                await self.aclose()
 
-        return anyio.run(main)
+async def _decided(runtime: Runtime, run_id: str, step_id: str, action: str,
+                   options: dict[str, Any]) -> str:
+    """:meth:`Runtime.decide`, then the run taken over here to its next resting state."""
+    try:
+        outcome = await runtime.decide(run_id, step_id, action, **options)
+        run = runtime.host.active(run_id)
+        if run is not None and run.active:
+            await run.wait()
+        return outcome
+    finally:
+        await runtime.aclose()
+
+
+async def _ran(runtime: Runtime, chain: Chain, context: Mapping[str, Any] | None,
+               options: RunOptions | None) -> RunResult:
+    """:meth:`Runtime.start`, then the run to its next resting state."""
+    try:
+        run = await runtime.start(chain, context, options)
+        return await run.wait()
+    finally:
+        await runtime.aclose()

@@ -9,8 +9,8 @@ suspended), and the notebook continues the run with ``runtime.resume(run_id)``.
                                             # the dead driver's heartbeat to go stale
 
 The child is ``python -m chainlab.testing.driver``; it injects the kill with the ordinary
-fault API (``run.inject("kill", ...)``, recorded as a ``fault_injected`` event before the
-process dies) after declaring itself disposable. Nothing else ever kills a driver: the
+fault API (``faults.inject(run, "kill", ...)``, recorded as a ``fault_injected`` event
+before the process dies) after declaring itself disposable. Nothing else ever kills a driver: the
 ``chainlab`` command line has no such option.
 """
 
@@ -141,7 +141,7 @@ def _toolbox(spec: str) -> Toolbox:
 
 
 async def _drive(ns: argparse.Namespace) -> dict[str, Any]:
-    from chainlab.runtime.faults import declare_disposable
+    from chainlab.runtime.faults import declare_disposable, inject
     from chainlab.runtime.runtime import Runtime
     from chainlab.store.open import open_store
 
@@ -153,10 +153,10 @@ async def _drive(ns: argparse.Namespace) -> dict[str, Any]:
     else:
         run = await runtime.resume(ns.run_id)
     if ns.kill_at:  # armed before the driver's first step (no await in between)
-        await run.inject("kill", ns.kill_at, by=ns.by, effect=ns.effect)
+        await inject(run, "kill", ns.kill_at, by=ns.by, effect=ns.effect)
     result = await run.wait()
     if ns.kill_when_suspended and result.suspended:
-        await run.inject("kill", by=ns.by)
+        await inject(run, "kill", by=ns.by)
     await runtime.aclose()
     return {"run_id": result.run_id, "status": str(result.status), "steps": result.steps}
 

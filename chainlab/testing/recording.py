@@ -249,7 +249,8 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
 def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
     """Every model turn of the run's agent steps that was answered or failed, in the order
     they were asked: ``step_id``, ``turn``, ``request_hash``, ``request``, and ``answer``
-    with its ``usage`` or ``error_kind`` and ``error``. A request a crash interrupted (asked
+    with its ``usage`` (and ``usage_unknown``, when the server's could not be taken) or
+    ``error_kind`` and ``error``. A request a crash interrupted (asked
     again after the restart) is not one."""
     open_: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
@@ -260,7 +261,9 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
                               "request_hash": p.get("request_hash"), "request": p.get("request")}
         elif step_id in open_ and (ev.kind == K.STEPS_ADDED or (
                 ev.kind == K.STEP_SUCCEEDED and "answer" in p)):
-            out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage")})
+            out.append({**open_.pop(step_id), "answer": p["answer"], "usage": p.get("usage"),
+                        **({"usage_unknown": p["usage_unknown"]} if "usage_unknown" in p
+                           else {})})
         elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
                 and not p.get("resolved"):
             out.append({**open_.pop(step_id), "error_kind": p.get("error_kind"),

@@ -57,7 +57,8 @@ class RecordedModel:
                     "recorded request", "request now", lineterm="")))
         left.pop(0)
         if recorded.get("answer") is not None:
-            return ModelTurn.from_dict(recorded["answer"], recorded.get("usage"))
+            return ModelTurn.from_dict(recorded["answer"], recorded.get("usage"),
+                                       recorded.get("usage_unknown"))
         error = ToolError(recorded.get("error") or "recorded model error")
         error.kind = recorded.get("error_kind") or "execution_failed"
         raise error

@@ -4,15 +4,17 @@ calls are compensated in reverse completion order, like any steps."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from chainlab import DecisionError, RunOptions
+from chainlab import Agent, DecisionError, RunOptions
 from chainlab.events import EventKind, StepStatus
 from chainlab.runtime import RunStatus
-from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_script import Call, RecordedRequest, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 
-from .conftest import Shop, agent_chain, by_turn, start
+from .conftest import Shop, agent_chain, by_turn, start, tool_messages
 
 pytestmark = pytest.mark.anyio
 K = EventKind
@@ -143,3 +145,46 @@ async def test_a_fork_reuses_the_agents_answer_or_asks_again_with_its_effects_co
     assert (await again.wait()).outputs["help"] == "again"
     assert [a["text"] for _, t, a in shop.calls if t == "label"] == ["a", "b"]
     await runtime.aclose()
+
+
+def billing_turns(request: RecordedRequest) -> Any:
+    """A sub-agent that looks an order up at every turn (it never answers on its own)."""
+    turn = 1 + sum(1 for m in request.messages if m.get("role") == "assistant")
+    return Call("lookup", {"order": turn})
+
+
+async def test_a_model_cannot_raise_its_sub_agents_limits_a_person_can(
+        shop: Shop, server: FakeOpenAI) -> None:
+    with FakeOpenAI() as billing_server:
+        billing_server.add(*[billing_turns] * 5)
+        shop.toolbox.add_agent(Agent("billing", "You answer billing questions.", ["lookup"],
+                                     model="m", base_url=billing_server.base_url,
+                                     max_turns=2))
+        shop.agent(server, tools=["lookup", "agent:billing"])
+        server.add(Call("agent__billing", {"request": "go", "max_turns": 12}),
+                   Call("agent__billing", {"request": "go", "max_calls_per_turn": 99}),
+                   Call("agent__billing", {"request": "go"}))
+        runtime, run = await start(shop, agent_chain())
+        result = await run.wait()
+        # the limits are not among the parameters the model sees for the sub-agent
+        offered = {t["function"]["name"]: t["function"]["parameters"]
+                   for t in server.completions[0].tools or []}
+        assert set(offered["agent__billing"]["properties"]) == {"request"}
+        assert offered["agent__billing"].get("additionalProperties") is False
+        # a call that still passes one is refused to the model, naming who raises it
+        told = [text for _, text in tool_messages(server.completions[2])]
+        for key, text in zip(("max_turns", "max_calls_per_turn"), told, strict=True):
+            assert text.startswith(f"error: the arguments do not fit 'agent__billing': {key} ")
+            assert "a person" in text
+        assert "help/1.1" not in run.steps and "help/2.1" not in run.steps
+        # the sub-agent ran within its own limit: 2 turns, then it waits for a person
+        assert result.status == RunStatus.SUSPENDED
+        assert run.waiting() == {"help/3.1": "waiting_confirmation"}
+        assert run.steps["help/3.1"].reason == "limit_reached"
+        assert len(billing_server.completions) == 2
+        # a person raises it, as for any agent
+        await run.approve("help/3.1", args={"request": "go", "max_turns": 3})
+        assert (await run.wait()).status == RunStatus.SUSPENDED
+        assert len(billing_server.completions) == 3
+        assert run.steps["help/3.1"].reason == "limit_reached"
+        await runtime.aclose()

@@ -338,7 +338,7 @@ async def test_the_transcript_shows_each_turn_its_calls_and_their_results(
     assert first["usage"]["tokens"] > 0
     assert final == {"turn": 2, "content": "Delivered.", "calls": [], "feedback": None,
                      "usage": {"input_tokens": 90, "output_tokens": 3, "tokens": 93,
-                               "model": "fake-model"}, "final": True}
+                               "model": "fake-model"}, "usage_unknown": None, "final": True}
     await runtime.aclose()
 
 

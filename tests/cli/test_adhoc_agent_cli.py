@@ -140,7 +140,7 @@ AT = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"]  # (nothing is aske
     (["hello", *SHOP_TOOLS, "--model", "m", "--base-url", "ftp://models.example/v1"],
      "--base-url 'ftp://models.example/v1' is not an http(s) URL"),
     (["hello", *SHOP_TOOLS, "--model", "m", "--base-url", "http://me:key@127.0.0.1:9/v1"],
-     "put the key in OPENAI_API_KEY"),
+     "--base-url carries a credential (user-info before '@')"),
     (["suport", "hello", *SHOP_TOOLS], "did you mean 'agent:support'"),
     (["suport", "hello", *SHOP_TOOLS, "--model", "m"], "did you mean 'agent:support'"),
     (["support", *SHOP_TOOLS, *AT], 'chainlab agent support "REQUEST"'),  # no request
@@ -217,3 +217,49 @@ def test_an_adhoc_agent_enqueued_is_run_by_a_worker_that_restores_it(shop: Path)
         assert len(server.completions) == 2  # once per turn
     assert (shop / "refunds.txt").read_text() == "7:15\n"
     assert SECRET not in _stored_text(db)
+
+
+def test_a_key_in_a_base_url_is_refused_at_every_door_and_shown_nowhere(shop: Path) -> None:
+    """``?api-key=`` (the way Azure-style endpoints and gateways take a key), user-info, a
+    key in OPENAI_BASE_URL or in a registered Agent's base_url: refused with exit 2 before
+    a run is made, the message naming OPENAI_API_KEY and never the key; what the runs show
+    (``chainlab runs --json``, the JSON view ``show --json``, which the HTTP service hands
+    out too, an exported test, the database) holds it nowhere."""
+    db = str(shop / "runs.db")
+    write(shop / "keyed_tools.py", SHOP.replace('base_url="http://127.0.0.1:9/v1"',
+                                                f'base_url="http://127.0.0.1:9/v1?key={SECRET}"'))
+    with FakeOpenAI(["Order 7 is damaged."] * 2) as server:
+        keyed = f"{server.base_url}?api-version=1&api-key={SECRET}"
+        doors = [  # (argv, env, what the message names)
+            (["agent", "hello", *SHOP_TOOLS, "--model", "m", "--base-url", keyed], {},
+             "--base-url carries a credential (the query parameter 'api-key')"),
+            (["agent", "hello", *SHOP_TOOLS, "--model", "m", "--base-url",
+              server.base_url.replace("//", f"//me:{SECRET}@")], {},
+             "--base-url carries a credential (user-info before '@')"),
+            (["agent", "hello", *SHOP_TOOLS, "--model", "m"], {"OPENAI_BASE_URL": keyed},
+             "OPENAI_BASE_URL carries a credential (the query parameter 'api-key')"),
+            (["agent", "support", "hello", "--tools", "keyed_tools:toolbox"], {},
+             "base_url carries a credential (the query parameter 'key')"),
+        ]
+        for argv, extra, says in doors:
+            r = chainlab(*argv, "--db", db, cwd=shop, PYTHONPATH=str(shop), **extra)
+            assert r.code == 2, (argv, r.out, r.err)
+            assert says in r.err and "OPENAI_API_KEY" in r.err, r.err
+            assert SECRET not in r.out + r.err
+        # the safe way: the key in the environment
+        r = chainlab("agent", "how is order 7?", *SHOP_TOOLS, "--model", "m", "--base-url",
+                     server.base_url, "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop),
+                     OPENAI_API_KEY=SECRET)
+        assert r.code == 0, r.err
+        run_id = r.json["run_id"]
+        assert server.completions[0].headers["authorization"] == f"Bearer {SECRET}"
+    shown = [chainlab("runs", "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop)),
+             chainlab("show", run_id, "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop)),
+             chainlab("export-test", run_id, "--output", str(shop / "test_exported.py"),
+                      "--db", db, cwd=shop, PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET)]
+    assert [r.code for r in shown] == [0, 0, 0], [r.err for r in shown]
+    assert [run["run_id"] for run in shown[0].json] == [run_id]  # nothing refused was kept
+    exported = "".join(p.read_text() for p in shop.glob("test_exported*"))
+    assert "Order 7 is damaged." in exported
+    for text in (*(r.out + r.err for r in shown), exported, _stored_text(db)):
+        assert SECRET not in text

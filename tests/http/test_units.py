@@ -28,6 +28,7 @@ EXPECTED = {
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
     "IdempotencyKeyError": 422, "RunExistsError": 409, "NotJSONError": 400,
+    "CredentialInURLError": 400,
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
@@ -77,6 +78,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "InputError": lambda: cls([errors.Problem("missing_input", "m")]),
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),
         "NotJSONError": lambda: cls("context.x", float("nan"), "not a JSON number"),
+        "CredentialInURLError": lambda: cls("base_url", "the query parameter 'api-key'"),
     }
     if cls.__name__ in made:
         return made[cls.__name__]()

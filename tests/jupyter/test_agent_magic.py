@@ -133,12 +133,21 @@ async def test_an_adhoc_agent_is_found_again_after_a_kernel_restart(sh: Harness)
     ('%chain agent "hello" --tools empty --model m --base-url http://127.0.0.1:9/v1',
      "toolbox 'empty' has no tool an ad-hoc agent can call"),
     ('%chain agent support --tools shop', '%chain agent support "REQUEST"'),
+    # a key in the base URL: refused by the one check, the message naming the safe way
+    # and never holding the key
+    ('%chain agent "hello" --tools shop --model m --base-url '
+     'http://127.0.0.1:9/v1?api-key=sk-never-kept-42',
+     "--base-url carries a credential (the query parameter 'api-key')"),
+    ('%chain plan "hello" --as c --tools shop --model m --base-url '
+     'http://me:sk-never-kept-42@h/v1',
+     "base_url carries a credential (user-info before '@')"),
 ])
 async def test_bad_input_is_a_usage_error(sh: Harness, line: str, says: str) -> None:
     sh.ns["URL"] = "http://127.0.0.1:9/v1"
     await sh.ok(TOOLS + '\nempty = chainlab.Toolbox("empty")')
     msg = await sh.usage_error(line)
     assert says in msg, msg
+    assert "sk-never-kept-42" not in msg + "".join(sh.displayed())
     assert not sh.session.runs  # nothing started
 
 

@@ -1,5 +1,5 @@
 """Fault injection from the notebook: the run widget's Faults section through its Python API
-(``button.click()``) and ``%chain fault``; both call run.inject and are recorded (by widget,
+(``button.click()``) and ``%chain fault``; both call faults.inject and are recorded (by widget,
 by magic); the section is collapsed and off by default."""
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from chainlab import Chain, StaleEpochError, Toolbox
 from chainlab.errors import RunNotActiveError, RunStateError, UnknownStepError
 from chainlab.events import EventKind, read_run
 from chainlab.runtime import Runtime
+from chainlab.runtime.faults import inject
 from chainlab.store import MemoryStore, SQLiteStore
 from chainlab.testing import ManualClock
 
@@ -69,7 +70,7 @@ def kinds(run: Any) -> list[tuple[str, str | None]]:
 async def test_timeout_runs_the_call_then_loses_its_answer_and_a_safe_step_retries() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "safe")))
-    await run.inject("timeout", "a", by="test")
+    await inject(run, "timeout", "a", by="test")
     result = await run.wait()
     assert result.ok
     assert w.calls == ["a", "a"]  # the lost answer's call ran: retried (safe), ran again
@@ -86,7 +87,7 @@ async def test_timeout_runs_the_call_then_loses_its_answer_and_a_safe_step_retri
 async def test_timeout_of_an_unsafe_call_is_in_doubt_never_repeated() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "unsafe")))
-    await run.inject("timeout", "a")
+    await inject(run, "timeout", "a")
     result = await run.wait()
     assert result.suspended and result.waiting == {"a": "in_doubt"}
     assert w.calls == ["a"]
@@ -95,7 +96,7 @@ async def test_timeout_of_an_unsafe_call_is_in_doubt_never_repeated() -> None:
 async def test_raise_once_before_effect_is_retried_even_for_an_unsafe_tool() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "unsafe")))
-    await run.inject("raise", "a", error_kind="transient")
+    await inject(run, "raise", "a", error_kind="transient")
     assert (await run.wait()).ok
     assert w.calls == ["a"]  # the injected raise came before the body: one effect
     first = run.state.attempts[0]
@@ -106,7 +107,7 @@ async def test_raise_once_before_effect_is_retried_even_for_an_unsafe_tool() -> 
 async def test_raise_after_effect_on_an_unsafe_tool_is_in_doubt() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "unsafe")))
-    await run.inject("raise", "a", error_kind="execution_failed", effect=True)
+    await inject(run, "raise", "a", error_kind="execution_failed", effect=True)
     result = await run.wait()
     assert result.waiting == {"a": "in_doubt"} and w.calls == ["a"]
 
@@ -114,7 +115,7 @@ async def test_raise_after_effect_on_an_unsafe_tool_is_in_doubt() -> None:
 async def test_raise_permanent_fails_the_step_and_hits_only_once() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "safe"), ("b", "safe"), deps=False))
-    await run.inject("raise", "b", error_kind="permanent")
+    await inject(run, "raise", "b", error_kind="permanent")
     result = await run.wait()
     assert result.steps["b"] == "failed" and result.errors["b"].startswith("injected fault")
     assert w.calls == ["a"]
@@ -124,22 +125,22 @@ async def test_refusals_name_the_problem() -> None:
     w = World()
     run = await w.rt.start(chain(("a", "gated"), ("b", "safe")))
     with pytest.raises(ValueError, match="unknown fault 'timout'; did you mean 'timeout'"):
-        await run.inject("timout", "a")
+        await inject(run, "timout", "a")
     with pytest.raises(UnknownStepError, match="no step 'x'"):
-        await run.inject("timeout", "x")
+        await inject(run, "timeout", "x")
     with pytest.raises(ValueError, match="error_kind 'timeout' cannot be raised"):
-        await run.inject("raise", "b", error_kind="timeout")
+        await inject(run, "raise", "b", error_kind="timeout")
     with pytest.raises(ValueError, match="not a disposable driver"):
-        await run.inject("kill", "b")
+        await inject(run, "kill", "b")
     with pytest.raises(ValueError, match="needs the step it hits"):
-        await run.inject("timeout")
+        await inject(run, "timeout")
     w.gate.set()
     await run.wait()
     with pytest.raises(RunStateError, match="is succeeded: faults hit runs that still move"):
-        await run.inject("timeout", "b")
+        await inject(run, "timeout", "b")
     stored = Runtime(w.tb, w.rt.store).get_run(run.run_id)  # another process's view
     with pytest.raises(RunNotActiveError, match="not driven by this process"):
-        await stored.inject("timeout", "b")
+        await inject(stored, "timeout", "b")
     assert not [e for e in run.event_list() if e.kind == EventKind.FAULT_INJECTED]
 
 
@@ -148,7 +149,7 @@ async def test_a_finished_step_cannot_be_faulted() -> None:
     run = await w.rt.start(chain(("a", "safe"), ("b", "gated")))
     await w.entered.wait()
     with pytest.raises(RunStateError, match="step 'a' is already succeeded"):
-        await run.inject("raise", "a")
+        await inject(run, "raise", "a")
     w.gate.set()
     assert (await run.wait()).ok
 
@@ -158,7 +159,7 @@ async def test_second_driver_fences_the_first_and_records_the_refusal(tmp_path: 
     w = World(store)
     run = await w.rt.start(chain(("a", "safe"), ("b", "gated"), ("c", "unsafe")))
     await w.entered.wait()  # b's call is in progress in the first driver
-    run2 = await run.inject("second_driver", by="test")
+    run2 = await inject(run, "second_driver", by="test")
     assert run2 is not run and run2.active
     w.gate.set()
     with pytest.raises(StaleEpochError):
@@ -260,7 +261,7 @@ async def test_the_fenced_handle_is_no_longer_this_runtimes_live_run(tmp_path: P
     w = World(store)
     run = await w.rt.start(chain(("a", "gated"), ("b", "unsafe")))
     await w.entered.wait()
-    run2 = await run.inject("second_driver")
+    run2 = await inject(run, "second_driver")
     w.gate.set()
     with pytest.raises(StaleEpochError):
         await run.wait()
@@ -297,8 +298,8 @@ async def test_faults_armed_before_a_takeover_strike_in_the_new_driver(tmp_path:
     w = World(store)
     run = await w.rt.start(chain(("a", "gated"), ("b", "unsafe")))
     await w.entered.wait()
-    await run.inject("raise", "b", error_kind="permanent")
-    run2 = await run.inject("second_driver")
+    await inject(run, "raise", "b", error_kind="permanent")
+    run2 = await inject(run, "second_driver")
     w.gate.set()
     with pytest.raises(StaleEpochError):
         await run.wait()

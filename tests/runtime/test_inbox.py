@@ -132,7 +132,7 @@ async def test_following_the_decisions_of_a_store(url: str) -> None:
         async with Runtime(toolbox(), store) as runtime, \
                 Runtime(Toolbox("none"), other) as watcher:
             async def follow() -> None:
-                async for items in follow_decisions(watcher, poll_s=0.05):
+                async for items in follow_decisions(watcher.host, poll_s=0.05):
                     seen.append(sorted((d.run_id, d.step_id) for d in items))
 
             async def until(want: list[tuple[str, str]]) -> None:

@@ -186,7 +186,7 @@ async def test_a_stale_driver_is_taken_over_and_a_closed_one_at_once(
     a = Runtime(make_toolbox(), stores[0], **FAST)
     await driven(a)
     # a driver that stops beating without saying so (its process hung or died)
-    for task in list(a._tasks):
+    for task in list(a.host._tasks):
         task.cancel()
     stores[0].heartbeat = lambda *args: None  # type: ignore[method-assign]
     stores[0].clear_driver = lambda *args: None  # type: ignore[method-assign]

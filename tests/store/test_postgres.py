@@ -10,7 +10,7 @@ import pytest
 
 from chainlab.errors import StaleEpochError, StoreError, StoreServerError
 from chainlab.store import open_store
-from tests.pg import Cluster
+from tests.pg import Cluster, Unavailable
 
 from .conftest import ev, record
 
@@ -187,3 +187,32 @@ def test_a_closed_store_refuses_work(dsn: str) -> None:
         store.get_run("r1")
     with pytest.raises(StoreError, match="is closed"):
         store.append("r1", 1, [ev(1)])
+
+
+def test_the_first_reads_and_writes_after_a_server_restart_succeed() -> None:
+    """Issue 44: after a restart, the first read through each pooled connection raised
+    StoreServerError (a long-lived widget or script saw one per stale connection). The
+    store checks a pooled connection before use (``chainlab.store.postgres.pool.lend``),
+    so neither a read nor a write meets a dropped one (benchmarks/bench_pg_pool.py: what
+    it costs, and why not psycopg_pool's own check=). A cluster of this test's own:
+    restarting drops every connection."""
+    from chainlab.store.postgres import PostgresStore
+
+    try:
+        cluster = Cluster().start()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with PostgresStore(cluster.dsn(), pool_size=4) as store:
+            store.create_run(record())
+            held = [store._pool.getconn() for _ in range(4)]  # four pooled connections
+            for conn in held:
+                store._pool.putconn(conn)
+            cluster.restart()
+            for _ in range(6):  # more reads than stale connections, each must answer
+                assert store.get_run("r1").run_id == "r1"
+                assert [r.run_id for r in store.list_runs()] == ["r1"]
+            store.create_run(record("r2"))  # a write through the pool too
+            assert store.get_run("r2").run_id == "r2"
+    finally:
+        cluster.stop()

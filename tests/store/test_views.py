@@ -14,6 +14,7 @@ import pytest
 
 from chainlab import CallContext, Chain, PermanentError, Reconciliation, Toolbox, TransientError
 from chainlab.runtime import RunState, Runtime
+from chainlab.runtime.faults import inject
 from chainlab.store import SQLiteStore
 from chainlab.testing import FlakyTool, ManualClock
 
@@ -152,7 +153,7 @@ async def forked_and_faulted(runtime: Runtime) -> None:
     chain = Chain.from_dict({"name": "faulted", "steps": [{"id": "f", "tool": "flaky",
                                                            "retry": {"max_attempts": 3}}]})
     run = await runtime.start(chain, run_id="faulted")
-    await run.inject("raise", "f", error_kind="transient")
+    await inject(run, "raise", "f", error_kind="transient")
     with anyio.fail_after(10):
         await run.wait()
 

@@ -15,8 +15,16 @@ from typing import Any
 import anyio
 
 from chainlab.cli.common import CliError, ExitCode
-from chainlab.cli.driving import Output, interrupted, report, stored_state
+from chainlab.cli.driving import (
+    Output,
+    db_flag,
+    interrupted,
+    report,
+    run_stall,
+    stored_state,
+)
 from chainlab.cli.progress import follow
+from chainlab.errors import RunStateError
 from chainlab.events.fold import RunState
 from chainlab.plan.schema import Chain
 from chainlab.runtime.engine.executors import Executor
@@ -50,14 +58,22 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
                 ids = await runtime.approve_all(run_id, step_id, note=options.get("note"),
                                                 timeout=timeout)
                 if not ids:
-                    raise CliError(f"nothing waits for a confirmation at or under step "
-                                   f"{step_id!r} of run {run_id}",
-                                   hint=f"chainlab show {run_id} lists what waits")
+                    raise _stalled(store, run_id, db, f"nothing waits for a confirmation at "
+                                   f"or under step {step_id!r} of run {run_id}") or CliError(
+                        f"nothing waits for a confirmation at or under step {step_id!r} of "
+                        f"run {run_id}", hint=f"chainlab show {run_id} lists what waits")
                 approved.extend(ids)
                 outcome.append("applied")
             else:
-                outcome.append(await runtime.decide(run_id, step_id, action, timeout=timeout,
-                                                    **options))
+                try:
+                    outcome.append(await runtime.decide(run_id, step_id, action,
+                                                        timeout=timeout, **options))
+                except RunStateError as exc:
+                    stalled = _stalled(store, run_id, db, str(exc)) \
+                        if type(exc) is RunStateError else None  # (the step does not wait)
+                    if stalled is None:
+                        raise
+                    raise stalled from None
             run = runtime.get_run(run_id)
             if not run.active:  # applied by the process that drives the run
                 return None
@@ -91,6 +107,18 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     chain, state = stored_state(store, run_id)
     report(io, run_id, chain, state, db, store)
     return ExitCode.OK
+
+
+def _stalled(store: Store, run_id: str, db: str, what: str) -> CliError | None:
+    """The error to give when nothing waited for this decision and the run stands still
+    (e.g. left running by a killed ``approve --all``): it names the move, not only that
+    nothing waits. None when the run does not stand still."""
+    stall = run_stall(store, run_id)
+    if stall is None:
+        return None
+    return CliError(f"{what}: {stall.text}",
+                    hint=f"{'take it over' if stall.kind == 'no_driver' else 'first'}: "
+                         f"{stall.command(suffix=db_flag(db))}" if stall.action else None)
 
 
 def _last_worker(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -18,7 +18,10 @@ from chainlab.cli.driving import (
     Control,
     Output,
     continue_run,
+    db_flag,
     report,
+    runs_stalled,
+    stall_lines,
     stored_state,
 )
 from chainlab.cli.executors import executor_for
@@ -40,6 +43,7 @@ from chainlab.cli.views import (
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.render.json import record_dict
+from chainlab.runtime.coordination.stalls import STALLABLE
 from chainlab.runtime.engine import decisions
 from chainlab.store.queue import Queue
 from chainlab.tools import Toolbox
@@ -123,24 +127,35 @@ def register(app: typer.Typer) -> None:
     def runs(db: DbOpt = DEFAULT_DB,
              limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 20,
              as_json: JsonOpt = False) -> None:
-        """List the runs in the database, newest first."""
+        """List the runs in the database, newest first; under them, what each run that
+        stands still waits for (nobody drives it: `chainlab resume RUN`; queued: the run
+        that holds its concurrency key, and what that run waits for)."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
             store = open_store(db, must_exist=True, readonly=True)
             records = store.list_runs(limit)
+            moving = [r.run_id for r in records if r.status in STALLABLE]
+            stalled = {s.run_id: s for s in runs_stalled(store, moving)} if moving else {}
             if as_json:
-                sys.stdout.write(json.dumps([record_dict(r) for r in records]) + "\n")
+                sys.stdout.write(json.dumps([
+                    {**record_dict(r), **({"stalled": stalled[r.run_id].to_dict()}
+                                          if r.run_id in stalled else {})}
+                    for r in records]) + "\n")
             elif not records:
                 io.err.print(f"no runs in {db}", markup=False)
             else:
                 io.out.print(runs_table(records, width=io.out.width))
+                shown = stall_lines(list(stalled.values()), db_flag(db))
+                if shown is not None:  # what a run that stands still waits for
+                    io.out.print(shown, soft_wrap=True)
                 line = queues_line(store.queue_depths()) if isinstance(store, Queue) else ""
                 if line:  # how deep each queue of the fleet is
                     io.out.print(line, markup=False, soft_wrap=True)
 
     @app.command()
     def show(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
-        """A run's steps: status, attempts, time, and what waits for a person."""
+        """A run's steps: status, attempts, time, and what waits for a person (or that
+        nobody drives it: `chainlab resume RUN`; queued: the run holding its key)."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
             store = open_store(db, must_exist=True, readonly=True)

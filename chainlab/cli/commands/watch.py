@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chainlab.cli.common import CliError, ExitCode, exit_code_for, reporting_errors
-from chainlab.cli.driving import Output, db_flag, report
+from chainlab.cli.driving import Output, db_flag, report, runs_stalled, stall_lines
 from chainlab.cli.loading import DEFAULT_DB, open_store
 from chainlab.cli.options import DbOpt, JsonOpt, QuietOpt
 from chainlab.cli.progress import follow
@@ -121,18 +121,26 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def approvals(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
         """Every step that waits for a person, across all unfinished runs: confirmations to
-        approve or reject, in-doubt steps to resolve (oldest first)."""
+        approve or reject, in-doubt steps to resolve (oldest first); and the runs that stand
+        still with nobody driving them (`chainlab resume RUN`) or queued behind the run
+        holding their concurrency key."""
         io = Output.make(as_json=as_json)
         with reporting_errors(io.err):
             store = open_store(db, must_exist=True, readonly=True)
             try:
                 items = waiting_decisions(store)
+                stalled = runs_stalled(store)  # runs a person must move on another way
             finally:
                 store.close()
+            shown = stall_lines(stalled, db_flag(db))
             if as_json:
                 sys.stdout.write(json.dumps([d.to_dict() for d in items], default=str,
                                             ensure_ascii=False) + "\n")
+                if shown is not None:  # (a person's note beside the data)
+                    io.err.print(shown, soft_wrap=True)
                 return
+            if shown is not None:
+                io.out.print(shown, soft_wrap=True)
             if not items:
                 io.err.print("nothing waits for a decision", markup=False)
                 return

@@ -12,9 +12,8 @@ from typing import Any
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.agent.endpoint import host_of
-from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
+from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn, reported_usage
 from chainlab.errors import AgentConversionError, MissingExtraError, PermanentError
-from chainlab.events.usage import normalize_usage
 from chainlab.integrations._convert import PerRun, model_failure
 
 try:
@@ -106,8 +105,8 @@ class OpenAIAgentsClient:
                 for guard in self.agent.output_guardrails:
                     result = await guard.run(self._wrapper(), self.agent, value)
                     checks.append(_verdict("output", guard, result.output))
-        return ModelTurn(text, tuple(calls), None, _usage(response.usage, self.model_name),
-                         tuple(checks))
+        used, unknown = _usage(response.usage, self.model_name)
+        return ModelTurn(text, tuple(calls), None, used, unknown, tuple(checks))
 
     def _wrapper(self) -> Any:
         return RunContextWrapper(context=self.context.make("a guardrail"))
@@ -212,13 +211,11 @@ def _read(output: list[Any]) -> tuple[str | None, list[ModelCall]]:
     return ("".join(texts) or None), calls
 
 
-def _usage(usage: Any, model: str) -> dict[str, Any] | None:
-    try:
-        return normalize_usage({"input_tokens": getattr(usage, "input_tokens", None),
-                                "output_tokens": getattr(usage, "output_tokens", None),
-                                "model": model}) or None
-    except ValueError:
-        return None
+def _usage(usage: Any, model: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the usage the SDK's response reported, None), or (None, why it cannot be taken)."""
+    sent = {"input_tokens": getattr(usage, "input_tokens", None),
+            "output_tokens": getattr(usage, "output_tokens", None)}
+    return reported_usage(sent, sent["input_tokens"], sent["output_tokens"], model)
 
 
 def _verdict(stage: str, guard: Any, output: Any) -> dict[str, Any]:

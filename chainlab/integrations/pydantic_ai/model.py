@@ -11,9 +11,8 @@ from typing import Any
 
 from chainlab._text import safe_repr
 from chainlab.agent.endpoint import host_of
-from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
+from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn, reported_usage
 from chainlab.errors import AgentConversionError, MissingExtraError
-from chainlab.events.usage import normalize_usage
 from chainlab.integrations._convert import model_failure
 
 try:
@@ -148,14 +147,11 @@ class PydanticAIClient:
         if text is not None and self.output is not None:
             text = self.output.unwrap(text)
         usage = response.usage
-        found = {"input_tokens": getattr(usage, "input_tokens", None),
-                 "output_tokens": getattr(usage, "output_tokens", None),
-                 "model": response.model_name}
-        try:
-            used = normalize_usage(found) or None
-        except ValueError:
-            used = None
-        return ModelTurn(text, tuple(calls), response.finish_reason, used)
+        sent = {"input_tokens": getattr(usage, "input_tokens", None),
+                "output_tokens": getattr(usage, "output_tokens", None)}
+        used, unknown = reported_usage(sent, sent["input_tokens"], sent["output_tokens"],
+                                       response.model_name)
+        return ModelTurn(text, tuple(calls), response.finish_reason, used, unknown)
 
 
 class OutputSpec:

@@ -95,7 +95,8 @@ def subcommands() -> dict[str, tuple[Parser, str]]:
     p.add_argument("request", metavar='"REQUEST"', nargs="?")
     p.add_argument("--model", metavar="M", help="ad-hoc agent: the model (else OPENAI_MODEL)")
     p.add_argument("--base-url", metavar="URL",
-                   help="ad-hoc agent: an OpenAI-compatible server (else OPENAI_BASE_URL)")
+                   help="ad-hoc agent: an OpenAI-compatible server (else OPENAI_BASE_URL; "
+                        "the key comes from OPENAI_API_KEY, never from the URL)")
     p.add_argument("--instructions", metavar="TEXT", help="ad-hoc agent: its instructions")
     p.add_argument("--name", dest="adhoc_name", metavar="NAME",
                    help="ad-hoc agent: its name, the step's id (default: assistant)")
@@ -146,7 +147,9 @@ def subcommands() -> dict[str, tuple[Parser, str]]:
     p.add_argument("request", metavar='"REQUEST"')
     p.add_argument("--as", dest="name", metavar="NAME")
     p.add_argument("--model", metavar="M")
-    p.add_argument("--base-url", metavar="URL")
+    p.add_argument("--base-url", metavar="URL",
+                   help="the planner's server (the key comes from OPENAI_API_KEY, never from "
+                        "the URL)")
     p.add_argument("--planner", metavar="VAR", help="a planner object in the notebook")
     p.add_argument("--context", metavar="JSON|VAR")
     p.add_argument("--design", action="store_true", help="open the plan in the designer")

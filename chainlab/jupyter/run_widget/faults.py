@@ -1,8 +1,8 @@
 """Fault injection from the notebook (issue 19): the run widget's "Faults" section and
 :func:`run_fault`, which it shares with the ``%chain fault`` magic
-(:mod:`chainlab.jupyter.magics.faults`): both call the one API, ``run.inject(...)``
-(:mod:`chainlab.runtime.faults`), with ``by="widget"`` / ``by="magic"`` so the event log
-says who injected what.
+(:mod:`chainlab.jupyter.magics.faults`): both call the one API,
+:func:`chainlab.runtime.faults.inject`, on the run's loop, with ``by="widget"`` /
+``by="magic"`` so the event log says who injected what.
 
 The section is collapsed and its buttons are off until "enable" is ticked: a demo tool, not
 something a click should do by accident. ``kill`` is only offered in a disposable driver
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.events.status import RUN_TERMINAL
-from chainlab.runtime.faults import RAISABLE, Fault, is_disposable
+from chainlab.runtime.faults import RAISABLE, Fault, inject, is_disposable
 
 if TYPE_CHECKING:
     from chainlab.jupyter.run_widget.host import RunHost
@@ -28,7 +28,7 @@ __all__ = ["FaultsPanel", "fault_lines", "run_fault"]
 
 _BUTTONS = [  # fault, label, tooltip
     (Fault.TIMEOUT, "Time out next attempt",
-     "the step's next call runs, then its answer is lost: a timeout (run.inject('timeout'))"),
+     "the step's next call runs, then its answer is lost: a timeout (inject(run, 'timeout'))"),
     (Fault.RAISE, "Raise once",
      "the step's tool raises the chosen error kind once, before its body runs"),
     (Fault.SECOND_DRIVER, "Second driver",
@@ -43,9 +43,9 @@ _BUTTONS = [  # fault, label, tooltip
 async def run_fault(run: Run, fault: str, step_id: str | None = None, *, by: str,
                     session: NotebookSession | None = None, widget: ShownRun | None = None,
                     **options: Any) -> Any:
-    """``await run.inject(...)``; a second driver's run is then remembered by the session
+    """``await inject(run, ...)``; a second driver's run is then remembered by the session
     and shown by the widget (it took the run over)."""
-    new = await run.inject(fault, step_id, by=by, **options)
+    new = await inject(run, fault, step_id, by=by, **options)
     if new is not None:
         if session is not None:
             session.remember(new, session.run_stores.get(run.run_id))

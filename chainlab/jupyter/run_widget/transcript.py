@@ -45,7 +45,7 @@ def transcript_html(state: RunState, step_id: str) -> str:
                 cells += [_cell(str(turn["turn"]), span), _cell(said, span)]
             cells += _call_cells(call, final=bool(turn.get("final")))
             if n == 0:
-                cells.append(_cell(usage_text(turn["usage"]) if turn["usage"] else "", span))
+                cells.append(_cell(usage_text(turn["usage"], turn.get("usage_unknown")), span))
             rows.append(f"<tr>{''.join(cells)}</tr>")
     head = "".join(f"<th>{h}</th>" for h in _HEAD)
     return (f'<div class="cl-label">transcript</div><table class="cl-table cl-transcript">'

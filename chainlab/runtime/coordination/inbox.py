@@ -21,7 +21,7 @@ from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, StepStatus
 from chainlab.store.base import Notifier, RunRecord, Store
 
 if TYPE_CHECKING:
-    from chainlab.runtime.coordination import Host
+    from chainlab.runtime.host import Host
 
 __all__ = ["DecisionKind", "WaitingDecision", "follow_decisions", "waiting_decisions",
            "waiting_in"]
@@ -122,9 +122,10 @@ def _moved(store: Store) -> tuple[tuple[str, str, float], ...]:
 
 async def follow_decisions(host: Host, *, poll_s: float = 1.0
                            ) -> AsyncIterator[list[WaitingDecision]]:
-    """The store's waiting decisions now, then again each time they changed, until the
-    caller stops iterating. A store that notifies commits (PostgreSQL's NOTIFY,
-    :class:`~chainlab.store.base.Notifier`) wakes the follower; any other store is polled:
+    """The waiting decisions of ``host``'s store (a runtime's parts: ``runtime.host``) now,
+    then again each time they changed, until the caller stops iterating. A store that
+    notifies commits (PostgreSQL's NOTIFY, :class:`~chainlab.store.base.Notifier`) wakes the
+    follower; any other store is polled:
     one read of the run list every ``poll_s`` seconds, the decisions read again only when a
     run moved. Raises StoreError when the store cannot be read."""
     store = host.store

@@ -1,7 +1,7 @@
 """Driver liveness and the decision mailbox, runtime side (DESIGN §13).
 
-While a runtime (seen as its parts, :class:`~chainlab.runtime.run_view.RuntimeParts`)
-drives a run, :meth:`Liveness.attend` keeps one task beside the kernel that
+While a runtime drives a run, :meth:`Liveness.attend` keeps one task beside the kernel
+that
 
 * heartbeats the run in the store (``store.heartbeat``, every ``heartbeat_s``; the first
   beat comes after ``first_beat_s`` or as soon as the run waits for a person, so a run of
@@ -45,8 +45,7 @@ from chainlab.events import RUN_TERMINAL, RunStatus
 from chainlab.store.base import DecisionRequest, DriverInfo, Notifier, RunRecord
 
 if TYPE_CHECKING:
-    from chainlab.runtime.run import Run
-    from chainlab.runtime.run_view import RuntimeParts
+    from chainlab.runtime.run import Run, RunOwner
 
 __all__ = ["Liveness", "apply_request", "pid_alive"]
 
@@ -114,9 +113,9 @@ class Liveness:
             return None  # on this host its process is gone: no need to wait for staleness
         return driver
 
-    async def refuse_live(self, host: RuntimeParts, record: RunRecord) -> None:
-        """Raise DriverAliveError when another live process drives ``record``'s run."""
-        driver = await host.run_io(host.store.driver_of, record.run_id)
+    def refuse_live(self, driver: DriverInfo | None, record: RunRecord) -> None:
+        """Raise DriverAliveError when ``driver`` (the stored driver of ``record``'s run) is
+        another live process."""
         now = time.time()
         live = self.live_driver(driver, record, now)
         if live is not None:
@@ -127,13 +126,16 @@ class Liveness:
 
     # ------------------------------------------------------------------ attending a run
     @contextlib.asynccontextmanager
-    async def attend(self, host: RuntimeParts, run: Run) -> AsyncIterator[None]:
-        """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs.
+    async def attend(self, run: Run) -> AsyncIterator[None]:
+        """Heartbeat ``run`` and serve its mailbox while the body (the kernel's drive) runs,
+        through the runtime that drives it (``run.runtime``: its store, ``run_io`` and
+        ``spawn``).
 
         The serving task starts only if the run is still driven after the first pause
         (``min(poll_s, first_beat_s)``): a run that ends sooner (short runs in a loop) costs
         no task, no cancel scope and no I/O; a timer, cancelled at the end, is all."""
-        store = host.store
+        runtime = run.runtime
+        store = runtime.store
         if not run.active:
             yield  # nothing to attend: the run is not driven here
             return
@@ -146,13 +148,13 @@ class Liveness:
             serving.append(True)
             with scope:
                 try:
-                    await self._serve(host, run)
+                    await self._serve(runtime, run)
                 except Exception:  # the run goes on; only its liveness stops
                     log.exception("run %s: heartbeat and mailbox stopped", run.run_id)
 
         delay = min(self.poll_s, self.first_beat_s)
         try:
-            timer = asyncio.get_running_loop().call_later(delay, _spawn_from_timer, host, serve)
+            timer = asyncio.get_running_loop().call_later(delay, _spawn_from_timer, runtime, serve)
         except RuntimeError:  # another anyio backend: a task that sleeps first
             timer = None
 
@@ -160,7 +162,7 @@ class Liveness:
                 await anyio.sleep(delay)
                 await serve()
 
-            host.spawn(serve_later)
+            runtime.spawn(serve_later)
         try:
             yield
         finally:
@@ -172,37 +174,37 @@ class Liveness:
                 serving.append(False)
             if run.state.status not in RUN_TERMINAL:  # stopped early: say so at once
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await host.run_io(store.clear_driver, run.run_id, self.driver_id)
+                    await runtime.run_io(store.clear_driver, run.run_id, self.driver_id)
             elif not run.fenced:
                 # the run ended: a decision still in the mailbox (the loser of a race, one
                 # sent as the run ended) is answered now, never left to time out
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await self.answers_sent()  # the serving task's answer in flight first
-                    for request in await host.run_io(store.pending_requests, run.run_id, 0):
-                        if not await self.answer(host, run, request):
+                    for request in await runtime.run_io(store.pending_requests, run.run_id, 0):
+                        if not await self.answer(run, request):
                             break
                     # then say this driver is gone: a request posted from now on is refused
                     # by its requester, who sees the run ended and nobody left to answer
-                    await host.run_io(store.clear_driver, run.run_id, self.driver_id)
+                    await runtime.run_io(store.clear_driver, run.run_id, self.driver_id)
 
-    async def _serve(self, host: RuntimeParts, run: Run) -> None:
-        store = host.store
+    async def _serve(self, runtime: RunOwner, run: Run) -> None:
+        store = runtime.store
         start = time.monotonic() - min(self.poll_s, self.first_beat_s)  # (attend waited)
         next_beat = start + self.first_beat_s
         wait = store.wait_for_requests if isinstance(store, Notifier) else None
         if wait is not None:  # listen BEFORE the first read: no request falls in between
-            await host.run_io(wait, run.run_id, 0, 0.0)
+            await runtime.run_io(wait, run.run_id, 0, 0.0)
         after_id = 0
         unread = False  # the mailbox could not be read last time (say so once, not per poll)
         while True:
             now = time.monotonic()
             if now >= next_beat or (next_beat - start <= self.first_beat_s
                                     and run.state.status == RunStatus.SUSPENDED):
-                if not await self._beat(host, run):
+                if not await self._beat(runtime, run):
                     return
                 next_beat = time.monotonic() + self.heartbeat_s
             try:
-                pending = await host.run_io(store.pending_requests, run.run_id, after_id)
+                pending = await runtime.run_io(store.pending_requests, run.run_id, after_id)
                 unread = False
             except StoreError as exc:
                 if not unread:
@@ -215,7 +217,7 @@ class Liveness:
                 # shielded: a decision that ends the run ends the drive, which cancels this
                 # task; the answer must still reach the person waiting for it
                 with anyio.CancelScope(shield=True):
-                    answered = await self.answer(host, run, request)
+                    answered = await self.answer(run, request)
                 if not answered:
                     return
             left = max(0.0, next_beat - time.monotonic())
@@ -225,29 +227,29 @@ class Liveness:
             else:
                 await anyio.sleep(min(self.poll_s, left))
 
-    async def _beat(self, host: RuntimeParts, run: Run) -> bool:
+    async def _beat(self, runtime: RunOwner, run: Run) -> bool:
         """One heartbeat; False once this driver was taken over (fenced)."""
         try:
-            await host.run_io(host.store.heartbeat, run.run_id, run.epoch, self.identity())
+            await runtime.run_io(runtime.store.heartbeat, run.run_id, run.epoch, self.identity())
         except StaleEpochError:
             return False
         except StoreError as exc:  # e.g. a dropped connection: the next beat tries again
             log.warning("run %s: heartbeat not recorded: %s", run.run_id, exc)
         return True
 
-    async def answer(self, host: RuntimeParts, run: Run, request: DecisionRequest) -> bool:
+    async def answer(self, run: Run, request: DecisionRequest) -> bool:
         """Apply one request to a run this runtime drives and answer it (``applied``, or
         ``refused`` with the check's message); False once this driver was taken over."""
         self._answering += 1
         try:
-            return await self._apply_and_answer(host, run, request)
+            return await self._apply_and_answer(run.runtime, run, request)
         finally:
             self._answering -= 1
             if not self._answering and self._answered is not None:
                 self._answered.set()
                 self._answered = None
 
-    async def _apply_and_answer(self, host: RuntimeParts, run: Run,
+    async def _apply_and_answer(self, runtime: RunOwner, run: Run,
                                 request: DecisionRequest) -> bool:
         if request.expires_at is not None and time.time() > request.expires_at:
             outcome, message = "refused", (
@@ -262,7 +264,7 @@ class Liveness:
             except (RunStateError, ValueError, TypeError) as exc:
                 outcome, message = "refused", str(exc)
         try:
-            await host.run_io(host.store.answer_request, request.request_id, run.epoch,
+            await runtime.run_io(runtime.store.answer_request, request.request_id, run.epoch,
                               outcome, message)
         except StaleEpochError:
             return False
@@ -275,13 +277,13 @@ class Liveness:
 _from_timers: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
 
 
-def _spawn_from_timer(host: RuntimeParts, fn: Callable[[], Any]) -> None:
-    """``host.spawn(fn)`` from a loop timer's callback. A callback runs outside any task,
+def _spawn_from_timer(runtime: RunOwner, fn: Callable[[], Any]) -> None:
+    """``runtime.spawn(fn)`` from a loop timer's callback. A callback runs outside any task,
     where anyio cannot tell which event loop it is on (sniffio finds none: no task, no
     ``anyio.run`` context, as under uvicorn), so the spawn happens in a small task."""
 
     async def spawn() -> None:
-        host.spawn(fn)
+        runtime.spawn(fn)
 
     task = asyncio.get_running_loop().create_task(spawn())
     _from_timers.add(task)

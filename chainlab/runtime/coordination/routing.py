@@ -1,5 +1,7 @@
-"""``Runtime.decide``: a person's decision (approve, reject, resolve) on a run, wherever the
-run is driven (DESIGN §13).
+"""``Runtime.decide`` (and ``approve_all``, ``complete_job``): a person's decision (approve,
+reject, resolve) on a run, wherever the run is driven (DESIGN §13). It works on the
+runtime's parts: its :class:`~chainlab.runtime.host.Host` (the runs it drives, the store,
+its liveness) and its :class:`~chainlab.runtime.takeovers.Takeovers` (to take a run over).
 
 * This runtime drives the run: the decision is applied directly, through the Run.
 * Another process drives it and is alive (fresh heartbeat, current epoch): the decision is
@@ -28,16 +30,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from chainlab.errors import DecisionError, DecisionTimeoutError, RunStateError, StoreError
-from chainlab.events import RUN_TERMINAL, read_run
+from chainlab.events import RUN_TERMINAL, RunState, read_run
 from chainlab.plan.schema import Chain
 from chainlab.runtime.coordination.liveness import apply_request
 from chainlab.runtime.engine import decisions
 from chainlab.store.base import DecisionRequest, DriverInfo, Notifier
 
 if TYPE_CHECKING:
-    from chainlab.runtime.coordination import Host
+    from chainlab.runtime.host import Host
+    from chainlab.runtime.takeovers import Takeovers
 
-__all__ = ["decide", "payload_for", "requester"]
+__all__ = ["approve_all", "complete_job", "decide", "payload_for", "requester"]
 
 requester = decisions.requester
 
@@ -60,41 +63,73 @@ def payload_for(action: str, *, note: str | None = None, reason: str | None = No
     return {k: given[k] for k in takes if given[k] is not None}
 
 
-async def decide(runtime: Host, run_id: str, step_id: str, action: str, *,
-                 by: str | None, payload: dict[str, Any], timeout: float) -> str:
-    """See :meth:`Runtime.decide`. Returns ``"applied"``."""
+async def decide(host: Host, takeovers: Takeovers, run_id: str, step_id: str, action: str,
+                 *, by: str | None, payload: dict[str, Any], timeout: float) -> str:
+    """See :meth:`Runtime.decide`. Returns ``"applied"`` (``"recorded"``: left to the
+    fleet, no worker answered yet)."""
     request = DecisionRequest(run_id=run_id, step_id=step_id, action=str(action),
                               payload=payload, by=by or requester())
-    live_run = runtime.driven(run_id)
+    live_run = host.driven(run_id)
     if live_run is not None:
         await apply_request(live_run, request)
         return "applied"
-    store = runtime.store
-    record = await runtime.run_io(store.get_run, run_id)
+    store = host.store
+    record = await host.run_io(store.get_run, run_id)
     if record.queue is not None:
-        return await _leave_to_fleet(runtime, record.chain, request, timeout)
-    driver = await runtime.run_io(store.driver_of, run_id)
-    live = runtime.liveness.live_driver(driver, record)
+        return await _leave_to_fleet(host, record.chain, request, timeout)
+    driver = await host.run_io(store.driver_of, run_id)
+    live = host.liveness.live_driver(driver, record)
     if live is not None:
-        return await _ask(runtime, live, request, timeout)
+        return await _ask(host, live, request, timeout)
     if action == decisions.Action.APPROVE and payload.get("args") is not None:
-        _check_args(runtime, record.chain, step_id, payload["args"])  # before taking over
-    run = await runtime.resume(run_id, check=partial(decisions.check, action=action,
-                                                     step_id=step_id))
+        _check_args(host, record.chain, step_id, payload["args"])  # before taking over
+    run = await takeovers.resume(run_id, check=partial(decisions.check, action=action,
+                                                       step_id=step_id))
     await apply_request(run, request)
     return "applied"
 
 
-async def _leave_to_fleet(runtime: Host, chain_data: dict[str, Any],
+async def approve_all(host: Host, takeovers: Takeovers, run_id: str, step_id: str, *,
+                      by: str | None, note: str | None, timeout: float) -> list[str]:
+    """See :meth:`Runtime.approve_all`: :func:`decide` once per waiting step at or under
+    ``step_id``, each with its own args; a step decided meanwhile is left out."""
+    done: list[str] = []
+    for sid in decisions.waiting_under(await _state(host, run_id), step_id):
+        try:
+            await decide(host, takeovers, run_id, sid, decisions.Action.APPROVE, by=by,
+                         payload=payload_for("approve", note=note), timeout=timeout)
+        except RunStateError:  # it stopped waiting since it was read: not ours to approve
+            continue
+        done.append(sid)
+    return done
+
+
+async def complete_job(host: Host, takeovers: Takeovers, run_id: str, step_id: str, *,
+                       output: Any, error: str | None, by: str | None, timeout: float) -> str:
+    """See :meth:`Runtime.complete_job`: the completion, decided as :func:`decide` does."""
+    payload = decisions.completion_payload(step_id, output=output, error=error, by=None)
+    payload.pop("by")
+    return await decide(host, takeovers, run_id, step_id, "complete_job", by=by,
+                        payload=payload, timeout=timeout)
+
+
+async def _state(host: Host, run_id: str) -> RunState:
+    """The run's state: its kernel's when it is live here, else the stored one."""
+    live = host.active(run_id)
+    return live.state if live is not None else (await host.run_io(read_run, host.store,
+                                                                  run_id))[2]
+
+
+async def _leave_to_fleet(host: Host, chain_data: dict[str, Any],
                           request: DecisionRequest, timeout: float) -> str:
     """Record ``request`` for the fleet (checked first, on the stored state) and wait up to
     ``timeout`` for a worker's answer; ``"recorded"`` when none came yet."""
-    _, _, state = await runtime.run_io(read_run, runtime.store, request.run_id)
+    _, _, state = await host.run_io(read_run, host.store, request.run_id)
     decisions.check(state, request.action, request.step_id)
     if request.action == decisions.Action.APPROVE and request.payload.get("args") is not None:
-        _check_args(runtime, chain_data, request.step_id, request.payload["args"])
+        _check_args(host, chain_data, request.step_id, request.payload["args"])
     try:
-        return await _ask(runtime, None, request, timeout)
+        return await _ask(host, None, request, timeout)
     except DecisionTimeoutError:
         return "recorded"
 
@@ -124,11 +159,11 @@ async def _ended_without_answer(host: Host, request: DecisionRequest, request_id
                          step_id=request.step_id, field=request.action, run_id=request.run_id)
 
 
-def _check_args(runtime: Host, chain_data: dict[str, Any], step_id: str,
+def _check_args(host: Host, chain_data: dict[str, Any], step_id: str,
                 args: dict[str, Any]) -> None:
     chain = Chain.from_dict(chain_data)
     step = chain.step(step_id) if step_id in chain.step_ids else None
-    toolbox = runtime.toolbox
+    toolbox = host.toolbox
     tool = toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
     decisions.check_approve_args(tool, step_id, args)
 

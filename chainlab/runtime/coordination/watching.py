@@ -21,13 +21,12 @@ import anyio
 from chainlab.errors import RunNotActiveError
 from chainlab.events import RUN_END_KINDS, RUN_TERMINAL, Event, RunState, RunStatus, read_run
 from chainlab.plan.schema import Chain
-from chainlab.runtime.run import Run
-from chainlab.runtime.run_view import RunResult
+from chainlab.runtime.run import Run, RunResult
 from chainlab.store.base import Notifier, RunRecord
 
 if TYPE_CHECKING:
-    from chainlab.runtime.coordination import Host
     from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.host import Host
     from chainlab.store.base import DriverInfo
 
 __all__ = ["WatchedRun", "watch_events", "watch_run"]
@@ -83,13 +82,13 @@ async def watch_events(host: Host, run_id: str, *, after_seq: int = 0, follow: b
             idle = min(idle * 2, max(poll_interval, 1.0))
 
 
-def watch_run(runtime: Host, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
-    """A :class:`WatchedRun` of ``run_id`` in ``runtime.store`` (a blocking read of what is
+def watch_run(host: Host, run_id: str, *, poll_interval: float = 0.05) -> WatchedRun:
+    """A :class:`WatchedRun` of ``run_id`` in ``host.store`` (a blocking read of what is
     stored; call :meth:`WatchedRun.start` or ``await run.wait()`` to follow it live).
 
     Raises RunNotFoundError for an unknown run, StoreError if the store cannot be read."""
-    record, events, state = read_run(runtime.store, run_id)
-    return WatchedRun(runtime, record, events, state, poll_interval=poll_interval)
+    record, events, state = read_run(host.store, run_id)
+    return WatchedRun(host, record, events, state, poll_interval=poll_interval)
 
 
 class WatchedRun(Run):
@@ -97,13 +96,17 @@ class WatchedRun(Run):
 
     ``await run.wait()`` returns when the run ends, or (with ``settle_on_suspend``, the
     default, as for a driven run) when it waits for a person. ``subscribe(callback)`` gets
-    every event once, in order, as it is committed by the driver."""
+    every event once, in order, as it is committed by the driver.
 
-    runtime: Host
+    A subclass of :class:`~chainlab.runtime.run.Run` by behaviour, not by size: the same
+    reads over a state that follows the store, verbs that go through ``Runtime.decide``.
+    ``runtime`` is the Runtime (its decisions), ``host`` its parts (the store, liveness,
+    the task its following runs in)."""
 
-    def __init__(self, runtime: Host, record: RunRecord, events: list[Event],
+    def __init__(self, host: Host, record: RunRecord, events: list[Event],
                  state: RunState, *, poll_interval: float = 0.05):
-        super().__init__(runtime, Chain.from_dict(record.chain), None, record)
+        super().__init__(host.owner, Chain.from_dict(record.chain), None, record)
+        self.host = host
         self._static = state
         self._log = list(events)
         self._subscribers: list[Callable[[Event], None]] = []
@@ -124,7 +127,7 @@ class WatchedRun(Run):
         now = time.monotonic()
         if self._driver is not None and now - self._driver[0] < _DRIVER_TTL_S:
             return self._driver[1]  # a redraw asks often; heartbeats come every few seconds
-        info = self.runtime.store.driver_of(self.run_id)
+        info = self.host.store.driver_of(self.run_id)
         self._driver = (now, info)
         return info
 
@@ -148,8 +151,8 @@ class WatchedRun(Run):
         if info is None:
             return f"no live driver ({takes})"
         current = replace(self.record, status=self.status, epoch=info.epoch)
-        if info.driver_id != self.runtime.liveness.driver_id \
-                and self.runtime.liveness.live_driver(info, current) is None:
+        if info.driver_id != self.host.liveness.driver_id \
+                and self.host.liveness.live_driver(info, current) is None:
             age = info.age(time.time())
             return (f"its driver, {info.describe()}, is gone (no heartbeat for {age:.0f} s); "
                     f"{takes}")
@@ -167,7 +170,7 @@ class WatchedRun(Run):
         if self._following or self.status in RUN_TERMINAL:
             return
         self._following = True
-        self.runtime.spawn(self._pump)
+        self.host.spawn(self._pump)
 
     def stop(self) -> None:
         """Stop following (the widget was closed, the command was interrupted, a decision
@@ -182,9 +185,9 @@ class WatchedRun(Run):
         self._scope = scope
         try:
             with scope:
-                async for ev in self.runtime.watch(self.run_id, after_seq=self.state.last_seq,
-                                                   follow=True,
-                                                   poll_interval=self.poll_interval):
+                async for ev in watch_events(self.host, self.run_id,
+                                             after_seq=self.state.last_seq, follow=True,
+                                             poll_interval=self.poll_interval):
                     self._apply(ev)
                     if self.status in RUN_TERMINAL:
                         break
@@ -236,9 +239,9 @@ class WatchedRun(Run):
 
     async def events(self, *, history: bool = True) -> AsyncIterator[Event]:
         """The run's events (the stored ones first, with ``history``) until it ends."""
-        async for ev in self.runtime.watch(self.run_id,
-                                           after_seq=0 if history else self.state.last_seq,
-                                           poll_interval=self.poll_interval):
+        async for ev in watch_events(self.host, self.run_id,
+                                     after_seq=0 if history else self.state.last_seq,
+                                     poll_interval=self.poll_interval):
             yield ev
 
     def history(self) -> list[Event]:

@@ -44,8 +44,9 @@ from chainlab.store.base import DecisionRequest, DriverInfo
 from chainlab.store.queue import DEFAULT_QUEUE, Claim, Queue, WorkerInfo, check_queue_name
 
 if TYPE_CHECKING:
-    from chainlab.runtime.coordination import Host
+    from chainlab.runtime.host import Host
     from chainlab.runtime.run import Run
+    from chainlab.runtime.runtime import Runtime
     from chainlab.tools import CallContext, Tool
 
 __all__ = ["LeaseExecutor", "Worker", "worker_settings"]
@@ -71,7 +72,8 @@ class LeaseExecutor:
     heartbeat, a write the store refuses once another worker took the epoch (then the call
     is refused with StaleEpochError and never starts). A worker frozen past its lease (a
     stopped process, a blocked loop, a lost connection) therefore re-confirms every run
-    before its next call. Wraps ``inner`` (a LocalExecutor by default)."""
+    before its next call. Wraps ``inner`` (a LocalExecutor by default). ``host``: the
+    worker's runtime's parts (its store and its identity as a driver)."""
 
     def __init__(self, host: Host, lease_s: float, inner: SubmittingExecutor | None = None):
         self.host = host
@@ -127,7 +129,7 @@ class Worker:
     a drain lets runs go on before it hands them back; ``same_host_check`` whether a dead
     worker of this host is noticed by its pid (at once) besides its lapsed heartbeats."""
 
-    def __init__(self, runtime: Host, *, name: str | None = None,
+    def __init__(self, runtime: Runtime, *, name: str | None = None,
                  queues: tuple[str, ...] | list[str] = (DEFAULT_QUEUE,), concurrency: int = 4,
                  poll_s: float = 0.2, drain_s: float = 30.0, same_host_check: bool = True):
         if not isinstance(runtime.store, Queue):

@@ -16,11 +16,18 @@ spend, so that steps released together cannot cross the budget between them (eig
 cost 1.0 on a budget of 3.0: three run, the fourth waits). A reservation is not stored: it
 is read from the run's open attempts in the fold, so it ends with its attempt (whose real
 usage is then counted as spent) and a resumed run has the same ones.
+
+Unknown usage (a model server that reports negative, NaN or over-limit numbers) is never
+counted as nothing: the turn is recorded with ``usage_unknown`` (what the server said) and,
+as its usage, the step's expected usage counted in its stead, marked
+``estimated_calls: 1`` (:func:`turn_usage`). When nothing is known to count (a first turn
+with no history), the step's next check under a token or cost budget waits for a person.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 from chainlab.events import EventKind
@@ -30,9 +37,12 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
 
-__all__ = ["BUDGET_EXCEEDED", "budget_of", "check_budget", "expected_usage", "reserved_usage"]
+__all__ = ["BUDGET_EXCEEDED", "ESTIMATED", "budget_of", "check_budget", "expected_usage",
+           "reserved_usage", "turn_usage"]
 
 BUDGET_EXCEEDED = "budget_exceeded"
+#: the usage count of a step's calls whose usage was unknown, each counted as expected
+ESTIMATED = "estimated_calls"
 _LIMITS = (("max_cost", "cost"), ("max_tokens", "tokens"))
 
 
@@ -80,6 +90,22 @@ def reserved_usage(k: RunCore) -> dict[str, float]:
     return out
 
 
+def turn_usage(k: RunCore, step_id: str, attempt: int, usage: dict[str, Any] | None,
+               unknown: str | None) -> dict[str, Any]:
+    """The usage entries of a model turn's end event (attempt ``attempt`` of ``step_id``):
+    ``{"usage": usage}`` as the server reported it; when what it reported could not be taken
+    (``unknown``: what it said), that note as ``usage_unknown`` and, as ``usage``, the step's
+    expected usage (tokens rounded up) with ``estimated_calls: 1``, so a budget never counts
+    nothing for a turn that consumed."""
+    if unknown is None:
+        return {"usage": usage} if usage else {}
+    expected = expected_usage(k, step_id, attempt - 1)
+    counted: dict[str, Any] = {key: expected[key] for _, key in _LIMITS if key in expected}
+    if "tokens" in counted:
+        counted["tokens"] = math.ceil(counted["tokens"])
+    return {"usage_unknown": unknown, "usage": {**counted, ESTIMATED: 1}}
+
+
 def check_budget(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
     """True when the step may start; else it now waits for a person (``budget_exceeded``)
     and the caller parks it."""
@@ -100,6 +126,11 @@ def check_budget(k: RunCore, node: Node, args: dict[str, Any]) -> bool:
             running = f"{_n(held)} reserved by running steps + " if held else ""
             crossed.append(f"{key}: {_n(spent.get(key, 0))} spent + {running}"
                            f"{_n(expected.get(key, 0))} expected > {limit}={_n(cap)}")
+    unknown = (st.usage or {}).get(ESTIMATED)
+    if unknown and not any(key in expected for _, key in _LIMITS) \
+            and any(budget.get(limit) is not None for limit, _ in _LIMITS):
+        crossed.append(f"usage unknown: {unknown} of its calls reported usage that could not "
+                       "be taken, and nothing is known to count in its stead")
     cap = budget.get("max_duration_s")
     if cap is not None:
         elapsed = k.clock.now() - (k.state.started_at or k.clock.now())

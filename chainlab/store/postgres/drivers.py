@@ -35,6 +35,7 @@ from chainlab.store.base import (
 )
 from chainlab.store.postgres.errors import PoolTimeout, _server_error
 from chainlab.store.postgres.listen import MailListener
+from chainlab.store.postgres.pool import lend
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -77,7 +78,7 @@ class PostgresLiveness:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with lend(self._pool) as conn, conn.transaction():
                 return fn(conn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise _server_error(exc, self.where, "write to", lost) from exc

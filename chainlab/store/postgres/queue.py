@@ -18,6 +18,7 @@ from chainlab.store._writer import record_of, run_select
 from chainlab.store.base import DriverInfo, RunRecord
 from chainlab.store.postgres.drivers import put_driver
 from chainlab.store.postgres.errors import PoolTimeout, _server_error
+from chainlab.store.postgres.pool import lend
 from chainlab.store.queue import WorkerInfo
 from chainlab.store.sql_queue import SqlQueue, Tx
 
@@ -79,7 +80,7 @@ class PostgresQueue(SqlQueue):
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with lend(self._pool) as conn, conn.transaction():
                 yield _PostgresTx(conn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise _server_error(exc, self.where, "write to", "the queue was not changed"

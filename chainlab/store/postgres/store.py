@@ -14,8 +14,11 @@ The same design as SQLiteStore, on a server:
 * The append transaction also sends ``NOTIFY chainlab_events, '<run_id> <last seq>'``, so
   a watcher in another process (:meth:`PostgresStore.wait_for_events`, used by
   ``Runtime.watch``) wakes when the events are committed, not before.
-* Reads use a connection pool (psycopg_pool); a read on a connection the server dropped is
-  tried once more on a fresh one (reads change nothing).
+* Reads (and the short writes that are not the event log's: a run's creation, a claim,
+  heartbeats, the mailbox, the queue) use a connection pool (psycopg_pool) through
+  :func:`~chainlab.store.postgres.pool.lend`, which checks a connection before use: after
+  a server restart no call meets a dropped one. A read on a connection the server drops
+  while it runs is tried once more (reads change nothing); a write is never retried.
 * ``MIGRATIONS`` (``postgres_schema``) is append-only; ``chainlab_schema_version`` records
   how far a database is migrated; a newer one is refused.
 * psycopg's errors become chainlab's in ONE place, :func:`_server_error`: StoreServerError
@@ -55,13 +58,14 @@ from chainlab.store.base import DriverInfo, RunRecord, check_run_id
 from chainlab.store.postgres.drivers import PostgresLiveness, put_driver
 from chainlab.store.postgres.errors import _dropped, _retryable, _server_error
 from chainlab.store.postgres.listen import CHANNEL, EventListener, PostgresWatching
+from chainlab.store.postgres.pool import lend, make_pool
 from chainlab.store.postgres.queue import PostgresQueue
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
 
 try:
     import psycopg
     from psycopg import conninfo as _conninfo
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    from psycopg_pool import PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError(exc.name or "psycopg", "postgres", "PostgresStore") from exc
 
@@ -99,10 +103,7 @@ class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterSto
                     self.where, "newer_schema", f"{self.where} has chainlab schema version "
                     f"{found}, newer than this chainlab understands ({len(MIGRATIONS)})",
                     "upgrade chainlab (pip install -U chainlab) in every process using it")
-        self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=max(1, pool_size), timeout=connect_timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
-            name="chainlab-postgres", open=True)
+        self._pool = make_pool(dsn, pool_size, connect_timeout)
         # a store nobody closed: close its pool at exit, from the main thread (left to the
         # pool's __del__, a collection in one of its own threads fails to join that thread)
         weakref.finalize(self, self._pool.close)
@@ -130,7 +131,7 @@ class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterSto
             raise StoreError(f"{self!r} is closed")
         for tries_left in (1, 0):
             try:
-                with self._pool.connection() as conn:
+                with lend(self._pool) as conn:
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if tries_left and _dropped(exc) and not isinstance(exc, PoolTimeout):
@@ -156,7 +157,7 @@ class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterSto
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with lend(self._pool) as conn, conn.transaction():
                 insert_run(conn, record, key, "%s")
                 if driver is not None:
                     put_driver(conn, record.run_id, driver, record.epoch)
@@ -210,7 +211,7 @@ class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterSto
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         try:
-            with self._pool.connection() as conn:
+            with lend(self._pool) as conn:
                 cas(conn)
         except (psycopg.Error, PoolTimeout) as exc:  # the claim may not have committed
             raise _server_error(exc, self.where, "claim a run in",

@@ -35,7 +35,7 @@ import anyio
 
 from chainlab.agent.agent import AgentTool
 from chainlab.agent.conversation import Refused, check_calls, messages
-from chainlab.agent.model import ModelRequest
+from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agentcalls import (
     call_step_id,
@@ -49,6 +49,7 @@ from chainlab.runtime.engine.attempt.call import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.fate import record
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.attempt.life import gate
+from chainlab.runtime.engine.budget import turn_usage
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
 
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from chainlab.agent.agent import Agent
-    from chainlab.agent.model import ModelTurn
     from chainlab.runtime.engine.compile import Graph, Node
     from chainlab.runtime.engine.core import RunCore
 
@@ -134,7 +134,7 @@ class AgentStep(Parent):
                 "calls": [{"index": v.index, "tool": v.tool, "args": v.args} for v in made],
                 "refused": [{"index": v.index, "error": v.error}
                             for v in verdicts if isinstance(v, Refused)],
-                **({"usage": answer.usage} if answer.usage else {})})
+                **_usage(k, node, attempt, answer)})
             return
         try:
             output = agent.check_answer(answer.content)
@@ -142,8 +142,7 @@ class AgentStep(Parent):
             self._grow(k, node, turns, {
                 "kind": self.name, "turn": turn, "attempt": attempt,
                 "answer": answer.to_dict(), "ids": [], "calls": [], "refused": [],
-                "feedback": f"{exc}",
-                **({"usage": answer.usage} if answer.usage else {})})
+                "feedback": f"{exc}", **_usage(k, node, attempt, answer)})
             return
         self._succeed(k, node, attempt, turn, answer, output)
 
@@ -173,9 +172,8 @@ class AgentStep(Parent):
     @staticmethod
     def _succeed(k: RunCore, node: Node, attempt: int, turn: int, answer: ModelTurn,
                  output: Any) -> None:
-        payload: dict[str, Any] = {"output": output, "turn": turn, "answer": answer.to_dict()}
-        if answer.usage:
-            payload["usage"] = answer.usage
+        payload: dict[str, Any] = {"output": output, "turn": turn, "answer": answer.to_dict(),
+                                   **_usage(k, node, attempt, answer)}
         k.emit(K.STEP_SUCCEEDED, node.id, attempt, payload)
         finished(k, node)
 
@@ -234,6 +232,11 @@ def _agent(node: Node) -> Agent:
     tool = node.tool
     assert isinstance(tool, AgentTool), f"step {node.id!r} of kind agent has no agent"
     return tool.agent
+
+
+def _usage(k: RunCore, node: Node, attempt: int, answer: ModelTurn) -> dict[str, Any]:
+    """The turn's usage as recorded: the server's, or unknown and counted as expected."""
+    return turn_usage(k, node.id, attempt, answer.usage, answer.usage_unknown)
 
 
 def _approved_since_last_turn(k: RunCore, node: Node, args: dict[str, Any]) -> bool:

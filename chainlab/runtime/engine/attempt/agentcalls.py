@@ -6,7 +6,8 @@ text and calls, as :meth:`~chainlab.agent.model.ModelTurn.to_dict` writes them),
 the calls became (``ids``) and, in the same order, what each is (``calls``: ``{index, tool,
 args}``, ``index`` being the call's position in the answer), the calls refused to the
 model (``refused``: ``{index, error}``), the ``feedback`` on a final answer that did not fit
-(a turn with no call), and the turn's ``usage``. Everything here reads that record back:
+(a turn with no call), and the turn's ``usage`` (with ``usage_unknown`` when the server's
+could not be taken). Everything here reads that record back:
 the conversation of the next turn (:func:`turn_records`), the steps after a restart
 (:func:`grow_calls`), and the transcript front ends show (:func:`transcript`).
 
@@ -32,7 +33,7 @@ from chainlab.plan.parts import Step
 from chainlab.runtime.engine.compile import DEFAULT_RETRY, Node, compile_level
 
 if TYPE_CHECKING:
-    from chainlab.events import RunState, StepState
+    from chainlab.events import AttemptRecord, RunState, StepState
     from chainlab.runtime.engine.compile import Graph
 
 __all__ = ["TurnShape", "agent_step_ids", "call_plan_step", "call_step_id", "call_tools",
@@ -135,8 +136,10 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
     """An agent step's turns as data, for a person: per turn its number, the model's text,
     its calls (function, tool, args as the model wrote them, the step each became and its
     status, or why it was refused, and what the model was told), the feedback on a final
-    answer that did not fit, and the turn's usage; the last entry is the final answer when
-    the step succeeded. Raises KeyError for a step the run does not have."""
+    answer that did not fit, and the turn's usage (``usage_unknown``: why the server's could
+    not be taken, ``usage`` then being what was counted in its stead); the last entry is the
+    final answer when the step succeeded. Raises KeyError for a step the run does not
+    have."""
     st = state.steps[step_id]
     out: list[dict[str, Any]] = []
     turns = turns_of(state, step_id)
@@ -160,10 +163,14 @@ def transcript(state: RunState, step_id: str) -> list[dict[str, Any]]:
             calls.append(entry)
         out.append({"turn": payload["turn"], "content": record.answer.content,
                     "calls": calls, "feedback": payload.get("feedback"),
-                    "usage": payload.get("usage")})
+                    "usage": payload.get("usage"),
+                    "usage_unknown": payload.get("usage_unknown")})
     if str(st.status) in ("succeeded", "compensated") and st.output is not None:
+        last = _final_attempt(state, step_id)
         out.append({"turn": len(turns) + 1, "content": st.output, "calls": [],
-                    "feedback": None, "usage": _final_usage(state, step_id), "final": True})
+                    "feedback": None, "usage": _final_usage(state, step_id),
+                    "usage_unknown": last.usage_unknown if last is not None else None,
+                    "final": True})
     return out
 
 
@@ -187,9 +194,10 @@ def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
     """Every agent step of the run with its turns, as the JSON view and ``chainlab show``
     list them: ``{step_id: [{"turn", "calls": [{"step_id", "tool", "status"}, or
     {"step_id": None, "function", "refused"} for a call refused to the model], "usage",
-    "final"}]}``, in the order the steps first asked their model. A step is an agent step
-    when one of its attempts ran an agent (``agent:NAME``): a prompt step is listed with its
-    one turn; an agent step waiting before its first turn is not listed yet."""
+    "usage_unknown" (only when the server's usage could not be taken), "final"}]}``, in the
+    order the steps first asked their model. A step is an agent step when one of its
+    attempts ran an agent (``agent:NAME``): a prompt step is listed with its one turn; an
+    agent step waiting before its first turn is not listed yet."""
     out: dict[str, list[dict[str, Any]]] = {}
     for step_id in agent_step_ids(state):
         out[step_id] = [
@@ -198,16 +206,22 @@ def turns_by_step(state: RunState) -> dict[str, list[dict[str, Any]]]:
                         "status": call["status"]} if call["step_id"] is not None else
                        {"step_id": None, "function": call["function"],
                         "refused": call["refused"]} for call in entry["calls"]],
-             "usage": entry["usage"], "final": bool(entry.get("final"))}
+             "usage": entry["usage"], "final": bool(entry.get("final")),
+             **({"usage_unknown": entry["usage_unknown"]} if entry["usage_unknown"] else {})}
             for entry in transcript(state, step_id)]
     return out
 
 
-def _final_usage(state: RunState, step_id: str) -> dict[str, Any] | None:
+def _final_attempt(state: RunState, step_id: str) -> AttemptRecord | None:
     for rec in reversed(state.attempts):
         if rec.step_id == step_id and rec.kind == "call":
-            return rec.usage
+            return rec
     return None
+
+
+def _final_usage(state: RunState, step_id: str) -> dict[str, Any] | None:
+    last = _final_attempt(state, step_id)
+    return last.usage if last is not None else None
 
 
 def refused_streak(turns: Sequence[Mapping[str, Any]]) -> int:

@@ -1,14 +1,23 @@
-"""``Hosting``: the base of :class:`~chainlab.runtime.runtime.Runtime` that holds its parts
-(toolbox, store, executor, clock, the chains usable as sub-chains, its identity and
-liveness as a driver) and its lifetime: the task group or asyncio tasks its runs are driven
-in, store calls off the event loop (``run_io``), the runs it drives, and ``aclose``.
+"""``Host``: what a :class:`~chainlab.runtime.Runtime` is made of and how long it lives, the
+part its other parts hold (issue 44: the Runtime is a facade over its parts, the way
+Temporal's ``Worker`` holds its activity and workflow workers).
 
-These are the :class:`~chainlab.runtime.run_view.RuntimeParts` a run's handle and a
-driver's liveness use (a Hosting is exactly that), and most of the
-:class:`~chainlab.runtime.coordination.Host` members coordination code uses (with
-``resume``, from :mod:`chainlab.runtime.resuming`). Every way a run begins is in
-:mod:`chainlab.runtime.launching`; reading runs and deciding on them in
-:mod:`chainlab.runtime.runtime`.
+* its parts: the toolbox, the store, the executor, the clock, the chains usable as
+  sub-chains, how run ids are made, its identity and liveness as a driver
+  (:class:`~chainlab.runtime.coordination.liveness.Liveness`), the caches of compiled chains
+  (:class:`~chainlab.runtime.preparing.Prepared`) and the durations seen (``history``);
+* its lifetime: the task group or asyncio tasks its runs are driven in (``spawn``), store
+  calls off the event loop (``run_io``), ``aclose``;
+* the runs it drives: their handles (``driven``, ``active``, ``get_run``), and driving a run:
+  ``launch``, the one tail every run's drive begins with (a start, a resume, a fork, a
+  rollback, a worker's claim), and ``release``;
+* what every new drive is made of: its kernel (``new_kernel``), its handle (``handle``), its
+  release order (``order``) and the head of its log (``open_log``).
+
+Every way a new run begins is in :mod:`chainlab.runtime.starts`, every way a stored run is
+taken up in :mod:`chainlab.runtime.takeovers`; both hold a Host and nothing else of the
+runtime. A handle made here holds the Runtime that owns this Host (``owner``): front ends
+reach the whole runtime through ``run.runtime``.
 """
 
 from __future__ import annotations
@@ -20,39 +29,46 @@ import time
 import weakref
 from collections import ChainMap
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from chainlab.errors import StaleEpochError
-from chainlab.events import RUN_TERMINAL, RunState, RunStatus
+from chainlab.events import RUN_TERMINAL, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
+from chainlab.plan.schema import Chain
 from chainlab.runtime.coordination.liveness import Liveness
 from chainlab.runtime.engine.clock import Clock, SystemClock
+from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.engine.kernel import Kernel
+from chainlab.runtime.history.estimates import budget_estimates, estimate, history
 from chainlab.runtime.preparing import Prepared
 from chainlab.runtime.run import Run, RunOwner
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
-    from chainlab.plan.schema import Chain, RunOptions
-    from chainlab.runtime.history.estimates import History
+    from chainlab.plan.schema import RunOptions
+    from chainlab.runtime.engine.compile import Graph
+    from chainlab.runtime.history.estimates import Estimate, History
     from chainlab.store.base import RunRecord, Store
 
-__all__ = ["Hosting", "new_run_id"]
+__all__ = ["Host", "new_run_id"]
 
 
 def new_run_id() -> str:
+    """A new run id: the time it was made and six random hex digits."""
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-class Hosting:
-    """A runtime's parts and lifetime (the constructor of
-    :class:`~chainlab.runtime.runtime.Runtime`, which says what its arguments mean)."""
+class Host:
+    """A runtime's parts, its lifetime and the runs it drives (the arguments are
+    :class:`~chainlab.runtime.Runtime`'s, which says what they mean; ``owner`` is that
+    Runtime, the one the handles made here hold)."""
 
     def __init__(
         self,
+        owner: RunOwner,
         toolbox: Toolbox | None = None,
         store: Store | None = None,
         *,
@@ -64,6 +80,7 @@ class Hosting:
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
     ):
+        self.owner = owner
         self.toolbox = toolbox if toolbox is not None else default_toolbox
         if store is None:
             from chainlab.store.sqlite import SQLiteStore
@@ -83,10 +100,12 @@ class Hosting:
         self._active: dict[str, Run] = {}
         self._finished: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
         self._scopes: dict[str, anyio.CancelScope] = {}  # each driven run's drive
-        self._prepared = Prepared()  # compiled chains and release orders, cached
+        #: compiled chains and release orders, cached
+        self.prepared = Prepared()
         self._tasks: set[Any] = set()
         self._tg: anyio.abc.TaskGroup | None = None
-        self._history: History | None = None  # durations seen, for the release order
+        #: durations seen, for the release order and budgets (read when first needed)
+        self.history: History | None = None
 
     @property
     def chains(self) -> ChainMap[str, Chain]:
@@ -94,13 +113,14 @@ class Hosting:
         toolbox's (read live)."""
         return ChainMap(self._chains, self.toolbox.chains)
 
-    # ------------------------------------------------------------------ hosting
-    async def __aenter__(self) -> Self:
+    # ------------------------------------------------------------------ lifetime
+    async def enter(self) -> None:
+        """Open the task group the runs are driven in (``async with runtime``)."""
         self._tg_cm = anyio.create_task_group()
         self._tg = await self._tg_cm.__aenter__()
-        return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
+    async def exit(self, *exc: Any) -> bool | None:
+        """Stop every run (:meth:`aclose`) and close the task group."""
         await self.aclose()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
@@ -146,13 +166,37 @@ class Hosting:
             return await anyio.to_thread.run_sync(fn, *args)
         return fn(*args)
 
+    # ------------------------------------------------------------------ the runs it holds
     def driven(self, run_id: str) -> Run | None:
         """The handle of ``run_id`` if this runtime drives it right now, else None."""
         run = self._active.get(run_id)
         return run if run is not None and run.driving else None
 
+    def active(self, run_id: str) -> Run | None:
+        """The handle of ``run_id`` if this runtime holds it live (driven, or at rest here
+        with its kernel: suspended, or taken over after it ended), else None."""
+        return self._active.get(run_id)
+
+    def known(self, run_id: str) -> Run | None:
+        """The handle this runtime made for ``run_id``: held live, or finished here while
+        someone still holds it; else None."""
+        return self._active.get(run_id) or self._finished.get(run_id)
+
+    def keep(self, run: Run) -> None:
+        """Hold ``run`` live without driving it (a run taken over after it ended: its
+        rollback may still be asked for)."""
+        self._active[run.run_id] = run
+
+    def get_run(self, run_id: str) -> Run:
+        """See :meth:`chainlab.runtime.Runtime.get_run`."""
+        live = self.known(run_id)
+        if live is not None and not live.fenced:  # a fenced handle is nobody's live run
+            return live
+        record = self.store.get_run(run_id)
+        return Run(self.owner, Chain.from_dict(record.chain), None, record)
+
     # ------------------------------------------------------------------ driving
-    def _launch(self, run: Run, phase: DrivePhase) -> None:
+    def launch(self, run: Run, phase: DrivePhase) -> None:
         """Drive ``run`` from ``phase`` in the background: the one way every run begins (a
         start, a resume, a fork, a rollback, a worker's claim). Marked as driven before this
         returns, so a control call in between never starts a second driver; nothing here
@@ -169,7 +213,7 @@ class Hosting:
         with anyio.CancelScope() as scope:
             self._scopes[run.run_id] = scope  # release() stops this drive alone
             try:
-                async with self.liveness.attend(self, run):  # beat, mailbox
+                async with self.liveness.attend(run):  # beat, mailbox
                     await kernel.drive(phase)
             finally:
                 if self._scopes.get(run.run_id) is scope:
@@ -183,11 +227,7 @@ class Hosting:
             self._finished[run.run_id] = run
 
     def release(self, run_id: str) -> bool:
-        """Stop driving ``run_id`` here while it is suspended (it waits for a person and
-        holds nothing: no call, no timer), leaving it in the store for whoever takes it up
-        next (its driver row goes, so a decision on it is left to the store). A fleet
-        worker releases every run that suspends: a suspended run holds no worker. Returns
-        False (and does nothing) when the run is not driven here or not suspended."""
+        """See :meth:`chainlab.runtime.Runtime.release`."""
         run = self._active.get(run_id)
         scope = self._scopes.get(run_id)
         kernel = run._kernel if run is not None else None
@@ -197,7 +237,8 @@ class Hosting:
         scope.cancel()
         return True
 
-    def _new_kernel(
+    # ------------------------------------------------------------------ a drive's making
+    def new_kernel(
         self,
         run_id: str,
         graph: Any,
@@ -208,6 +249,7 @@ class Hosting:
         epoch: int,
         priority: Callable[[str], float] | None = None,
     ) -> Kernel:
+        """The kernel of a run this runtime is about to drive, over its parts."""
         return Kernel(
             run_id=run_id,
             graph=graph,
@@ -222,8 +264,50 @@ class Hosting:
             priority=priority,
         )
 
-    def _handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
-        """The live handle of a run this runtime is about to drive. (A Hosting is always a
-        Runtime, its one subclass at the end, which is the :class:`RunOwner` the handle
-        holds: Runtime.get_run makes handles of itself, checked there.)"""
-        return Run(cast(RunOwner, self), chain, kernel, record)
+    def handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
+        """The live handle of a run this runtime is about to drive (it holds the owner)."""
+        return Run(self.owner, chain, kernel, record)
+
+    async def order(self, graph: Graph, chain_name: str, opts: RunOptions
+                    ) -> tuple[Callable[[str], float] | None, dict[str, Any]]:
+        """The release order of a new run, and what ``run_started`` records of it (with a
+        budget: what each step is expected to spend)."""
+        if (opts.priority != "declaration" or opts.budget is not None) \
+                and self.history is None:
+            self.history = await self.run_io(history, self.store)
+        priority, order = self.prepared.release_order(graph, chain_name, opts.priority,
+                                                      self.history)
+        if opts.budget is not None:  # what each step is expected to spend, recorded
+            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain_name,
+                                                                   self.history)}
+        return priority, order
+
+    def open_log(self, kernel: Kernel, chain: Chain, graph: Graph, record: RunRecord,
+                 order: dict[str, Any], lineage: Mapping[str, Any] | None = None) -> None:
+        """Emit ``run_started`` (a new run's first event), and learn the run's durations
+        when it ends (before ``wait()`` returns, so the next start knows them)."""
+        if self.history is not None:
+            learned, state = self.history, kernel.state
+            kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
+        kernel.emit(
+            EventKind.RUN_STARTED,
+            payload={
+                "chain": chain.name,
+                "steps": len(graph.nodes),
+                "context_keys": sorted(record.context),
+                "options": record.options,
+                **order,
+                **(lineage or {}),
+                **self.liveness.signature(),
+            },
+            run_status=RunStatus.RUNNING,
+        )
+
+    def estimates(self, chain: Chain) -> list[Estimate]:
+        """The expected duration of each step of ``chain`` (see
+        :meth:`chainlab.runtime.Runtime.estimates`); a blocking read of the history the
+        first time."""
+        if self.history is None:
+            self.history = history(self.store)
+        graph = compile_chain(chain, self.toolbox, self.chains, chain.options)
+        return list(estimate(graph.nodes, chain.name, self.history).values())

@@ -6,6 +6,10 @@ tests start workers this way::
 
     worker = new_worker(toolbox, open_store(url), name="w1", queues=["default"])
     await worker.run()          # until worker.drain() (SIGTERM, Ctrl-C)
+
+It sits beside the worker it builds, and is the one module of coordination that names the
+Runtime (it makes one): above the Runtime in the runtime's sub-layers
+(``RUNTIME_SUBLAYERS`` in tests/test_layering.py). ``chainlab.runtime`` exports it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,6 @@ def new_worker(toolbox: Toolbox, store: Store, *, name: str | None = None,
     runtime = Runtime(toolbox, store, chains=chains, heartbeat_s=heartbeat_s,
                       stale_after_s=stale_after_s)
     # half the lapse: a worker confirms a run again before anyone could count it dead
-    runtime.executor = LeaseExecutor(runtime, stale_after_s / 2, executor)
+    runtime.host.executor = LeaseExecutor(runtime.host, stale_after_s / 2, executor)
     return Worker(runtime, name=name, queues=tuple(queues), concurrency=concurrency,
                   **options)

@@ -1,15 +1,15 @@
-"""``Launching``: every way a NEW run of a :class:`~chainlab.runtime.runtime.Runtime`
-begins, a base of that class. :meth:`~Launching.start` (a new run driven here),
-:meth:`~Launching.enqueue` (a new run stored ``queued`` for the worker fleet) and
-:meth:`~Launching.fork` (a new run from a finished or suspended one, previewed by
-:meth:`~Launching.fork_plan`).
+"""``Starts``: every way a NEW run of a :class:`~chainlab.runtime.Runtime` begins, a part the
+Runtime holds (it holds a :class:`~chainlab.runtime.host.Host` and nothing else):
+:meth:`~Starts.start` (a new run driven here), :meth:`~Starts.enqueue` (a new run stored
+``queued`` for the worker fleet) and :meth:`~Starts.fork` (a new run from a finished or
+suspended one, previewed by :meth:`~Starts.fork_plan`).
 
 Creating a run is all or nothing (issue 36): what a new run must be is checked first
 (``_admit``), and the record, its driver, the head of its log and its idempotency key are
 stored in ONE transaction (``_create``, through ``store.create_run``): a refused write
-leaves no run behind. A start and a fork then hand the run to ``_launch``
-(:mod:`chainlab.runtime.hosting`), the one tail that drives every run; stored runs are
-taken up in :mod:`chainlab.runtime.resuming`.
+leaves no run behind. A start and a fork then hand the run to ``Host.launch``
+(:mod:`chainlab.runtime.host`), the one tail that drives every run; stored runs are taken
+up in :mod:`chainlab.runtime.takeovers`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from chainlab.errors import (
     StoreError,
 )
 from chainlab.events import (
-    EventKind,
     RunState,
     RunStatus,
     event_kind,
@@ -38,30 +37,29 @@ from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.coordination.queue import concurrency_key, queue_name
 from chainlab.runtime.engine.compile import Graph, used_chains
-from chainlab.runtime.engine.kernel import Kernel
 from chainlab.runtime.engine.recovery import recover_now
-from chainlab.runtime.history.estimates import (
-    budget_estimates,
-    history,
-    release_order,
-)
+from chainlab.runtime.history.estimates import budget_estimates, release_order
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
-from chainlab.runtime.hosting import Hosting
 from chainlab.runtime.preparing import Admitted, OpeningLog, request_hash
-from chainlab.runtime.run import Run, RunOwner
+from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord, check_run_id
 from chainlab.store.queue import DEFAULT_QUEUE, Queue
 from chainlab.tools import NotJSONError, to_json_value
 
 if TYPE_CHECKING:
+    from chainlab.runtime.engine.kernel import Kernel
+    from chainlab.runtime.host import Host
     from chainlab.store.base import Store
 
-__all__ = ["Launching"]
+__all__ = ["Starts"]
 
 
-class Launching(Hosting):
-    """Starts, resumes and forks runs (the launch surface of
-    :class:`~chainlab.runtime.runtime.Runtime`, its one subclass)."""
+class Starts:
+    """Starts, enqueues and forks runs on ``host`` (the Runtime's methods of the same names
+    delegate here; their docstrings are the Runtime's)."""
+
+    def __init__(self, host: Host):
+        self.host = host
 
     # ------------------------------------------------------------------ runs
     async def start(
@@ -76,20 +74,7 @@ class Launching(Hosting):
         planning: Sequence[tuple[str, dict[str, Any]]] = (),
         idempotency_key: str | None = None,
     ) -> Run:
-        """Validate ``chain`` and start a run in the background; returns its handle once the
-        run is stored (its record, this runtime as its driver and the head of its log, in one
-        transaction: all or nothing). With ``paused=True`` nothing starts until
-        ``run.step()`` or ``run.unpause()``. ``planning``: ``(kind, payload)`` planning
-        events to record at the head of the log (the planner's report, see
-        chainlab.planner). ``idempotency_key``: a key naming this request: the same request
-        again returns the run the first one started (``run.replayed`` is then True), never a
-        second one.
-
-        Raises PlanError if the chain (with this context) does not validate, InputError (a
-        PlanError) if the context does not fit the chain's declared ``inputs``,
-        IdempotencyKeyError (the key named another request), RunExistsError (``run_id`` is
-        taken).
-        """
+        """See :meth:`chainlab.runtime.Runtime.start`."""
         new = self._admit(chain, context, options, run_id=run_id, meta=meta,
                           key=idempotency_key, paused=paused)
         if idempotency_key is not None:
@@ -106,7 +91,7 @@ class Launching(Hosting):
             if paused:
                 kernel.pause_now(reason="start paused (step-through)")
 
-        priority, order = await self._order(new.graph, chain.name, new.options)
+        priority, order = await self.host.order(new.graph, chain.name, new.options)
         try:
             kernel = await self._create(chain, new.graph, new.record, new.options, priority,
                                         order, then=opening, key=idempotency_key)
@@ -115,8 +100,8 @@ class Launching(Hosting):
             if found is None:
                 raise
             return found
-        run = self._handle(chain, kernel, new.record)
-        self._launch(run, DrivePhase.START)
+        run = self.host.handle(chain, kernel, new.record)
+        self.host.launch(run, DrivePhase.START)
         return run
 
     async def enqueue(
@@ -131,21 +116,12 @@ class Launching(Hosting):
         meta: Mapping[str, Any] | None = None,
         paused: bool = False,
     ) -> str:
-        """Store a run as ``queued`` in ``queue`` and return its id without driving it: a
-        worker of the fleet (``chainlab worker``, :class:`chainlab.runtime.Worker`) claims
-        and drives it (DESIGN §19). Validated as :meth:`start` validates, and stored all or
-        nothing; ``idempotency_key`` as for :meth:`start` (the same request again returns
-        the same id). A chain's ``options.concurrency_key`` is resolved against the context
-        now.
-
-        Raises PlanError (the chain, context, options or concurrency key do not fit),
-        ValueError (``queue`` is not a simple identifier), IdempotencyKeyError,
-        RunExistsError, StoreError (e.g. a store that keeps no queue).
-        """
+        """See :meth:`chainlab.runtime.Runtime.enqueue`."""
         new = self._admit(chain, context, options, run_id=run_id, meta=meta,
                           key=idempotency_key, paused=paused, queue=queue_name(queue))
-        if not isinstance(self.store, Queue):
-            raise StoreError(f"{self.store!r} keeps no queue: enqueue into a SQLite file or a "
+        store = self.host.store
+        if not isinstance(store, Queue):
+            raise StoreError(f"{store!r} keeps no queue: enqueue into a SQLite file or a "
                              "PostgreSQL database (or a MemoryStore, for one process)")
         record = new.record.with_(concurrency_key=concurrency_key(new.options, new.record))
         if idempotency_key is not None:
@@ -153,7 +129,7 @@ class Launching(Hosting):
             if found is not None:
                 return found
         try:
-            await self.run_io(self.store.create_run, record, None, (), idempotency_key)
+            await self.host.run_io(store.create_run, record, None, (), idempotency_key)
         except RunExistsError as exc:
             found = await self._key_names(exc.key, record) if exc.key else None
             if found is None:
@@ -176,24 +152,25 @@ class Launching(Hosting):
             except ValueError as exc:
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
-        graph, chain_data = self._prepared.compile(chain, opts, data,
-                                                   run_toolbox(self.toolbox, meta or {}),
-                                                   self.chains)
-        now = self.clock.now()
+        host = self.host
+        graph, chain_data = host.prepared.compile(chain, opts, data,
+                                                  run_toolbox(host.toolbox, meta or {}),
+                                                  host.chains)
+        now = host.clock.now()
         extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
         if key is not None:  # what makes a repeat the SAME request
             extra["idempotency_key"] = key
             extra["request_hash"] = request_hash(chain.model_dump_json(exclude_defaults=True),
                                                  data, options, run_id, queue, paused)
         record = RunRecord(
-            run_id=run_id or self.id_factory(),
+            run_id=run_id or host.id_factory(),
             chain_name=chain.name,
             status=RunStatus.QUEUED if queue is not None else RunStatus.RUNNING,
             epoch=1,
             created_at=now,
             updated_at=now,
             chain=chain_data,
-            chains={n: c.to_dict() for n, c in used_chains(chain, self.chains).items()},
+            chains={n: c.to_dict() for n, c in used_chains(chain, host.chains).items()},
             context=data,
             options=opts.model_dump(mode="json", exclude_defaults=True),
             meta={**dict(meta or {}), **extra},
@@ -206,7 +183,7 @@ class Launching(Hosting):
         found = await self._key_names(key, record)
         if found is None:
             return None
-        run = cast(RunOwner, self).get_run(found)  # (a Launching is always a Runtime)
+        run = self.host.get_run(found)
         handle = Run(run.runtime, run.chain, run._kernel, run.record)
         handle.replayed = True
         return handle
@@ -215,26 +192,13 @@ class Launching(Hosting):
         """The run ``key`` names when this request is the one that made it, None when the
         key names no run yet. Raises IdempotencyKeyError when it names a run another
         request made."""
-        found: str | None = await self.run_io(self.store.run_for_key, key)
+        found: str | None = await self.host.run_io(self.host.store.run_for_key, key)
         if found is None:
             return None
-        existing = await self.run_io(self.store.get_run, found)
+        existing = await self.host.run_io(self.host.store.get_run, found)
         if existing.meta.get("request_hash") != record.meta.get("request_hash"):
             raise IdempotencyKeyError(key, found)
         return found
-
-    async def _order(self, graph: Graph, chain_name: str, opts: RunOptions
-                     ) -> tuple[Callable[[str], float] | None, dict[str, Any]]:
-        """The release order of a new run, and what ``run_started`` records of it."""
-        if (opts.priority != "declaration" or opts.budget is not None) \
-                and self._history is None:
-            self._history = await self.run_io(history, self.store)
-        priority, order = self._prepared.release_order(graph, chain_name, opts.priority,
-                                                       self._history)
-        if opts.budget is not None:  # what each step is expected to spend, recorded
-            order = {**order, "budget_estimates": budget_estimates(graph.nodes, chain_name,
-                                                                   self._history)}
-        return priority, order
 
     async def _create(self, chain: Chain, graph: Graph, record: RunRecord, opts: RunOptions,
                       priority: Callable[[str], float] | None, order: dict[str, Any],
@@ -245,125 +209,69 @@ class Launching(Hosting):
         its driver from the first moment, and the head of its log (``run_started``, then
         what ``then`` emits) in ONE transaction. A refused write (a value the store cannot
         keep, a key or id taken) leaves no run behind. Raises RunExistsError, StoreError."""
+        host = self.host
         opening = OpeningLog()
         state = RunState(record.run_id, graph.nodes)
-        kernel = self._new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
-                                  priority=priority)
+        kernel = host.new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
+                                 priority=priority)
         kernel.store = cast("Store", opening)  # (the head of the log goes to create_run)
         kernel.budget_estimates = dict(order.get("budget_estimates") or {})
-        self._open_log(kernel, chain, graph, record, order, lineage)
+        host.open_log(kernel, chain, graph, record, order, lineage)
         if then is not None:
             then(kernel)
         stored = record.with_(status=opening.status or record.status)
-        await self.run_io(self.store.create_run, stored, self.liveness.identity(),
+        await host.run_io(host.store.create_run, stored, host.liveness.identity(),
                           opening.events, key)
-        kernel.store = self.store
+        kernel.store = host.store
         return kernel
 
-    def _open_log(self, kernel: Kernel, chain: Chain, graph: Graph, record: RunRecord,
-                  order: dict[str, Any], lineage: Mapping[str, Any] | None = None) -> None:
-        """Emit ``run_started`` (a new run's first event), and learn the run's durations
-        when it ends (before ``wait()`` returns, so the next start knows them)."""
-        if self._history is not None:
-            learned, state = self._history, kernel.state
-            kernel.on_end = lambda: learned.add_run(chain.name, state.attempts)
-        kernel.emit(
-            EventKind.RUN_STARTED,
-            payload={
-                "chain": chain.name,
-                "steps": len(graph.nodes),
-                "context_keys": sorted(record.context),
-                "options": record.options,
-                **order,
-                **(lineage or {}),
-                **self.liveness.signature(),
-            },
-            run_status=RunStatus.RUNNING,
-        )
-
     # ------------------------------------------------------------------ time travel
-    async def fork_plan(
-        self,
-        run_id: str,
-        *,
-        args: Mapping[str, Mapping[str, Any]] | None = None,
-        outputs: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        chain: Chain | None = None,
-        rerun: Sequence[str] | str | None = None,
-    ) -> ForkPlan:
-        """What :meth:`fork` would do with these edits, one row per step (reuse, override,
-        rerun, confirm, with the reason), before anything runs. Nothing is written.
-
-        Raises RunNotFoundError, RunStateError (the run is still running), UnknownStepError,
-        PlanError (edited args/context/chain that do not validate), DecisionError (an output
-        that does not fit its tool's output schema)."""
-        return await self.run_io(
-            lambda: self.fork_plan_sync(run_id, args=args, outputs=outputs, context=context,
-                                        chain=chain, rerun=rerun))
+    async def fork_plan(self, run_id: str, **edits: Any) -> ForkPlan:
+        """See :meth:`chainlab.runtime.Runtime.fork_plan` (``edits``: its keyword arguments,
+        named there once)."""
+        return await self.host.run_io(lambda: self.fork_plan_sync(run_id, **edits))
 
     def fork_plan_sync(self, run_id: str, **edits: Any) -> ForkPlan:
-        """:meth:`fork_plan` from synchronous code (a blocking read of the store)."""
-        record = self.store.get_run(run_id)
-        events = self.store.load_events(run_id)
-        return plan_fork(record, events, run_toolbox(self.toolbox, record.meta, run_id),
-                         self.chains, origin=self._state_of, **edits)
+        """See :meth:`chainlab.runtime.Runtime.fork_plan_sync`."""
+        store = self.host.store
+        record = store.get_run(run_id)
+        events = store.load_events(run_id)
+        return plan_fork(record, events, run_toolbox(self.host.toolbox, record.meta, run_id),
+                         self.host.chains, origin=self._state_of, **edits)
 
     def _state_of(self, run_id: str) -> RunState | None:
         """A stored run's current state (None when the store has no such run)."""
         try:
-            return read_run(self.store, run_id)[2]
+            return read_run(self.host.store, run_id)[2]
         except RunNotFoundError:
             return None
 
-    async def fork(
-        self,
-        run_id: str,
-        *,
-        args: Mapping[str, Mapping[str, Any]] | None = None,
-        outputs: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        chain: Chain | None = None,
-        rerun: Sequence[str] | str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Run:
-        """Start a NEW run from a suspended or finished one (DESIGN §11): steps that would
-        do exactly what they did are reused (their tools are not called), edited or failed
-        ones and their descendants run again; a side-effecting step that must run again
-        waits for approval. With no edits: retry from the failure. The parent is untouched.
-
-        ``args``: ``{step_id: {arg: value}}`` merged over a step's args; ``outputs``:
-        ``{step_id: output}`` recorded instead of running; ``context`` merged over the
-        parent's; ``chain`` replaces the parent's chain; ``rerun``: steps to run again;
-        ``meta``: kept with the new run (besides its lineage, ``forked_from`` and
-        ``forked_at_seq``). Raises as :meth:`fork_plan` (then nothing is written).
-
-        Returns once the fork is stored with its first events (its reused steps and what
-        waits for a person first), in one transaction: a process that dies right after
-        leaves a fork that a resume continues exactly, and a refused write (an output the
-        store cannot keep) leaves no fork at all."""
-        plan = await self.fork_plan(run_id, args=args, outputs=outputs, context=context,
-                                    chain=chain, rerun=rerun)
+    async def fork(self, run_id: str, *, meta: Mapping[str, Any] | None = None,
+                   **edits: Any) -> Run:
+        """See :meth:`chainlab.runtime.Runtime.fork` (``edits``: :meth:`fork_plan`'s)."""
+        plan = await self.fork_plan(run_id, **edits)
         # the fork keeps the parent's ad-hoc agent: a later resume of the fork finds it
-        parent = await self.run_io(self.store.get_run, run_id)
+        host = self.host
+        parent = await host.run_io(host.store.get_run, run_id)
         meta = {**adhoc_meta(parent.meta), **dict(meta or {})}
-        seed = fork_seed(plan, run_toolbox(self.toolbox, meta), self.chains,
-                         run_id=self.id_factory(), now=self.clock.now(), meta=meta)
+        seed = fork_seed(plan, run_toolbox(host.toolbox, meta), host.chains,
+                         run_id=host.id_factory(), now=host.clock.now(), meta=meta)
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
-                                        self._history)
+                                        host.history)
         if plan.options.budget is not None:
             order = {**order, "budget_estimates": budget_estimates(
-                graph.nodes, plan.chain.name, self._history)}
+                graph.nodes, plan.chain.name, host.history)}
+
         def opening(kernel: Kernel) -> None:
             for kind, step_id, payload in seed.events:
                 kernel.emit(kind, step_id, payload=payload)
 
         kernel = await self._create(plan.chain, graph, record, plan.options, priority, order,
                                     seed.lineage, then=opening)
-        run = self._handle(plan.chain, kernel, record)
+        run = host.handle(plan.chain, kernel, record)
         kernel.to_reconcile = recover_now(kernel)  # reused steps are done: release the rest
-        self._launch(run, DrivePhase.RECOVER)
+        host.launch(run, DrivePhase.RECOVER)
         return run
 
 
