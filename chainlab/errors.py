@@ -8,8 +8,10 @@
     │   └── InputError            ... a context that does not fit the declared ``inputs``
     ├── ToolDefinitionError       a tool or toolbox is declared wrongly (duplicate name...)
     │   ├── UnknownToolError      no tool with that name in the toolbox (also a KeyError)
-    │   └── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
-    │                             chainlab.mcp)
+    │   ├── MCPServerError        an MCP server gives no usable tools (``.server``, ``.fix``;
+    │   │                         chainlab.mcp)
+    │   └── AgentConversionError  an agent of another SDK cannot be converted (``.agent``,
+    │                             ``.feature``, ``.fix``; chainlab.integrations)
     ├── ToolError                 raised BY a tool body to classify its own failure
     │   ├── TransientError        worth retrying (rate limit, 503, connection reset)
     │   └── PermanentError        never retried
@@ -74,6 +76,7 @@ from chainlab._store_errors import (
 )
 
 __all__ = [
+    "AgentConversionError",
     "ChainlabError",
     "CredentialInURLError",
     "CycleError",
@@ -219,6 +222,20 @@ class MCPServerError(ToolDefinitionError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"MCP server {server!r}: {problem}; {fix}")
+
+
+class AgentConversionError(ToolDefinitionError):
+    """An agent written with another SDK (Pydantic AI, the OpenAI Agents SDK) cannot become a
+    chainlab agent: it is not one of that SDK's agents, the SDK's version is outside the
+    supported range, or it uses a feature with no mapping (a hosted tool, dynamic
+    instructions, ...). ``.agent`` names the agent, ``.feature`` what cannot be converted,
+    ``.fix`` what to do; the message holds all three. Nothing is converted then."""
+
+    def __init__(self, agent: str, feature: str, fix: str):
+        self.agent = agent
+        self.feature = feature
+        self.fix = fix
+        super().__init__(f"agent {agent}: {feature}; {fix}")
 
 
 class MissingExtraError(ChainlabError, ImportError):

@@ -114,6 +114,26 @@ def test_import_chainlab_loads_no_front_end_package() -> None:
     assert loaded == []
 
 
+#: the SDKs whose agents chainlab.integrations converts: loaded only by a conversion
+AGENT_SDKS = ("pydantic_ai", "agents")
+
+
+def test_import_chainlab_and_its_integrations_load_no_agent_sdk() -> None:
+    probe = ("import sys, json, chainlab, chainlab.agent, chainlab.integrations\n"
+             "from chainlab import Agent, Runtime, Toolbox\n"
+             f"print(json.dumps(sorted(set(m.split('.')[0] for m in sys.modules) "
+             f"& set({list(AGENT_SDKS)!r}))))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == []
+    # (and the probe can see one: a conversion module loads its SDK)
+    proc = subprocess.run([sys.executable, "-c", "import sys, chainlab.integrations.pydantic_ai"
+                           "\nprint('pydantic_ai' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT.parent)
+    assert proc.stdout.split() == ["True"], proc.stderr
+
+
 def _is_regular_package(name: str) -> bool:
     spec = importlib.util.find_spec(name)
     return spec is not None and spec.origin is not None  # a namespace package has no origin
@@ -245,6 +265,7 @@ LAYERS: dict[str, float] = {
     "store": 3,
     "agent": 3.5,  # model turns over the openai client: below the runtime that runs them
     "runtime": 4, "dask": 4, "mcp": 4,
+    "integrations": 4.5,  # agents of other SDKs converted: above the runtime, below views
     "planner": 5, "testing": 5, "examples": 5,
     "render": 6, "timeline": 6,
     "workspace": 7,
@@ -270,6 +291,8 @@ HOOKS = frozenset({
 #: ``chainlab.runtime.faults.inject``, which ``Run`` does not reach.
 CONVENIENCE = frozenset({
     ("chainlab.tools.toolbox", "chainlab.mcp"),  # Toolbox.add_mcp(): the MCP integration
+    # agent_from(): a run's agent from --from MODULE:OBJ, converted again by the integration
+    ("chainlab.agent.adhoc", "chainlab.integrations"),
 })
 #: the packages a display hook may load
 VIEWS = ("chainlab.render", "chainlab.timeline")

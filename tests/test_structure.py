@@ -362,8 +362,10 @@ LONG_LINES = 400
 #: (runtime/run.py, ~630 lines) instead of one class stacked across two files by size
 #: (RunView < Run), and the Runtime facade (runtime/runtime.py, ~480 lines), which keeps
 #: every public method of the Runtime and its docstring in one place by design, each
-#: delegating in one line to a part (host.py, starts.py, takeovers.py)
-AT_MOST_LONG = 6
+#: delegating in one line to a part (host.py, starts.py, takeovers.py). Issue 45 made it 7:
+#: errors.py (~405 lines) is the one exception tree by design (CONVENTIONS: every error in
+#: one file, its tree drawn at the top); AgentConversionError joined it
+AT_MOST_LONG = 7
 
 
 def long_modules(root: Path = ROOT, limit: int = LONG_LINES) -> dict[str, int]:

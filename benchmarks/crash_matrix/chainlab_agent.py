@@ -42,12 +42,14 @@ def toolbox(base_url: str, converted: str | None) -> Toolbox:
     tb = Toolbox("support")
     if converted == "pydantic-ai":
         import pydantic_ai_agent
+
         from chainlab.integrations.pydantic_ai import from_pydantic_ai
 
         tb.add_agent(from_pydantic_ai(pydantic_ai_agent.build_agent(base_url),
                                       name="support", tools=READ_ONLY))
     elif converted == "openai-agents":
         import openai_agents_agent
+
         from chainlab.integrations.openai_agents import from_openai_agents
 
         tb.add_agent(from_openai_agents(openai_agents_agent.build_agent(base_url),
@@ -75,7 +77,9 @@ class Driver:
 
     def _pending(self) -> list[dict[str, Any]]:
         state = self.run.state
-        tools = {c["step_id"]: c["tool"] for turn in self.run.transcript("support")
+        # the tool as the model named it (a converted agent's tool is support.refund in the
+        # toolbox, refund to its model and to the harness)
+        tools = {c["step_id"]: c["function"] for turn in self.run.transcript("support")
                  for c in turn.get("calls", ()) if c.get("step_id")}
         out = []
         for step_id, why in self.run.waiting().items():

@@ -16,6 +16,12 @@ run that keeps one, wherever it compiles a stored run (a resume in another proce
 worker's claim, a takeover by the HTTP service or a notebook, a fork), so a run's agent is
 found by every process that continues the run with the same toolbox. This module is the
 front ends' (the runtime loads it only for such a run).
+
+``--from MODULE:OBJ`` asks the agent that object is: a :class:`Agent`, or an agent written
+with Pydantic AI or the OpenAI Agents SDK, converted (:func:`chainlab.integrations.as_agent`,
+loaded on demand: the one upward hook of this layer). The run keeps ``MODULE:OBJ`` under
+:data:`~chainlab.store.base.FROM_META` (never the object, never a key), and
+:func:`run_toolbox` imports it again in a later process.
 """
 
 from __future__ import annotations
@@ -29,18 +35,18 @@ from urllib.parse import urlsplit
 
 from chainlab._json import scalar_problem
 from chainlab._text import safe_repr
-from chainlab.agent.definition import Agent, one_step_chain
+from chainlab.agent.definition import Agent, AgentTool, one_step_chain
 from chainlab.agent.endpoint import Endpoint, check_base_url
-from chainlab.errors import UsageError
+from chainlab.errors import AgentConversionError, UsageError
 from chainlab.plan.parts import AGENT_PREFIX, STEP_ID_PATTERN
-from chainlab.store.base import ADHOC_META
+from chainlab.store.base import ADHOC_META, FROM_META
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import Chain
     from chainlab.tools import Toolbox
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "DEFAULT_NAME", "AdhocAgent", "AgentRequest", "adhoc_agent",
-           "agent_request", "run_toolbox"]
+           "agent_from", "agent_request", "run_toolbox"]
 #: an ad-hoc agent's name (and the one-step chain's step id) unless told otherwise
 DEFAULT_NAME = "assistant"
 #: an ad-hoc agent's instructions unless told otherwise
@@ -104,16 +110,29 @@ class AgentRequest:
 def agent_request(toolbox: Toolbox, name: str | None, request: str, *,
                   adhoc_name: str | None = None, instructions: str | None = None,
                   model: str | None = None, base_url: str | None = None,
-                  command: str = "chainlab agent") -> AgentRequest:
-    """The run that asks ``request`` of the registered agent ``name`` or, with ``name``
-    None, of an ad-hoc agent (:func:`adhoc_agent`, with ``adhoc_name``, ``instructions``,
-    ``model`` and ``base_url``). Raises UsageError naming the fix (``command``: how the
-    front end's hints spell it): an empty request, ad-hoc options given with a registered
-    agent, a bad ad-hoc agent."""
+                  source: str | None = None, command: str = "chainlab agent") -> AgentRequest:
+    """The run that asks ``request`` of the registered agent ``name``, of the agent
+    ``source`` (``--from MODULE:OBJ``: :func:`agent_from`) or, with neither, of an ad-hoc
+    agent (:func:`adhoc_agent`, with ``adhoc_name``, ``instructions``, ``model`` and
+    ``base_url``). Raises UsageError naming the fix (``command``: how the front end's hints
+    spell it): an empty request, ad-hoc options given with a registered agent or with
+    ``--from``, a bad ad-hoc agent, a ``MODULE:OBJ`` that is not an agent."""
     if not isinstance(request, str) or not request.strip():
         raise UsageError("the request is empty: say what the agent should do",
                          hint=f'for example: {command} "find order 7"')
     context = {"request": request}
+    if source is not None:
+        given = [flag for flag, value in (("NAME", name), ("--name", adhoc_name),
+                                          ("--model", model), ("--base-url", base_url),
+                                          ("--instructions", instructions)) if value]
+        if given:
+            raise UsageError(f"{', '.join(given)} and --from do not go together: the agent "
+                             f"of --from {source} is the one its object defines",
+                             hint=f'{command} --from {source} "REQUEST"')
+        kept: dict[str, Any] = {FROM_META: source}
+        box = run_toolbox(toolbox, kept)
+        agent = agent_from(source)
+        return AgentRequest(one_step_chain(agent.name), context, kept, box, agent.name)
     if name is None and AGENT_PREFIX + request.strip() in toolbox:  # a name, no request
         raise UsageError(f"{request.strip()!r} is a registered agent, and no request was "
                          "given", hint=f'{command} {request.strip()} "REQUEST"')
@@ -186,31 +205,59 @@ def adhoc_agent(toolbox: Toolbox, *, name: str | None = None, instructions: str 
 def run_toolbox(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = None
                 ) -> Toolbox:
     """The toolbox a run with ``meta`` is compiled against: ``toolbox`` itself, or, when the
-    run keeps an ad-hoc agent, an overlay of it with that agent (the same overlay object for
-    the same toolbox and definition, so caches keyed by the toolbox hold). Raises
-    UsageError for a definition it cannot read."""
+    run keeps an ad-hoc agent or the ``MODULE:OBJ`` of its agent, an overlay of it with that
+    agent (the same overlay object for the same toolbox and agent, so caches keyed by the
+    toolbox hold). Raises UsageError for a definition it cannot read or an agent it cannot
+    load."""
     data = meta.get(ADHOC_META)
-    if data is None:
+    source = meta.get(FROM_META)
+    if data is None and source is None:
         return toolbox
-    spec = AdhocAgent.from_meta(data, run_id)
+    if source is not None:
+        if not isinstance(source, str):
+            raise UsageError(f"run {run_id!r} keeps an agent source this chainlab cannot read "
+                             f"({safe_repr(source)})", hint="start it again with --from")
+        cwd = meta.get("cwd")
+        agent = agent_from(source, cwd if isinstance(cwd, str) else None)
+        key: Any = (FROM_META, source, id(agent))
+    else:
+        spec = AdhocAgent.from_meta(data, run_id)
+        agent, key = None, spec
     overlays = _OVERLAYS.setdefault(toolbox, {})
-    found = overlays.get(spec)
+    found = overlays.get(key)
     if found is None:  # (kept only once its agent is made: a refused one is refused again)
         found = toolbox.overlay()
-        found.add_agent(spec.agent())  # the run's own, over one registered since
-        overlays[spec] = found
+        found.add_agent(agent or spec.agent())  # the run's own, over one registered since
+        overlays[key] = found
     return found
 
 
-#: toolbox -> ad-hoc definition -> the overlay with that agent (gone with the toolbox)
-_OVERLAYS: weakref.WeakKeyDictionary[Toolbox, dict[AdhocAgent, Toolbox]] = \
+def agent_from(source: str, cwd: str | None = None) -> Agent:
+    """The agent ``MODULE:OBJ`` names (``--from``): a chainlab :class:`Agent`, or an agent of
+    Pydantic AI or the OpenAI Agents SDK converted with its defaults (to describe its tools,
+    point at the converted agent: ``support = from_pydantic_ai(agent, tools={...})``). The
+    same object gives the same agent for the life of the process. ``cwd``: a directory to
+    import from too (where the run was started). Raises UsageError naming the fix."""
+    from chainlab.integrations import load_agent  # (the hook: loaded when a run needs it)
+
+    try:
+        return load_agent(source, extra_paths=[cwd] if cwd else ())
+    except AgentConversionError as exc:
+        raise UsageError(f"--from {source}: {exc.feature}", hint=exc.fix) from None
+
+
+#: toolbox -> ad-hoc definition (or agent source) -> the overlay with that agent (gone with
+#: the toolbox)
+_OVERLAYS: weakref.WeakKeyDictionary[Toolbox, dict[Any, Toolbox]] = \
     weakref.WeakKeyDictionary()
 
 
 def _offered(toolbox: Toolbox) -> tuple[str, ...]:
     undo = {tool.compensate.tool for tool in toolbox if tool.compensate is not None}
-    return tuple(tool.name for tool in toolbox
-                 if not tool.name.startswith(AGENT_PREFIX) and tool.name not in undo)
+    owned = {name for tool in toolbox if isinstance(tool, AgentTool)  # (another agent's own)
+             for name in tool.agent.tools if name.startswith(f"{tool.agent.name}.")}
+    return tuple(tool.name for tool in toolbox if not tool.name.startswith(AGENT_PREFIX)
+                 and tool.name not in undo and tool.name not in owned)
 
 
 def _check_url(url: str, what: str = "--base-url") -> None:

@@ -86,13 +86,16 @@ class PastTurn:
     feedback: str | None = None
 
 
-def function_names(tools: Iterable[str]) -> dict[str, str]:
-    """``{function name: tool name}`` for an agent's tools, in their order: the tool's own
-    name where OpenAI allows it, else ``:`` as ``__`` and any other character as ``_``
+def function_names(tools: Iterable[str], given: Mapping[str, str] | None = None
+                   ) -> dict[str, str]:
+    """``{function name: tool name}`` for an agent's tools, in their order: the name
+    ``given`` for the tool (an agent's own tool: the name its SDK gave it), else the tool's
+    own name where OpenAI allows it, else ``:`` as ``__`` and any other character as ``_``
     (cut to 64 characters), made unique with a ``_2``, ``_3`` ... suffix."""
     out: dict[str, str] = {}
     for tool in tools:
-        base = _NOT_ALLOWED.sub("_", tool.replace(":", "__"))[:60] or "tool"
+        base = (given or {}).get(tool) or tool
+        base = _NOT_ALLOWED.sub("_", base.replace(":", "__"))[:60] or "tool"
         name, n = base, 1
         while name in out:
             n += 1

@@ -80,7 +80,11 @@ class Agent:
     pydantic model class), else it is sent back once or twice, then the step fails;
     ``stream``: ask for streamed answers; ``timeout_s``: one model request's timeout;
     ``client``: the :class:`~chainlab.agent.model.ModelClient` to ask instead of the
-    endpoint. Raises ToolDefinitionError naming a bad setting.
+    endpoint; ``own_tools``: tools and sub-agents the agent brings with it (an agent converted
+    from another SDK, :mod:`chainlab.integrations`): ``toolbox.add_agent(agent)`` registers
+    them too, and the agent offers each after its ``tools``; a tool named
+    ``NAME.FUNCTION`` (this agent's name, a dot) is offered to the model as ``FUNCTION``.
+    Raises ToolDefinitionError naming a bad setting.
     """
 
     def __init__(self, name: str, instructions: str, tools: Sequence[str] = (), *,
@@ -90,13 +94,14 @@ class Agent:
                  temperature: float | None = None, max_calls_per_turn: int = 16,
                  description: str | None = None, stream: bool = False,
                  timeout_s: float = 60.0, client: ModelClient | None = None,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, own_tools: Sequence[Tool | Agent] = ()):
         if not isinstance(instructions, str) or not instructions.strip():
             raise ToolDefinitionError(f"agent {name!r}: instructions must be a non-empty text")
         if isinstance(tools, str):
             raise ToolDefinitionError(f"agent {name!r}: tools must be a list of names, got "
                                       f"the text {tools!r}")
-        self.tools = [str(t) for t in tools]
+        self.own_tools = tuple(own_tools)
+        self.tools = [str(t) for t in tools] + [_own_name(t, name) for t in self.own_tools]
         dupes = sorted({t for t in self.tools if self.tools.count(t) > 1})
         if dupes:
             raise ToolDefinitionError(f"agent {name!r}: tools {dupes} are named twice")
@@ -129,8 +134,9 @@ class Agent:
         self.tool = AgentTool(self)
 
     def __repr__(self) -> str:
-        return (f"<Agent {self.name!r}: {len(self.tools)} tools, model "
-                f"{self.endpoint.model!r} at {self.endpoint.host}>")
+        asks = f"model {self.endpoint.model!r} at {self.endpoint.host}" if self._client is None \
+            else f"asks {self._client.endpoint}"  # (a converted agent's: its SDK's model)
+        return f"<Agent {self.name!r}: {len(self.tools)} tools, {asks}>"
 
     @property
     def client(self) -> ModelClient:
@@ -165,7 +171,10 @@ class Agent:
 
     def _make_offers(self, toolbox: Toolbox, chains: Mapping[str, Chain]) -> dict[str, Offer]:
         out: dict[str, Offer] = {}
-        for function, name in function_names(self.tools).items():
+        prefix = self.name + "."
+        given = {t.name: t.name[len(prefix):] for t in self.own_tools
+                 if isinstance(t, Tool) and t.name.startswith(prefix)}
+        for function, name in function_names(self.tools, given).items():
             if name.startswith("chain:"):
                 chain = chains[name[len("chain:"):]]
                 params = inputs_json_schema(chain) or {"type": "object",
@@ -262,6 +271,16 @@ class AgentTool(Tool):
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name}>"
+
+
+def _own_name(tool: Any, agent: str) -> str:
+    """The toolbox name of a tool or sub-agent an agent brings (``own_tools``)."""
+    if isinstance(tool, Agent):
+        return tool.tool.name
+    if isinstance(tool, Tool) and not isinstance(tool, AgentTool):
+        return tool.name
+    raise ToolDefinitionError(f"agent {agent!r}: own_tools takes Tool and Agent objects, got "
+                              f"{safe_repr(tool)}")
 
 
 def _parameters(tool: Tool) -> dict[str, Any]:

@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["ModelCall", "ModelClient", "ModelRequest", "ModelTurn", "request_hash"]
+from chainlab._text import safe_repr
+from chainlab.errors import PermanentError, ToolError, TransientError
+from chainlab.events.usage import normalize_usage
+
+__all__ = ["TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
+           "reported_usage", "request_hash", "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +49,27 @@ class ModelTurn:
     ``input_tokens``, ``output_tokens``, ``tokens``, ``model``). ``usage_unknown``: why
     what the server reported cannot be taken (negative, NaN, over the limit: ``usage`` is
     then None), which the runtime records with the turn, counting the step's expected usage
-    in its stead (:func:`chainlab.runtime.engine.budget.turn_usage`)."""
+    in its stead (:func:`chainlab.runtime.engine.budget.turn_usage`). ``checks``: the
+    verdicts of the checks the client ran around the request (JSON data each, e.g. an
+    OpenAI Agents SDK guardrail's ``{"guardrail": NAME, "stage": "input", "tripped": false,
+    "info": ...}``), recorded with the answer so that a replay does not run them again."""
 
     content: str | None = None
     calls: tuple[ModelCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     usage_unknown: str | None = None
+    checks: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The answer as recorded in the run's log (the usage is recorded beside it)."""
-        return {"content": self.content, "calls": [c.to_dict() for c in self.calls],
-                "finish_reason": self.finish_reason}
+        """The answer as recorded in the run's log (the usage is recorded beside it; the
+        checks only when there were some, so an answer without them is recorded as
+        before)."""
+        out = {"content": self.content, "calls": [c.to_dict() for c in self.calls],
+               "finish_reason": self.finish_reason}
+        if self.checks:
+            out["checks"] = [dict(c) for c in self.checks]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], usage: dict[str, Any] | None = None,
@@ -65,7 +79,8 @@ class ModelTurn:
         server's)."""
         return cls(data.get("content"), tuple(ModelCall.from_dict(c)
                                               for c in data.get("calls") or ()),
-                   data.get("finish_reason"), None if usage_unknown else usage, usage_unknown)
+                   data.get("finish_reason"), None if usage_unknown else usage, usage_unknown,
+                   tuple(dict(c) for c in data.get("checks") or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,36 @@ class ModelRequest:
     @property
     def hash(self) -> str:
         return request_hash(self.body())
+
+
+def reported_usage(sent: Mapping[str, Any], input_tokens: Any, output_tokens: Any,
+                   model: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the usage a model's answer reported, None) or, when its numbers cannot be taken
+    (negative, NaN, over the limit: never dropped silently), (None, what it reported and why
+    not: a turn's ``usage_unknown``). ``sent``: the numbers as the answer named them (said in
+    that message); ``model``: the model's name when it is text."""
+    found = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+             "model": model if isinstance(model, str) else None}
+    try:
+        return normalize_usage(found) or None, None
+    except ValueError as exc:
+        said = ", ".join(f"{key}={safe_repr(value, 40)}" for key, value in sent.items()
+                         if value is not None)
+        return None, f"the server reported {said} ({exc})"
+
+
+#: HTTP statuses of a failed model request that asking again may cure (besides 5xx)
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+def status_error(status: int, said: str) -> ToolError:
+    """How a model request that got HTTP ``status`` failed, for the step's retry policy: a
+    :class:`~chainlab.errors.TransientError` for 408/409/429 and 5xx (busy, slow, down:
+    asked again), else a :class:`~chainlab.errors.PermanentError`. ``said`` names the
+    endpoint (or the provider and model) and what it answered."""
+    if status in TRANSIENT_STATUSES or status >= 500:
+        return TransientError(said)
+    return PermanentError(said)
 
 
 def request_hash(body: Mapping[str, Any]) -> str:

@@ -21,9 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from chainlab._json import clean_text
-from chainlab._text import safe_repr
 from chainlab.agent.endpoint import PLACEHOLDER_KEY, Endpoint
-from chainlab.agent.model import ModelCall, ModelRequest, ModelTurn
+from chainlab.agent.model import (
+    ModelCall,
+    ModelRequest,
+    ModelTurn,
+    reported_usage,
+    status_error,
+)
 from chainlab.agent.modes import (
     OutputMode,
     modes_from,
@@ -35,7 +40,6 @@ from chainlab.agent.modes import (
     with_schema_prompt,
 )
 from chainlab.errors import MissingExtraError, PermanentError, TransientError
-from chainlab.events.usage import normalize_usage
 
 try:
     import openai
@@ -46,7 +50,6 @@ __all__ = ["OpenAIClient", "error_text", "make_client"]
 
 #: the modes an agent's output schema is asked in (a forced function would end the turn)
 AGENT_MODES = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT)
-_TRANSIENT = frozenset({408, 409, 429})
 
 
 def make_client(endpoint: Endpoint, **overrides: Any) -> openai.AsyncOpenAI:
@@ -113,10 +116,8 @@ class OpenAIClient:
         return self.output_modes
 
     def _status_error(self, status: int, text: str) -> Exception:
-        said = f"model endpoint {self.endpoint} answered HTTP {status}: {one_line(text)}"
-        if status in _TRANSIENT or status >= 500:
-            return TransientError(said)
-        return PermanentError(said)
+        return status_error(status, f"model endpoint {self.endpoint} answered HTTP {status}: "
+                                    f"{one_line(text)}")
 
     async def _ask(self, client: openai.AsyncOpenAI, request: ModelRequest,
                    mode: OutputMode | None) -> ModelTurn:
@@ -213,20 +214,12 @@ def _arguments(value: Any) -> str:
 
 
 def _usage(usage: Any, model: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(the usage the server reported, None) or, when its numbers cannot be taken (negative,
-    NaN, over the limit: never dropped silently), (None, what it reported and why not)."""
+    """(the usage the server reported, None), or (None, why it cannot be taken)."""
     if usage is None:
         return None, None
     sent = {"prompt_tokens": getattr(usage, "prompt_tokens", None),
             "completion_tokens": getattr(usage, "completion_tokens", None)}
-    found = {"input_tokens": sent["prompt_tokens"], "output_tokens": sent["completion_tokens"],
-             "model": model if isinstance(model, str) else None}
-    try:
-        return normalize_usage(found) or None, None
-    except ValueError as exc:
-        said = ", ".join(f"{key}={safe_repr(value, 40)}" for key, value in sent.items()
-                         if value is not None)
-        return None, f"the server reported {said} ({exc})"
+    return reported_usage(sent, sent["prompt_tokens"], sent["completion_tokens"], model)
 
 
 def error_text(exc: openai.APIStatusError) -> str:

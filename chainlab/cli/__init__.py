@@ -162,6 +162,12 @@ def agent(
     name: Annotated[str | None, typer.Option(
         "--name", metavar="NAME", help="Ad-hoc agent: its name, the step's id (default: "
                                        "assistant).")] = None,
+    source: Annotated[str | None, typer.Option(
+        "--from", metavar="MODULE:OBJ", help="The agent that object is: a chainlab Agent, or "
+                                             "a Pydantic AI / OpenAI Agents SDK agent, "
+                                             "converted (it brings its tools; --tools is "
+                                             "then optional). The run keeps MODULE:OBJ.")
+    ] = None,
     db: DbOpt = DEFAULT_DB,
     mcp: McpOpt = None,
     dask: DaskOpt = None,
@@ -175,18 +181,20 @@ def agent(
     (its calls approved with `chainlab approve RUN NAME/1.1`; exit 3 while one waits), or
     with --enqueue stored for the worker fleet, which restores an ad-hoc agent from the run.
     `chainlab agent NAME "REQUEST"` asks a registered agent; `chainlab agent "REQUEST"
-    --model M [--base-url URL]` an ad-hoc one, which the run keeps for later processes."""
+    --model M [--base-url URL]` an ad-hoc one, which the run keeps for later processes;
+    `chainlab agent --from MODULE:OBJ "REQUEST"` the agent that object is (a Pydantic AI or
+    OpenAI Agents SDK agent is converted), which later processes import again."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err):
         if len(words) > 2:
             raise CliError(f"too many arguments ({len(words)}): give [NAME] \"REQUEST\"",
                            hint="quote the request: chainlab agent \"find order 7\"")
-        toolbox = load_tools(tools, mcp, "agent")
+        toolbox = load_tools(tools, mcp, "agent", optional=source is not None)
         from chainlab.agent.adhoc import agent_request  # (the agent command's own)
 
         ask = agent_request(toolbox, words[0] if len(words) == 2 else None, words[-1],
                             adhoc_name=name, instructions=instructions, model=model,
-                            base_url=base_url)
+                            base_url=base_url, source=source)
         ask.chain.validate(ask.toolbox, context=ask.context)
         meta = {**_run_meta(tools, mcp, f"agent {ask.agent}"), **ask.meta}
         code = _start(io, ask.chain, toolbox, ask.context, None, meta=meta, db=db, dask=dask,

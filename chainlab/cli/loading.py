@@ -13,7 +13,7 @@ from pathlib import Path
 from chainlab._text import did_you_mean
 from chainlab.cli.common import CliError
 from chainlab.plan.schema import Chain
-from chainlab.store.base import RunRecord, Store
+from chainlab.store.base import FROM_META, RunRecord, Store
 from chainlab.tools import Toolbox
 from chainlab.workspace import (
     DEFAULT_DB,
@@ -41,9 +41,13 @@ _CHAIN_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 # --------------------------------------------------------------------------- toolboxes
-def load_tools(spec: str | None, mcp: Sequence[str] | None, command: str) -> Toolbox:
-    """The toolbox of ``--tools`` plus the tools of each ``--mcp`` server. Raises CliError
-    when neither is given."""
+def load_tools(spec: str | None, mcp: Sequence[str] | None, command: str,
+               optional: bool = False) -> Toolbox:
+    """The toolbox of ``--tools`` plus the tools of each ``--mcp`` server (``optional``: an
+    empty toolbox when neither is given, for an agent that brings its tools). Raises
+    CliError when neither is given."""
+    if not spec and not mcp and optional:
+        return Toolbox(command)
     if not spec and not mcp:
         raise CliError(f"`chainlab {command}` needs --tools MODULE:TOOLBOX (the module that "
                        "defines your tools) or --mcp CMD|URL (an MCP server)",
@@ -59,6 +63,8 @@ def toolbox_for_run(record: RunRecord, spec: str | None) -> tuple[Toolbox, str]:
     mcp = record.meta.get("mcp") or []
     if mcp and not spec:  # started with --mcp only
         return add_mcp_servers(None, mcp), ""
+    if not spec and FROM_META in record.meta:  # `chainlab agent --from`: the agent brings
+        return Toolbox("agent"), ""  # its tools (the runtime imports it again)
     if not spec:
         raise CliError(f"run {record.run_id!r} was not started by `chainlab run`, so its "
                        "toolbox is unknown", hint="pass --tools MODULE:TOOLBOX")

@@ -29,7 +29,7 @@ from chainlab.jupyter._loop import eager
 from chainlab.jupyter.runloop import LoopRuntime, RunLoop
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Run, Runtime
-from chainlab.store.base import Store
+from chainlab.store.base import FROM_META, Store
 from chainlab.store.open import redacted
 from chainlab.tools import Toolbox, default_toolbox
 from chainlab.workspace import Workspace
@@ -228,6 +228,30 @@ class NotebookSession(Workspace):
         if widget is not None and run.active and widget.run is not run:
             self.on_loop(widget.attach, run)
         return run
+
+    def toolbox_for_run(self, ref: str, db: str | None, var: str | None) -> Toolbox:
+        """The toolbox to continue the run ``ref`` with (``%chain resume / approve /
+        reject / rollback``): :meth:`toolbox`; when the notebook has none and the run's agent
+        came with ``--from MODULE:OBJ`` (it brings its tools; the runtime imports it again),
+        an empty one. Raises SessionError as :meth:`toolbox` does otherwise."""
+        try:
+            return self.toolbox(var)[0]
+        except SessionError as no_tools:
+            if var is not None:
+                raise
+            try:
+                _, record = self.find_record(self._run_id(ref), db)
+            except UsageError:
+                raise no_tools from None
+            if FROM_META not in record.meta:
+                raise
+            return Toolbox("agent")
+
+    def _run_id(self, ref: str) -> str:
+        value = self.user_ns.get(ref)
+        if isinstance(value, Run):
+            return value.run_id
+        return value if isinstance(value, str) and ref.isidentifier() else ref
 
     def find_run(self, ref: str, db: str | None = None,
                  toolbox: Toolbox | None = None) -> Run:

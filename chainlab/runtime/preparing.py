@@ -29,7 +29,7 @@ from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.validate import raise_for_problems
 from chainlab.runtime.engine.compile import Graph, compile_chain, used_chains
 from chainlab.runtime.history.estimates import History, release_order
-from chainlab.store.base import ADHOC_META
+from chainlab.store.base import ADHOC_META, FROM_META
 
 if TYPE_CHECKING:
     from chainlab.events import Event
@@ -191,10 +191,11 @@ def toolbox_of(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = N
                ) -> Toolbox:
     """The toolbox a run with ``meta`` is compiled against: ``toolbox`` itself, or, when the
     run keeps an ad-hoc agent (:data:`~chainlab.store.base.ADHOC_META`, which a front end
-    made: :func:`chainlab.agent.adhoc.run_toolbox` restores it), an overlay of it with that
-    agent. Only such a run loads the agent package. Raises UsageError for a definition this
+    made) or the ``MODULE:OBJ`` its agent came from (:data:`~chainlab.store.base.FROM_META`),
+    an overlay of it with that agent (:func:`chainlab.agent.adhoc.run_toolbox` restores it).
+    Only such a run loads the agent package. Raises UsageError for a definition this
     chainlab cannot read (``run_id`` names the run)."""
-    if meta.get(ADHOC_META) is None:
+    if meta.get(ADHOC_META) is None and meta.get(FROM_META) is None:
         return toolbox
     from chainlab.agent.adhoc import run_toolbox
 
@@ -202,6 +203,7 @@ def toolbox_of(toolbox: Toolbox, meta: Mapping[str, Any], run_id: str | None = N
 
 
 def adhoc_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a run's meta that defines its ad-hoc agent (empty when it has none): what
-    a fork of the run (or a recording of it) keeps, so that the agent is found again."""
-    return {ADHOC_META: meta[ADHOC_META]} if ADHOC_META in meta else {}
+    """The part of a run's meta that defines its ad-hoc agent or where its agent comes from
+    (empty when it has neither): what a fork of the run (or a recording of it) keeps, so that
+    the agent is found again."""
+    return {key: meta[key] for key in (ADHOC_META, FROM_META) if key in meta}

@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from chainlab.errors import StaleEpochError, StoreError
 from chainlab.events.event import Event
 
-__all__ = ["ADHOC_META", "MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS", "REQUEST_OUTCOMES",
-           "DecisionRequest",
+__all__ = ["ADHOC_META", "FROM_META", "MAX_RUN_ID", "REQUEST_ACTIONS", "REQUEST_COLUMNS",
+           "REQUEST_OUTCOMES", "DecisionRequest",
            "DriverInfo", "Drivers", "Event", "Mailbox", "Notifier", "RunLog", "RunRecord",
            "Store", "answered_twice", "check_outcome", "check_request", "check_run_id",
            "payload_text",
@@ -69,6 +69,10 @@ class DriverInfo:
 #: fork of the run keeps it. Named here, with the record, so that the runtime can tell such a
 #: run without loading the agent package.
 ADHOC_META = "adhoc_agent"
+#: the key of a run's meta that keeps the ``MODULE:OBJ`` its agent was loaded from
+#: (``--from``: a chainlab Agent, or a Pydantic AI / OpenAI Agents SDK agent converted); such
+#: a run is compiled with that agent over its toolbox too, and a fork keeps it
+FROM_META = "agent_from"
 
 
 @dataclass(frozen=True, slots=True)

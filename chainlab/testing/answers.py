@@ -173,7 +173,8 @@ def replay_toolbox(recording: Recording, toolbox: Toolbox, live: Iterable[str],
         out.add(tool if tool.name in live else _replayed(tool, answers, codes.get(tool.name)))
     for name, chain in toolbox.chains.items():
         out.chains[name] = chain
-    for agent in replay_agents(toolbox, RecordedModel(recording.turns), live):
+    tools = {tool.name: tool for tool in out}
+    for agent in replay_agents(toolbox, RecordedModel(recording.turns), live, tools):
         out.add_agent(agent.agent)  # its model's turns answer from the recording too
     return out
 

@@ -94,10 +94,21 @@ def request_lines(body: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def replay_agents(toolbox: Toolbox, model: RecordedModel, live: Iterable[str]
-                  ) -> list[AgentTool]:
+def replay_agents(toolbox: Toolbox, model: RecordedModel, live: Iterable[str],
+                  tools: Mapping[str, Any] | None = None) -> list[AgentTool]:
     """The agents of ``toolbox`` as a replay runs them: each asks ``model`` (the recording)
-    unless named in ``live``; same code fingerprint as the original."""
+    unless named in ``live``; same code fingerprint as the original. ``tools``: the replay's
+    tools by name: the tools and sub-agents an agent brings (a converted agent's) are
+    those, so registering it does not put the real ones back."""
     live = set(live)
-    return [tool.agent.with_client(model).tool for tool in toolbox
+    twins: dict[str, Any] = dict(tools or {})
+    made = [tool.agent.with_client(model) for tool in toolbox
             if isinstance(tool, AgentTool) and tool.name not in live]
+    twins.update({twin.tool.name: twin for twin in made})
+    for twin in made:  # (a copy: the original agent keeps its own)
+        twin.own_tools = tuple(twins.get(_name(t), t) for t in twin.own_tools)
+    return [twin.tool for twin in made]
+
+
+def _name(tool: Any) -> str:
+    return tool.tool.name if hasattr(tool, "own_tools") else tool.name

@@ -74,15 +74,34 @@ class Toolbox:
 
     def add_agent(self, agent: Any) -> Any:
         """Register a :class:`chainlab.Agent` as the tool ``agent:NAME`` (a chain step runs
-        it with ``tool: agent:NAME``; another agent may name it among its tools). An agent
-        registered again under the same name replaces the earlier one (a notebook cell run
-        again); a plain tool of that name cannot exist (``:`` is not allowed in tool names).
-        Returns the agent."""
+        it with ``tool: agent:NAME``; another agent may name it among its tools), with the
+        tools and sub-agents it brings (its ``own_tools``: an agent converted from another
+        SDK). An agent registered again under the same name replaces the earlier one and
+        the tools it brought (a notebook cell run again); a plain tool of that name cannot
+        exist (``:`` is not allowed in tool names). Returns the agent.
+
+        Raises ToolDefinitionError when a tool the agent brings has the name of a tool the
+        toolbox has from elsewhere; nothing is registered then."""
         tool = agent.tool
         old = self._tools.get(tool.name)
         if old is not None and type(old) is not type(tool):  # pragma: no cover - see above
             raise ToolDefinitionError(f"toolbox {self.name!r} already has a tool named "
                                       f"{tool.name!r}")
+        brought = [t for t in agent.own_tools if not hasattr(t, "tool")]  # (Agents have .tool)
+        replaced = {t.name for t in getattr(getattr(old, "agent", None), "own_tools", ())
+                    if not hasattr(t, "tool")}
+        taken = sorted(t.name for t in brought if t.name in self._tools and t.name not in
+                       replaced and self._tools[t.name] is not t)
+        if taken:
+            raise ToolDefinitionError(
+                f"agent {agent.name!r} brings tools {taken}, which toolbox {self.name!r} has "
+                "from elsewhere; give the agent another name (its tools are NAME.TOOL) or "
+                "register it in another toolbox")
+        for sub in agent.own_tools:
+            if hasattr(sub, "tool"):
+                self.add_agent(sub)
+        for own in brought:
+            self._tools[own.name] = own
         self._tools[tool.name] = tool
         return agent
 

@@ -7,6 +7,9 @@ import os
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,3 +66,34 @@ def ledger(cwd: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+@contextmanager
+def worker(tools: str, db: str, *, cwd: Path, **extra_env: str
+           ) -> Iterator[subprocess.Popen[str]]:
+    """A ``chainlab worker --tools TOOLS --db DB`` process (polling every 50 ms) for the
+    block, terminated after it; its output is appended to an AssertionError raised inside."""
+    proc = subprocess.Popen([sys.executable, "-m", "chainlab.cli", "worker", "--tools", tools,
+                             "--db", db, "--poll", "0.05"], cwd=cwd, env=env(**extra_env),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    except AssertionError as exc:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+        raise AssertionError(f"{exc}\n--- the worker said:\n{out}") from None
+    proc.terminate()
+    proc.communicate(timeout=60)
+
+
+def until_status(db: str, run_id: str, status: str, proc: subprocess.Popen[str],
+                 timeout: float = 90) -> None:
+    """Wait (polling the store) until run ``run_id`` has ``status``, while ``proc`` lives."""
+    from chainlab.store import SQLiteStore
+
+    deadline = time.monotonic() + timeout
+    with SQLiteStore(db) as store:
+        while store.get_run(run_id).status != status:
+            assert time.monotonic() < deadline, f"run {run_id} is not {status} in time"
+            assert proc.poll() is None, "the worker exited"
+            time.sleep(0.05)

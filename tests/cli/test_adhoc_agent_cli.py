@@ -184,13 +184,9 @@ def test_an_adhoc_agent_enqueued_is_run_by_a_worker_that_restores_it(shop: Path)
     only ``--tools``) claims the run, finds its ad-hoc agent in the run, asks the model; the
     refund waits; ``chainlab approve`` records the decision, the worker applies it; the model
     is asked once per turn."""
-    import subprocess
-    import sys
-    import time
-
     from chainlab.store import SQLiteStore
 
-    from .helpers import env
+    from .helpers import until_status, worker
 
     db = str(shop / "q.db")
     SQLiteStore(db).close()  # (a worker's database: an enqueue is refused without one)
@@ -210,29 +206,15 @@ def test_an_adhoc_agent_enqueued_is_run_by_a_worker_that_restores_it(shop: Path)
                          server.base_url, "--db", db, "--enqueue", "--key", "ask-1",
                          cwd=shop, PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET)
         assert again.out.strip() == run_id  # the same request: the same run
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "chainlab.cli", "worker", "--tools", "shop_tools:toolbox",
-             "--db", db, "--poll", "0.05"], cwd=shop,
-            env=env(PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            store = SQLiteStore(db)
-            deadline = time.monotonic() + 60
-            while store.get_run(run_id).status != "suspended":  # the refund waits
-                assert time.monotonic() < deadline and worker.poll() is None
-                time.sleep(0.05)
+        with worker("shop_tools:toolbox", db, cwd=shop, PYTHONPATH=str(shop),
+                    OPENAI_API_KEY=SECRET) as proc:
+            until_status(db, run_id, "suspended", proc)  # the refund waits
             assert len(server.completions) == 1
             r = chainlab("approve", run_id, "assistant/1.2", "--db", db, cwd=shop,
                          PYTHONPATH=str(shop), OPENAI_API_KEY=SECRET)
             assert r.code == 0, r.err
-            while store.get_run(run_id).status != "succeeded":
-                assert time.monotonic() < deadline and worker.poll() is None
-                time.sleep(0.05)
-            store.close()
-        finally:
-            worker.terminate()
-            out, _ = worker.communicate(timeout=60)
-        assert len(server.completions) == 2, out  # once per turn
+            until_status(db, run_id, "succeeded", proc)
+        assert len(server.completions) == 2  # once per turn
     assert (shop / "refunds.txt").read_text() == "7:15\n"
     assert SECRET not in _stored_text(db)
 

@@ -205,6 +205,20 @@ class Progress:
             self.conn = None
 
 
+def kill_when(driver: Any, progress: Progress, ready: Any, timeout: float = 90.0) -> None:
+    """SIGKILL ``driver`` (a :class:`~chainlab.testing.driver.SubprocessDriver`) as soon as
+    ``ready(progress)`` holds (polled; the driver must stay alive until then), and wait for
+    it to die; ``progress`` is closed."""
+    deadline = time.monotonic() + timeout
+    while not ready(progress):
+        assert driver.process.poll() is None, driver.output()
+        assert time.monotonic() < deadline, (progress.committed(), driver.output())
+        time.sleep(0.02)
+    os.kill(driver.pid, signal.SIGKILL)
+    assert driver.wait() == -signal.SIGKILL
+    progress.close()
+
+
 # ---------------------------------------------------------------- invariants
 def check_log(snap: Snapshot) -> None:
     """Checked on every snapshot (after each kill and at the end): the log has no gap, the

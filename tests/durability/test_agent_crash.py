@@ -6,9 +6,6 @@ doubt for a person (who finds its effect in the ledger). The figures are printed
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from chainlab.testing.openai_server import FakeOpenAI
 from tests.durability import agentdriver
 from tests.durability.agentlib import turn_of
 from tests.durability.chainlib import Ledger
-from tests.durability.harness import Progress
+from tests.durability.harness import Progress, kill_when
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("durability")]
 
@@ -65,15 +62,7 @@ async def test_a_driver_killed_mid_batch_resumes_without_repeating_anything(
                "OPENAI_BASE_URL": server.base_url}
         driver = SubprocessDriver(agentdriver.CHAIN, db=db, run_id="run", env=env,
                                   tools="tests.durability.agentdriver:toolbox")
-        progress = Progress(db, "run")
-        deadline = time.monotonic() + 60
-        while not mid_batch(progress, ledger):
-            assert driver.process.poll() is None, driver.output()
-            assert time.monotonic() < deadline, (progress.committed(), driver.output())
-            time.sleep(0.02)
-        os.kill(driver.pid, signal.SIGKILL)
-        assert driver.wait() == -signal.SIGKILL
-        progress.close()
+        kill_when(driver, Progress(db, "run"), lambda p: mid_batch(p, ledger), timeout=60)
         asked_before = [(who(r), turn_of(r)) for r in server.completions]
         with SQLiteStore(db) as store:
             at_kill = RunState.from_events("run", store.load_events("run"))

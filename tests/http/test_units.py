@@ -33,8 +33,9 @@ EXPECTED = {
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
               "TransientError", "PermanentError", "PlannerError", "DesignerError",
-              # a server's toolbox is built at start: no request can meet an MCP server error
-              "MCPServerError",
+              # a server's toolbox is built at start: no request can meet an MCP server error,
+              # nor a conversion's (a run's --from agent that fails to load is a UsageError)
+              "MCPServerError", "AgentConversionError",
               # replay (chainlab.testing): a test's errors, never an HTTP request's
               "ReplayError", "ReplayMismatch", "_Replayed"}
 
@@ -72,6 +73,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "StoreServerError": lambda: cls("w", "server", "m", "f"),
         "MissingExtraError": lambda: cls("p", "e", "f"),
         "MCPServerError": lambda: cls("python -m srv", "exits at once", "run it by hand"),
+        "AgentConversionError": lambda: cls("'support'", "a hosted tool", "leave it out"),
         "PlanError": lambda: cls([errors.Problem("invalid_field", "m")]),
         "InputError": lambda: cls([errors.Problem("missing_input", "m")]),
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),

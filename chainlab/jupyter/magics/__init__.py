@@ -46,6 +46,7 @@ from chainlab.jupyter.magics.args import DEFINE, ArgsError, HelpShown, split, su
 from chainlab.jupyter.session import NotebookSession, SessionError
 from chainlab.jupyter.views import ToolsTable
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.tools import Toolbox
 
 __all__ = ["ChainMagics"]
 
@@ -123,20 +124,33 @@ class ChainMagics(Magics):
     def agent(self, ns: argparse.Namespace) -> Any:
         from chainlab.agent.adhoc import agent_request  # (loaded by %chain agent alone)
 
-        toolbox, _ = self.session.toolbox(ns.tools)
+        toolbox = self._agent_toolbox(ns)
         named = ns.request is not None
         ask = agent_request(toolbox, ns.first if named else None,
                             ns.request if named else ns.first, adhoc_name=ns.adhoc_name,
                             instructions=ns.instructions, model=ns.model,
-                            base_url=ns.base_url, command="%chain agent")
+                            base_url=ns.base_url, source=ns.source, command="%chain agent")
         return self._start(ask.chain, ns, ask.context, RunOptions(), meta=ask.meta,
-                           paused=ns.step, queue=ns.enqueue)
+                           paused=ns.step, queue=ns.enqueue, toolbox=toolbox)
+
+    def _agent_toolbox(self, ns: argparse.Namespace) -> Toolbox:
+        """The toolbox an agent's run uses: the session's; with ``--from`` and none in the
+        notebook, an empty one (the agent brings its tools)."""
+        try:
+            return self.session.toolbox(ns.tools)[0]
+        except SessionError:
+            if ns.source is None or ns.tools is not None:
+                raise
+            return Toolbox("agent")
 
     def _start(self, chain: Chain, ns: argparse.Namespace, context: dict[str, Any] | None,
                options: RunOptions, *, paused: bool = False,
-               queue: str | None = None, meta: dict[str, Any] | None = None) -> Any:
+               queue: str | None = None, meta: dict[str, Any] | None = None,
+               toolbox: Toolbox | None = None) -> Any:
         """What ``run`` and ``agent`` share: the one start, its widget shown first."""
-        toolbox, note = self.session.toolbox(ns.tools)
+        note = None
+        if toolbox is None:
+            toolbox, note = self.session.toolbox(ns.tools)
         if note:
             print(note)
         try:  # the widget is shown first, then the run starts (chainlab.jupyter.launch)
@@ -207,7 +221,7 @@ class ChainMagics(Magics):
 
     def resume(self, ns: argparse.Namespace) -> Any:
         session = self.session
-        toolbox, _ = session.toolbox(ns.tools)
+        toolbox = session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = session.find_run(ns.run, ns.db, toolbox)
         run = cmd.resume(session, run, toolbox)
         display(cmd.widget(session, run))
@@ -226,7 +240,7 @@ class ChainMagics(Magics):
 
     def rollback(self, ns: argparse.Namespace) -> None:
         session = self.session
-        toolbox, _ = session.toolbox(ns.tools)
+        toolbox = session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = session.find_run(ns.run, ns.db, toolbox)
         cmd.rollback(session, run, toolbox)
         print(f"rolling back run {run.run_id}: compensating completed steps in reverse "
@@ -312,6 +326,6 @@ class ChainMagics(Magics):
         display(designer)
 
     def _live(self, ns: argparse.Namespace) -> Any:
-        toolbox, _ = self.session.toolbox(ns.tools)
+        toolbox = self.session.toolbox_for_run(ns.run, ns.db, ns.tools)
         run = self.session.find_run(ns.run, ns.db, toolbox)
         return cmd.resume(self.session, run, toolbox, quiet=True)

@@ -100,6 +100,9 @@ def subcommands() -> dict[str, tuple[Parser, str]]:
     p.add_argument("--instructions", metavar="TEXT", help="ad-hoc agent: its instructions")
     p.add_argument("--name", dest="adhoc_name", metavar="NAME",
                    help="ad-hoc agent: its name, the step's id (default: assistant)")
+    p.add_argument("--from", dest="source", metavar="MODULE:OBJ",
+                   help="the agent that object is: a chainlab Agent, or a Pydantic AI / OpenAI "
+                        "Agents SDK agent, converted (the run keeps MODULE:OBJ)")
     p.add_argument("--step", action="store_true",
                    help="start paused: Step asks the model one turn at a time")
     p.add_argument("--enqueue", nargs="?", const="default", metavar="Q", help="a worker drives it")
