@@ -28,6 +28,7 @@ knows about steps or SVG: :mod:`chainlab.render.scene_svg` draws a scene with it
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -201,13 +202,15 @@ class _Graph:
             if best == 0:
                 break
             downward = sweep % 2 == 0
-            rows = self.rows[1:] if downward else self.rows[-2::-1]
-            for row in rows:
+            near = self.up if downward else self.down
+            for row in self.rows[1:] if downward else self.rows[-2::-1]:
                 if len(row) < 2:
                     continue
-                near = self.up if downward else self.down
-                keys = {v: (sum(pos[u] for u in near[v]) / len(near[v]) if near[v]
-                            else pos[v]) for v in row}
+                keys: dict[int, float] = {}
+                for v in row:
+                    others = near[v]
+                    keys[v] = (pos[others[0]] if len(others) == 1 else
+                               sum(pos[u] for u in others) / len(others) if others else pos[v])
                 row.sort(key=keys.__getitem__)
                 for i, v in enumerate(row):
                     pos[v] = i
@@ -219,11 +222,12 @@ class _Graph:
 
     def _crossings(self, pos: list[int]) -> int:
         total = 0
+        down = self.down
         for row, below in pairwise(self.rows):
             if len(row) < 2 or len(below) < 2:
                 continue  # edges that share an end never cross
-            ends = sorted((pos[a], pos[b]) for a in row for b in self.down[a])
-            total += _inversions([b for _, b in ends], len(below))
+            ends = sorted((pos[a], pos[b]) for a in row for b in down[a])
+            total += _inversions([b for _, b in ends])
         return total
 
     # ------------------------------------------------------------------ places
@@ -233,23 +237,30 @@ class _Graph:
         return self.half[a] + self.half[b] + room
 
     def place(self) -> None:
-        self.x = [0.0] * self.count
-        for row in self.rows:  # packed, left to right
-            at = 0.0
+        offsets: list[list[float]] = []  # each vertex's least distance from its row's first
+        for row in self.rows:
+            at, found = 0.0, []
             for i, v in enumerate(row):
-                at = at + self._gap(row[i - 1], v) if i else self.half[v]
-                self.x[v] = at
+                at += self._gap(row[i - 1], v) if i else 0.0
+                found.append(at)
+            offsets.append(found)
+        self.x = [0.0] * self.count
+        for row, found in zip(self.rows, offsets, strict=True):  # packed, left to right
+            for v, at in zip(row, found, strict=True):
+                self.x[v] = at + self.half[row[0]]
+        down = list(zip(self.rows[1:], offsets[1:], strict=True))
+        up = list(zip(self.rows[-2::-1], offsets[-2::-1], strict=True))
         for _ in range(_SWEEPS):
             before = self.x[:]
-            for row in self.rows[1:]:
-                self._align(row, self.up)
-            for row in self.rows[-2::-1]:
-                self._align(row, self.down)
+            for row, found in down:
+                self._align(row, found, self.up)
+            for row, found in up:
+                self._align(row, found, self.down)
             if max(abs(a - b) for a, b in zip(before, self.x, strict=True)) < _SETTLED:
                 break
         both = [up + down for up, down in zip(self.up, self.down, strict=True)]
-        for row in self.rows:  # last, between both sides: a waypoint on its edge's way
-            self._align(row, both)
+        for row, found in zip(self.rows, offsets, strict=True):  # last, between both sides:
+            self._align(row, found, both)  # a waypoint on its edge's way
         left = min((self.x[v] - self.half[v] for v in range(self.count)), default=0.0)
         self.x = [x - left for x in self.x]
 
@@ -272,37 +283,43 @@ class _Graph:
                 return (at + found[i + 1][0]) / 2 - shift[v]
         return found[-1][0] - shift[v]
 
-    def _align(self, row: list[int], near: list[list[int]]) -> None:
-        """Place ``row`` in order, each vertex as near as spacing allows to where its
-        neighbours in ``near`` want it (:meth:`_want`; pool adjacent violators over offset
-        targets, weighted: a waypoint moves less)."""
-        x = self.x
+    def _align(self, row: list[int], offsets: list[float], near: list[list[int]]) -> None:
+        """Place ``row`` in order, each vertex as near as spacing (``offsets``: from the
+        row's first) allows to where its neighbours in ``near`` want it (:meth:`_want`):
+        weighted isotonic regression by pool adjacent violators, a block of vertices
+        pushed together sitting at its members' weighted mean."""
+        x, shift, weight = self.x, self.shift, self.weight
         if len(row) == 1:  # (most rows of a long chain: nothing to keep apart)
             v = row[0]
             if near[v]:
                 x[v] = self._want(v, near[v])
             return
-        blocks: list[list[float]] = []  # [weight, weighted sum, count]
-        offset = 0.0
-        offsets = []
-        for i, v in enumerate(row):
-            if i:
-                offset += self._gap(row[i - 1], v)
-            offsets.append(offset)
+        weights: list[float] = []  # the blocks: weight, weighted sum of targets, size
+        sums: list[float] = []
+        sizes: list[int] = []
+        for v, offset in zip(row, offsets, strict=True):
             others = near[v]
-            if others:
-                want, w = self._want(v, others), self.weight[v]
+            if not others:
+                w, total = _FREE_WEIGHT, _FREE_WEIGHT * (x[v] - offset)
+            elif len(others) == 1:
+                u = others[0]
+                w = weight[v]
+                total = w * (x[u] + shift[u] - shift[v] - offset)
             else:
-                want, w = x[v], _FREE_WEIGHT
-            block = [w, w * (want - offset), 1.0]
-            while blocks and blocks[-1][1] / blocks[-1][0] >= block[1] / block[0]:
-                prev = blocks.pop()
-                block = [prev[0] + block[0], prev[1] + block[1], prev[2] + block[2]]
-            blocks.append(block)
+                w = weight[v]
+                total = w * (self._want(v, others) - offset)
+            size = 1
+            while weights and sums[-1] * w >= total * weights[-1]:
+                w += weights.pop()
+                total += sums.pop()
+                size += sizes.pop()
+            weights.append(w)
+            sums.append(total)
+            sizes.append(size)
         i = 0
-        for w, total, k in blocks:
+        for w, total, size in zip(weights, sums, sizes, strict=True):
             at = total / w
-            for _ in range(int(k)):
+            for _ in range(size):
                 x[row[i]] = at + offsets[i]
                 i += 1
 
@@ -375,19 +392,12 @@ def _slopes(points: list[tuple[float, float, bool]]) -> list[Waypoint]:
     return out
 
 
-def _inversions(values: list[int], size: int) -> int:
-    """Pairs out of order in ``values`` (each in ``range(size)``): a Fenwick tree."""
-    tree = [0] * (size + 1)
+def _inversions(values: list[int]) -> int:
+    """Pairs out of order in ``values``: each value counts the greater ones before it."""
+    seen: list[int] = []
     count = 0
-    for seen, v in enumerate(values):
-        i = v + 1
-        le = 0
-        while i > 0:
-            le += tree[i]
-            i -= i & -i
-        count += seen - le
-        i = v + 1
-        while i <= size:
-            tree[i] += 1
-            i += i & -i
+    for v in values:
+        i = bisect_right(seen, v)
+        count += len(seen) - i
+        seen.insert(i, v)
     return count

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
-from xml.sax.saxutils import escape
 
 from chainlab.render.grid import Grid
 from chainlab.render.ids import element_id
@@ -41,9 +40,19 @@ _ARROW, _ARROW_HALF = 7.0, 2.45  # arrowsize 0.7
 _OCTAGON = (1.53, 1.525)  # Graphviz's octagon around a label box, width and height
 _TAN = math.tan(math.pi / 8)  # an octagon's side over its half width
 _CORNER = 6.0  # a rounded box's corner
-_GRID_PAD, _GRID_ROW = 8.0, 10.8  # inside a grid's frame; between its rows
+_GRID_PAD = 8.0  # inside a grid's frame
+_GRID_ROW = Spacing().rank  # between its rows: as Graphviz, whose rows are ranks
 _SPACING = Spacing()
-_ATTR = {'"': "&quot;", "\n": "&#10;"}
+
+
+def escape(text: str) -> str:
+    """``text`` as XML character data."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape_attr(text: str) -> str:
+    """``text`` as a double-quoted XML attribute value (a newline kept as ``&#10;``)."""
+    return escape(text).replace('"', "&quot;").replace("\n", "&#10;")
 
 
 def _box(shape: Shape) -> tuple[float, float]:
@@ -216,7 +225,7 @@ class _Writer:
                         f"{escape(line)}</text>\n" for i, line in enumerate(shape.lines))
         self.out.append(
             f'<g id="{eid}" class="node cl-step">\n<title>{escape(shape.name)}</title>\n'
-            f'<g id="a_{eid}"><a xlink:title="{escape(shape.tooltip, _ATTR)}">\n'
+            f'<g id="a_{eid}"><a xlink:title="{escape_attr(shape.tooltip)}">\n'
             f"{outline}{texts}</a>\n</g>\n</g>\n")
 
 
