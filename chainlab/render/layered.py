@@ -10,8 +10,9 @@ ranking and spline routing). The steps, as in every Sugiyama-style layout:
 2. **Long edges** get one waypoint per layer they cross; an edge with a label gets its
    label as a waypoint of its own (the layers are then doubled, as Graphviz does), so a
    label takes room and overlaps nothing.
-3. **Order** within each layer: barycenter sweeps, down then up, keeping the order with
-   the fewest crossings (counted exactly, layer pair by layer pair).
+3. **Order** within each layer: barycenter sweeps, down then up, each followed by swaps of
+   neighbours that remove crossings (Graphviz's transpose), keeping the order with the
+   fewest crossings (counted exactly, layer pair by layer pair).
 4. **Places**: each layer is placed as close as its order and spacing allow to the
    weighted median of its neighbours' places (weighted isotonic regression,
    pool-adjacent-violators: O(n) per layer), sweeping down and up, then once between both
@@ -45,6 +46,7 @@ _SWEEPS = 4  # down + up pairs of the ordering and the placing
 _DUMMY_WEIGHT = 1e-6
 _FREE_WEIGHT = 1e-9  # a vertex with no neighbour on the side looked at
 _SETTLED = 0.5  # points: a sweep that moves nothing further ends the placing
+_TRANSPOSES = 1  # passes of neighbour swaps after a sweep (more: 2% fewer crossings, 2x time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +66,10 @@ class Placement:
     """Where :func:`layered` put everything (points, y growing downwards, the picture from
     (0, 0) to (``width``, ``height``)): each box's centre (``x``, ``y``) and layer; each
     edge's route (from its source's bottom to its target's top: its ends, and for each
-    layer it crosses the top and bottom of its run down that layer, or one point where the
-    layer is flat; each with the route's slope, so that a curve through them never turns
-    back up) and its label's left end on the text's middle line (or None)."""
+    layer it crosses one point where it passes that layer at a gentle slope, else the top
+    and bottom of a run straight down the layer beside its boxes; each with the route's
+    slope, so that a curve through them never turns back up and never cuts into a box) and
+    its label's left end on the text's middle line (or None)."""
 
     x: list[float]
     y: list[float]
@@ -214,11 +217,28 @@ class _Graph:
                 row.sort(key=keys.__getitem__)
                 for i, v in enumerate(row):
                     pos[v] = i
+            self._transpose(pos)
             found = self._crossings(pos)
             if found < best:
                 best, kept = found, [row[:] for row in self.rows]
         self.rows = kept
         return best
+
+    def _transpose(self, pos: list[int]) -> None:
+        """Swap neighbours in a row where that removes crossings (Graphviz's ``transpose``):
+        :data:`_TRANSPOSES` passes over every pair of neighbours."""
+        up, down = self.up, self.down
+        for _ in range(_TRANSPOSES):
+            swapped = False
+            for row in self.rows:
+                for i in range(len(row) - 1):
+                    u, v = row[i], row[i + 1]
+                    if _cross(u, v, pos, up, down) > _cross(v, u, pos, up, down):
+                        row[i], row[i + 1] = v, u
+                        pos[u], pos[v] = i + 1, i
+                        swapped = True
+            if not swapped:
+                return
 
     def _crossings(self, pos: list[int]) -> int:
         total = 0
@@ -288,12 +308,11 @@ class _Graph:
         row's first) allows to where its neighbours in ``near`` want it (:meth:`_want`):
         weighted isotonic regression by pool adjacent violators, a block of vertices
         pushed together sitting at its members' weighted mean."""
-        x, shift, weight = self.x, self.shift, self.weight
-        if len(row) == 1:  # (most rows of a long chain: nothing to keep apart)
-            v = row[0]
-            if near[v]:
-                x[v] = self._want(v, near[v])
+        x, weight = self.x, self.weight
+        if len(row) <= 2:  # (most rows of a long chain: a box, and a long edge beside it)
+            self._align_few(row, offsets, near)
             return
+        shift = self.shift
         weights: list[float] = []  # the blocks: weight, weighted sum of targets, size
         sums: list[float] = []
         sizes: list[int] = []
@@ -322,6 +341,23 @@ class _Graph:
             for _ in range(size):
                 x[row[i]] = at + offsets[i]
                 i += 1
+
+    def _align_few(self, row: list[int], offsets: list[float], near: list[list[int]]) -> None:
+        """:meth:`_align` of a row of one or two vertices, worked out directly."""
+        x = self.x
+        wants = [self._want(v, near[v]) if near[v] else x[v] for v in row]
+        if len(row) == 1:
+            x[row[0]] = wants[0]
+            return
+        a, b = row
+        gap = offsets[1]
+        if wants[1] - wants[0] >= gap:
+            x[a], x[b] = wants
+            return
+        wa = self.weight[a] if near[a] else _FREE_WEIGHT
+        wb = self.weight[b] if near[b] else _FREE_WEIGHT
+        at = (wa * wants[0] + wb * (wants[1] - gap)) / (wa + wb)
+        x[a], x[b] = at, at + gap
 
     # ------------------------------------------------------------------ heights and routes
     def vertical(self, doubled: bool) -> list[float]:
@@ -358,16 +394,21 @@ class _Graph:
                     ends[i] = x[v] + (j - (k - 1) / 2) * step
         routes: list[list[Waypoint]] = []
         label_at: list[Point | None] = []
+        clear = self.spacing.node * 0.8  # (a waypoint stands this far from a box, or more)
         for i, path in enumerate(chains):
             s, t = path[0], path[-1]
-            points: list[tuple[float, float, bool]] = [(start[i], y[s] + self.tall[s] / 2, False)]
-            for v in path[1:-1]:
+            centres = [(start[i], y[s] + self.tall[s] / 2)]
+            centres += [(x[v] + shift[v], y[v]) for v in path[1:-1]]
+            centres.append((end[i], y[t] - self.tall[t] / 2))
+            points: list[tuple[float, float, bool]] = [(*centres[0], False)]
+            for k, v in enumerate(path[1:-1], start=1):
                 top, bottom = self.bands[self.level[v]]
-                if bottom - top > 1.0:  # down the layer beside its boxes, then on
-                    points += [(x[v] + shift[v], top, True), (x[v] + shift[v], bottom, True)]
-                else:
-                    points.append((x[v] + shift[v], y[v], False))
-            points.append((end[i], y[t] - self.tall[t] / 2, False))
+                (ax, ay), (px, py), (bx, by) = centres[k - 1], centres[k], centres[k + 1]
+                if abs(bx - ax) / (by - ay) * (bottom - top) / 2 <= clear:
+                    points.append((px, py, False))  # on its way: passing clear of the boxes
+                else:  # a steep turn: straight down the layer beside its boxes, then on
+                    points += [(px, top, True), (px, bottom, True)]
+            points.append((*centres[-1], False))
             routes.append(_slopes(points))
             if labels[i] is not None and len(path) > 2:
                 v = path[1]
@@ -378,18 +419,41 @@ class _Graph:
 
 
 def _slopes(points: list[tuple[float, float, bool]]) -> list[Waypoint]:
-    """Each point with the route's slope there: straight down along a layer (``True``),
-    else the slope between its neighbours (at an end: towards the next point)."""
-    out: list[Waypoint] = []
-    last = len(points) - 1
-    for i, (px, py, run) in enumerate(points):
-        if run:
-            out.append((px, py, 0.0))
+    """Each point with the route's slope there (dx / dy), chosen so that the curve through
+    them never overshoots (Fritsch-Carlson's monotone cubic, x as a function of y): where
+    the route turns (or runs straight down a layer, ``True``) its slope is 0, elsewhere the
+    mean of the chords on either side, shortened where it would swing past a point."""
+    ys = [py for _, py, _ in points]
+    xs = [px for px, _, _ in points]
+    n = len(points)
+    chords = [(xs[k + 1] - xs[k]) / (ys[k + 1] - ys[k]) if ys[k + 1] > ys[k] else 0.0
+              for k in range(n - 1)]
+    slopes = [chords[0]] + [
+        0.0 if points[k][2] or chords[k - 1] * chords[k] <= 0 else (chords[k - 1] + chords[k]) / 2
+        for k in range(1, n - 1)] + [chords[-1]]
+    for k, chord in enumerate(chords):
+        if chord == 0:
+            slopes[k] = slopes[k + 1] = 0.0
             continue
-        ax, ay, _ = points[i - 1] if i else points[i]
-        bx, by, _ = points[i + 1] if i < last else points[i]
-        out.append((px, py, (bx - ax) / (by - ay) if by > ay else 0.0))
-    return out
+        a, b = slopes[k] / chord, slopes[k + 1] / chord
+        if a * a + b * b > 9:
+            t = 3 / (a * a + b * b) ** 0.5
+            slopes[k], slopes[k + 1] = t * a * chord, t * b * chord
+    return [(xs[k], ys[k], slopes[k]) for k in range(n)]
+
+
+def _cross(left: int, right: int, pos: list[int], up: list[list[int]],
+           down: list[list[int]]) -> int:
+    """Crossings between the edges of ``left`` and of ``right`` when ``left`` is on the left
+    (their edges up and their edges down)."""
+    count = 0
+    for near in (up, down):
+        theirs = near[right]
+        if theirs:
+            for a in near[left]:
+                pa = pos[a]
+                count += sum(1 for b in theirs if pos[b] < pa)
+    return count
 
 
 def _inversions(values: list[int]) -> int:
