@@ -61,13 +61,12 @@ def layout_svg(drawing: Drawing, *, backend: str = "auto", layout: Layout = "aut
 
     Raises GraphvizUnavailable / GraphvizError (a drawing Graphviz lays out), ValueError.
     """
-    from chainlab.render.markup import clean_svg
     from chainlab.render.svg import to_svg
 
     if layout_of(drawing, layout) == "layered":
         from chainlab.render.scene_svg import scene_svg
 
-        raw = scene_svg(drawing.scene, drawing.scope, drawing.scene.name)
-        if raw is not None:  # (None: a cycle, which only Graphviz draws)
-            return clean_svg(raw, drawing.scope)
+        svg = scene_svg(drawing.scene, drawing.scope, drawing.scene.name)
+        if svg is not None:  # (None: a cycle, which only Graphviz draws)
+            return svg
     return to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]

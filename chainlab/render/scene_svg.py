@@ -26,7 +26,7 @@ from chainlab.render.ids import element_id
 from chainlab.render.layered import Placement, Spacing, layered
 from chainlab.render.metrics import text_width
 from chainlab.render.scene import Scene, Shape
-from chainlab.render.style import CLUSTER_STROKE, EDGE_COLOR, FONT_NAME, MUTED_TEXT, dasharray
+from chainlab.render.style import CLUSTER_STROKE, EDGE_COLOR, FONT, MUTED_TEXT, dasharray
 
 __all__ = ["scene_svg"]
 
@@ -99,9 +99,10 @@ class _GridBox:
 
 
 def scene_svg(scene: Scene, scope: str, name: str = "chain") -> str | None:
-    """The scene laid out by :func:`~chainlab.render.layered.layered`, as Graphviz's raw SVG
-    would be (``scope``: the ids' prefix, ``name``: the graph's title element); None when
-    the scene is Graphviz's to draw (a cluster, ``LR``, a cycle)."""
+    """The scene laid out by :func:`~chainlab.render.layered.layered`, as Graphviz's SVG is
+    after :func:`~chainlab.render.markup.clean_svg` (``scope``: the ids' prefix and the root's
+    class, ``name``: the graph's title element); None when the scene is Graphviz's to draw
+    (a cluster, ``LR``, a cycle)."""
     if scene.clusters or scene.rankdir != "TB":
         return None
     sizes = {s.name: _box(s) for s in scene.shapes}
@@ -161,11 +162,11 @@ class _Writer:
         w = self.placed.width + 2 * _PAD
         h = self.title_h + self.placed.height + 2 * _PAD
         out = self.out
-        out.append(f'<svg width="{w:.0f}pt" height="{h:.0f}pt"\n'
+        out.append(f'<svg class="cl-dag {self.scope}" width="{w:.0f}pt" height="{h:.0f}pt"\n'
                    f' viewBox="0.00 0.00 {w:.2f} {h:.2f}" xmlns="http://www.w3.org/2000/svg" '
                    'xmlns:xlink="http://www.w3.org/1999/xlink">\n'
                    f'<g id="{self.scope}" class="graph" transform="scale(1 1) rotate(0) '
-                   f'translate({_PAD:.2f} {_PAD:.2f})" font-family="{FONT_NAME}" '
+                   f'translate({_PAD:.2f} {_PAD:.2f})" font-family="{FONT}" '
                    f'font-size="{_NODE_PT:.2f}" text-anchor="middle">\n'
                    f"<title>{escape(name)}</title>\n")
         for i, line in enumerate(self.scene.title):
