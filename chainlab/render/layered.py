@@ -10,9 +10,8 @@ ranking and spline routing). The steps, as in every Sugiyama-style layout:
 2. **Long edges** get one waypoint per layer they cross; an edge with a label gets its
    label as a waypoint of its own (the layers are then doubled, as Graphviz does), so a
    label takes room and overlaps nothing.
-3. **Order** within each layer: barycenter sweeps, down then up, each followed by swaps of
-   neighbours that remove crossings (Graphviz's transpose), keeping the order with the
-   fewest crossings (counted exactly, layer pair by layer pair).
+3. **Order** within each layer: barycenter sweeps and neighbour swaps, keeping the order
+   with the fewest crossings (:mod:`chainlab.render.ordering`).
 4. **Places**: each layer is placed as close as its order and spacing allow to the
    weighted median of its neighbours' places (weighted isotonic regression,
    pool-adjacent-violators: O(n) per layer), sweeping down and up, then once between both
@@ -29,10 +28,11 @@ knows about steps or SVG: :mod:`chainlab.render.scene_svg` draws a scene with it
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+
+from chainlab.render.ordering import reduce_crossings
 
 __all__ = ["Placement", "layered"]
 
@@ -46,7 +46,6 @@ _SWEEPS = 4  # down + up pairs of the ordering and the placing
 _DUMMY_WEIGHT = 1e-6
 _FREE_WEIGHT = 1e-9  # a vertex with no neighbour on the side looked at
 _SETTLED = 0.5  # points: a sweep that moves nothing further ends the placing
-_TRANSPOSES = 1  # passes of neighbour swaps after a sweep (more: 2% fewer crossings, 2x time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,61 +193,10 @@ class _Graph:
 
     # ------------------------------------------------------------------ order
     def order(self) -> int:
-        """Barycenter sweeps; keeps the order with the fewest crossings, returns that count."""
-        pos = [0] * self.count
-        for row in self.rows:
-            for i, v in enumerate(row):
-                pos[v] = i
-        best = self._crossings(pos)
-        kept = [row[:] for row in self.rows]
-        for sweep in range(2 * _SWEEPS):
-            if best == 0:
-                break
-            downward = sweep % 2 == 0
-            near = self.up if downward else self.down
-            for row in self.rows[1:] if downward else self.rows[-2::-1]:
-                if len(row) < 2:
-                    continue
-                keys: dict[int, float] = {}
-                for v in row:
-                    others = near[v]
-                    keys[v] = (pos[others[0]] if len(others) == 1 else
-                               sum(pos[u] for u in others) / len(others) if others else pos[v])
-                row.sort(key=keys.__getitem__)
-                for i, v in enumerate(row):
-                    pos[v] = i
-            self._transpose(pos)
-            found = self._crossings(pos)
-            if found < best:
-                best, kept = found, [row[:] for row in self.rows]
-        self.rows = kept
-        return best
-
-    def _transpose(self, pos: list[int]) -> None:
-        """Swap neighbours in a row where that removes crossings (Graphviz's ``transpose``):
-        :data:`_TRANSPOSES` passes over every pair of neighbours."""
-        up, down = self.up, self.down
-        for _ in range(_TRANSPOSES):
-            swapped = False
-            for row in self.rows:
-                for i in range(len(row) - 1):
-                    u, v = row[i], row[i + 1]
-                    if _cross(u, v, pos, up, down) > _cross(v, u, pos, up, down):
-                        row[i], row[i + 1] = v, u
-                        pos[u], pos[v] = i + 1, i
-                        swapped = True
-            if not swapped:
-                return
-
-    def _crossings(self, pos: list[int]) -> int:
-        total = 0
-        down = self.down
-        for row, below in pairwise(self.rows):
-            if len(row) < 2 or len(below) < 2:
-                continue  # edges that share an end never cross
-            ends = sorted((pos[a], pos[b]) for a in row for b in down[a])
-            total += _inversions([b for _, b in ends])
-        return total
+        """The order within each layer (:func:`~chainlab.render.ordering.reduce_crossings`);
+        returns how many crossings are left."""
+        self.rows, crossings = reduce_crossings(self.rows, self.up, self.down, _SWEEPS)
+        return crossings
 
     # ------------------------------------------------------------------ places
     def _gap(self, a: int, b: int) -> float:
@@ -440,28 +388,3 @@ def _slopes(points: list[tuple[float, float, bool]]) -> list[Waypoint]:
             t = 3 / (a * a + b * b) ** 0.5
             slopes[k], slopes[k + 1] = t * a * chord, t * b * chord
     return [(xs[k], ys[k], slopes[k]) for k in range(n)]
-
-
-def _cross(left: int, right: int, pos: list[int], up: list[list[int]],
-           down: list[list[int]]) -> int:
-    """Crossings between the edges of ``left`` and of ``right`` when ``left`` is on the left
-    (their edges up and their edges down)."""
-    count = 0
-    for near in (up, down):
-        theirs = near[right]
-        if theirs:
-            for a in near[left]:
-                pa = pos[a]
-                count += sum(1 for b in theirs if pos[b] < pa)
-    return count
-
-
-def _inversions(values: list[int]) -> int:
-    """Pairs out of order in ``values``: each value counts the greater ones before it."""
-    seen: list[int] = []
-    count = 0
-    for v in values:
-        i = bisect_right(seen, v)
-        count += len(seen) - i
-        seen.insert(i, v)
-    return count
