@@ -152,28 +152,19 @@ def first_open_table(folder: Path, events: int, reps: int, graphviz_reps: int) -
 
 
 def threshold_table(reps: int, sizes: list[int]) -> None:
+    from bench_history import history_chain
     from bench_render import layered_chain, toolbox
 
-    from chainlab import Chain
     from chainlab.render import svg as svg_module
     from chainlab.render.dot import draw_chain
     from chainlab.render.layout import layout_svg
-
-    def chain_shape(n: int) -> Chain:
-        steps = []
-        for i in range(n):
-            deps = [f"s{i - 1}"] if i else []
-            if i >= 10 and i % 10 == 0:
-                deps.append(f"s{i - 10}")
-            steps.append({"id": f"s{i}", "tool": "plain", "depends_on": deps})
-        return Chain.from_dict({"name": f"chain-{n}", "steps": steps})
 
     os.environ["CHAINLAB_LAYOUT_CACHE"] = "off"
     tb = toolbox()
     print(f"\nthe layout alone (layout_svg), ms, median of {reps} (load {_load()})")
     print(f"{'steps':>6} {'shape':>8} {'Graphviz':>10} {'chainlab':>10} {'ratio':>7}")
     for n in sizes:
-        for shape, chain in (("layered", layered_chain(n)), ("chain", chain_shape(n))):
+        for shape, chain in (("layered", layered_chain(n)), ("chain", history_chain(n))):
             drawing = draw_chain(chain, tb, reserve_status=True, title="")
             times: dict[str, list[float]] = {"graphviz": [], "layered": []}
             for _ in range(reps):

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.render.scenarios import history_chain
+
 from .lab import Lab, browser_page, write_notebook
 from .test_lab import PANEL, require_chromium, run_all, shots_dir, themed
 
@@ -34,25 +36,18 @@ JS_LOOK = """([widget, ids]) => Object.fromEntries(ids.map(id => {
 
 
 def build(path: Path) -> tuple[str, int]:
-    """The run (a chain of STEPS steps, every tenth also depending ten back, as
-    benchmarks/bench_history.py builds it), driven to its end on SQLite; its id and the
-    event at which MIDDLE started."""
+    """The run (:func:`~tests.render.scenarios.history_chain`, as benchmarks/bench_history.py
+    builds it), driven to its end on SQLite; its id and the event at which MIDDLE
+    started."""
     import anyio
 
-    from chainlab import Chain, Toolbox
+    from chainlab import Toolbox
     from chainlab.runtime import Runtime
     from chainlab.store import SQLiteStore
 
     tb = Toolbox("bench")
     tb.tool(lambda i: i, name="noop")
-    steps = []
-    for i in range(STEPS):
-        deps = [f"s{i - 1}"] if i else []
-        if i >= 10 and i % 10 == 0:
-            deps.append(f"s{i - 10}")
-        steps.append({"id": f"s{i}", "tool": "noop", "args": {"i": i}, "depends_on": deps})
-    chain = Chain.from_dict({"name": "history", "steps": steps,
-                             "options": {"max_concurrency": 8}})
+    chain = history_chain(STEPS, max_concurrency=8)
 
     async def main() -> str:
         store = SQLiteStore(path)

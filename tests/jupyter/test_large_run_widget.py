@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chainlab import Chain, Toolbox
+from chainlab import Toolbox
 from chainlab.jupyter import RunWidget
 from chainlab.render import layout as layout_module
 from chainlab.render import live as live_module
@@ -17,6 +17,7 @@ from chainlab.render import svg as svg_module
 from chainlab.render.layout import LAYERED_FROM
 from chainlab.runtime import Runtime
 from chainlab.store import MemoryStore
+from tests.render.scenarios import history_chain
 
 pytestmark = pytest.mark.anyio
 
@@ -26,17 +27,6 @@ N = LAYERED_FROM + 50
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def history_chain(n: int) -> Chain:
-    """bench_history's shape: a chain, every tenth step also depending ten back."""
-    steps = []
-    for i in range(n):
-        deps = [f"s{i - 1}"] if i else []
-        if i >= 10 and i % 10 == 0:
-            deps.append(f"s{i - 10}")
-        steps.append({"id": f"s{i}", "tool": "noop", "args": {"i": i}, "depends_on": deps})
-    return Chain.from_dict({"name": "history", "steps": steps})
 
 
 @pytest.fixture
