@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 
 __all__ = ["LAYERED_FROM", "Layout", "layout_of", "layout_svg"]
 
-#: the fewest nodes laid out by chainlab rather than Graphviz (measured with
-#: ``benchmarks/bench_first_open.py``: from here on Graphviz takes longer than 0.1 s)
+#: the fewest nodes laid out by chainlab rather than Graphviz. Measured with
+#: ``benchmarks/bench_first_open.py --only threshold`` (this 2-core machine, load 4-8):
+#: Graphviz took 51 / 93 / 181 ms for 100 / 150 / 200 steps of bench_render's DAG, chainlab
+#: 13 / 27 / 69 ms; from about 150 steps Graphviz passes 0.1 s, what
+#: :data:`chainlab.render.svg.DISK_AFTER_S` already calls a slow layout
 LAYERED_FROM = 150
 
 Layout = Literal["auto", "graphviz", "layered"]
