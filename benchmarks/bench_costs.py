@@ -29,6 +29,9 @@ Rows (floor = what the same work costs without chainlab, or the run's own cost):
                  /work/venvs/procrastinate or --procrastinate-python). Target: at least the
                  floor. And one claim's latency at a backlog of 10,000 queued runs beside
                  the server's floor, one INSERT + COMMIT.
+  first open     the same open in a fresh process with an empty layout cache (bench_history's
+                 3,332-step run; benchmarks/bench_first_open.py has the breakdown and
+                 Graphviz's figure): wall time and the process's CPU time. Target 0.5 s.
 Each cell is the median of --reps runs (rows interleaved per repetition); ``min`` beside it
 is the least disturbed run. ``previous`` comes from --previous (a --save of an earlier run),
 by default benchmarks/costs-baseline.json: this script run on the commit before issue 49's
@@ -182,6 +185,15 @@ def widget_case(folder: Path, reps: int) -> list[float] | None:
     return times[1:]
 
 
+def first_open_case(folder: Path, reps: int) -> list[dict[str, float]]:
+    """``RunWidget`` on a stored 10,000-event run in ``reps`` fresh processes, each with an
+    empty layout cache (seconds: ``open`` wall, ``cpu``)."""
+    from bench_first_open import build_run, first_open
+
+    path, run_id = build_run(folder, 10_000)
+    return first_open(path, run_id, reps)
+
+
 # ---------------------------------------------------------------------------- postgres
 PG = tuple[Timed, Timed, Callable[[], None], str]  # ours, floor, close, the server's URL
 
@@ -272,7 +284,8 @@ async def measure(args: argparse.Namespace, folder: Path, pg: PG | None) -> dict
 TARGETS = {"start whole 10000": "< 200 ms", "start fan-out 10000": "< 200 ms",
            "start whole 1000": "< floor", "start fan-out 1000": "< floor",
            "W1": "<= 2x", "W2": "<= 2x", "sqlite": "<= 1.5x", "postgres": "<= 2x",
-           "memory": "< 4096 B", "widget": "< 0.5 s", "fleet": ">= 1x"}
+           "memory": "< 4096 B", "widget": "< 0.5 s", "first open": "< 0.5 s",
+           "fleet": ">= 1x"}
 LABELS = {"W1": "kernel W1 chain", "W2": "kernel W2 fan-out",
           "sqlite": "durable W4 sqlite", "postgres": "durable W4 postgres"}
 
@@ -305,6 +318,13 @@ def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
         was = f"{statistics.median(prev):.2f} s" if prev else "-"
         print(f"\nwidget open, a stored run of 10,000 events: {statistics.median(w):.2f} s "
               f"(min {min(w):.2f}); previous {was}   target {TARGETS['widget']}")
+    if out.get("first open"):
+        first = out["first open"]
+        print(f"widget first open, fresh process and layout cache: "
+              f"{statistics.median(f['open'] for f in first):.2f} s (min "
+              f"{min(f['open'] for f in first):.2f}, CPU "
+              f"{statistics.median(f['cpu'] for f in first):.2f}); previous 8.7 s (Graphviz) "
+              f"  target {TARGETS['first open']}")
     if out.get("fleet"):
         report_fleet(out["fleet"], previous.get("fleet", {}))
 
@@ -354,6 +374,7 @@ def main() -> None:
             pg[2]()
     if not args.no_widget and not args.quick and not args.kernel_only:
         out["widget"] = widget_case(folder, args.reps)
+        out["first open"] = first_open_case(folder, args.reps)
     previous = json.loads(args.previous.read_text()) if args.previous.is_file() else {}
     report(out, previous, str(args.previous) if previous else "none")
     if args.save:

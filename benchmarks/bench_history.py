@@ -33,10 +33,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chainlab import Chain, Toolbox
+from chainlab import Toolbox
 from chainlab.events import RunState
 from chainlab.runtime import Runtime
 from chainlab.store import SQLiteStore
+from tests.render.scenarios import history_chain  # the chain's shape, shared with the tests
 
 
 def build(path: Path, events: int) -> str:
@@ -44,14 +45,7 @@ def build(path: Path, events: int) -> str:
     n = max(1, (events - 2) // 3)
     tb = Toolbox("bench")
     tb.tool(lambda i: i, name="noop")
-    steps = []
-    for i in range(n):
-        deps = [f"s{i - 1}"] if i else []
-        if i >= 10 and i % 10 == 0:
-            deps.append(f"s{i - 10}")
-        steps.append({"id": f"s{i}", "tool": "noop", "args": {"i": i}, "depends_on": deps})
-    chain = Chain.from_dict({"name": "history", "steps": steps,
-                             "options": {"max_concurrency": 8}})
+    chain = history_chain(n, max_concurrency=8)
 
     async def main() -> str:
         store = SQLiteStore(path)

@@ -221,11 +221,17 @@ function createDagView(el, options) {
   };
 }
 
-// mark every step's node: focusable, a button for assistive technology, its step id known
+// mark every step's node: focusable, a button for assistive technology, its step id known.
+// The elements are found in ONE pass over the picture (a querySelector per step scanned the
+// whole picture each time: 11 s for a 3,332-step run, issue 49)
 function clWireNodes(canvas, steps, verb) {
   const nodes = new Map();
+  const byId = new Map();
+  for (const element of canvas.querySelectorAll("[id]")) {
+    if (!byId.has(element.id)) byId.set(element.id, element);
+  }
   for (const [elementId, stepId] of Object.entries(steps || {})) {
-    const node = canvas.querySelector(`[id="${CSS.escape(elementId)}"]`);
+    const node = byId.get(elementId);
     if (!node) continue;
     node.setAttribute("tabindex", "0");
     node.setAttribute("role", "button");

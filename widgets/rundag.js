@@ -75,10 +75,8 @@ function render({ model, el }) {
     view.canvas.innerHTML = model.get("svg");
     view.shown(true); // (cut into tiles when large: before the nodes are looked up)
     const steps = model.get("steps") || {};
-    clWireNodes(view.canvas, steps, "inspect step");
-    const byId = new Map();
-    for (const g of view.canvas.querySelectorAll("g[id]")) byId.set(g.id, g);
-    nodes = (model.get("order") || []).map((id) => byId.get(id) || null);
+    const wired = clWireNodes(view.canvas, steps, "inspect step"); // element id -> node
+    nodes = (model.get("order") || []).map((id) => wired.get(id) || null);
     model.send({ type: "ready" }); // the whole state, please
   };
   const onMessage = (msg) => {

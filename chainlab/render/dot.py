@@ -38,6 +38,7 @@ from chainlab.render.ids import element_id, occurrence
 # the step names of a drawing, importable from here as before chainlab.render.ids existed
 from chainlab.render.ids import escape_id as escape_id
 from chainlab.render.ids import step_of as step_of
+from chainlab.render.scene import Link, Scene, Shape
 from chainlab.render.style import (
     CLUSTER_FILL,
     CLUSTER_STROKE,
@@ -121,6 +122,7 @@ class _Writer:
     edge_kinds: set[str] = field(default_factory=set)
     drawn: list[str] = field(default_factory=list)
     n_edges: int = 0
+    scene: Scene = field(default_factory=Scene)  # the same picture as data
 
     # -------------------------------------------------------------- styling
     def _status_style(self, step_id: str) -> StatusStyle | None:
@@ -221,9 +223,10 @@ class _Writer:
         self.out += [f"{inner}id={quote(f'{self.scope}-{grid.name}')};",
                      f"{inner}label={quote(grid.label())}; labeljust=l; fontsize=10;",
                      f"{inner}style=\"rounded,dashed\"; color={quote(CLUSTER_STROKE)};"]
+        self.scene.grids.append(grid)
         for full in grid.members:
             self.drawn.append(full)
-            self.node(steps[full], full, inner)
+            self.node(steps[full], full, inner, grid=grid.name)
             anchors[full] = _Anchor(full, full)
         self.out += [f"{inner}{quote(a)} -> {quote(b)} [style=invis];"
                      for a, b in grid.columns()]
@@ -249,10 +252,12 @@ class _Writer:
                          for m in src_grid.bottom]
 
     def node(self, step: Step, full: str, indent: str, *, name: str | None = None,
-             duplicated: bool = False, title: str | None = None) -> None:
+             duplicated: bool = False, title: str | None = None,
+             grid: str | None = None) -> None:
         """One step's node; ``name`` (default ``full``) is its Graphviz name, distinct for
         each step that repeats an id (``duplicated``: marked as a problem even when the
-        problems were not given); ``title``: its first line (default the step's id)."""
+        problems were not given); ``title``: its first line (default the step's id);
+        ``grid``: the grid it is a cell of."""
         name = name or full
         kind, marks = step_kind(step, self.toolbox)
         self.kinds.add(kind)
@@ -284,19 +289,18 @@ class _Writer:
         styles.append("filled")
         if style.line != "solid":
             styles.append(style.line)
-        attrs = [
-            ("id", quote(element_id(self.scope, name))),
-            ("class", '"cl-step"'),
-            ("shape", shape),
-            ("style", quote(",".join(styles))),
-            ("fillcolor", quote(style.fill)),
-            ("color", quote(style.stroke)),
-            ("penwidth", _num(style.width)),
-            ("fontcolor", quote(style.text)),
-            ("label", _lines(*lines)),
-            ("tooltip", quote_multiline(self._tooltip(step, full))),
-        ]
-        self.out.append(f"{indent}{quote(name)} [{_attrs(attrs)}];")
+        tooltip = self._tooltip(step, full)
+        self.scene.shapes.append(Shape(
+            name, shape, kind == "plain", style.fill, style.stroke, style.width, style.line,
+            style.text, tuple(lines), tooltip, grid))
+        # (one f-string: element ids, styles and colours hold nothing DOT must escape; this
+        # runs once per step, 3,332 times for a large run)
+        self.out.append(
+            f'{indent}{quote(name)} [id="{element_id(self.scope, name)}", class="cl-step", '
+            f'shape={shape}, style="{",".join(styles)}", fillcolor="{style.fill}", '
+            f'color="{style.stroke}", penwidth={_num(style.width)}, '
+            f'fontcolor="{style.text}", label={_lines(*lines)}, '
+            f"tooltip={quote_multiline(tooltip)}];")
 
     def open_cluster(self, name: str, full: str, lines: list[str], tooltip: str,
                      indent: str) -> None:
@@ -312,6 +316,7 @@ class _Writer:
                                                style.width, style.line)
         styles = ["rounded", "filled"] + ([line] if line != "solid" else [])
         inner = indent + "  "
+        self.scene.clusters += 1
         self.out.append(f"{indent}subgraph {quote(name)} {{")
         for key, value in [
             ("id", quote(element_id(self.scope, full))),
@@ -419,17 +424,20 @@ class _Writer:
     def edge(self, e: Edge, prefix: str, anchors: Mapping[str, _Anchor], indent: str) -> None:
         src, dst = anchors[prefix + e.source], anchors[prefix + e.target]
         self.edge_kinds.add(e.kind)
-        attrs = [("id", quote(f"{self.scope}-e{self.n_edges}"))]
+        label = _clip(e.label or "", 36) if e.kind == "data" else ""
+        self.scene.links.append(Link(src.tail, dst.head, e.kind, label, self.n_edges,
+                                     src.cluster, dst.cluster))
+        attrs = f'id="{self.scope}-e{self.n_edges}"'  # (nothing in an id to escape)
         self.n_edges += 1
         # no edge tooltips: Graphviz's <title>a->b</title> already is one (and the SVG of a
         # 200-step chain is ~40 KB smaller without the <a> wrappers)
         if e.kind == "data":
-            attrs += [("style", "dashed"), ("label", quote(_clip(e.label or "", 36)))]
+            attrs += f", style=dashed, label={quote(label)}"
         if src.cluster:
-            attrs.append(("ltail", quote(src.cluster)))
+            attrs += f", ltail={quote(src.cluster)}"
         if dst.cluster:
-            attrs.append(("lhead", quote(dst.cluster)))
-        self.out.append(f"{indent}{quote(src.tail)} -> {quote(dst.head)} [{_attrs(attrs)}];")
+            attrs += f", lhead={quote(dst.cluster)}"
+        self.out.append(f"{indent}{quote(src.tail)} -> {quote(dst.head)} [{attrs}];")
 
 
 def _turn_lines(t: TurnShape) -> list[str]:
@@ -466,7 +474,9 @@ class Drawing:
     """DOT text plus what a view needs to know about it.
 
     ``steps`` maps every drawn step id (clusters included) to its SVG element id;
-    ``kinds``/``edge_kinds`` say which step and edge kinds occur (the legend shows those).
+    ``kinds``/``edge_kinds`` say which step and edge kinds occur (the legend shows those);
+    ``scene`` is the same picture as data (for chainlab's own layout,
+    :mod:`chainlab.render.layout`).
     """
 
     dot: str
@@ -475,6 +485,7 @@ class Drawing:
     kinds: frozenset[str]
     edge_kinds: frozenset[str]
     statuses: bool
+    scene: Scene = field(default_factory=Scene, compare=False, repr=False)
 
 
 def draw_chain(
@@ -518,6 +529,9 @@ def draw_chain(
         f"  edge [color={quote(EDGE_COLOR)}, fontname={quote(FONT_NAME)}, fontsize=8, "
         f"fontcolor={quote(MUTED_TEXT)}, arrowsize=0.7];",
     ]
+    w.scene.name = chain.name
+    w.scene.title = tuple(line for line in head_lines if line)
+    w.scene.rankdir = rankdir
     w.chain_level(chain, "", "  ", (chain.name,))
     w.out.append("}")
     text = "\n".join(w.out) + "\n"
@@ -527,7 +541,7 @@ def draw_chain(
         text = text.replace(_SCOPE_TOKEN, final_scope)
     steps = {step_id: element_id(final_scope, step_id) for step_id in w.drawn}
     return Drawing(text, final_scope, steps, frozenset(w.kinds), frozenset(w.edge_kinds),
-                   statuses is not None)
+                   statuses is not None, w.scene)
 
 
 def chain_dot(

@@ -13,6 +13,8 @@ def escape_id(step_id: str) -> str:
     """A step id as a CSS/XML-safe identifier fragment, injective and readable:
     letters, digits and ``-`` stay, ``_`` becomes ``__``, anything else ``_<hex>_``
     (``parent/child`` -> ``parent_2f_child``)."""
+    if step_id.isascii() and step_id.replace("-", "a").isalnum():
+        return step_id  # (nothing to escape: most ids, and a 3,332-step chain's all)
     out = []
     for c in step_id:
         if c.isascii() and (c.isalnum() or c == "-"):

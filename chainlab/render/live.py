@@ -79,7 +79,9 @@ class LiveDag:
     of statuses; :meth:`patched_svg` gives a static SVG with those statuses applied.
 
     ``scope`` defaults to ``cl-dag-<random>`` so two views on one page never share element
-    ids or rules. Raises GraphvizUnavailable / GraphvizError (from :func:`to_svg`).
+    ids or rules. A large chain is laid out by chainlab rather than Graphviz
+    (:mod:`chainlab.render.layout`). Raises GraphvizUnavailable / GraphvizError (from
+    :func:`to_svg`, for a chain Graphviz lays out).
     """
 
     def __init__(self, chain: Chain, toolbox: Toolbox | None = None,
@@ -294,10 +296,11 @@ def _drawn(chain: Chain, toolbox: Toolbox | None, chains: Mapping[str, Chain] | 
 
 
 def _template(drawing: Drawing, legend: bool, backend: str) -> _Template:
-    """The template of ``drawing`` (drawn with the placeholder scope): Graphviz runs once per
-    DOT text (and :func:`~chainlab.render.svg.render_svg` keeps slow layouts on disk);
-    the split is made once per shape too."""
-    from chainlab.render.svg import to_svg
+    """The template of ``drawing`` (drawn with the placeholder scope): laid out once per
+    DOT text (:func:`~chainlab.render.layout.layout_svg`: chainlab's layout or Graphviz, whose
+    slow layouts :func:`~chainlab.render.svg.render_svg` also keeps on disk); the split is
+    made once per shape too."""
+    from chainlab.render.layout import layout_svg
 
     key = (drawing.dot, legend, backend)
     with _templates_lock:
@@ -305,7 +308,7 @@ def _template(drawing: Drawing, legend: bool, backend: str) -> _Template:
         if hit is not None:
             _TEMPLATES.move_to_end(key)
             return hit
-    base = to_svg(drawing.dot, backend=backend)  # type: ignore[arg-type]
+    base = layout_svg(drawing, backend=backend)
     if legend:
         base = add_legend(base, _PLACEHOLDER, statuses=True, kinds=drawing.kinds,
                           edge_kinds=drawing.edge_kinds)

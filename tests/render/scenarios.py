@@ -1,5 +1,6 @@
 """Runs with retries, confirmation waits, in-doubt steps and compensations, on a ManualClock,
-so that their timelines are exact. Shared by tests/render and tests/test_timeline.py."""
+so that their timelines are exact. Shared by tests/render and tests/test_timeline.py; and
+the large chain the layout tests open (:func:`history_chain`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,18 @@ T0 = 1_800_000_000.0
 
 def chain_of(*steps: dict[str, Any], name: str = "t", **options: Any) -> Chain:
     return Chain.from_dict({"name": name, "steps": list(steps), "options": options})
+
+
+def history_chain(n: int, **options: Any) -> Chain:
+    """benchmarks/bench_history.py's shape: ``n`` steps of the tool ``noop`` (argument ``i``)
+    in a chain, every tenth also depending on the step ten back."""
+    steps = []
+    for i in range(n):
+        deps = [f"s{i - 1}"] if i else []
+        if i >= 10 and i % 10 == 0:
+            deps.append(f"s{i - 10}")
+        steps.append({"id": f"s{i}", "tool": "noop", "args": {"i": i}, "depends_on": deps})
+    return chain_of(*steps, name="history", **options)
 
 
 class Lab:
