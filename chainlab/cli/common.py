@@ -126,3 +126,22 @@ def _report(console: Console, exc: BaseException, source: str | None) -> ExitCod
         print_error(console, "interrupted")
         return ExitCode.INTERRUPTED
     return None
+
+
+def trace_to(url: str | None) -> None:
+    """Send this process's traces to the OTLP/HTTP collector ``url`` (``--otlp``), or the one
+    the ``OTEL_EXPORTER_OTLP_*`` variables name; nothing when neither names one. Raises
+    CliError (OpenTelemetry is not installed; ``url`` is not an http(s) URL)."""
+    from chainlab.tracing import otlp_wanted
+
+    if not otlp_wanted(url):
+        return
+    try:
+        from chainlab.tracing.otlp import configure_otlp
+    except ImportError as exc:
+        raise CliError(f"--otlp needs OpenTelemetry ({exc})",
+                       hint="pip install 'chainlab[otel]'") from None
+    try:
+        configure_otlp(url)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None

@@ -17,6 +17,7 @@ OpenTelemetry module is even imported, and a run costs what it costs untraced.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,16 @@ from chainlab.tracing.context import TRACEPARENT_META, parse_traceparent, run_tr
 if TYPE_CHECKING:
     from chainlab.tracing.tracer import Tracing
 
-__all__ = ["TRACEPARENT_META", "parse_traceparent", "run_trace", "tracing_for"]
+__all__ = ["ENDPOINT_VARS", "TRACEPARENT_META", "otlp_wanted", "parse_traceparent",
+           "run_trace", "tracing_for"]
+
+#: the standard variables that name an OTLP collector for traces
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def otlp_wanted(url: str | None) -> bool:
+    """Whether spans go to a collector: ``url`` is given, or a standard variable names one."""
+    return url is not None or any(os.environ.get(v) for v in ENDPOINT_VARS)
 
 
 def tracing_for(provider: Any = None, *, capture_content: bool = False,
