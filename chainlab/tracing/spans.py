@@ -37,11 +37,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import (
-    Span,
     SpanContext,
     SpanKind,
-    Status,
-    StatusCode,
     TraceFlags,
 )
 
@@ -49,7 +46,7 @@ from chainlab.agent.turns import turns_of
 from chainlab.events import RUN_END_KINDS, Event, EventKind
 from chainlab.tools import args_hash
 from chainlab.tracing.context import RunTrace, run_trace
-from chainlab.tracing.tracer import Tracing, ns
+from chainlab.tracing.tracer import Pending, Tracing
 
 if TYPE_CHECKING:
     from chainlab.events import RunState
@@ -78,7 +75,8 @@ class RunTracer:
         self.trace: RunTrace = run_trace(run_id, record.meta)
         self.root = SpanContext(self.trace.trace_id, self.trace.root_span_id, is_remote=True,
                                 trace_flags=_SAMPLED)
-        self.open: dict[tuple[str, str, int], Span] = {}  # (what, step id, attempt) -> span
+        # (what, step id, attempt) -> the span it will be when it ends
+        self.open: dict[tuple[str, str, int], Pending] = {}
         self.agents: set[str] = set()  # agent steps seen taking a turn here
         self.marks: list[tuple[str, float, dict[str, Any]]] = []  # the root's span events
         self.first_seq: int | None = None  # the first event this process saw
@@ -116,9 +114,8 @@ class RunTracer:
                           "gen_ai.agent.name": str(tool or "").removeprefix("agent:")})
             self._content(attrs, "gen_ai.input.messages", (p.get("request") or {}).get(
                 "messages"))
-            span = self.tracing.start(f"chat {model}", self._agent_span(step_id), ev.ts, attrs,
-                                      SpanKind.CLIENT)
-            self.open[("attempt", step_id, attempt)] = span
+            self.open[("attempt", step_id, attempt)] = Pending(
+                f"chat {model}", self._agent_span(step_id), ev.ts, attrs, SpanKind.CLIENT)
             return
         call = self._call_of(step_id)
         self._content(attrs, "gen_ai.tool.call.arguments" if call else "chainlab.args", args)
@@ -126,11 +123,11 @@ class RunTracer:
             agent_step, call_id, name = call
             attrs.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                           "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
-            span = self.tracing.start(f"execute_tool {name}", self._agent_span(agent_step),
-                                      ev.ts, attrs)
+            pending = Pending(f"execute_tool {name}", self._agent_span(agent_step), ev.ts,
+                              attrs)
         else:
-            span = self.tracing.start(f"step {step_id}", self.root, ev.ts, attrs)
-        self.open[("attempt", step_id, attempt)] = span
+            pending = Pending(f"step {step_id}", self.root, ev.ts, attrs)
+        self.open[("attempt", step_id, attempt)] = pending
 
     def _content(self, attrs: dict[str, Any], key: str, value: Any) -> None:
         text = self.tracing.content(value)
@@ -139,49 +136,47 @@ class RunTracer:
 
     def _attempt_ended(self, ev: Event) -> None:
         step_id, p = str(ev.step_id), ev.payload
-        span = self.open.pop(("attempt", step_id, int(ev.attempt or 0)), None)
-        if span is not None:
+        pending = self.open.pop(("attempt", step_id, int(ev.attempt or 0)), None)
+        if pending is not None:
             ok = ev.kind in (K.STEP_SUCCEEDED, K.STEPS_ADDED)
             if ev.kind == K.STEPS_ADDED or "answer" in p:  # a model turn's answer
-                self._answer(span, p)
+                self._answer(pending.attrs, p)
             elif ok:
                 key = "gen_ai.tool.call.result" if self._call_of(step_id) else "chainlab.output"
-                text = self.tracing.content(p.get("output"))
-                if text is not None:
-                    span.set_attribute(key, text)
-            self._close(span, ev, ok)
+                self._content(pending.attrs, key, p.get("output"))
+            self._close(pending, ev, ok)
         if ev.kind in _STEP_ENDS and step_id in self._agent_steps(step_id):
             self._end_agent(step_id, ev)
 
-    def _answer(self, span: Span, p: Mapping[str, Any]) -> None:
+    def _answer(self, attrs: dict[str, Any], p: Mapping[str, Any]) -> None:
         answer, usage = p.get("answer") or {}, p.get("usage") or {}
         for key, name in (("input_tokens", "gen_ai.usage.input_tokens"),
                           ("output_tokens", "gen_ai.usage.output_tokens")):
             if isinstance(usage.get(key), int):
-                span.set_attribute(name, usage[key])
+                attrs[name] = usage[key]
         if usage.get("model"):
-            span.set_attribute("gen_ai.response.model", str(usage["model"]))
+            attrs["gen_ai.response.model"] = str(usage["model"])
         if answer.get("finish_reason"):
-            span.set_attribute("gen_ai.response.finish_reasons", [answer["finish_reason"]])
-        text = self.tracing.content(answer)
-        if text is not None:
-            span.set_attribute("gen_ai.output.messages", text)
+            attrs["gen_ai.response.finish_reasons"] = [answer["finish_reason"]]
+        self._content(attrs, "gen_ai.output.messages", answer)
 
-    def _close(self, span: Span, ev: Event, ok: bool) -> None:
-        p = ev.payload
+    def _close(self, pending: Pending, ev: Event, ok: bool, span_id: int | None = None
+               ) -> None:
+        """Make the span ``pending`` describes, ended by ``ev`` (``span_id``: a durable
+        span's)."""
+        error = None
         if not ok:
+            p = ev.payload
             kind = p.get("error_kind") or str(ev.kind)
-            span.set_attribute("error.type", str(kind))
-            span.set_attribute("chainlab.outcome", str(ev.kind))
-            span.set_status(Status(StatusCode.ERROR, str(p.get("error") or kind)[:_DESCRIPTION]))
-        else:
-            span.set_status(Status(StatusCode.OK))
-        span.end(end_time=ns(ev.ts))
+            pending.attrs["error.type"] = str(kind)
+            pending.attrs["chainlab.outcome"] = str(ev.kind)
+            error = str(p.get("error") or kind)[:_DESCRIPTION]
+        self.tracing.emit(pending, self.trace.trace_id, span_id, ev.ts, error)
 
     def _timed_out(self, ev: Event) -> None:
-        span = self.open.get(("attempt", str(ev.step_id), int(ev.attempt or 0)))
-        if span is not None:
-            span.add_event("chainlab.timed_out", timestamp=ns(ev.ts))
+        pending = self.open.get(("attempt", str(ev.step_id), int(ev.attempt or 0)))
+        if pending is not None:
+            pending.events.append(("chainlab.timed_out", ev.ts, {}))
 
     # ------------------------------------------------------------------ compensations
     def _compensation_started(self, ev: Event) -> None:
@@ -189,13 +184,13 @@ class RunTracer:
         attrs = {"chainlab.run.id": self.run_id, "chainlab.step.id": step_id,
                  "chainlab.tool": str(ev.payload.get("tool") or ""),
                  "chainlab.attempt": int(ev.attempt or 0)}
-        self.open[("compensation", step_id, int(ev.attempt or 0))] = self.tracing.start(
+        self.open[("compensation", step_id, int(ev.attempt or 0))] = Pending(
             f"compensate {step_id}", self.root, ev.ts, attrs)
 
     def _compensation_ended(self, ev: Event) -> None:
-        span = self.open.pop(("compensation", str(ev.step_id), int(ev.attempt or 0)), None)
-        if span is not None:
-            self._close(span, ev, ev.kind == K.COMPENSATION_SUCCEEDED)
+        pending = self.open.pop(("compensation", str(ev.step_id), int(ev.attempt or 0)), None)
+        if pending is not None:
+            self._close(pending, ev, ev.kind == K.COMPENSATION_SUCCEEDED)
 
     # ------------------------------------------------------------------ agents
     def _agent_steps(self, step_id: str) -> set[str]:
@@ -237,10 +232,10 @@ class RunTracer:
             if isinstance(usage.get(key), int):
                 attrs[f"gen_ai.usage.{key}"] = usage[key]
         attrs["gen_ai.agent.name"] = name
-        span = self.tracing.durable(f"invoke_agent {name}", self.trace.trace_id,
-                                    self.trace.span_id(f"step/{step_id}"), self.root,
-                                    first.started_at if first is not None else ev.ts, attrs)
-        self._close(span, ev, ev.kind == K.STEP_SUCCEEDED)
+        pending = Pending(f"invoke_agent {name}", self.root,
+                          first.started_at if first is not None else ev.ts, attrs)
+        self._close(pending, ev, ev.kind == K.STEP_SUCCEEDED,
+                    self.trace.span_id(f"step/{step_id}"))
 
     # ------------------------------------------------------------------ the root
     def _end_run(self, ev: Event) -> None:
@@ -256,12 +251,9 @@ class RunTracer:
         for key in ("input_tokens", "output_tokens"):
             if isinstance(usage.get(key), int):
                 attrs[f"gen_ai.usage.{key}"] = usage[key]
-        span = self.tracing.durable(f"run {self.record.chain_name}", self.trace.trace_id,
-                                    self.trace.root_span_id, parent_ctx,
-                                    self.record.created_at, attrs)
-        for name, ts, mark_attrs in [*self._earlier_marks(), *self.marks]:
-            span.add_event(name, mark_attrs, timestamp=ns(ts))
-        self._close(span, ev, ev.kind == K.RUN_SUCCEEDED)
+        pending = Pending(f"run {self.record.chain_name}", parent_ctx, self.record.created_at,
+                          attrs, events=[*self._earlier_marks(), *self.marks])
+        self._close(pending, ev, ev.kind == K.RUN_SUCCEEDED, self.trace.root_span_id)
 
     def _earlier_marks(self) -> list[tuple[str, float, dict[str, Any]]]:
         """The root's span events from the part of the run earlier processes drove (read

@@ -13,23 +13,40 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import (
     NonRecordingSpan,
-    Span,
     SpanContext,
     SpanKind,
+    Status,
+    StatusCode,
     set_span_in_context,
 )
 
 from chainlab.tracing.context import TRACEPARENT_META, TraceParent
 
-__all__ = ["Tracing", "ns"]
+__all__ = ["Pending", "Tracing", "ns"]
 
 log = logging.getLogger("chainlab.tracing")
+_OK = Status(StatusCode.OK)
+
+
+@dataclass(slots=True)
+class Pending:
+    """A span to make once it ends (made in one call then: :meth:`Tracing.emit`): its name,
+    parent (None: a root), start (an event's ``ts``), attributes, kind and span events
+    ``(name, ts, attributes)``."""
+
+    name: str
+    parent: SpanContext | None
+    start_ts: float
+    attrs: dict[str, Any]
+    kind: SpanKind = SpanKind.INTERNAL
+    events: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
 
 
 def _version() -> str | None:
@@ -80,6 +97,8 @@ class Tracing:
         if self._ids is not None:
             self.tracer.id_generator = self._ids
         self._lock = threading.Lock()
+        # the context of each parent span, made once (a run's root: once per run)
+        self._contexts: dict[tuple[int, int], Context] = {}
 
     # ------------------------------------------------------------------ the run's place
     def parent_meta(self, meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -94,27 +113,43 @@ class Tracing:
         return {**dict(meta or {}), TRACEPARENT_META: parent.header()}
 
     # ------------------------------------------------------------------ spans
-    def start(self, name: str, parent: SpanContext, ts: float, attributes: Mapping[str, Any],
-              kind: SpanKind = SpanKind.INTERNAL) -> Span:
-        """A span named ``name`` under ``parent``, started at ``ts``."""
-        ctx = set_span_in_context(NonRecordingSpan(parent), Context())
-        return self.tracer.start_span(name, ctx, kind, attributes, start_time=ns(ts))
-
-    def durable(self, name: str, trace_id: int, span_id: int, parent: SpanContext | None,
-                ts: float, attributes: Mapping[str, Any]) -> Span:
-        """The span every process knows as ``span_id`` of ``trace_id`` (the run's root, an
-        agent step's), made now by the one that ends it."""
-        ctx = set_span_in_context(NonRecordingSpan(parent), Context()) \
-            if parent is not None else Context()
-        with self._lock:
-            if self._ids is not None:
-                self._ids.trace_id, self._ids.span_id = trace_id, span_id
-            try:
-                return self.tracer.start_span(name, ctx, SpanKind.INTERNAL, attributes,
-                                              start_time=ns(ts))
-            finally:
+    def emit(self, pending: Pending, trace_id: int, span_id: int | None, end_ts: float,
+             error: str | None) -> None:
+        """The span ``pending`` describes, ended at ``end_ts`` (``error``: its status
+        description; None: ok). ``span_id``: a durable span's id (see
+        :mod:`chainlab.tracing.context`), made with ``trace_id`` pinned too when it has no
+        parent; None: a new id. One call of the tracer, all attributes at once."""
+        ctx = self._context(pending.parent)
+        if span_id is None:
+            span = self.tracer.start_span(pending.name, ctx, pending.kind, pending.attrs,
+                                          start_time=ns(pending.start_ts))
+        else:
+            with self._lock:
                 if self._ids is not None:
-                    self._ids.trace_id = self._ids.span_id = None
+                    self._ids.trace_id, self._ids.span_id = trace_id, span_id
+                try:
+                    span = self.tracer.start_span(pending.name, ctx, pending.kind,
+                                                  pending.attrs,
+                                                  start_time=ns(pending.start_ts))
+                finally:
+                    if self._ids is not None:
+                        self._ids.trace_id = self._ids.span_id = None
+        for name, ts, attrs in pending.events:
+            span.add_event(name, attrs, timestamp=ns(ts))
+        span.set_status(_OK if error is None else Status(StatusCode.ERROR, error))
+        span.end(end_time=ns(end_ts))
+
+    def _context(self, parent: SpanContext | None) -> Context:
+        if parent is None:
+            return Context()
+        key = (parent.trace_id, parent.span_id)
+        ctx = self._contexts.get(key)
+        if ctx is None:
+            if len(self._contexts) > 10_000:  # (a long-lived runtime: forget old runs')
+                self._contexts.clear()
+            ctx = self._contexts[key] = set_span_in_context(NonRecordingSpan(parent),
+                                                            Context())
+        return ctx
 
     def content(self, value: Any) -> str | None:
         """``value`` as a span may carry it: None unless ``capture_content``; else redacted
