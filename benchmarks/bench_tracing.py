@@ -66,7 +66,7 @@ async def per_step(wl: Workload, reps: int, receiver: OtlpReceiver, store: str,
     for row in ROWS:
         provider, capture = provider_for(row, receiver)
         where = MemoryStore() if store == "memory" else SQLiteStore(
-            folder / f"{wl.name}-{ROWS.index(row)}.db")
+            folder / f"{wl.id}-{ROWS.index(row)}.db")
         runtime = Runtime(node_toolbox(0.0), where, tracer_provider=provider,
                           capture_content=capture)
         assert (runtime.host.tracing is None) == (row == "no provider")

@@ -51,3 +51,40 @@ def test_a_configured_global_provider_is_used_by_default() -> None:
     status, names = proc.stdout.splitlines()[:2]
     assert status.startswith("succeeded <chainlab.tracing.tracer.Tracing")
     assert names == "['step a', 'run c']"
+
+
+def test_without_a_provider_no_code_of_chainlab_tracing_runs_per_step() -> None:
+    """Counted, not timed: a run of 50 steps without a provider calls into chainlab.tracing
+    once (the new run's meta checked for a parent), whatever its number of steps."""
+    import anyio
+
+    from chainlab import Chain, Toolbox
+    from chainlab.runtime import Runtime
+    from chainlab.store import MemoryStore
+
+    tb = Toolbox("t")
+
+    @tb.tool
+    def one(n: int) -> int:
+        return n
+
+    steps = [{"id": f"s{i}", "tool": "one", "args": {"n": i}} for i in range(50)]
+    chain = Chain.from_dict({"name": "c", "steps": steps})
+    runtime = Runtime(tb, MemoryStore())
+    calls: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        code = frame.f_code  # type: ignore[attr-defined]
+        if event == "call" and "chainlab/tracing/" in code.co_filename:
+            calls.append(code.co_name)
+
+    async def go() -> None:
+        sys.setprofile(profile)
+        try:
+            await (await runtime.start(chain)).wait()
+        finally:
+            sys.setprofile(None)
+        await runtime.aclose()
+
+    anyio.run(go)
+    assert calls == ["kept_parent"]
