@@ -21,18 +21,18 @@ import anyio
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+import matplotlib.pyplot as plt
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from chainlab import Agent, Chain, Toolbox  # noqa: E402
-from chainlab.runtime import Runtime  # noqa: E402
-from chainlab.store import MemoryStore  # noqa: E402
-from chainlab.testing.openai_script import Call, tool_calls  # noqa: E402
-from chainlab.testing.openai_server import FakeOpenAI  # noqa: E402
+from chainlab import Agent, Chain, Toolbox
+from chainlab.runtime import Runtime
+from chainlab.store import MemoryStore
+from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_server import FakeOpenAI
 
 OUT = Path(__file__).resolve().parents[1] / "concepts" / "observability-trace.png"
 COLOURS = {"run": "#4c566a", "step": "#5e81ac", "invoke_agent": "#b48ead", "chat": "#d08770",
