@@ -119,16 +119,24 @@ async def test_decisions_compensations_and_failures_are_span_events_of_the_root(
     assert "secret-free failure for 1" in (boom.status.description or "")
 
 
-async def test_an_agent_is_invoke_agent_with_chat_turns_and_execute_tool_calls(
-        traced: Traced) -> None:
+async def agent_run(traced: Traced, redact: Any = None) -> None:
+    """The shop's agent looks order 7 up, then answers (contents captured with ``redact``)."""
     shop = Shop()
     with FakeOpenAI() as server:
         shop.agent(server)
         server.add(tool_calls(Call("lookup", {"order": 7}, "call-1")), "Order 7 is delivered.")
-        runtime = Runtime(shop.toolbox, MemoryStore(), tracer_provider=traced.provider)
+        runtime = Runtime(shop.toolbox, MemoryStore(), tracer_provider=traced.provider,
+                          capture_content=redact is not None)
+        assert runtime.host.tracing is not None
+        runtime.host.tracing.redact = redact
         run = await runtime.start(agent_chain())
         assert (await run.wait()).status == RunStatus.SUCCEEDED
         await runtime.aclose()
+
+
+async def test_an_agent_is_invoke_agent_with_chat_turns_and_execute_tool_calls(
+        traced: Traced) -> None:
+    await agent_run(traced)
     root = traced.one("run help")
     agent = traced.one("invoke_agent support")
     assert parent_id(agent) == root.context.span_id
@@ -155,27 +163,16 @@ async def test_an_agent_is_invoke_agent_with_chat_turns_and_execute_tool_calls(
 
 async def test_contents_only_with_capture_content_and_always_redacted(
         traced: Traced) -> None:
-    shop = Shop()
-    with FakeOpenAI() as server:
-        shop.agent(server)
-        server.add(tool_calls(Call("lookup", {"order": 7}, "call-1")), "Order 7 is delivered.")
-        runtime = Runtime(shop.toolbox, MemoryStore(), tracer_provider=traced.provider,
-                          capture_content=True)
+    def redact(value: Any) -> Any:  # the seam redaction (48c) fills: masks every 7
+        if isinstance(value, dict):
+            return {k: redact(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [redact(v) for v in value]
+        if isinstance(value, str):
+            return value.replace("7", "#")
+        return "#" if value == 7 else value
 
-        def redact(value: Any) -> Any:  # the seam redaction (48c) fills: masks every 7
-            if isinstance(value, dict):
-                return {k: redact(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [redact(v) for v in value]
-            if isinstance(value, str):
-                return value.replace("7", "#")
-            return "#" if value == 7 else value
-
-        assert runtime.host.tracing is not None
-        runtime.host.tracing.redact = redact
-        run = await runtime.start(agent_chain())
-        assert (await run.wait()).status == RunStatus.SUCCEEDED
-        await runtime.aclose()
+    await agent_run(traced, redact)
     chat = sorted(traced.named("chat fake-model"), key=lambda s: s.start_time)
     sent = json.loads(attrs(chat[0])["gen_ai.input.messages"])
     assert sent[-1]["role"] == "user" and "order # arrived broken" in sent[-1]["content"]
