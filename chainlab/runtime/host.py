@@ -211,7 +211,7 @@ class Host:
             from chainlab.tracing.spans import attach
 
             attach(self.tracing, run.run_id, run.record, kernel.state, self.store,
-                   kernel.subscribers)
+                   kernel.subscribers, taken_up=phase != DrivePhase.START)
         kernel.prepare_drive()
         self.spawn(lambda: self._drive(run, phase))
 

@@ -66,7 +66,7 @@ class RunTracer:
     run in the process that drives it."""
 
     def __init__(self, tracing: Tracing, run_id: str, record: RunRecord, state: RunState,
-                 store: Store):
+                 store: Store, *, taken_up: bool = False):
         self.tracing = tracing
         self.run_id = run_id
         self.record = record
@@ -79,12 +79,12 @@ class RunTracer:
         self.open: dict[tuple[str, str, int], Pending] = {}
         self.agents: set[str] = set()  # agent steps seen taking a turn here
         self.marks: list[tuple[str, float, dict[str, Any]]] = []  # the root's span events
-        self.first_seq: int | None = None  # the first event this process saw
+        # a run taken up here (resumed, taken over): the events before this drive were seen
+        # by other processes (read back at the end for the root's span events)
+        self.earlier = state.last_seq if taken_up else 0
         self.ended = False
 
     def __call__(self, ev: Event) -> None:
-        if self.first_seq is None:
-            self.first_seq = ev.seq
         handler = _HANDLERS.get(ev.kind)
         if handler is not None:
             handler(self, ev)
@@ -258,7 +258,7 @@ class RunTracer:
     def _earlier_marks(self) -> list[tuple[str, float, dict[str, Any]]]:
         """The root's span events from the part of the run earlier processes drove (read
         from the log once, at the end: they committed it before this process took over)."""
-        if self.first_seq is None or self.first_seq <= 1:
+        if not self.earlier:
             return []
         try:
             events = self.store.load_events(self.run_id)
@@ -266,7 +266,7 @@ class RunTracer:
             log.warning("run %s: its earlier events could not be read for its trace (%s)",
                         self.run_id, exc)
             return []
-        return [m for e in events if e.seq < self.first_seq
+        return [m for e in events if e.seq <= self.earlier
                 for m in (_mark(e),) if m is not None]
 
 
@@ -314,9 +314,10 @@ def _mark(ev: Event) -> tuple[str, float, dict[str, Any]] | None:
 
 
 def attach(tracing: Tracing, run_id: str, record: RunRecord, state: RunState, store: Store,
-           subscribers: list[Callable[[Event], None]]) -> None:
+           subscribers: list[Callable[[Event], None]], *, taken_up: bool = False) -> None:
     """Trace run ``run_id`` with ``tracing`` from its next event on: a :class:`RunTracer`
-    among its ``subscribers`` (once per drive: a second attach does nothing)."""
+    among its ``subscribers`` (once per drive: a second attach does nothing). ``taken_up``:
+    the run was driven by another process before (resumed, taken over)."""
     if any(isinstance(cb, RunTracer) for cb in subscribers):
         return
-    subscribers.append(RunTracer(tracing, run_id, record, state, store))
+    subscribers.append(RunTracer(tracing, run_id, record, state, store, taken_up=taken_up))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.trace import StatusCode
 
@@ -206,3 +207,53 @@ async def test_without_a_provider_nothing_is_traced_and_false_turns_the_global_o
         traced: Traced) -> None:
     assert Runtime(toolbox(), MemoryStore()).host.tracing is None
     assert Runtime(toolbox(), MemoryStore(), tracer_provider=False).host.tracing is None
+
+
+async def test_a_run_taken_up_by_another_runtime_continues_its_trace_and_agent_span(
+        traced: Traced, tmp_path: Any) -> None:
+    """Two runtimes on one SQLite store (as two processes would be; the SIGKILL version is
+    tests/tracing/test_processes.py): the first approves a refund and sees the agent's first
+    turn, then stops driving mid-call; the second resumes. One root, one invoke_agent (both
+    emitted by the second, with their recorded starts), the first turn's chat span from the
+    first runtime under the same agent span id, the decision on the root."""
+    from chainlab.store import SQLiteStore
+
+    shop = Shop()
+    chain = Chain.from_dict({"name": "help", "steps": [
+        {"id": "refund", "tool": "refund", "args": {"order": 7, "amount": 15}},
+        {"id": "help", "tool": "agent:support", "depends_on": ["refund"],
+         "args": {"request": "where is order 7?"}}]})
+    with FakeOpenAI() as server:
+        shop.agent(server)
+        server.add(tool_calls(Call("slow", {"order": 7}, "call-1")), "It is in aisle 4.")
+        first = Runtime(shop.toolbox, SQLiteStore(tmp_path / "runs.db"),
+                        tracer_provider=traced.provider)
+        run = await first.start(chain)
+        assert (await run.wait()).status == RunStatus.SUSPENDED
+        await run.approve("refund", by="ana")
+        with anyio.fail_after(10):
+            while run.state.steps.get("help/1.1") is None or \
+                    run.state.steps["help/1.1"].status != "running":
+                await anyio.sleep(0.01)
+        await first.aclose()  # stops driving: the call in flight is left to the next
+        assert [s.name for s in traced.spans()] == ["step refund", "chat fake-model"]
+        second = Runtime(shop.toolbox, SQLiteStore(tmp_path / "runs.db"),
+                         tracer_provider=traced.provider)
+        shop.gate.set()
+        again = await second.resume(run.run_id, force=True)
+        assert (await again.wait()).status == RunStatus.SUCCEEDED
+        await second.aclose()
+    root = traced.one("run help")
+    agent = traced.one("invoke_agent support")
+    chats = sorted(traced.named("chat fake-model"), key=lambda s: s.start_time)
+    tool = traced.one("execute_tool slow")
+    assert {s.context.trace_id for s in traced.spans()} == {root.context.trace_id}
+    assert parent_id(agent) == root.context.span_id
+    assert [parent_id(c) for c in chats] == [agent.context.span_id] * 2
+    assert parent_id(tool) == agent.context.span_id
+    assert agent.start_time == chats[0].start_time  # the first turn's recorded start
+    assert root.start_time == int(run.record.created_at * 1e9)
+    marks = [(e.name, dict(e.attributes or {})) for e in root.events]
+    assert ("chainlab.decision", {"chainlab.step.id": "refund",
+                                  "chainlab.decision": "approved",
+                                  "chainlab.decision.by": "ana"}) in marks
