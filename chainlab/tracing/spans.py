@@ -110,7 +110,9 @@ class RunTracer:
             model = p.get("model") or "unknown"
             attrs.update({"gen_ai.operation.name": "chat", "chainlab.turn": p["turn"],
                           "gen_ai.request.model": model,
-                          "gen_ai.provider.name": p.get("provider") or "openai",
+                          # (an agent asks an OpenAI-compatible endpoint unless converted
+                          # from another SDK: then its model is its SDK's, unnamed here)
+                          "gen_ai.provider.name": "openai" if p.get("model") else "unknown",
                           "gen_ai.agent.name": str(tool or "").removeprefix("agent:")})
             self._content(attrs, "gen_ai.input.messages", (p.get("request") or {}).get(
                 "messages"))

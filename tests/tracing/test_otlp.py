@@ -6,6 +6,7 @@ with ONE warning, the run goes on."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -45,7 +46,8 @@ def closed_port() -> int:
 
 def cli_run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     chain = tmp_path / "chain.yaml"
-    chain.write_text(CHAIN)
+    if not chain.exists():
+        chain.write_text(CHAIN)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     return subprocess.run(
         [sys.executable, "-m", "chainlab", "run", str(chain), "--tools",
@@ -72,6 +74,33 @@ def test_the_standard_variable_names_the_collector_too(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         spans = receiver.wait_for(lambda spans: any(s.name == "run traced" for s in spans))
     assert {s.resource["service.name"] for s in spans} == {"billing"}
+
+
+def test_a_run_approved_by_another_command_ends_its_trace_there(tmp_path: Path) -> None:
+    """``chainlab run`` suspends at a confirmation (exit 3); ``chainlab approve`` in another
+    process drives the run on and ends it: the same trace, its root from the approver."""
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("name: traced\nsteps:\n  - {id: a, tool: fetch, args: {n: 2}}\n"
+                     "  - {id: p, tool: pay, args: {n: 3}, depends_on: [a]}\n")
+    with OtlpReceiver() as receiver:
+        done = cli_run(tmp_path, "--json", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+        assert done.returncode == 3, done.stderr
+        run_id = json.loads(done.stdout)["run_id"]
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        approved = subprocess.run(
+            [sys.executable, "-m", "chainlab", "approve", run_id, "p", "--db",
+             str(tmp_path / "runs.db"), "-t", "tests.tracing.tracedtools:toolbox"],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env={**clean, "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url})
+        assert approved.returncode == 0, approved.stderr
+        spans = receiver.wait_for(lambda spans: any(s.name == "run traced" for s in spans))
+    [root] = [s for s in spans if s.name == "run traced"]
+    assert sorted(s.name for s in spans) == ["run traced", "step a", "step p"]
+    assert {s.trace_id for s in spans} == {root.trace_id}
+    assert all(s.parent_span_id == root.span_id for s in spans if s is not root)
+    by = {s.name: s.resource["process.pid"] for s in spans}
+    assert by["step a"] != by["step p"] == by["run traced"]
+    assert [e for e in root.events if e[0] == "chainlab.decision"]
 
 
 def test_an_endpoint_that_is_down_costs_one_warning_and_the_run_goes_on(

@@ -35,6 +35,12 @@ def wait(n: int) -> int:
     return n + 1
 
 
+@toolbox.tool(side_effects=True, requires_confirmation=True, idempotent=True)
+def pay(n: int) -> str:
+    """Pay (a person approves)."""
+    return f"paid {n}"
+
+
 CHAIN = Chain.from_dict({"name": "traced", "steps": [
     {"id": "a", "tool": "fetch", "args": {"n": 2}},
     {"id": "b", "tool": "wait", "args": {"n": "{{ steps.a.output }}"}},
