@@ -83,14 +83,21 @@ class RunTracer:
         # by other processes (read back at the end for the root's span events)
         self.earlier = state.last_seq if taken_up else 0
         self.ended = False
+        parent = self.trace.parent
+        self.parent = SpanContext(parent.trace_id, parent.span_id, is_remote=True,
+                                  trace_flags=TraceFlags(parent.flags)) if parent else None
+        self.sampled = tracing.sampled(self.trace.trace_id, self.parent)
 
     def __call__(self, ev: Event) -> None:
+        if not self.sampled:
+            return
         handler = _HANDLERS.get(ev.kind)
         if handler is not None:
             handler(self, ev)
-        mark = _mark(ev)
-        if mark is not None:
-            self.marks.append(mark)
+        if ev.kind in _MARKED or ev.payload.get("resolved"):
+            mark = _mark(ev)
+            if mark is not None:
+                self.marks.append(mark)
         if ev.kind in RUN_END_KINDS:
             self._end_run(ev)
 
@@ -147,7 +154,7 @@ class RunTracer:
                 key = "gen_ai.tool.call.result" if self._call_of(step_id) else "chainlab.output"
                 self._content(pending.attrs, key, p.get("output"))
             self._close(pending, ev, ok)
-        if ev.kind in _STEP_ENDS and step_id in self._agent_steps(step_id):
+        if ev.kind in _STEP_ENDS and self._is_agent(step_id):
             self._end_agent(step_id, ev)
 
     def _answer(self, attrs: dict[str, Any], p: Mapping[str, Any]) -> None:
@@ -159,7 +166,7 @@ class RunTracer:
         if usage.get("model"):
             attrs["gen_ai.response.model"] = str(usage["model"])
         if answer.get("finish_reason"):
-            attrs["gen_ai.response.finish_reasons"] = [answer["finish_reason"]]
+            attrs["gen_ai.response.finish_reasons"] = (str(answer["finish_reason"]),)
         self._content(attrs, "gen_ai.output.messages", answer)
 
     def _close(self, pending: Pending, ev: Event, ok: bool, span_id: int | None = None
@@ -195,10 +202,13 @@ class RunTracer:
             self._close(pending, ev, ev.kind == K.COMPENSATION_SUCCEEDED)
 
     # ------------------------------------------------------------------ agents
-    def _agent_steps(self, step_id: str) -> set[str]:
-        if step_id not in self.agents and turns_of(self.state, step_id):
+    def _is_agent(self, step_id: str) -> bool:
+        if step_id in self.agents:
+            return True
+        if self.state.growth and turns_of(self.state, step_id):
             self.agents.add(step_id)  # (its turns were taken by an earlier process)
-        return self.agents
+            return True
+        return False
 
     def _agent_span(self, step_id: str) -> SpanContext:
         return SpanContext(self.trace.trace_id, self.trace.span_id(f"step/{step_id}"),
@@ -244,16 +254,13 @@ class RunTracer:
         if self.ended:
             return
         self.ended = True
-        parent = self.trace.parent
-        parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=True,
-                                 trace_flags=TraceFlags(parent.flags)) if parent else None
         attrs = {"chainlab.run.id": self.run_id, "chainlab.chain": self.record.chain_name,
                  "chainlab.run.status": str(ev.kind).removeprefix("run_")}
         usage = self.state.usage if isinstance(self.state.usage, dict) else {}
         for key in ("input_tokens", "output_tokens"):
             if isinstance(usage.get(key), int):
                 attrs[f"gen_ai.usage.{key}"] = usage[key]
-        pending = Pending(f"run {self.record.chain_name}", parent_ctx, self.record.created_at,
+        pending = Pending(f"run {self.record.chain_name}", self.parent, self.record.created_at,
                           attrs, events=[*self._earlier_marks(), *self.marks])
         self._close(pending, ev, ev.kind == K.RUN_SUCCEEDED, self.trace.root_span_id)
 
@@ -275,6 +282,11 @@ class RunTracer:
 #: the kinds that end a step (an agent step's ``invoke_agent`` span ends with it)
 _STEP_ENDS = frozenset({K.STEP_SUCCEEDED, K.STEP_FAILED, K.STEP_CANCELLED, K.STEP_IN_DOUBT,
                         K.STEP_SKIPPED, K.STEP_REJECTED})
+
+#: the kinds :func:`_mark` may make a span event of (besides a person's resolution)
+_MARKED = frozenset({K.STEP_APPROVED, K.STEP_REJECTED, K.STEP_IN_DOUBT,
+                     K.COMPENSATION_SUCCEEDED, K.COMPENSATION_FAILED,
+                     K.STEP_WAITING_CONFIRMATION})
 
 _HANDLERS: dict[EventKind, Callable[[RunTracer, Event], None]] = {
     K.STEP_STARTED: RunTracer._step_started,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from opentelemetry.trace import (
     SpanKind,
     Status,
     StatusCode,
+    TraceFlags,
     set_span_in_context,
 )
 
@@ -33,6 +33,15 @@ __all__ = ["Pending", "Tracing", "ns"]
 
 log = logging.getLogger("chainlab.tracing")
 _OK = Status(StatusCode.OK)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+def _is_sdk(tracer: Any) -> bool:
+    try:
+        from opentelemetry.sdk.trace import Tracer
+    except ImportError:  # (the API alone)
+        return False
+    return isinstance(tracer, Tracer)
 
 
 @dataclass(slots=True)
@@ -61,23 +70,38 @@ def ns(ts: float) -> int:
     return int(ts * 1e9)
 
 
-class _PinnedIds:
-    """The ids a tracer gives a new span: its own generator's, except while a durable span
-    (whose id every process derives) is made (see :meth:`Tracing.durable`)."""
+class _Direct:
+    """Spans handed straight to the span processor of the SDK's tracer (its public
+    ``span_processor``, ``resource``, ``sampler`` and ``id_generator``), as finished
+    ``ReadableSpan`` objects: a chainlab span is made whole when it ends, so the SDK's
+    per-span machinery (context, locks, limits on a live span) is not needed; this makes a
+    span about three times cheaper (benchmarks/bench_tracing.py) and lets a durable span
+    carry the id every process derives. The processors' ``on_start`` is not called (no span
+    is live), and a run is sampled once, as a whole (:meth:`Tracing.sampled`)."""
 
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.trace_id: int | None = None
-        self.span_id: int | None = None
+    def __init__(self, tracer: Any):
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    def generate_trace_id(self) -> int:
-        return self.trace_id if self.trace_id is not None else self.inner.generate_trace_id()
+        self.processor = tracer.span_processor
+        self.resource = tracer.resource
+        self.sampler = tracer.sampler
+        self.ids = tracer.id_generator
+        self.scope = InstrumentationScope("chainlab", _version())
+        self.readable, self.event = ReadableSpan, Event
 
-    def generate_span_id(self) -> int:
-        return self.span_id if self.span_id is not None else self.inner.generate_span_id()
-
-    def is_trace_id_random(self) -> bool:
-        return bool(self.inner.is_trace_id_random())
+    def emit(self, pending: Pending, trace_id: int, span_id: int | None, end_ts: float,
+             error: str | None) -> None:
+        ctx = SpanContext(trace_id, span_id if span_id is not None
+                          else self.ids.generate_span_id(), False, _SAMPLED)
+        span = self.readable(
+            pending.name, ctx, pending.parent, self.resource, pending.attrs,
+            tuple(self.event(name, attrs, ns(ts)) for name, ts, attrs in pending.events),
+            kind=pending.kind, status=_OK if error is None else Status(StatusCode.ERROR,
+                                                                        error),
+            start_time=ns(pending.start_ts), end_time=ns(end_ts),
+            instrumentation_scope=self.scope)
+        self.processor.on_end(span)
 
 
 class Tracing:
@@ -91,12 +115,9 @@ class Tracing:
         self.tracer = provider.get_tracer("chainlab", _version())
         self.capture_content = capture_content
         self.redact = redact
-        # a durable span's id is pinned while it is made: only the SDK's tracer lets us
-        ids = getattr(self.tracer, "id_generator", None)  # (a third-party provider: absent)
-        self._ids = _PinnedIds(ids) if ids is not None else None
-        if self._ids is not None:
-            self.tracer.id_generator = self._ids
-        self._lock = threading.Lock()
+        # the SDK's tracer: spans go straight to its processor (see _Direct); another
+        # provider's: through the tracer API (a durable span then gets an id of its own)
+        self._direct = _Direct(self.tracer) if _is_sdk(self.tracer) else None
         # the context of each parent span, made once (a run's root: once per run)
         self._contexts: dict[tuple[int, int], Context] = {}
 
@@ -113,27 +134,27 @@ class Tracing:
         return {**dict(meta or {}), TRACEPARENT_META: parent.header()}
 
     # ------------------------------------------------------------------ spans
+    def sampled(self, trace_id: int, parent: SpanContext | None) -> bool:
+        """Whether a run's trace is recorded, decided once for the whole run by the SDK's
+        sampler (deterministic for a trace id under a ratio sampler, the parent's flag under
+        a parent-based one: every process decides alike). Another provider samples each
+        span itself: True."""
+        if self._direct is None:
+            return True
+        result = self._direct.sampler.should_sample(self._context(parent), trace_id, "run")
+        return bool(result.decision.is_sampled())
+
     def emit(self, pending: Pending, trace_id: int, span_id: int | None, end_ts: float,
              error: str | None) -> None:
         """The span ``pending`` describes, ended at ``end_ts`` (``error``: its status
-        description; None: ok). ``span_id``: a durable span's id (see
-        :mod:`chainlab.tracing.context`), made with ``trace_id`` pinned too when it has no
-        parent; None: a new id. One call of the tracer, all attributes at once."""
-        ctx = self._context(pending.parent)
-        if span_id is None:
-            span = self.tracer.start_span(pending.name, ctx, pending.kind, pending.attrs,
-                                          start_time=ns(pending.start_ts))
-        else:
-            with self._lock:
-                if self._ids is not None:
-                    self._ids.trace_id, self._ids.span_id = trace_id, span_id
-                try:
-                    span = self.tracer.start_span(pending.name, ctx, pending.kind,
-                                                  pending.attrs,
-                                                  start_time=ns(pending.start_ts))
-                finally:
-                    if self._ids is not None:
-                        self._ids.trace_id = self._ids.span_id = None
+        description; None: ok), in trace ``trace_id``. ``span_id``: a durable span's id
+        (see :mod:`chainlab.tracing.context`); None: a new id."""
+        if self._direct is not None:
+            self._direct.emit(pending, trace_id, span_id, end_ts, error)
+            return
+        span = self.tracer.start_span(pending.name, self._context(pending.parent),
+                                      pending.kind, pending.attrs,
+                                      start_time=ns(pending.start_ts))
         for name, ts, attrs in pending.events:
             span.add_event(name, attrs, timestamp=ns(ts))
         span.set_status(_OK if error is None else Status(StatusCode.ERROR, error))
