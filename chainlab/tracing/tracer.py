@@ -152,9 +152,12 @@ class Tracing:
         if self._direct is not None:
             self._direct.emit(pending, trace_id, span_id, end_ts, error)
             return
-        span = self.tracer.start_span(pending.name, self._context(pending.parent),
-                                      pending.kind, pending.attrs,
-                                      start_time=ns(pending.start_ts))
+        parent = pending.parent
+        if parent is None and span_id is not None:  # a root: through the API, only a parent
+            # carries the trace id; the derived id stands in (the root gets an id of its own)
+            parent = SpanContext(trace_id, span_id, True, _SAMPLED)
+        span = self.tracer.start_span(pending.name, self._context(parent), pending.kind,
+                                      pending.attrs, start_time=ns(pending.start_ts))
         for name, ts, attrs in pending.events:
             span.add_event(name, attrs, timestamp=ns(ts))
         span.set_status(_OK if error is None else Status(StatusCode.ERROR, error))

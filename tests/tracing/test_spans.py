@@ -17,6 +17,7 @@ from chainlab.runtime import RunStatus, Runtime
 from chainlab.store import MemoryStore
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
+from chainlab.tracing import run_trace
 from tests.agent.conftest import Shop, agent_chain
 
 from .conftest import Traced, attrs, parent_id
@@ -257,3 +258,47 @@ async def test_a_run_taken_up_by_another_runtime_continues_its_trace_and_agent_s
     assert ("chainlab.decision", {"chainlab.step.id": "refund",
                                   "chainlab.decision": "approved",
                                   "chainlab.decision.by": "ana"}) in marks
+
+
+async def test_another_providers_tracer_gets_the_spans_through_the_api(traced: Traced) -> None:
+    """A provider that is not the SDK's: spans go through ``start_span``, in the run's trace;
+    such a tracer cannot give the root the derived id the children name, so the root hangs
+    under that id too (documented)."""
+
+    class ApiOnly:  # a provider whose tracer is not the SDK's class
+        def __init__(self, inner: Any):
+            self.inner = inner
+
+        def get_tracer(self, *args: Any, **kw: Any) -> Any:
+            tracer = self.inner.get_tracer(*args, **kw)
+
+            class Wrapped:
+                def start_span(self, *a: Any, **k: Any) -> Any:
+                    return tracer.start_span(*a, **k)
+
+            return Wrapped()
+
+    runtime = Runtime(toolbox(), MemoryStore(), tracer_provider=ApiOnly(traced.provider))
+    run = await runtime.start(chain_of({"id": "a", "tool": "fetch", "args": {"n": 2}}))
+    assert (await run.wait()).status == RunStatus.SUCCEEDED
+    await runtime.aclose()
+    root, a = traced.one("run orders"), traced.one("step a")
+    derived = run_trace(run.run_id, run.record.meta)
+    assert a.context.trace_id == root.context.trace_id == derived.trace_id
+    assert parent_id(a) == parent_id(root) == derived.root_span_id != root.context.span_id
+
+
+async def test_a_run_the_sampler_leaves_out_makes_no_span() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runtime = Runtime(toolbox(), MemoryStore(), tracer_provider=provider)
+    run = await runtime.start(chain_of({"id": "a", "tool": "fetch", "args": {"n": 2}}))
+    assert (await run.wait()).status == RunStatus.SUCCEEDED
+    await runtime.aclose()
+    assert list(exporter.get_finished_spans()) == []
