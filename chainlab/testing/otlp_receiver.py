@@ -26,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-__all__ = ["OtlpReceiver", "ReceivedSpan"]
+__all__ = ["OtlpReceiver", "ReceivedSpan", "decode"]
 
 
 @dataclass(frozen=True)

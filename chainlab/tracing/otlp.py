@@ -62,6 +62,7 @@ class DroppingExporter(SpanExporter):
         self._warned = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Send ``spans`` through the inner exporter, or drop them (see the class)."""
         now = self.clock()
         if self._down_until is not None and now < self._down_until:
             self.dropped += len(spans)
@@ -84,9 +85,11 @@ class DroppingExporter(SpanExporter):
         return result
 
     def shutdown(self) -> None:
+        """Shut the inner exporter down."""
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the inner exporter."""
         return bool(self.inner.force_flush(timeout_millis))
 
 
