@@ -302,3 +302,31 @@ async def test_a_run_the_sampler_leaves_out_makes_no_span() -> None:
     assert (await run.wait()).status == RunStatus.SUCCEEDED
     await runtime.aclose()
     assert list(exporter.get_finished_spans()) == []
+
+
+async def test_an_unsafe_call_in_doubt_and_a_persons_resolution_are_span_events(
+        traced: Traced) -> None:
+    tb = Toolbox("t")
+
+    @tb.tool(side_effects=True)
+    async def charge(n: int) -> int:
+        """Charge (not idempotent): too slow for its timeout, so in doubt."""
+        await anyio.sleep(5)
+        return n
+
+    runtime = Runtime(tb, MemoryStore(), tracer_provider=traced.provider)
+    run = await runtime.start(chain_of({"id": "x", "tool": "charge", "args": {"n": 1},
+                                        "timeout_s": 0.05}))
+    assert (await run.wait()).status == RunStatus.SUSPENDED
+    await run.resolve("x", output=1, by="bob", note="it went through")
+    assert (await run.wait()).status == RunStatus.SUCCEEDED
+    await runtime.aclose()
+    x = traced.one("step x")
+    assert attrs(x)["error.type"] == "timeout" and attrs(x)["chainlab.outcome"] == "step_in_doubt"
+    assert [e.name for e in x.events] == ["chainlab.timed_out"]
+    root = traced.one("run orders")
+    marks = {e.name: dict(e.attributes or {}) for e in root.events}
+    assert marks["chainlab.in_doubt"]["error.type"] == "timeout"
+    assert marks["chainlab.decision"] == {"chainlab.step.id": "x",
+                                          "chainlab.decision": "resolved:succeeded",
+                                          "chainlab.decision.by": "bob"}
