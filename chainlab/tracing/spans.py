@@ -295,6 +295,8 @@ _HANDLERS: dict[EventKind, Callable[[RunTracer, Event], None]] = {
     K.STEP_RETRY_SCHEDULED: RunTracer._attempt_ended,
     K.STEP_IN_DOUBT: RunTracer._attempt_ended,
     K.STEP_CANCELLED: RunTracer._attempt_ended,
+    K.STEP_REJECTED: RunTracer._attempt_ended,  # (no attempt open: an agent step's end)
+    K.STEP_SKIPPED: RunTracer._attempt_ended,
     K.STEPS_ADDED: RunTracer._attempt_ended,
     K.STEP_TIMED_OUT: RunTracer._timed_out,
     K.COMPENSATION_STARTED: RunTracer._compensation_started,

@@ -330,3 +330,27 @@ async def test_an_unsafe_call_in_doubt_and_a_persons_resolution_are_span_events(
     assert marks["chainlab.decision"] == {"chainlab.step.id": "x",
                                           "chainlab.decision": "resolved:succeeded",
                                           "chainlab.decision.by": "bob"}
+
+
+async def test_a_budget_stop_is_a_span_event_of_the_root(traced: Traced) -> None:
+    from chainlab.plan.schema import RunOptions
+
+    shop = Shop()
+    with FakeOpenAI() as server:
+        shop.agent(server)
+        server.add(*[tool_calls(Call("lookup", {"order": i}, f"c{i}")) for i in range(4)])
+        runtime = Runtime(shop.toolbox, MemoryStore(), tracer_provider=traced.provider)
+        run = await runtime.start(agent_chain(), options=RunOptions.model_validate(
+            {"budget": {"max_tokens": 60}}))
+        assert (await run.wait()).status == RunStatus.SUSPENDED
+        assert run.steps["help"].reason == "budget_exceeded"
+        await run.reject("help", reason="too costly", by="carol")
+        await run.wait()
+        await runtime.aclose()
+    root = traced.one("run help")
+    names = [e.name for e in root.events]
+    assert names.index("chainlab.budget_stop") < names.index("chainlab.decision")
+    decision = next(e for e in root.events if e.name == "chainlab.decision")
+    assert dict(decision.attributes or {})["chainlab.decision.by"] == "carol"
+    agent = traced.one("invoke_agent support")
+    assert attrs(agent)["error.type"] and agent.status.status_code == StatusCode.ERROR
