@@ -105,7 +105,8 @@ class AgentStep(Parent):
         body = request.body()
         k.emit(K.STEP_STARTED, node.id, attempt, {
             "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
-            "request": body, "code": node.tool.fingerprint if node.tool else None})
+            "request": body, "code": node.tool.fingerprint if node.tool else None,
+            "model": agent.endpoint.model})  # (what a trace's chat span names)
         tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
