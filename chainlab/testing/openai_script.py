@@ -71,6 +71,7 @@ class Reply:
     body: dict[str, Any] | None = None
     tool_calls: tuple[Call, ...] = ()
     usage: dict[str, int] | None = None  # prompt_tokens / completion_tokens to report
+    gap_s: float = 0.0
 
 
 def tool_calls(*calls: Call, content: str | None = None,

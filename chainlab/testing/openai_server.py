@@ -7,6 +7,9 @@ item can be: a plan, text, an HTTP status, a delay, ``Delay``, ``Reply`` or a ca
 When the script is used up, the server answers 500 and counts ``server.unexpected``.
 Every request is recorded (``server.requests``, each a ``RecordedRequest``), so tests can
 assert the repair prompt and the ``response_format``. ``GET .../models`` lists ``model``.
+Connections are kept alive between requests, as a real server keeps them (a streamed answer
+is sent chunked), and ``server.connections`` counts those accepted: a client that reuses its
+connection opens one for many requests.
 
 ``like`` makes the server take only what a kind of real server takes (:data:`SERVER_KINDS`);
 a request asking for more is refused the way that server refuses it, without consuming a
@@ -133,6 +136,9 @@ class FakeOpenAI:
         self.host = host
         self.requests: list[RecordedRequest] = []
         self.unexpected = 0
+        self.connections = 0
+        #: ``(time.perf_counter(), text)`` of every piece of text or arguments streamed
+        self.pieces: list[tuple[float, str]] = []
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -247,6 +253,16 @@ class FakeOpenAI:
             "usage": {**usage, "total_tokens": sum(usage.values())},
         }
 
+    def sent(self, chunk: dict[str, Any] | None) -> None:
+        """Note the moment a streamed chunk's text or arguments piece was sent."""
+        for choice in (chunk or {}).get("choices") or ():
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or "".join(
+                (c.get("function") or {}).get("arguments") or ""
+                for c in delta.get("tool_calls") or ())
+            if piece:
+                self.pieces.append((time.perf_counter(), piece))
+
     def wait_or_stop(self, seconds: float) -> bool:
         """Sleep ``seconds`` unless the server closes first (then True)."""
         return self._stop.wait(seconds) if seconds > 0 else False
@@ -301,18 +317,21 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean
 
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
+
         def _send(self, status: int, body: Any) -> None:
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:  # the client gave up (timeout) and closed the socket
-                pass
-            self.close_connection = True
+                self.close_connection = True
 
         def _record(self, body: Any) -> RecordedRequest:
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -340,28 +359,35 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             reply = server._take(request)
             if server.wait_or_stop(reply.delay_s):
+                self.close_connection = True
                 return  # closing: drop the connection without an answer
             if reply.status != 200:
                 self._send(reply.status, reply.body or error_body(reply.status, reply.error))
             elif request.stream:
                 self._send_stream(stream_chunks(server.completion_body(reply, request),
-                                                _include_usage(request)))
+                                                _include_usage(request)), reply.gap_s)
             else:
                 self._send(200, server.completion_body(reply, request))
 
-        def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
-            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        def _send_stream(self, chunks: list[dict[str, Any]], gap_s: float = 0.0) -> None:
+            events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for line in data.encode().splitlines(keepends=True):  # in pieces, as a
-                    self.wfile.write(line)  # server streams them
+                for n, event in enumerate(events):  # one HTTP chunk per event, as a server
+                    if n and server.wait_or_stop(gap_s):  # streams them
+                        self.close_connection = True
+                        return
+                    data = event.encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                     self.wfile.flush()
+                    server.sent(chunks[n] if n < len(chunks) else None)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
             except OSError:
-                pass
-            self.close_connection = True
+                self.close_connection = True
 
     return Handler
 
