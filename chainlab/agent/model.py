@@ -22,7 +22,7 @@ from chainlab.errors import PermanentError, ToolError, TransientError
 from chainlab.events.usage import normalize_usage
 
 __all__ = ["TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
-           "reported_usage", "request_hash", "status_error"]
+           "RequestHasher", "reported_usage", "request_hash", "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +149,50 @@ def status_error(status: int, said: str) -> ToolError:
     return PermanentError(said)
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def request_hash(body: Mapping[str, Any]) -> str:
     """A stable hash of a request body (sorted keys, compact JSON)."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(_dumps(body).encode()).hexdigest()[:32]
+
+
+class RequestHasher:
+    """:func:`request_hash` of the requests of one agent step, turn after turn, at the cost
+    of what each adds: the hash's state after the messages already hashed is kept, and a
+    request whose messages begin with them (and whose other keys come out the same) hashes
+    only its new messages. The same value as :func:`request_hash`, always: a request that
+    does not continue the last one is hashed whole."""
+
+    __slots__ = ("_head", "_messages", "_state")
+
+    def __init__(self) -> None:
+        self._head = ""
+        self._messages: list[Any] = []
+        self._state: Any = None
+
+    def hash(self, body: Mapping[str, Any]) -> str:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return request_hash(body)
+        # the compact sorted JSON of the body is HEAD "messages":[m0,m1,...] TAIL
+        head = _dumps({k: v for k, v in body.items() if k < "messages"})[:-1]
+        tail = _dumps({k: v for k, v in body.items() if k > "messages"})
+        done = len(self._messages)
+        if self._state is None or head != self._head or done > len(messages) \
+                or messages[:done] != self._messages:
+            self._head, self._messages = head, []
+            self._state = hashlib.sha256(
+                (head + ("," if head != "{" else "") + '"messages":[').encode())
+            done = 0
+        for message in messages[done:]:
+            self._state.update(("," if self._messages else "").encode()
+                               + _dumps(message).encode())
+            self._messages.append(message)
+        state = self._state.copy()
+        state.update(("]" + ("," + tail[1:] if tail != "{}" else "}")).encode())
+        return state.hexdigest()[:32]
 
 
 class ModelClient(Protocol):

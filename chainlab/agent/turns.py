@@ -13,6 +13,11 @@ Everything here reads run state (:class:`~chainlab.events.RunState`) and nothing
 conversation of the next turn (:func:`turn_records`), the transcript a person reads
 (:func:`transcript`, :func:`turns_by_step`), the tools of the calls (:func:`call_tools`),
 and the turns a drawing lays out (:func:`turn_shapes`).
+
+A turn's request is never stored whole (it repeats every earlier turn): its ``step_started``
+keeps the ``request_hash`` and, when it changed, the :func:`request_frame`; the ONE
+:func:`turn_requests` rebuilds each turn's request from the log for every reader (a replay's
+diff, export-test, experiments). A log written before keeps ``request``, read as it is.
 """
 
 from __future__ import annotations
@@ -22,18 +27,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chainlab.agent.conversation import PastTurn, result_text
-from chainlab.agent.model import ModelTurn
+from chainlab.agent.conversation import PastTurn, messages, result_text
+from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.errors import StoreError
 from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step, names_an_agent
 
 if TYPE_CHECKING:
-    from chainlab.events import AttemptRecord, RunState, StepState
+    from chainlab.events import AttemptRecord, Event, RunState, StepState
 
 __all__ = ["CallMade", "CallRefused", "TurnRecorded", "TurnShape", "agent_step_ids",
-           "call_plan_step", "call_tools", "recorded_turns", "transcript", "turn_records",
-           "turn_shapes", "turns_by_step", "turns_of"]
+           "call_plan_step", "call_tools", "recorded_turns", "request_frame", "transcript",
+           "turn_records", "turn_requests", "turn_shapes", "turns_by_step", "turns_of"]
 
 #: ``kind`` of a turn's ``steps_added`` payload: the kind of the step that grew
 AGENT_KIND = "agent"
@@ -153,17 +158,37 @@ class TurnRecorded:
         return "turn" in payload
 
 
+#: what was read or written once from a run's state, by the object it came from (kept with
+#: it) and a stamp: a long agent's turns and results are not made again for every turn
+_KEPT: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
+
+
+def _kept(what: str, obj: Any, stamp: Any, make: Any) -> Any:
+    known = _KEPT.get((what, id(obj)))
+    if known is not None and known[0] is obj and known[1] == stamp:
+        return known[2]
+    if len(_KEPT) >= 40_000:
+        _KEPT.clear()
+    value = make()
+    _KEPT[what, id(obj)] = obj, stamp, value
+    return value
+
+
+def _read(payload: Mapping[str, Any]) -> TurnRecorded:
+    turn: TurnRecorded = _kept("turn", payload, None, lambda: TurnRecorded.from_dict(payload))
+    return turn
+
+
 def recorded_turns(state: RunState) -> Iterator[tuple[str, TurnRecorded]]:
     """``(agent step id, turn)`` of every turn the run recorded, in the order recorded."""
     for parent, payload in state.growth:
         if TurnRecorded.is_turn(payload):
-            yield parent, TurnRecorded.from_dict(payload)
+            yield parent, _read(payload)
 
 
 def turns_of(state: RunState, step_id: str) -> list[TurnRecorded]:
     """The recorded turns of agent step ``step_id``, in order."""
-    return [TurnRecorded.from_dict(payload) for parent, payload in state.growth
-            if parent == step_id]
+    return [_read(payload) for parent, payload in state.growth if parent == step_id]
 
 
 def turn_records(state: RunState, turns: Iterable[TurnRecorded]) -> list[PastTurn]:
@@ -180,10 +205,46 @@ def turn_records(state: RunState, turns: Iterable[TurnRecorded]) -> list[PastTur
     return out
 
 
+def request_frame(instructions: str, request: ModelRequest) -> dict[str, Any]:
+    """What a turn's request holds besides its conversation: the agent's ``instructions``
+    and the body's other keys (``tools``, ``output_schema``, ``temperature``,
+    ``max_tokens``); a turn's ``step_started`` records it (``frame``) when it changed."""
+    frame = {key: value for key, value in request.body().items() if key != "messages"}
+    return {"instructions": instructions, **frame}
+
+
+def turn_requests(state: RunState, events: Iterable[Event]
+                  ) -> Iterator[tuple[Event, dict[str, Any]]]:
+    """Every model turn's ``step_started`` in ``events`` (the run's log, in order) with the
+    request body it asked, rebuilt from the step's last recorded frame, the request of its
+    args and the turns recorded before it (as ``state``, the folded log, has them); an event
+    written before keeps its whole ``request``. The body hashes to the recorded
+    ``request_hash`` unless the calls' results changed since (a replay then says where)."""
+    frames: dict[str, Mapping[str, Any]] = {}
+    grown: dict[str, list[TurnRecorded]] = {}
+    for ev in events:
+        p = ev.payload
+        if ev.kind != "step_started" or "turn" not in p or ev.step_id is None:
+            continue
+        if "request" in p:  # written before: the whole request
+            yield ev, p["request"]
+            continue
+        step_id = ev.step_id
+        frame = frames[step_id] = p.get("frame") or frames.get(step_id) or {}
+        turns = grown.get(step_id) or grown.setdefault(step_id, turns_of(state, step_id))
+        past = turn_records(state, turns[:int(p["turn"]) - 1])
+        body = {key: value for key, value in frame.items() if key != "instructions"}
+        yield ev, {"messages": messages(str(frame.get("instructions", "")),
+                                        str((p.get("args") or {}).get("request", "")), past),
+                   **body}
+
+
 def _result(st: StepState) -> str:
     edited = st.args if st.approval is not None and st.approval.get("edited") else None
-    return result_text(str(st.status), output=st.output, error=st.error,
-                       error_kind=st.error_kind, reason=st.reason, edited_args=edited)
+    stamp = (str(st.status), st.output, st.error, st.error_kind, st.reason, edited)
+    return _kept("told", st, stamp, lambda: result_text(  # type: ignore[no-any-return]
+        stamp[0], output=st.output, error=st.error, error_kind=st.error_kind,
+        reason=st.reason, edited_args=edited))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -5,6 +5,9 @@ again."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+
 import pytest
 
 from chainlab.agent.openai import _KEPT, close_clients
@@ -15,6 +18,13 @@ from chainlab.testing.openai_server import FakeOpenAI
 from .conftest import Shop, agent_chain, start
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    """A server that keeps connections alive, as a real one does."""
+    with FakeOpenAI(keep_alive=True) as fake:
+        yield fake
 
 TURNS = 12
 
@@ -40,7 +50,7 @@ async def test_every_turn_of_a_run_reuses_one_connection(shop: Shop, server: Fak
     assert (await again.wait()).status == RunStatus.SUCCEEDED
     assert server.connections == 1
     await runtime.aclose()  # closes the kept client ...
-    assert not _KEPT.get(__import__("asyncio").get_running_loop())
+    assert not _KEPT.get(asyncio.get_running_loop())
     server.add(*script(2))  # ... and a later run opens a new one, then reuses it
     third = await runtime.start(agent_chain())
     assert (await third.wait()).status == RunStatus.SUCCEEDED

@@ -109,6 +109,9 @@ class RunCore:
         self.deferred_timers: list[tuple[Node, float]] = []
         # what each step is expected to spend (cost, tokens, seconds), for options.budget
         self.budget_estimates: dict[str, dict[str, float]] = {}
+        # what a kind keeps between the attempts of a step in this drive, by step id (the
+        # agent kind: the request frame it last recorded, its request hash's state)
+        self.memo: dict[str, Any] = {}
         # the drive (chainlab.runtime.engine.driver): its workers, whether it runs, the
         # first error that stopped it, and the settling a wait() waits for
         self.workers = 0
