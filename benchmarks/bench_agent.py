@@ -154,7 +154,8 @@ async def over_http(shapes: list[tuple[int, int]], reps: int) -> None:
     print(f"{'shape':>7} {'requests':>9} {'agent ms':>9} {'model ms':>9} {'runtime ms':>11} "
           f"{'written ms':>11} {'model ms/request':>17}")
     for turns, calls in shapes:
-        with FakeOpenAI([http_model(turns, calls)] * (turns + 1) * (reps + 1)) as server:
+        with FakeOpenAI([http_model(turns, calls)] * (turns + 1) * (reps + 1),
+                        **KEEP_ALIVE) as server:
             timed = Timed(Agent("x", "x", model="m", base_url=server.base_url).client)
             tb = toolbox()
             tb.add_agent(Agent("bench", "bench", ["work"], model="m", client=timed,
@@ -200,6 +201,10 @@ class Paged:
 
 
 PAGE = "x" * 2048
+#: the scripted server keeps connections alive as a real one does (where it can: before issue
+#: 49 it closed each, and each turn's new client opened one anyway)
+KEEP_ALIVE = {"keep_alive": True} if "keep_alive" in FakeOpenAI.__init__.__code__.co_varnames \
+    else {}
 MARKS = (10, 40, 50, 100)
 
 

@@ -195,7 +195,7 @@ class OpenAIClient:
         if request.max_tokens is not None:  # (a model that runs on is cut, not waited for)
             params["max_tokens"] = request.max_tokens
         if self.stream:
-            turn = await _streamed(client, messages, params)
+            turn = await _streamed(client, request, messages, params)
         else:
             completion = await client.chat.completions.create(
                 messages=messages, **params)  # type: ignore[arg-type]
@@ -219,10 +219,11 @@ def _turn(completion: Any) -> ModelTurn:
                      *_usage(completion.usage, completion.model))
 
 
-async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str, Any]
-                    ) -> ModelTurn:
+async def _streamed(client: openai.AsyncOpenAI, request: ModelRequest, messages: Any,
+                    params: dict[str, Any]) -> ModelTurn:
     """A streamed answer, put together: text pieces, tool calls by index (their arguments
-    arrive in pieces), the finish reason and the last chunk's usage."""
+    arrive in pieces), the finish reason and the last chunk's usage; each piece is told
+    (:meth:`ModelRequest.tell`) as it arrives."""
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         messages=messages, stream=True, stream_options={"include_usage": True}, **params)
     text: list[str] = []
@@ -239,12 +240,15 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
                 raise PermanentError(f"the model refused: {one_line(delta.refusal)}")
             if delta.content:
                 text.append(delta.content)
+                request.tell(delta.content)
             for piece in delta.tool_calls or ():
                 call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
                 call["id"] = piece.id or call["id"]
                 if piece.function is not None:
                     call["name"] += piece.function.name or ""
                     call["arguments"] += piece.function.arguments or ""
+                    request.tell(call_index=piece.index, function=piece.function.name,
+                                 arguments=piece.function.arguments or "")
     return ModelTurn(_text("".join(text)) if text else None,
                      tuple(_call(c["id"], c["name"], c["arguments"])
                            for _, c in sorted(calls.items())),

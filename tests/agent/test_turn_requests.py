@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chainlab.agent.model import request_hash
+from chainlab.agent.model import RequestHasher, request_hash
 from chainlab.agent.turns import turn_requests
 from chainlab.events import RunState
 from chainlab.runtime import RunStatus, Runtime
@@ -89,3 +89,23 @@ async def test_a_hundred_turns_store_at_most_one_and_a_half_times_what_they_add(
     assert all(request_hash(body) == started["request_hash"] for _, started, body in requests)
     assert len(requests[-1][2]["messages"]) == 2 + 2 * (turns - 1)
 
+
+
+@pytest.mark.parametrize("extra", [{}, {"tools": [{"type": "function"}]},
+                                   {"max_tokens": 5, "temperature": 0.2,
+                                    "output_schema": {"b": {"z": 1, "a": 2}}}])
+def test_the_request_hasher_gives_request_hash_turn_after_turn(extra: dict) -> None:
+    """Hashing only what a turn adds gives the same value as hashing the whole request, and a
+    request that does not continue the last one (an earlier result changed, fewer messages,
+    another frame) is hashed whole."""
+    hasher = RequestHasher()
+    said = [{"role": "system", "content": "s"}, {"role": "user", "content": "é ü"}]
+    for n in range(6):
+        said = [*said, {"role": "assistant", "content": "x" * n,
+                        "tool_calls": [{"id": str(n)}]}, {"role": "tool", "content": "y"}]
+        body = {"messages": said, **extra}
+        assert hasher.hash(body) == request_hash(body)
+    changed = [*said[:3], {"role": "tool", "content": "changed"}, *said[4:]]
+    for body in ({"messages": changed, **extra}, {"messages": said[:2], **extra},
+                 {"messages": said, "temperature": 0.9}):
+        assert hasher.hash(body) == request_hash(body)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -101,6 +102,8 @@ class RunCore:
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
         self.subscribers: list[Callable[[Event], None]] = []
+        # subscribers that also take the model's pieces as they arrive (never stored)
+        self.delta_subscribers: list[Callable[[Any], None]] = []
         self.on_end: Callable[[], None] | None = None  # called once, when the run first ends
         self._changed = anyio.Event()
         self.settled_status: RunStatus | None = None
@@ -159,6 +162,19 @@ class RunCore:
             except Exception:  # a broken subscriber must not break the run
                 log.exception("event subscriber %r failed on %s; removing it", cb, ev)
                 self.subscribers.remove(cb)
+
+    def tell(self, piece: Any) -> None:
+        """Hand a piece of a model's answer (a ``model_delta`` notification, never stored)
+        to the run's ``deltas=True`` subscribers, named with this run's id."""
+        if not self.delta_subscribers:
+            return
+        piece = replace(piece, run_id=self.run_id)
+        for cb in list(self.delta_subscribers):
+            try:
+                cb(piece)
+            except Exception:  # a broken subscriber must not break the turn
+                log.exception("delta subscriber %r failed; removing it", cb)
+                self.delta_subscribers.remove(cb)
 
     def poke(self) -> None:
         """Tell the drive loop to look again."""

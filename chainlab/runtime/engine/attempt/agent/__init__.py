@@ -111,7 +111,7 @@ class AgentStep(Parent):
             messages(agent.instructions, str(args.get("request", "")),
                      turn_records(k.state, turns)),
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
-            agent.temperature, node.id, turn, agent.max_tokens)
+            agent.temperature, node.id, turn, agent.max_tokens, k.tell)
         k.emit(K.STEP_STARTED, node.id, attempt, _asked(k, node.id, agent, request, {
             "args": args, "tool": node.step.tool, "turn": turn,
             "code": node.tool.fingerprint if node.tool else None}))
