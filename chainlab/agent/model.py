@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from chainlab._text import safe_repr
 from chainlab.errors import PermanentError, ToolError, TransientError
+from chainlab.events.event import MODEL_DELTA
 from chainlab.events.usage import normalize_usage
 
 __all__ = ["MODEL_DELTA", "TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelDelta",
@@ -82,10 +83,6 @@ class ModelTurn:
                                               for c in data.get("calls") or ()),
                    data.get("finish_reason"), None if usage_unknown else usage, usage_unknown,
                    tuple(dict(c) for c in data.get("checks") or ()))
-
-
-#: the ``kind`` of a :class:`ModelDelta` notification (never an event: it is not stored)
-MODEL_DELTA = "model_delta"
 
 
 @dataclass(frozen=True, slots=True)
