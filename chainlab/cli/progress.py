@@ -1,11 +1,14 @@
 """Following a run while it goes: a live table on a terminal, one line per notable event
 elsewhere (pipes, logs, CI), nothing with ``--quiet``. Both subscribe to the run's events;
-the live table is redrawn from the run state at most ten times a second, on the loop."""
+the live table is redrawn from the run state at most ten times a second, on the loop.
+Both show a streamed model answer as it comes (``deltas=True``: an agent with
+``stream=True``, which ``chainlab agent``'s ad-hoc agent is): the lines as its text, the
+table below it, the current turn's last lines."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from rich.console import Console, Group
@@ -13,15 +16,42 @@ from rich.live import Live
 from rich.text import Text
 
 from chainlab.cli.views import clip, run_line, seconds, steps_table
-from chainlab.events import Event
+from chainlab.events import MODEL_DELTA, Event
 
 if TYPE_CHECKING:
     from chainlab.runtime.runtime import Run, RunResult
 
-__all__ = ["ProgressMode", "follow"]
+__all__ = ["Pieces", "ProgressMode", "follow"]
 
 ProgressMode = Literal["live", "lines", "quiet"]
 _LIVE_ROWS = 20
+_TAIL = 400  # characters of the current turn's text the live table shows
+
+
+class Pieces:
+    """The text of a streamed model answer as it comes: ``add`` a ``model_delta``, ``end``
+    the turn being written (an event of the run came). ``text``: the open turn's text so
+    far (a tool call's arguments as ``function(arguments``)."""
+
+    def __init__(self) -> None:
+        self.open: tuple[str, int] | None = None
+        self.text = ""
+
+    def add(self, piece: Any) -> tuple[bool, str]:
+        """Take a piece: (whether it opens a new turn, the text it adds)."""
+        new = (piece.step_id, piece.turn) != self.open
+        if new:
+            self.open, self.text = (piece.step_id, piece.turn), ""
+        said = piece.text if piece.call_index is None else \
+            (f" {piece.function}(" if piece.function else "") + piece.arguments
+        self.text += said
+        return new, said
+
+    def end(self) -> bool:
+        """Close the open turn; True if there was one."""
+        was = self.open is not None
+        self.open, self.text = None, ""
+        return was
 
 
 async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
@@ -32,7 +62,7 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
         if run.status == "running" and not run.state.attempts:
             console.print(f"▶ run {run.run_id} started: {run.chain.name} "
                           f"({len(run.steps)} steps)", markup=False, highlight=False)
-        unsubscribe = run.subscribe(lambda ev: _line(console, run, ev))
+        unsubscribe = run.subscribe(_lines(console, run), deltas=True)
         try:
             return await run.wait()
         finally:
@@ -40,18 +70,49 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
     return await _live(run, console)
 
 
+def _lines(console: Console, run: Run) -> Any:
+    """A subscriber printing a line per notable event, and a streamed answer's text as it
+    comes (its turn on a line of its own)."""
+    pieces = Pieces()
+
+    def on_item(item: Any) -> None:
+        out = console.file
+        if item.kind == MODEL_DELTA:
+            new, said = pieces.add(item)
+            if new:
+                out.write(f"… {item.step_id} turn {item.turn}: ")
+            out.write(said)
+            out.flush()
+            return
+        if pieces.end():
+            out.write("\n")
+        _line(console, run, item)
+
+    return on_item
+
+
 async def _live(run: Run, console: Console) -> RunResult:
     changed = anyio.Event()
+    pieces = Pieces()
 
-    def on_event(ev: Event) -> None:
+    def on_event(item: Any) -> None:
+        if item.kind == MODEL_DELTA:
+            pieces.add(item)
+        elif pieces.open is not None and item.step_id == pieces.open[0]:
+            pieces.end()  # (the turn is recorded: the table shows it)
         changed.set()
 
     def view() -> Group:
-        return Group(run_line(run.run_id, run.chain.name, run.state),
-                     steps_table(run.state, run.chain, limit=_LIVE_ROWS, now=time.time(),
-                                 width=console.width))
+        parts: list[Any] = [run_line(run.run_id, run.chain.name, run.state),
+                            steps_table(run.state, run.chain, limit=_LIVE_ROWS,
+                                        now=time.time(), width=console.width)]
+        if pieces.open is not None:
+            step_id, turn = pieces.open
+            parts.append(Text.assemble((f"… {step_id} turn {turn}: ", "dim"),
+                                       pieces.text[-_TAIL:]))
+        return Group(*parts)
 
-    unsubscribe = run.subscribe(on_event)
+    unsubscribe = run.subscribe(on_event, deltas=True)
     try:
         with Live(view(), console=console, auto_refresh=False, transient=True) as live:
             async with anyio.create_task_group() as tg:

@@ -263,3 +263,36 @@ def test_a_key_in_a_base_url_is_refused_at_every_door_and_shown_nowhere(shop: Pa
     assert "Order 7 is damaged." in exported
     for text in (*(r.out + r.err for r in shown), exported, _stored_text(db)):
         assert SECRET not in text
+
+
+def test_chainlab_agent_prints_the_answer_as_it_comes(shop: Path) -> None:
+    """The ad-hoc agent streams: its text is on stderr piece by piece while the model still
+    writes (read from the live process before the server sent the last piece), and the
+    final answer is printed whole when the run ends."""
+    import subprocess
+    import sys
+    import time
+
+    from chainlab.testing.openai_script import Reply
+
+    from .helpers import env
+
+    text = "Order 7 looks damaged; I would refund 15."  # 6 pieces of 7 characters
+    with FakeOpenAI([Reply(text, gap_s=0.4)]) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "chainlab.cli", "agent", "what about order 7?", "--tools",
+             "shop_tools:toolbox", "--model", "fake-model", "--base-url", server.base_url,
+             "--db", str(shop / "runs.db")], cwd=shop, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env(PYTHONPATH=str(shop), OPENAI_API_KEY="test"))
+        assert proc.stderr is not None and proc.stdout is not None
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"assistant turn 1: " + text[:7].encode() not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += proc.stderr.read1(100)  # type: ignore[attr-defined]
+        sent_then = len(server.pieces)
+        out, err = proc.communicate(timeout=60)
+    assert sent_then < 6  # the first piece was printed before the model finished
+    assert proc.returncode == 0, err
+    assert f"… assistant turn 1: {text}\n" in (seen + err).decode()
+    assert text in out.decode()
