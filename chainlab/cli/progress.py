@@ -21,37 +21,11 @@ from chainlab.events import MODEL_DELTA, Event
 if TYPE_CHECKING:
     from chainlab.runtime.runtime import Run, RunResult
 
-__all__ = ["Pieces", "ProgressMode", "follow"]
+__all__ = ["ProgressMode", "follow"]
 
 ProgressMode = Literal["live", "lines", "quiet"]
 _LIVE_ROWS = 20
 _TAIL = 400  # characters of the current turn's text the live table shows
-
-
-class Pieces:
-    """The text of a streamed model answer as it comes: ``add`` a ``model_delta``, ``end``
-    the turn being written (an event of the run came). ``text``: the open turn's text so
-    far (a tool call's arguments as ``function(arguments``)."""
-
-    def __init__(self) -> None:
-        self.open: tuple[str, int] | None = None
-        self.text = ""
-
-    def add(self, piece: Any) -> tuple[bool, str]:
-        """Take a piece: (whether it opens a new turn, the text it adds)."""
-        new = (piece.step_id, piece.turn) != self.open
-        if new:
-            self.open, self.text = (piece.step_id, piece.turn), ""
-        said = piece.text if piece.call_index is None else \
-            (f" {piece.function}(" if piece.function else "") + piece.arguments
-        self.text += said
-        return new, said
-
-    def end(self) -> bool:
-        """Close the open turn; True if there was one."""
-        was = self.open is not None
-        self.open, self.text = None, ""
-        return was
 
 
 async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
@@ -73,43 +47,49 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
 def _lines(console: Console, run: Run) -> Any:
     """A subscriber printing a line per notable event, and a streamed answer's text as it
     comes (its turn on a line of its own)."""
-    pieces = Pieces()
+    from chainlab.agent.model import Writing
+
+    writing = Writing()
+    line: list[tuple[str, int]] = []  # the turn whose text the current line holds
 
     def on_item(item: Any) -> None:
         out = console.file
         if item.kind == MODEL_DELTA:
-            new, said = pieces.add(item)
-            if new:
-                out.write(f"… {item.step_id} turn {item.turn}: ")
-            out.write(said)
+            writing.add(item)
+            if line != [(item.step_id, item.turn)]:
+                out.write(("\n" if line else "") + f"… {item.step_id} turn {item.turn}: ")
+                line[:] = [(item.step_id, item.turn)]
+            out.write(writing.said(item))
             out.flush()
             return
-        if pieces.end():
+        if line:
             out.write("\n")
+            line.clear()
+        writing.end(item.step_id)
         _line(console, run, item)
 
     return on_item
 
 
 async def _live(run: Run, console: Console) -> RunResult:
+    from chainlab.agent.model import Writing
+
     changed = anyio.Event()
-    pieces = Pieces()
+    writing = Writing()
 
     def on_event(item: Any) -> None:
         if item.kind == MODEL_DELTA:
-            pieces.add(item)
-        elif pieces.open is not None and item.step_id == pieces.open[0]:
-            pieces.end()  # (the turn is recorded: the table shows it)
+            writing.add(item)
+        else:
+            writing.end(item.step_id)  # (the turn is recorded: the table shows it)
         changed.set()
 
     def view() -> Group:
         parts: list[Any] = [run_line(run.run_id, run.chain.name, run.state),
                             steps_table(run.state, run.chain, limit=_LIVE_ROWS,
                                         now=time.time(), width=console.width)]
-        if pieces.open is not None:
-            step_id, turn = pieces.open
-            parts.append(Text.assemble((f"… {step_id} turn {turn}: ", "dim"),
-                                       pieces.text[-_TAIL:]))
+        parts += [Text.assemble((f"… {step_id} turn {turn}: ", "dim"), text[-_TAIL:])
+                  for step_id, (turn, text) in writing.open.items()]
         return Group(*parts)
 
     unsubscribe = run.subscribe(on_event, deltas=True)

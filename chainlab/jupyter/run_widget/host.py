@@ -112,7 +112,8 @@ class RunHost(CardHost, Protocol):
     - ``attach``: the faults section (a second driver took the run over);
     - ``widget_for``: the fork panel (the forked run's own widget);
     - ``on_loop``: every panel's buttons, slider and pickers (their callbacks);
-    - ``selected_step``: the scrubber (to the selected step's previous / next event).
+    - ``selected_step``: the scrubber (to the selected step's previous / next event);
+    - ``writing``: the inspector (an agent step's turn being written, as it streams).
     """
 
     @property
@@ -143,6 +144,11 @@ class RunHost(CardHost, Protocol):
     @property
     def selected_step(self) -> str | None:
         """The step shown in the Inspector (None: none yet)."""
+        ...
+
+    def writing(self, step_id: str) -> tuple[int, str] | None:
+        """``(turn, text so far)`` of the turn agent step ``step_id`` is streaming now (its
+        ``model_delta`` pieces, never stored), or None."""
         ...
 
     def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:

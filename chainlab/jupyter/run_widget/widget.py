@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from chainlab.events import Event
+from chainlab.events import MODEL_DELTA, Event
 from chainlab.events.status import RUN_TERMINAL, RunStatus
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop, run_on
@@ -83,6 +83,7 @@ class RunWidget(W.VBox):
         self._now = False  # the next redraw ignores the rate (the run settled)
         self._holding = False  # a fresh run's first redraw waits for its first step
         self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
+        self._writing: Any = None  # the turns streaming now (a Writing, from the first piece)
         self.header = W.HTML()
         self.header.value = header_html(run, run.status, last_seq=run.last_seq)
         self.stale_note = stale_note(run.run_id)  # shown once the kernel session ended
@@ -124,7 +125,7 @@ class RunWidget(W.VBox):
         self._loop = loop_of(run) or self._loop
         self.event_log.reset(())
         if run.active or isinstance(run, WatchedRun):  # driven here, or followed (§13)
-            self._unsubscribe = run.subscribe(self._on_event)
+            self._unsubscribe = run.subscribe(self._on_event, deltas=True)
         if fresh and not run.paused:  # (started paused, no step starts by itself: draw)
             self._holding = True
             asyncio.get_running_loop().call_later(FIRST_DRAW_AT_THE_LATEST_S, self._release)
@@ -155,9 +156,24 @@ class RunWidget(W.VBox):
             self._unsubscribe = None
         super().close()
 
+    def writing(self, step_id: str) -> tuple[int, str] | None:
+        """``(turn, text so far)`` of the turn agent step ``step_id`` is streaming now."""
+        return self._writing.of(step_id) if self._writing is not None else None
+
     def _on_event(self, ev: Event) -> None:
         # called synchronously by the scheduler for every event, in the middle of its
         # bookkeeping: record the event and redraw later, from a consistent state
+        if ev.kind == MODEL_DELTA:  # a piece of a streamed answer: shown, never logged
+            if self._writing is None:
+                from chainlab.agent.model import Writing
+
+                self._writing = Writing()
+            self._writing.add(ev)
+            if not self._holding:
+                self.schedule_refresh()
+            return
+        if self._writing is not None:
+            self._writing.end(ev.step_id)  # (its turn is recorded: shown whole)
         self.event_log.add(ev)
         if self._holding:
             if ev.kind not in FIRST_DRAW_AFTER:
