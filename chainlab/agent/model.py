@@ -23,8 +23,8 @@ from chainlab.events.event import MODEL_DELTA
 from chainlab.events.usage import normalize_usage
 
 __all__ = ["MODEL_DELTA", "TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelDelta",
-           "ModelRequest", "ModelTurn", "RequestHasher", "Writing", "reported_usage",
-           "request_hash", "status_error"]
+           "ModelRequest", "ModelTurn", "RequestHasher", "reported_usage", "request_hash",
+           "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,38 +114,6 @@ class ModelDelta:
             out.update(call_index=self.call_index, function=self.function,
                        arguments=self.arguments)
         return out
-
-
-class Writing:
-    """What a front end shows of the turns being written: by agent step, the turn and its
-    text so far, put together from :class:`ModelDelta` pieces (a tool call's arguments as
-    `` function(arguments``); a step's entry ends when its turn is recorded (:meth:`end`,
-    on any event of the step: the stored turn then shows it whole)."""
-
-    def __init__(self) -> None:
-        self.open: dict[str, tuple[int, str]] = {}
-
-    @staticmethod
-    def said(piece: ModelDelta) -> str:
-        """The text a piece adds."""
-        if piece.call_index is None:
-            return piece.text
-        return (f" {piece.function}(" if piece.function else "") + piece.arguments
-
-    def add(self, piece: ModelDelta) -> bool:
-        """Take a piece; True when it opens a turn (the first piece of its turn here)."""
-        turn, text = self.open.get(piece.step_id, (None, ""))
-        new = turn != piece.turn
-        self.open[piece.step_id] = piece.turn, ("" if new else text) + self.said(piece)
-        return new
-
-    def of(self, step_id: str) -> tuple[int, str] | None:
-        """``(turn, text so far)`` of the turn ``step_id`` is writing, or None."""
-        return self.open.get(step_id)
-
-    def end(self, step_id: str | None) -> bool:
-        """The step's turn is recorded: forget its text; True if there was one."""
-        return self.open.pop(step_id, None) is not None if step_id is not None else False
 
 
 @dataclass(frozen=True, slots=True)

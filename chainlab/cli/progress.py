@@ -17,6 +17,7 @@ from rich.text import Text
 
 from chainlab.cli.views import clip, run_line, seconds, steps_table
 from chainlab.events import MODEL_DELTA, Event
+from chainlab.events.writing import Writing
 
 if TYPE_CHECKING:
     from chainlab.runtime.runtime import Run, RunResult
@@ -47,8 +48,6 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
 def _lines(console: Console, run: Run) -> Any:
     """A subscriber printing a line per notable event, and a streamed answer's text as it
     comes (its turn on a line of its own)."""
-    from chainlab.agent.model import Writing
-
     writing = Writing()
     line: list[tuple[str, int]] = []  # the turn whose text the current line holds
 
@@ -72,16 +71,11 @@ def _lines(console: Console, run: Run) -> Any:
 
 
 async def _live(run: Run, console: Console) -> RunResult:
-    from chainlab.agent.model import Writing
-
     changed = anyio.Event()
     writing = Writing()
 
     def on_event(item: Any) -> None:
-        if item.kind == MODEL_DELTA:
-            writing.add(item)
-        else:
-            writing.end(item.step_id)  # (the turn is recorded: the table shows it)
+        writing.heard(item)  # (an event: its step's turn is recorded, the table shows it)
         changed.set()
 
     def view() -> Group:

@@ -82,7 +82,7 @@ async def test_the_inspector_shows_a_streamed_turn_as_it_comes() -> None:
         runtime, run = await start(shop, agent_chain(), paused=True)
         w = RunWidget(run)
         await run.unpause()
-        await until(lambda: (w.writing("help") or (0, ""))[1].startswith(text[:14]))
+        await until(lambda: (w.pieces.of("help") or (0, ""))[1].startswith(text[:14]))
         w.tabs.inspect("help")
         shown = rows(w.inspector.details.value)
         assert len(server.pieces) < 8  # the model is still writing
@@ -91,7 +91,7 @@ async def test_the_inspector_shows_a_streamed_turn_as_it_comes() -> None:
         w.refresh()
         w.tabs.inspect("help")
         shown = rows(w.inspector.details.value)
-        assert w.writing("help") is None
+        assert w.pieces.of("help") is None
         assert shown[-1].startswith(f"1 | {text} |  |  | final answer")
         assert not any("writing…" in row for row in shown)
         w.close()

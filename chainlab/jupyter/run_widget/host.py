@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from chainlab.events import Event
     from chainlab.events.fold import RunState, StepState
     from chainlab.events.status import RunStatus
+    from chainlab.events.writing import Writing
     from chainlab.jupyter.session import NotebookSession
     from chainlab.plan.schema import Chain
     from chainlab.runtime.run import RunOwner
@@ -113,7 +114,7 @@ class RunHost(CardHost, Protocol):
     - ``widget_for``: the fork panel (the forked run's own widget);
     - ``on_loop``: every panel's buttons, slider and pickers (their callbacks);
     - ``selected_step``: the scrubber (to the selected step's previous / next event);
-    - ``writing``: the inspector (an agent step's turn being written, as it streams).
+    - ``pieces``: the inspector (an agent step's turn being written, as it streams).
     """
 
     @property
@@ -146,10 +147,9 @@ class RunHost(CardHost, Protocol):
         """The step shown in the Inspector (None: none yet)."""
         ...
 
-    def writing(self, step_id: str) -> tuple[int, str] | None:
-        """``(turn, text so far)`` of the turn agent step ``step_id`` is streaming now (its
-        ``model_delta`` pieces, never stored), or None."""
-        ...
+    #: the turns the run's agent steps are streaming now (``model_delta`` pieces, never
+    #: stored), by step
+    pieces: Writing
 
     def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:
         """``fn`` as a front-end callback (a click, a slider move) that runs on the run's

@@ -151,7 +151,7 @@ class StepInspector(W.VBox):
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
         parts.append(transcript_html(run.state, step_id,  # an agent step's turns and calls
-                                     self.widget.writing(step_id)))
+                                     self.widget.pieces.of(step_id)))
         return "".join(parts)
 
 
