@@ -42,7 +42,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
-from chainlab.agent.turns import turns_of
+from chainlab.agent.turns import turn_request, turns_of
 from chainlab.events import RUN_END_KINDS, Event, EventKind
 from chainlab.tools import args_hash
 from chainlab.tracing.context import RunTrace, run_trace
@@ -78,6 +78,7 @@ class RunTracer:
         # (what, step id, attempt) -> the span it will be when it ends
         self.open: dict[tuple[str, str, int], Pending] = {}
         self.agents: set[str] = set()  # agent steps seen taking a turn here
+        self.frames: dict[str, Any] = {}  # an agent step's last recorded request frame
         self.marks: list[tuple[str, float, dict[str, Any]]] = []  # the root's span events
         # a run taken up here (resumed, taken over): the events before this drive were seen
         # by other processes (read back at the end for the root's span events)
@@ -121,8 +122,10 @@ class RunTracer:
                           # from another SDK: then its model is its SDK's, unnamed here)
                           "gen_ai.provider.name": "openai" if p.get("model") else "unknown",
                           "gen_ai.agent.name": str(tool or "").removeprefix("agent:")})
-            self._content(attrs, "gen_ai.input.messages", (p.get("request") or {}).get(
-                "messages"))
+            if self.tracing.capture_content:  # (the request rebuilt, as every reader does)
+                frame = self.frames[step_id] = p.get("frame") or self.frames.get(step_id, {})
+                self._content(attrs, "gen_ai.input.messages", turn_request(
+                    self.state, ev, frame).get("messages"))
             self.open[("attempt", step_id, attempt)] = Pending(
                 f"chat {model}", self._agent_span(step_id), ev.ts, attrs, SpanKind.CLIENT)
             return
