@@ -49,6 +49,7 @@ from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import RunOptions
+    from chainlab.redaction import Redactor
     from chainlab.runtime.engine.compile import Graph
     from chainlab.runtime.history.estimates import Estimate, History
     from chainlab.store.base import RunRecord, Store
@@ -79,8 +80,11 @@ class Host:
         heartbeat_s: float = 2.0,
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
+        redact: Redactor | None = None,
     ):
         self.owner = owner
+        #: what every value of its runs looks like outside the process (chainlab.redaction)
+        self.redact = redact
         self.toolbox = toolbox if toolbox is not None else default_toolbox
         if store is None:
             from chainlab.store.sqlite import SQLiteStore
@@ -262,6 +266,7 @@ class Host:
             epoch=epoch,
             toolbox=graph.toolbox,  # the runtime's, or its overlay with the run's agent
             priority=priority,
+            redact=self.redact,
         )
 
     def handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
