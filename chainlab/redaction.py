@@ -97,8 +97,8 @@ def redact_payload(payload: Mapping[str, Any], redactors: Sequence[Redactor],
                 out = dict(payload)
             out[key] = new
             marked.append(key)
-    if out is not None:
-        out[REDACTED] = marked
+    if out is not None:  # (after any mark the payload carries already: run_started's)
+        out[REDACTED] = [*payload.get(REDACTED, ()), *marked]
     return out
 
 

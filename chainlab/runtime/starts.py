@@ -34,9 +34,10 @@ from chainlab.events import (
 from chainlab.events.status import DrivePhase
 from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.redaction import redact_value
+from chainlab.redaction import REDACTED, redact_value
 from chainlab.runtime.coordination.queue import concurrency_key, queue_name
 from chainlab.runtime.engine.compile import Graph, used_chains
+from chainlab.runtime.engine.masked import CONTEXT
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import budget_estimates, release_order
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
@@ -216,6 +217,9 @@ class Starts:
         what ``then`` emits) in ONE transaction. A refused write (a value the store cannot
         keep, a key or id taken) leaves no run behind. Raises RunExistsError, StoreError."""
         host = self.host
+        context = self._shown_context(record.context)
+        if context != record.context:  # marked: a resumed run knows it holds masks
+            order = {**order, REDACTED: [CONTEXT]}
         opening = OpeningLog()
         state = RunState(record.run_id, graph.nodes)
         kernel = host.new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
@@ -225,8 +229,7 @@ class Starts:
         host.open_log(kernel, chain, graph, record, order, lineage)
         if then is not None:
             then(kernel)
-        stored = record.with_(status=opening.status or record.status,
-                              context=self._shown_context(record.context))
+        stored = record.with_(status=opening.status or record.status, context=context)
         await host.run_io(host.store.create_run, stored, host.liveness.identity(),
                           opening.events, key)
         kernel.store = host.store

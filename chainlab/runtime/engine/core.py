@@ -134,6 +134,8 @@ class RunCore:
         self.redacting = redact is not None or any(
             getattr(tool, "redact", None) is not None for tool in toolbox)
         self.shown: RunState | None = copy.deepcopy(state) if self.redacting else None
+        # step id -> the masked values its references read (a resumed run: .masked)
+        self.masked: dict[str, list[str]] = {}
 
     # ================================================================== events
     def emit(
