@@ -67,6 +67,22 @@ def test_a_redactor_that_returns_no_json_is_refused() -> None:
         redact_value("x", lambda v: {v}, field="output")
 
 
+def test_a_toolbox_redact_that_is_not_callable_is_refused() -> None:
+    with pytest.raises(ToolDefinitionError, match="redact must be a function"):
+        Toolbox("t", redact="mask")  # type: ignore[arg-type]
+
+
+async def test_a_runtime_without_its_own_redactor_takes_its_toolbox_s() -> None:
+    tb = Toolbox("t", redact=MASK)
+    tb.tool(name="lookup")(lambda user: {"token": SECRET})
+    store = MemoryStore()
+    async with Runtime(tb, store) as rt:
+        run = await rt.start(Chain.from_dict({"name": "p", "steps": [
+            {"id": "look", "tool": "lookup", "args": {"user": "ann"}}]}))
+        await run.wait()
+    assert SECRET not in json.dumps([ev.payload for ev in store.load_events(run.run_id)])
+
+
 def test_a_tool_redact_that_is_not_callable_is_refused() -> None:
     tb = Toolbox("t")
     with pytest.raises(ToolDefinitionError, match="redact must be a function"):

@@ -83,9 +83,10 @@ class Host:
         redact: Redactor | None = None,
     ):
         self.owner = owner
-        #: what every value of its runs looks like outside the process (chainlab.redaction)
-        self.redact = redact
         self.toolbox = toolbox if toolbox is not None else default_toolbox
+        #: what every value of its runs looks like outside the process (chainlab.redaction):
+        #: its own, else its toolbox's (which every process loading the toolbox shares)
+        self.redact = redact if redact is not None else getattr(self.toolbox, "redact", None)
         if store is None:
             from chainlab.store.sqlite import SQLiteStore
 
