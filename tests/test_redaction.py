@@ -109,6 +109,11 @@ def _toolbox(seen: list[Any]) -> Toolbox:
         return {"pin": "9876", "ok": True}  # (a value the tool makes: never in the plan)
 
     @tb.tool
+    def card2(token: str) -> str:
+        seen.append(token)
+        return "ok"
+
+    @tb.tool
     def explode(token: str) -> None:
         raise ValueError(f"the server refused {token}")
 
@@ -211,6 +216,25 @@ async def _paused(run: Any) -> None:
             await anyio.sleep(0.01)
 
 
+async def _stopped_before_use(tb: Toolbox, db: Path, chain: Chain,
+                              context: dict[str, Any] | None) -> str:
+    """A run of ``chain`` whose process ends before step ``use`` runs; its id."""
+    async with Runtime(tb, SQLiteStore(db), redact=MASK) as rt:
+        run = await rt.start(chain, context)
+        run.set_breakpoints(["use"])
+        await _paused(run)
+        return run.run_id
+
+
+async def _resumed(rt: Runtime, run_id: str) -> Any:
+    """``run_id`` resumed in ``rt`` (a new process), continued and waited for."""
+    run = await rt.resume(run_id)
+    if run.paused:
+        await run.unpause()
+    await run.wait()
+    return run
+
+
 def _resume_chain(confirm: bool) -> Chain:
     return Chain.from_dict({"name": "resume", "steps": [
         {"id": "look", "tool": "lookup", "args": {"user": "ann"}},
@@ -255,23 +279,10 @@ async def test_a_resumed_step_that_reads_a_masked_output_waits_naming_it(
     seen: list[Any] = []
     tb = _toolbox(seen)
 
-    @tb.tool(name="card2")
-    def card2(token: str) -> str:
-        seen.append(token)
-        return "ok"
-
     db = tmp_path / "r.db"
+    run_id = await _stopped_before_use(tb, db, _resume_chain(confirm=False), None)
     async with Runtime(tb, SQLiteStore(db), redact=MASK) as rt:
-        run = await rt.start(_resume_chain(confirm=False))
-        run.set_breakpoints(["use"])
-        await _paused(run)
-        assert run.paused and str(run.state.steps["look"].status) == "succeeded"
-        run_id = run.run_id
-    async with Runtime(tb, SQLiteStore(db), redact=MASK) as rt:
-        run = await rt.resume(run_id)
-        if run.paused:
-            await run.unpause()
-        await run.wait()
+        run = await _resumed(rt, run_id)
         st = run.state.steps["use"]
         assert str(st.status) == "waiting_confirmation" and st.reason == "redacted", st
         events = rt.store.load_events(run_id)
@@ -288,26 +299,13 @@ async def test_a_redacted_context_is_marked_and_a_resumed_step_reading_it_waits(
     seen: list[Any] = []
     tb = _toolbox(seen)
 
-    @tb.tool(name="card2")
-    def card2(token: str) -> str:
-        seen.append(token)
-        return "ok"
-
     chain = Chain.from_dict({"name": "ctx", "steps": [
         {"id": "use", "tool": "card2", "args": {"token": "{{ context.token }}"}}]})
     db = tmp_path / "r.db"
+    run_id = await _stopped_before_use(tb, db, chain, {"token": SECRET})
+    assert seen == []
     async with Runtime(tb, SQLiteStore(db), redact=MASK) as rt:
-        run = await rt.start(chain, {"token": SECRET}, options=None)
-        run.set_breakpoints(["use"])
-        await _paused(run)
-        run_id = run.run_id
-    if seen:  # (the step ran before the breakpoint took: nothing to resume)
-        pytest.skip("the step ran before the breakpoint")
-    async with Runtime(tb, SQLiteStore(db), redact=MASK) as rt:
-        run = await rt.resume(run_id)
-        if run.paused:
-            await run.unpause()
-        await run.wait()
+        run = await _resumed(rt, run_id)
         st = run.state.steps["use"]
         assert st.reason == "redacted" and seen == []
         await run.approve("use", {"token": SECRET})
