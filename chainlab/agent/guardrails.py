@@ -12,11 +12,12 @@ first that trips decides:
 * ``call``: that call is refused to the model with the reason (it never runs; recorded as
   refused, like a call to an unknown tool).
 
-Each verdict is recorded with its turn, in the answer's ``checks`` (:class:`Verdict`'s
-dict: ``{"check": "guardrail", "guardrail", "stage", "tripped", "reason", "index"}``): a
+Each verdict is recorded with its turn (:class:`Verdict`'s dict: ``{"check": "guardrail",
+"guardrail", "stage", "tripped", "reason", "index"}``): output and call verdicts in the
+answer's ``checks``, input verdicts in the ``checks`` of the attempt's ``step_started``. A
 replay and an export-test read the recorded verdicts and never run a guardrail again (the
-recorded model hands back the recorded answer, checks included; an input verdict comes from
-the recorded turn before the model is asked). A guardrail that raises, or returns anything
+recorded model hands back the recorded answer, checks included, and the recorded attempt's
+input verdicts before the model is asked). A guardrail that raises, or returns anything
 but None or a str, raises :class:`~chainlab.errors.GuardrailError` naming it: the step
 fails, nothing is called.
 

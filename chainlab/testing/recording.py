@@ -251,8 +251,8 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
     """Every model turn of the run's agent steps that was answered or failed, in the order
     they were asked: ``step_id``, ``turn``, ``request_hash``, ``request``, and ``answer``
     with its ``usage`` (and ``usage_unknown``, when the server's could not be taken) or
-    ``error_kind`` and ``error`` (and the guardrail verdicts of a turn that ended before an
-    answer: ``checks``). A request a crash interrupted (asked
+    ``error_kind`` and ``error``; ``checks``: the input guardrails' verdicts recorded with
+    the attempt, when there were some. A request a crash interrupted (asked
     again after the restart) is not one."""
     open_: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
@@ -260,7 +260,8 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         p, step_id = ev.payload, ev.step_id or ""
         if ev.kind == K.STEP_STARTED and "turn" in p:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
-                              "request_hash": p.get("request_hash"), "request": p.get("request")}
+                              "request_hash": p.get("request_hash"), "request": p.get("request"),
+                              **({"checks": p["checks"]} if p.get("checks") else {})}
         elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
             turn = TurnRecorded.from_dict(p)
             out.append({**open_.pop(step_id), "answer": turn.answer.to_dict(),
@@ -271,8 +272,7 @@ def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
         elif step_id in open_ and ev.kind in (K.STEP_RETRY_SCHEDULED, K.STEP_FAILED) \
                 and not p.get("resolved"):
             out.append({**open_.pop(step_id), "error_kind": p.get("error_kind"),
-                        "error": p.get("error"),
-                        **({"checks": p["checks"]} if p.get("checks") else {})})
+                        "error": p.get("error")})
         elif ev.kind in (K.STEP_READY, K.STEP_CANCELLED):
             open_.pop(step_id, None)  # interrupted by a crash, or cancelled: no answer
     return out

@@ -72,12 +72,11 @@ class RecordedModel:
         if not left or left[0].get("turn") != turn:
             return None
         entry = left[0]
-        if entry.get("answer") is not None:
-            return list(entry["answer"].get("checks") or ()) or None
         checks = entry.get("checks")
         if not checks:
             return None
-        if any(c.get("stage") == "input" and c.get("tripped") for c in checks):
+        if entry.get("answer") is None and any(c.get("stage") == "input" and c.get("tripped")
+                                               for c in checks):
             left.pop(0)
             self.asked.append((step_id, turn))
         return list(checks)

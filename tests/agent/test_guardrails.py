@@ -18,7 +18,7 @@ from chainlab.events import EventKind
 from chainlab.testing.openai_script import Call, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 from chainlab.testing.replay import Recording, replay_run
-from tests.agent.conftest import Shop, run_agent
+from tests.agent.conftest import Shop, agent_chain, run_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ async def test_an_input_guardrail_fails_the_step_before_the_model_is_asked(
                              "tripped": True, "reason": "no refunds over chat"}]
 
 
-async def test_an_async_input_guardrail_that_passes_is_recorded_with_the_answer(
+async def test_an_async_input_guardrail_that_passes_is_recorded_with_the_attempt(
         shop: Shop, server: FakeOpenAI) -> None:
     async def polite(request: str) -> None:
         return None
@@ -143,6 +143,23 @@ async def test_a_replay_of_a_tripped_input_guardrail_fails_the_same_without_it(
     replayed.assert_same()
     assert len(guard.calls) == 1
     assert replayed.state.steps["help"].error == "input guardrail 'Counted' tripped: not today"
+
+
+async def test_input_verdicts_of_a_retried_turn_replay_without_the_guardrail(
+        shop: Shop, server: FakeOpenAI) -> None:
+    """The first request fails (HTTP 500) and is asked again: each attempt records its input
+    verdict, and the replay asks the guardrail for neither."""
+    guard = Counted(None)
+    chain = agent_chain(retry={"max_attempts": 3, "delay_s": 0,
+                               "retry_on": ["transient", "timeout"]})
+    _, run, result = await run_agent(shop, server, 500, "Done.", input_guardrails=[guard],
+                                     chain=chain)
+    assert result.ok and len(guard.calls) == 2
+    started = [ev for ev in run.history() if ev.kind == EventKind.STEP_STARTED]
+    assert [len(ev.payload["checks"]) for ev in started] == [1, 1]
+    replayed = await replay_run(run, shop.toolbox)
+    replayed.assert_same()
+    assert len(guard.calls) == 2
 
 
 @pytest.mark.parametrize("stage", ["input", "output", "call"])

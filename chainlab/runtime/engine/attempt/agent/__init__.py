@@ -106,19 +106,20 @@ class AgentStep(Parent):
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
             agent.temperature, node.id, turn, agent.max_tokens)
         body = request.body()
-        k.emit(K.STEP_STARTED, node.id, attempt, {
-            "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
-            "request": body, "code": node.tool.fingerprint if node.tool else None})
-        tries = attempt - (turns[-1].attempt if turns else 0)
         guard = TurnGuard(agent, node.id, turn)
-        try:
+        try:  # (its verdicts are recorded with the attempt that follows)
             stop = await guard.input(str(args.get("request", "")))
         except GuardrailError as exc:
-            self._guard_failed(k, node, attempt, exc, guard)
+            self._guard_failed(k, node, None, exc)
             return
+        k.emit(K.STEP_STARTED, node.id, attempt, {
+            "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
+            "request": body, "code": node.tool.fingerprint if node.tool else None,
+            **guard.input_checks()})
         if stop is not None:  # before the model is asked
-            self._guard_failed(k, node, attempt, stop, guard)
+            self._guard_failed(k, node, attempt, stop)
             return
+        tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
                 answer = await agent.client.complete(request)
@@ -139,7 +140,7 @@ class AgentStep(Parent):
         try:
             await self._answered(k, node, args, offers, turns, attempt, answer, guard)
         except GuardrailError as exc:  # (the answer's calls are not made)
-            self._guard_failed(k, node, attempt, exc, guard)
+            self._guard_failed(k, node, attempt, exc)
 
     async def _answered(self, k: RunCore, node: Node, args: dict[str, Any],
                         offers: Mapping[str, Any], turns: list[TurnRecorded], attempt: int,
@@ -177,18 +178,16 @@ class AgentStep(Parent):
         self._succeed(k, node, attempt, turn, answer, output)
 
     @staticmethod
-    def _guard_failed(k: RunCore, node: Node, attempt: int, why: Verdict | GuardrailError,
-                      guard: TurnGuard) -> None:
-        """An input guardrail tripped, or a guardrail failed: the step fails naming it, with
-        the verdicts run so far (a replay reads them: it does not run them again)."""
+    def _guard_failed(k: RunCore, node: Node, attempt: int | None,
+                      why: Verdict | GuardrailError) -> None:
+        """An input guardrail tripped (its verdict is recorded with the attempt), or a
+        guardrail failed (``attempt`` None: before any): the step fails naming it."""
         if isinstance(why, Verdict):
             error = f"input guardrail {why.guardrail!r} tripped: {why.reason}"
         else:
             error = str(why)
-        checks = guard.checks()
         k.emit(K.STEP_FAILED, node.id, attempt, {
-            "error_kind": ErrorKind.PERMANENT, "error": error, "guardrail": why.guardrail,
-            **({"checks": checks} if checks else {})})
+            "error_kind": ErrorKind.PERMANENT, "error": error, "guardrail": why.guardrail})
         finished(k, node)
 
     # ------------------------------------------------------------------ outcomes

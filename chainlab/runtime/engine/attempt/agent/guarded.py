@@ -1,10 +1,11 @@
 """An agent turn's guardrails as the ``agent`` kind runs them (what they are, what a verdict
 records: :mod:`chainlab.agent.guardrails`).
 
-A turn's verdicts come from the recorded answer when it carries them (a replay, an
-export-test: the recorded model hands back the recorded answer with its checks; an input
-verdict from the recorded turn, before the model is asked), else from running the
-guardrails; the verdicts run now are added to the answer's checks, so the turn records them.
+A turn's verdicts come from the recording when it holds them (a replay, an export-test: the
+recorded model hands back the recorded answer with its checks; the input verdicts from the
+recorded attempt's ``step_started``, before the model is asked), else from running the
+guardrails. Output and call verdicts run now are added to the answer's checks; input
+verdicts are recorded with the attempt's ``step_started`` (``checks``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ class TurnGuard:
     step_id: str
     turn: int
     live: list[Verdict] = field(default_factory=list)
+    inputs: list[Verdict] = field(default_factory=list)
 
     async def input(self, request: str) -> Verdict | None:
-        """The input verdicts (first turn only); the one that tripped, if one did. Raises
+        """The input verdicts (first turn only, each attempt: recorded with its
+        ``step_started``, :meth:`input_checks`); the one that tripped, if one did. Raises
         GuardrailError."""
         guards = self.agent.guardrails
         if self.turn != 1 or not guards.of("input"):
@@ -43,8 +46,12 @@ class TurnGuard:
         verdicts = recorded(checks, "input") if checks is not None else None
         if verdicts is None:
             verdicts = await guards.judge("input", request, step_id=self.step_id)
-            self.live += verdicts
+        self.inputs = verdicts
         return tripped(verdicts)
+
+    def input_checks(self) -> dict[str, Any]:
+        """What ``step_started`` records of the input verdicts (nothing without any)."""
+        return {"checks": [v.to_dict() for v in self.inputs]} if self.inputs else {}
 
     async def output(self, answer: ModelTurn, output: Any) -> Verdict | None:
         """The output verdicts of a final answer; the one that tripped, if one did."""
@@ -72,10 +79,6 @@ class TurnGuard:
         if not self.live:
             return answer
         return replace(answer, checks=(*answer.checks, *(v.to_dict() for v in self.live)))
-
-    def checks(self) -> list[dict[str, Any]]:
-        """The verdicts run now, as recorded (a turn that failed before an answer)."""
-        return [v.to_dict() for v in self.live]
 
     async def _verdicts(self, answer: ModelTurn, stage: str, value: Any,
                         index: int | None = None) -> list[Verdict]:
