@@ -40,6 +40,10 @@
     ├── DesignerError             an edit the chain designer cannot make (chainlab.jupyter)
     ├── ReplayError               a recorded run cannot be replayed or exported as a test
     │                             (chainlab.testing.replay)
+    ├── RedactionError            a redactor raised or returned no JSON value: nothing was
+    │                             stored (``.redactor``, ``.step_id``; chainlab.redaction)
+    ├── GuardrailError            a guardrail raised or returned neither None nor a reason
+    │                             (``.guardrail``, ``.step_id``; chainlab.guardrails)
     └── UsageError                a front end's input does not resolve: a name, a run id, a
         │                         store location, a STEP=JSON value (``.hint`` says the fix;
         │                         chainlab.workspace raises it)
@@ -83,6 +87,7 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "GuardrailError",
     "IdempotencyKeyError",
     "InputError",
     "MCPServerError",
@@ -91,6 +96,7 @@ __all__ = [
     "PlanError",
     "PlannerError",
     "Problem",
+    "RedactionError",
     "ReplayError",
     "RunExistsError",
     "RunNotActiveError",
@@ -368,6 +374,30 @@ class ReplayError(ChainlabError):
                  step_id: str | None = None):
         super().__init__(message)
         self.run_id = run_id
+        self.step_id = step_id
+
+
+class RedactionError(ChainlabError):
+    """A redactor (``Runtime(redact=)``, a tool's ``redact=``) raised or returned a value
+    that is not JSON: the value it was given is NOT stored, and the step fails naming the
+    redactor (``.redactor``) and what it was given (``.field``, ``.step_id``), never the
+    value."""
+
+    def __init__(self, message: str, *, redactor: str, field: str = "",
+                 step_id: str | None = None):
+        super().__init__(message)
+        self.redactor = redactor
+        self.field = field
+        self.step_id = step_id
+
+
+class GuardrailError(ChainlabError):
+    """A guardrail raised, or returned something other than None or a reason (a str): the
+    step fails naming it (``.guardrail``) and nothing is called."""
+
+    def __init__(self, message: str, *, guardrail: str, step_id: str | None = None):
+        super().__init__(message)
+        self.guardrail = guardrail
         self.step_id = step_id
 
 

@@ -31,6 +31,7 @@ from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import did_you_mean, safe_repr
 from chainlab.agent.conversation import Offer, function_names
 from chainlab.agent.endpoint import Endpoint
+from chainlab.agent.guardrails import Guardrail, Guardrails
 from chainlab.agent.modes import json_text
 from chainlab.errors import InputError, MissingExtraError, ToolDefinitionError
 from chainlab.plan.inputs import fit_args, inputs_json_schema
@@ -83,8 +84,10 @@ class Agent:
     endpoint; ``own_tools``: tools and sub-agents the agent brings with it (an agent converted
     from another SDK, :mod:`chainlab.integrations`): ``toolbox.add_agent(agent)`` registers
     them too, and the agent offers each after its ``tools``; a tool named
-    ``NAME.FUNCTION`` (this agent's name, a dot) is offered to the model as ``FUNCTION``.
-    Raises ToolDefinitionError naming a bad setting.
+    ``NAME.FUNCTION`` (this agent's name, a dot) is offered to the model as ``FUNCTION``;
+    ``input_guardrails`` / ``output_guardrails`` / ``call_guardrails``: functions of the
+    request / the final answer / one call, returning None or a reason
+    (:mod:`chainlab.agent.guardrails`). Raises ToolDefinitionError naming a bad setting.
     """
 
     def __init__(self, name: str, instructions: str, tools: Sequence[str] = (), *,
@@ -94,7 +97,10 @@ class Agent:
                  temperature: float | None = None, max_calls_per_turn: int = 16,
                  description: str | None = None, stream: bool = False,
                  timeout_s: float = 60.0, client: ModelClient | None = None,
-                 max_tokens: int | None = None, own_tools: Sequence[Tool | Agent] = ()):
+                 max_tokens: int | None = None, own_tools: Sequence[Tool | Agent] = (),
+                 input_guardrails: Sequence[Guardrail] = (),
+                 output_guardrails: Sequence[Guardrail] = (),
+                 call_guardrails: Sequence[Guardrail] = ()):
         if not isinstance(instructions, str) or not instructions.strip():
             raise ToolDefinitionError(f"agent {name!r}: instructions must be a non-empty text")
         if isinstance(tools, str):
@@ -118,6 +124,9 @@ class Agent:
             raise ToolDefinitionError(f"agent {name!r}: max_tokens must be an int from 1 to "
                                       f"1000000 (the most one answer may take), got "
                                       f"{safe_repr(max_tokens)}")
+        #: checks around its model (chainlab.agent.guardrails): its verdicts are recorded
+        self.guardrails = Guardrails(name, input=input_guardrails, output=output_guardrails,
+                                     call=call_guardrails)
         self.name = name
         self.instructions = instructions
         self.description = (description or instructions.strip().splitlines()[0])[:500]

@@ -24,6 +24,7 @@ from chainlab.events.fold_jobs import HANDLERS as JOB_HANDLERS
 from chainlab.events.fold_run import HANDLERS as RUN_HANDLERS
 from chainlab.events.fold_state import (
     BACKGROUND_NOTE,
+    REDACTED,
     AttemptRecord,
     FoldState,
     Handler,
@@ -66,6 +67,9 @@ class RunState(FoldState):
             event_kind(ev.kind)  # raises for a kind this chainlab does not know
             raise AssertionError(f"EventKind {ev.kind!r} has no fold handler")
         handler(self, ev)
+        marked = ev.payload.get(REDACTED)
+        if marked:  # (only a stored event has it: the engine's own are never masked)
+            self.redacted.setdefault(ev.step_id or "", set()).update(marked)
 
 
 def _dispatch(*groups: dict[str, Handler]) -> dict[str, Handler]:

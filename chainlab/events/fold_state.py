@@ -26,10 +26,13 @@ from chainlab.events.status import (
 )
 from chainlab.events.usage import add_usage
 
-__all__ = ["BACKGROUND_NOTE", "AttemptRecord", "FoldState", "Handler", "StepState"]
+__all__ = ["BACKGROUND_NOTE", "REDACTED", "AttemptRecord", "FoldState", "Handler",
+           "StepState"]
 
 #: what front ends say about a step whose timed-out sync body has not returned yet
 BACKGROUND_NOTE = "still running in the background"
+#: the payload key of a stored event that lists the keys a redactor masked (chainlab.redaction)
+REDACTED = "redacted"
 
 S = StepStatus
 
@@ -136,6 +139,9 @@ class FoldState:
         # payload in log order (what a reader needs to rebuild the grown graph)
         self.children: dict[str, list[str]] = {}
         self.growth: list[tuple[str, dict[str, Any]]] = []
+        # what the stored log holds masked (DESIGN §24): step id ("" for the run) -> the
+        # payload keys a redactor changed; a resumed run never runs with a mask
+        self.redacted: dict[str, set[str]] = {}
         self._open: dict[tuple[str, str], AttemptRecord] = {}
 
     def step(self, step_id: str) -> StepState:

@@ -26,6 +26,8 @@ code   error                   when
                                validate: ``problems`` lists every one
 422    invalid_decision        edited args / a resolved output do not fit the tool
 422    idempotency_key_reused  the Idempotency-Key was used for another request
+422    unredactable            the server's redactor cannot mask a value sent (a
+                               context, a note): nothing was stored
 500    internal                a chainlab bug (logged with its traceback, once)
 503    store_unavailable       the store cannot be used (the message says why)
 503    unavailable             an optional part is missing (Graphviz for graph.svg)
@@ -48,6 +50,7 @@ from chainlab.errors import (
     MissingExtraError,
     PlanError,
     Problem,
+    RedactionError,
     RunExistsError,
     RunNotFoundError,
     RunStateError,
@@ -172,6 +175,10 @@ def api_error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "conflict", str(exc),
                         fix="read the run again (GET /runs/{run_id}): another decision or "
                             "driver moved it on")
+    if isinstance(exc, RedactionError):  # (a value sent that the redactor cannot mask)
+        return ApiError(422, "unredactable", str(exc),
+                        fix="send a value the server's redactor can mask; nothing was stored",
+                        extra={"redactor": exc.redactor, "field": exc.field})
     if isinstance(exc, StoreError):
         return ApiError(503, "store_unavailable", str(exc))
     if isinstance(exc, MissingExtraError):

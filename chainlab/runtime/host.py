@@ -49,6 +49,7 @@ from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
     from chainlab.plan.schema import RunOptions
+    from chainlab.redaction import Redactor
     from chainlab.runtime.engine.compile import Graph
     from chainlab.runtime.history.estimates import Estimate, History
     from chainlab.store.base import RunRecord, Store
@@ -80,9 +81,13 @@ class Host:
         heartbeat_s: float = 2.0,
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
+        redact: Redactor | None = None,
     ):
         self.owner = owner
         self.toolbox = toolbox if toolbox is not None else default_toolbox
+        #: what every value of its runs looks like outside the process (chainlab.redaction):
+        #: its own, else its toolbox's (which every process loading the toolbox shares)
+        self.redact = redact if redact is not None else getattr(self.toolbox, "redact", None)
         if store is None:
             from chainlab.store.sqlite import SQLiteStore
 
@@ -210,8 +215,8 @@ class Host:
         if self.tracing is not None:  # a subscriber on this side: spans from its events
             from chainlab.tracing.spans import attach
 
-            attach(self.tracing, run.run_id, run.record, kernel.state, self.store,
-                   kernel.subscribers, taken_up=phase != DrivePhase.START)
+            attach(self.tracing, run.run_id, run.record, run.state, self.store,  # (as shown:
+                   kernel.subscribers, taken_up=phase != DrivePhase.START)  # redacted)
         kernel.prepare_drive()
         self.spawn(lambda: self._drive(run, phase))
 
@@ -270,6 +275,7 @@ class Host:
             epoch=epoch,
             toolbox=graph.toolbox,  # the runtime's, or its overlay with the run's agent
             priority=priority,
+            redact=self.redact,
         )
 
     def handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:

@@ -171,8 +171,11 @@ class Run:
     # ------------------------------------------------------------------ state
     @property
     def state(self) -> RunState:
-        if self._kernel is not None:
-            return self._kernel.state
+        """The run's state as it is shown: with a redactor (DESIGN §24), the fold of the
+        redacted events, as the store holds them (the engine alone keeps the real one)."""
+        k = self._kernel
+        if k is not None:
+            return k.state if k.shown is None else k.shown
         if self._static is None:
             _, events, self._static = read_run(self.runtime.store, self.run_id)
             if self._static.status in RUN_TERMINAL:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from chainlab.events import Event, RunState
     from chainlab.events.status import DrivePhase
     from chainlab.plan.schema import Chain, RunOptions
+    from chainlab.redaction import Redactor
     from chainlab.runtime.coordination.inbox import WaitingDecision
     from chainlab.runtime.coordination.liveness import Liveness
     from chainlab.runtime.coordination.watching import WatchedRun
@@ -62,7 +63,10 @@ class Runtime:
     ``store`` defaults to ``SQLiteStore(".chainlab/chainlab.db")``; pass ``MemoryStore()``
     for throwaway runs. ``executor`` defaults to :class:`LocalExecutor`; ``clock`` to the
     system clock; ``chains``: chains usable as sub-chains besides the toolbox's;
-    ``id_factory`` names new runs.
+    ``id_factory`` names new runs; ``redact``: a function of a value returning it as it may
+    leave the process (masked), applied to every value of its runs before it is stored,
+    streamed, traced, exported or shown, while the tools and the model still see the real
+    values (:mod:`chainlab.redaction`; a tool's own ``redact=`` applies first).
     While it drives a run it heartbeats it every ``heartbeat_s`` and reads decisions other
     processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
     dead after ``stale_after_s`` without a beat (DESIGN §13,
@@ -92,14 +96,16 @@ class Runtime:
         mailbox_poll_s: float = 0.15,
         tracer_provider: Any = None,
         capture_content: bool = False,
+        redact: Redactor | None = None,
     ):
         #: its parts and lifetime, the runs it drives (:class:`~chainlab.runtime.host.Host`)
         self.host = self.host_type(self, toolbox, store, executor=executor, clock=clock,
                                    chains=chains, id_factory=id_factory,
                                    heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
-                                   mailbox_poll_s=mailbox_poll_s)
+                                   mailbox_poll_s=mailbox_poll_s, redact=redact)
         #: how its runs are traced (None: not at all; see :mod:`chainlab.tracing`)
-        self.host.tracing = tracing_for(tracer_provider, capture_content=capture_content)
+        self.host.tracing = tracing_for(tracer_provider, capture_content=capture_content,
+                                        redact=self.host.redact)  # (spans see events redacted)
         #: every way a new run begins (:class:`~chainlab.runtime.starts.Starts`)
         self.starts = Starts(self.host)
         #: every way a stored run is taken up (:class:`~chainlab.runtime.takeovers.Takeovers`)

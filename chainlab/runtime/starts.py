@@ -34,8 +34,10 @@ from chainlab.events import (
 from chainlab.events.status import DrivePhase
 from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
+from chainlab.redaction import REDACTED, redact_value
 from chainlab.runtime.coordination.queue import concurrency_key, queue_name
 from chainlab.runtime.engine.compile import Graph, used_chains
+from chainlab.runtime.engine.masked import CONTEXT
 from chainlab.runtime.engine.recovery import recover_now
 from chainlab.runtime.history.estimates import budget_estimates, release_order
 from chainlab.runtime.history.fork import ForkPlan, fork_seed, plan_fork
@@ -219,6 +221,9 @@ class Starts:
         what ``then`` emits) in ONE transaction. A refused write (a value the store cannot
         keep, a key or id taken) leaves no run behind. Raises RunExistsError, StoreError."""
         host = self.host
+        context = self._shown_context(record.context)
+        if context != record.context:  # marked: a resumed run knows it holds masks
+            order = {**order, REDACTED: [CONTEXT]}
         opening = OpeningLog()
         state = RunState(record.run_id, graph.nodes)
         kernel = host.new_kernel(record.run_id, graph, state, opts, record.context, epoch=1,
@@ -228,11 +233,19 @@ class Starts:
         host.open_log(kernel, chain, graph, record, order, lineage)
         if then is not None:
             then(kernel)
-        stored = record.with_(status=opening.status or record.status)
+        stored = record.with_(status=opening.status or record.status, context=context)
         await host.run_io(host.store.create_run, stored, host.liveness.identity(),
                           opening.events, key)
         kernel.store = host.store
         return kernel
+
+    def _shown_context(self, context: dict[str, Any]) -> dict[str, Any]:
+        """A new run's context as it is stored: through the runtime's redactor (the run's
+        kernel keeps the real one). Raises RedactionError: nothing is stored."""
+        redact = self.host.redact
+        if redact is None or not context:
+            return context
+        return redact_value(context, redact, field="context")  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ time travel
     async def fork_plan(self, run_id: str, **edits: Any) -> ForkPlan:

@@ -252,7 +252,8 @@ def recorded_turns(events: Sequence[Event], state: RunState) -> list[dict[str, A
     they were asked: ``step_id``, ``turn``, ``request_hash``, ``request`` (rebuilt from the
     log: :func:`chainlab.agent.turns.turn_requests`; ``state``: the log folded), and ``answer``
     with its ``usage`` (and ``usage_unknown``, when the server's could not be taken) or
-    ``error_kind`` and ``error``. A request a crash interrupted (asked
+    ``error_kind`` and ``error``; ``checks``: the input guardrails' verdicts recorded with
+    the attempt, when there were some. A request a crash interrupted (asked
     again after the restart) is not one."""
     asked = {ev.seq: body for ev, body in turn_requests(state, events)}
     open_: dict[str, dict[str, Any]] = {}
@@ -261,7 +262,8 @@ def recorded_turns(events: Sequence[Event], state: RunState) -> list[dict[str, A
         p, step_id = ev.payload, ev.step_id or ""
         if ev.kind == K.STEP_STARTED and "turn" in p:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
-                              "request_hash": p.get("request_hash"), "request": asked[ev.seq]}
+                              "request_hash": p.get("request_hash"), "request": asked[ev.seq],
+                              **({"checks": p["checks"]} if p.get("checks") else {})}
         elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
             turn = TurnRecorded.from_dict(p)
             out.append({**open_.pop(step_id), "answer": turn.answer.to_dict(),

@@ -63,6 +63,24 @@ class RecordedModel:
         error.kind = recorded.get("error_kind") or "execution_failed"
         raise error
 
+    def recorded_checks(self, step_id: str, turn: int) -> list[Mapping[str, Any]] | None:
+        """The recorded checks of turn ``turn`` of step ``step_id`` before its model is
+        asked (its input guardrails' verdicts: a replay never runs a guardrail again); None
+        when the recording holds none. A turn its input guardrail stopped is used up here
+        (no model answer was recorded for it)."""
+        left = self.left.get(step_id) or []
+        if not left or left[0].get("turn") != turn:
+            return None
+        entry = left[0]
+        checks = entry.get("checks")
+        if not checks:
+            return None
+        if entry.get("answer") is None and any(c.get("stage") == "input" and c.get("tripped")
+                                               for c in checks):
+            left.pop(0)
+            self.asked.append((step_id, turn))
+        return list(checks)
+
     def unused(self) -> list[Mapping[str, Any]]:
         """Recorded turns no replayed agent asked for."""
         return [turn for turns in self.left.values() for turn in turns]

@@ -20,6 +20,9 @@ contract that the runtime obeys:
 ``reconcile``              ``fn(args, idempotency_key) -> Reconciliation | None``: did an
                            interrupted call take effect?
 ``retry`` / ``timeout_s``  defaults for steps that use the tool
+``redact``                 a function of a value returning it masked: applied to the args,
+                           output, error and preview of its steps before they leave the
+                           process (:mod:`chainlab.redaction`)
 =========================  ================================================================
 
 A tool that declares a parameter annotated :class:`CallContext` receives the run id, step id,

@@ -58,6 +58,7 @@ class Tool:
         "params",
         "preview",
         "reconcile",
+        "redact",
         "requires_confirmation",
         "resources",
         "retry",
@@ -84,6 +85,7 @@ class Tool:
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
         expected_duration_s: float | None = None,
+        redact: Callable[[Any], Any] | None = None,
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"a tool must be a function, got {safe_repr(fn)}")
@@ -148,6 +150,13 @@ class Tool:
         if reconcile is not None and not callable(reconcile):
             raise ToolDefinitionError(f"{self.name}: reconcile must be a callable")
         self.reconcile = reconcile
+        if redact is not None and not callable(redact):
+            raise ToolDefinitionError(f"{self.name}: redact must be a function of a value "
+                                      "returning it masked (chainlab.redaction), got "
+                                      f"{safe_repr(redact)}")
+        #: what its steps' values (args, output, error, preview) look like outside the
+        #: process, before the runtime's own redactor (chainlab.redaction)
+        self.redact = redact
         self.retry = RetryPolicy.model_validate(retry) if isinstance(retry, Mapping) else retry
         self.timeout_s = timeout_s
         if expected_duration_s is not None and not (

@@ -17,10 +17,19 @@ __all__ = ["Toolbox", "default_toolbox", "tool"]
 
 
 class Toolbox:
-    """A named set of tools (and chains usable as sub-chains)."""
+    """A named set of tools (and chains usable as sub-chains).
 
-    def __init__(self, name: str = "toolbox"):
+    ``redact``: the redactor of every runtime made over it that is given none
+    (:mod:`chainlab.redaction`): it travels with the toolbox, so every process that loads it
+    (``chainlab run``, ``serve``, ``worker``, a resume in another process) redacts alike."""
+
+    def __init__(self, name: str = "toolbox", *, redact: Callable[[Any], Any] | None = None):
+        if redact is not None and not callable(redact):
+            raise ToolDefinitionError(f"toolbox {name!r}: redact must be a function of a value "
+                                      "returning it masked (chainlab.redaction)")
         self.name = name
+        #: the redactor runtimes over this toolbox use unless given their own
+        self.redact = redact
         self._tools: MutableMapping[str, Tool] = {}
         self.chains: dict[str, Chain] = {}
         self._owned: list[Any] = []  # what aclose() closes: the MCP servers' sessions

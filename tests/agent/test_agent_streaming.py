@@ -111,3 +111,26 @@ async def test_a_subscriber_that_breaks_is_dropped_and_the_turn_goes_on(
     assert (await run.wait()).ok
     await runtime.aclose()
     assert run.state.steps["help"].output == ANSWER
+
+
+async def test_a_run_with_a_redactor_streams_no_piece(shop: Shop, server: FakeOpenAI) -> None:
+    """A piece is a fragment no redactor can judge (a secret may span two pieces): a run
+    with a redactor hands its deltas=True subscribers no piece, and its turn arrives whole,
+    redacted, when it is recorded (the model still saw the real text)."""
+    from chainlab.redaction import mask_pattern
+    from chainlab.runtime import Runtime
+    from chainlab.store.memory import MemoryStore
+
+    secret = "sk-" + "A1b2C3d4E5f6G7h8J9k0"
+    shop.agent(server, [], stream=True, name="prompt")
+    server.add(Reply(f"your key is {secret}", gap_s=0.01))
+    runtime = Runtime(shop.toolbox, MemoryStore(), redact=mask_pattern(r"sk-[A-Za-z0-9]{16,}"))
+    run = await runtime.start(agent_chain(agent="prompt"), paused=True)
+    seen: list[Any] = []
+    run.subscribe(seen.append, deltas=True)
+    await run.unpause()
+    assert (await run.wait()).ok
+    await runtime.aclose()
+    assert seen and all(x.kind != MODEL_DELTA for x in seen)  # events, and no piece
+    assert secret not in repr(seen) and secret not in repr(run.state.steps["help"].output)
+    assert "your key is" in str(run.state.steps["help"].output)

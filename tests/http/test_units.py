@@ -28,7 +28,7 @@ EXPECTED = {
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
     "IdempotencyKeyError": 422, "RunExistsError": 409, "NotJSONError": 400,
-    "CredentialInURLError": 400,
+    "CredentialInURLError": 400, "RedactionError": 422,
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
@@ -37,7 +37,9 @@ NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolE
               # nor a conversion's (a run's --from agent that fails to load is a UsageError)
               "MCPServerError", "AgentConversionError",
               # replay (chainlab.testing): a test's errors, never an HTTP request's
-              "ReplayError", "ReplayMismatch", "_Replayed"}
+              "ReplayError", "ReplayMismatch", "_Replayed",
+              # a guardrail's failure fails its step: the run keeps it, no request meets it
+              "GuardrailError"}
 
 
 def _all_errors() -> list[type[BaseException]]:
@@ -79,6 +81,8 @@ def _instance(cls: type[BaseException]) -> BaseException:
         "CycleError": lambda: cls([errors.Problem("cycle", "m")], ["a", "a"]),
         "NotJSONError": lambda: cls("context.x", float("nan"), "not a JSON number"),
         "CredentialInURLError": lambda: cls("base_url", "the query parameter 'api-key'"),
+        "RedactionError": lambda: cls("m", redactor="mask", field="context"),
+        "GuardrailError": lambda: cls("m", guardrail="g"),
     }
     if cls.__name__ in made:
         return made[cls.__name__]()

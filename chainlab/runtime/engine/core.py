@@ -2,8 +2,14 @@
 
 The graph (its nodes, grown while the run goes: DESIGN §17), the scheduler, the folded state,
 the args each step runs with, the timers and calls in flight, the stop in progress, and the
-two ways every change leaves the engine: :meth:`RunCore.emit` (fold, append, notify) and
-:meth:`RunCore.commit` (the durability barrier).
+two ways every change leaves the engine: :meth:`RunCore.emit` (redact, fold, append, notify)
+and :meth:`RunCore.commit` (the durability barrier).
+
+Redaction (DESIGN §24, :mod:`chainlab.redaction`) happens in :meth:`RunCore.emit` and
+nowhere else on the write path: the engine folds the real event (its tools and its model
+read real values), while the store, every subscriber (the HTTP stream, a watcher, a tracer)
+and the state a person is shown (``shown``, what ``Run.state`` answers) get the redacted
+one.
 
 A step's way through the graph (:mod:`.flow`), an attempt of each kind (:mod:`.attempt`),
 recovery (:mod:`.recovery`) and the saga (:mod:`.saga`) work on a ``RunCore``; the
@@ -14,6 +20,7 @@ imports none of them, so the engine's imports read bottom-up with no circle.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -24,6 +31,7 @@ import anyio
 from chainlab.events import RUN_END_KINDS, Event, EventKind, RunState, RunStatus
 from chainlab.events.fold import FOLD
 from chainlab.events.status import StopReason
+from chainlab.redaction import Redactor, redact_payload
 from chainlab.runtime.engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -63,6 +71,7 @@ class RunCore:
         epoch: int,
         toolbox: Toolbox,
         priority: Callable[[str], float] | None = None,
+        redact: Redactor | None = None,
     ):
         self.run_id = run_id
         self.graph = graph
@@ -125,6 +134,14 @@ class RunCore:
         self._settled = anyio.Event()
         self.drive_done = anyio.Event()
         self.drive_done.set()
+        # redaction: the runtime's redactor; whether any redactor applies at all (a tool's
+        # own counts); the state as shown outside the process (the redacted events' fold)
+        self.redact = redact
+        self.redacting = redact is not None or any(
+            getattr(tool, "redact", None) is not None for tool in toolbox)
+        self.shown: RunState | None = copy.deepcopy(state) if self.redacting else None
+        # step id -> the masked values its references read (a resumed run: .masked)
+        self.masked: dict[str, list[str]] = {}
 
     # ================================================================== events
     def emit(
@@ -134,10 +151,20 @@ class RunCore:
         attempt: int | None = None,
         payload: dict[str, Any] = _EMPTY,
         run_status: RunStatus | None = None,
+        *,
+        trusted: bool = False,
     ) -> Event:
-        """Record one change: fold it, append it to the store, tell subscribers."""
+        """Record one change: redact it, fold it, append it to the store, tell subscribers.
+
+        With a redactor (the runtime's, the step's tool's) the store and subscribers get the
+        redacted event and the engine's state the real one. Raises RedactionError, before
+        anything is recorded, when a redactor fails (the worker then fails the step:
+        ``trusted`` marks that failure, chainlab's own words, which no redactor sees)."""
         if kind.__class__ is not EventKind:
             raise TypeError(f"emit takes an EventKind, got {kind!r}")
+        shown_payload = None
+        if self.redacting and payload and not trusted:
+            shown_payload = redact_payload(payload, self.redactors(step_id), step_id)
         self.seq = seq = self.seq + 1
         run_id, epoch = self.run_id, self.epoch
         # tuple.__new__ is Event._make without its Python frame (three events per step)
@@ -147,13 +174,27 @@ class RunCore:
         state.last_seq = seq
         state.epoch = epoch
         FOLD[kind](state, ev)
-        self.store.append(run_id, epoch, (ev,), run_status)
+        out = ev if shown_payload is None else ev._replace(payload=shown_payload)
+        self.store.append(run_id, epoch, (out,), run_status)
+        if self.shown is not None:
+            self.shown.apply(out)
         if self.subscribers:
-            self._notify(ev)
+            self._notify(out)
         if kind in RUN_END_KINDS and self.on_end is not None:
             on_end, self.on_end = self.on_end, None
             on_end()
         return ev
+
+    def redactors(self, step_id: str | None) -> list[Redactor]:
+        """The redactors of a step's values: its tool's, then the runtime's."""
+        out: list[Redactor] = []
+        node = self.nodes.get(step_id) if step_id is not None else None
+        tool_redact = getattr(node.tool, "redact", None) if node is not None else None
+        if tool_redact is not None:
+            out.append(tool_redact)
+        if self.redact is not None:
+            out.append(self.redact)
+        return out
 
     def _notify(self, ev: Event) -> None:
         for cb in list(self.subscribers):
@@ -165,8 +206,10 @@ class RunCore:
 
     def tell(self, piece: Any) -> None:
         """Hand a piece of a model's answer (a ``model_delta`` notification, never stored)
-        to the run's ``deltas=True`` subscribers, named with this run's id."""
-        if not self.delta_subscribers:
+        to the run's ``deltas=True`` subscribers, named with this run's id. A run with a
+        redactor streams nothing: a piece is a fragment no redactor can judge (a secret may
+        span two), so its turn is seen whole, redacted, when it is recorded."""
+        if not self.delta_subscribers or self.redacting:
             return
         piece = replace(piece, run_id=self.run_id)
         for cb in list(self.delta_subscribers):
@@ -223,10 +266,13 @@ class RunCore:
             self.nodes = dict(self.nodes)
         added, step = self.nodes, self.state.step
         entries: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
+        shown = self.shown.step if self.shown is not None else None
         for node in nodes:
             added[node.id] = node
             entries[node.id] = (node.deps, node.order)
             step(node.id)  # (a grown sub-chain's steps have no state until they do something)
+            if shown is not None:
+                shown(node.id)
         self.sched.grow(entries)
         return list(entries)
 

@@ -23,16 +23,17 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from chainlab.errors import StoreError
-from chainlab.events import EventKind, RunStatus, StepStatus
+from chainlab.errors import RedactionError, StoreError
+from chainlab.events import STEP_TERMINAL, ErrorKind, EventKind, RunStatus, StepStatus
 from chainlab.events.status import UNSETTLED, DrivePhase, StopReason
 from chainlab.runtime.engine.attempt.call.fate import start_deferred_timers
-from chainlab.runtime.engine.flow import unblocked
+from chainlab.runtime.engine.flow import finished, unblocked
 from chainlab.runtime.engine.recovery import finish_recovery
 from chainlab.runtime.engine.saga import finish_stopped
 from chainlab.runtime.engine.scheduler import Breakpoint
 
 if TYPE_CHECKING:
+    from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
 
 __all__ = ["drive", "worker"]
@@ -177,11 +178,26 @@ async def _work(k: RunCore) -> None:
         try:
             # its kind (kind_of, without its frame): a call, a job, a sub-chain...
             await k.kinds[node.kind].run(k, node)
+        except RedactionError as exc:  # a value its redactor could not mask: not stored
+            _unredactable(k, node, exc)
         finally:
             k.sched.release(got)
         if k.sched.n_ready > 1 and (k.idle or k.workers < k.sched.max_concurrency):
             k.wake_workers(1)  # (this worker takes one itself; with every worker busy, none
             # is left to wake or start)
+
+
+def _unredactable(k: RunCore, node: Node, exc: RedactionError) -> None:
+    """A redactor failed on one of the step's values (DESIGN §24): nothing of that event was
+    recorded; the step fails naming the redactor (chainlab's words only: no redactor sees
+    them), its dependants are skipped as for any failure."""
+    st = k.steps[node.id]
+    if st.status in STEP_TERMINAL:  # (a later event of another step: stop the drive)
+        raise exc
+    k.emit(K.STEP_FAILED, node.id, st.attempts if st.status == S.RUNNING else None,
+           {"error_kind": ErrorKind.INVALID_INPUT, "error": str(exc),
+            "redactor": exc.redactor}, trusted=True)
+    finished(k, node)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

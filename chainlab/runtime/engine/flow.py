@@ -25,6 +25,7 @@ from chainlab.events.status import RELEASES_DEPENDANTS, STEP_TERMINAL, StopReaso
 from chainlab.plan.parts import INDEX_NAME
 from chainlab.plan.refs import Ref, evaluate, walk_path
 from chainlab.runtime.engine.attempt.kind import kind_of
+from chainlab.runtime.engine.masked import tracking
 from chainlab.tools import args_hash, to_json_value
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ def unblocked(k: RunCore, node: Node) -> None:
         return  # stays pending; the stop cancels it
     found = k.resolvers.get(id(node.ns)) if node.index is None else None
     resolve = found[1] if found is not None and found[0] is node.ns else resolver(k, node)
+    if k.state.redacted:  # a resumed run whose log holds masks: note what it reads
+        resolve = tracking(k, node, resolve)
     if node.when is not None:
         try:
             go = evaluate(node.when, resolve)
@@ -125,8 +128,11 @@ def resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:
         found = k.resolvers.get(id(ns))
         if found is None or found[0] is not ns:  # (an id is only unique while ns lives)
             found = k.resolvers[id(ns)] = (ns, _resolver(k, node))
-        return found[1]
-    return _resolver(k, node)
+        resolve = found[1]
+    else:
+        resolve = _resolver(k, node)
+    # a resumed run whose log holds masks: note what the step reads (.masked)
+    return tracking(k, node, resolve) if k.state.redacted else resolve
 
 
 def _resolver(k: RunCore, node: Node) -> Callable[[Ref], Any]:

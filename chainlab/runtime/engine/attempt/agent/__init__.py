@@ -41,6 +41,7 @@ import anyio
 
 from chainlab.agent.conversation import Refused, check_calls, messages
 from chainlab.agent.definition import AgentTool
+from chainlab.agent.guardrails import Verdict
 from chainlab.agent.model import ModelRequest, ModelTurn, RequestHasher
 from chainlab.agent.turns import (
     CallMade,
@@ -50,6 +51,7 @@ from chainlab.agent.turns import (
     turn_records,
     turns_of,
 )
+from chainlab.errors import GuardrailError
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agent.calls import (
     call_step_id,
@@ -57,6 +59,7 @@ from chainlab.runtime.engine.attempt.agent.calls import (
     grow_calls,
     refused_streak,
 )
+from chainlab.runtime.engine.attempt.agent.guarded import TurnGuard
 from chainlab.runtime.engine.attempt.call import gate
 from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
@@ -112,10 +115,20 @@ class AgentStep(Parent):
                      turn_records(k.state, turns)),
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
             agent.temperature, node.id, turn, agent.max_tokens, k.tell)
+        guard = TurnGuard(agent, node.id, turn)
+        try:  # (its verdicts are recorded with the attempt that follows)
+            stop = await guard.input(str(args.get("request", "")))
+        except GuardrailError as exc:
+            self._guard_failed(k, node, None, exc)
+            return
         k.emit(K.STEP_STARTED, node.id, attempt, _asked(k, node.id, agent, request, {
             "args": args, "tool": node.step.tool, "turn": turn,
             "code": node.tool.fingerprint if node.tool else None,
-            "model": agent.endpoint.model}))  # (model: what a trace's chat span names)
+            "model": agent.endpoint.model,  # (what a trace's chat span names)
+            **guard.input_checks()}))
+        if stop is not None:  # before the model is asked
+            self._guard_failed(k, node, attempt, stop)
+            return
         tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
@@ -134,9 +147,21 @@ class AgentStep(Parent):
                 ErrorKind.TIMEOUT, f"the model at {agent.client.endpoint} gave no answer "
                 f"within timeout_s={node.timeout_s}")), tries)
             return
+        try:
+            await self._answered(k, node, args, offers, turns, attempt, answer, guard)
+        except GuardrailError as exc:  # (the answer's calls are not made)
+            self._guard_failed(k, node, attempt, exc)
+
+    async def _answered(self, k: RunCore, node: Node, args: dict[str, Any],
+                        offers: Mapping[str, Any], turns: list[TurnRecorded], attempt: int,
+                        answer: ModelTurn, guard: TurnGuard) -> None:
+        """The model answered: its calls become steps (or are refused to it), or its final
+        answer ends the step (or is sent back)."""
+        agent, turn = _agent(node), len(turns) + 1
         limit = int(args.get("max_calls_per_turn") or agent.max_calls_per_turn)
         if answer.calls:
-            verdicts = check_calls(answer.calls, offers, limit)
+            verdicts = await guard.calls(answer, check_calls(answer.calls, offers, limit))
+            answer = guard.recorded_answer(answer)
             self._grow(k, node, turns, TurnRecorded(
                 turn, attempt, answer,
                 made=tuple(CallMade(call_step_id(node.id, turn, v.index), v.index, v.tool,
@@ -148,10 +173,32 @@ class AgentStep(Parent):
         try:
             output = agent.check_answer(answer.content)
         except ValueError as exc:  # sent back to the model with the next turn
+            answer = guard.recorded_answer(answer)
             self._grow(k, node, turns, TurnRecorded(turn, attempt, answer, feedback=f"{exc}",
                                                     **_usage(k, node, attempt, answer)))
             return
+        stop = await guard.output(answer, output)
+        answer = guard.recorded_answer(answer)
+        if stop is not None:  # the reason goes back to the model, as for a bad answer
+            self._grow(k, node, turns, TurnRecorded(
+                turn, attempt, answer,
+                feedback=f"output guardrail {stop.guardrail!r}: {stop.reason}",
+                **_usage(k, node, attempt, answer)))
+            return
         self._succeed(k, node, attempt, turn, answer, output)
+
+    @staticmethod
+    def _guard_failed(k: RunCore, node: Node, attempt: int | None,
+                      why: Verdict | GuardrailError) -> None:
+        """An input guardrail tripped (its verdict is recorded with the attempt), or a
+        guardrail failed (``attempt`` None: before any): the step fails naming it."""
+        if isinstance(why, Verdict):
+            error = f"input guardrail {why.guardrail!r} tripped: {why.reason}"
+        else:
+            error = str(why)
+        k.emit(K.STEP_FAILED, node.id, attempt, {
+            "error_kind": ErrorKind.PERMANENT, "error": error, "guardrail": why.guardrail})
+        finished(k, node)
 
     # ------------------------------------------------------------------ outcomes
     def _grow(self, k: RunCore, node: Node, turns: list[TurnRecorded],

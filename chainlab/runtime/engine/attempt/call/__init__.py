@@ -20,6 +20,7 @@ from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, call_too
 from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.budget import check_budget
 from chainlab.runtime.engine.flow import finished, make_ready, request_confirmation
+from chainlab.runtime.engine.masked import masked_inputs, person_gave_args, wait_for_real_values
 from chainlab.tools import CallContext, Reconciliation, args_hash, idempotency_key
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     args = k.args.get(step_id)
     if args is None:
         args = k.args[step_id] = dict(st.args or {})
+    masked = masked_inputs(k, node)  # (a resumed run: a value its log holds redacted)
+    if masked and not person_gave_args(st, args):
+        wait_for_real_values(k, node, args, masked)
+        k.sched.park(step_id)
+        return None
     confirm = node.fixed_confirm
     if confirm is None:
         confirm = node.needs_confirmation(args)
