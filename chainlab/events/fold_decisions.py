@@ -24,7 +24,8 @@ S = StepStatus
 
 
 def record_decision(st: StepState, ev: Event, action: str) -> None:
-    """Keep the last person's decision on step ``st``: ``action``, who (``by``) and when."""
+    """Keep the last decision on step ``st``: ``action``, who or what (``by``: a principal,
+    ``policy:ID``, ``grant:ID``) and when."""
     st.decided = {"action": action, "by": ev.payload.get("by"), "ts": ev.ts}
 
 
@@ -53,7 +54,18 @@ def _on_approved(state: FoldState, ev: Event) -> None:
                    "by": p.get("by"), "over_budget": bool(p.get("over_budget"))}
     if p.get("budget") is not None:  # a person raised the run's budget
         state.budget = dict(p["budget"])
+    grant = p.get("grant")
+    if grant is not None:  # a person's approval that decides more calls (DESIGN §21)
+        state.grants[grant["id"]] = {**grant, "step_id": st.step_id, "by": p.get("by"),
+                                     "ts": ev.ts, "revoked": None}
     record_decision(st, ev, "approved")
+
+
+def _on_grant_revoked(state: FoldState, ev: Event) -> None:
+    grant = state.grants.get(ev.payload.get("grant_id") or "")
+    if grant is not None and grant["revoked"] is None:
+        state.grants[grant["id"]] = {**grant, "revoked": {"by": ev.payload.get("by"),
+                                                          "ts": ev.ts}}
 
 
 def _on_rejected(state: FoldState, ev: Event) -> None:
@@ -68,4 +80,5 @@ HANDLERS: dict[str, Handler] = {
     EventKind.STEP_WAITING_CONFIRMATION: _on_waiting,
     EventKind.STEP_APPROVED: _on_approved,
     EventKind.STEP_REJECTED: _on_rejected,
+    EventKind.GRANT_REVOKED: _on_grant_revoked,
 }

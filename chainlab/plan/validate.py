@@ -36,6 +36,7 @@ from chainlab.plan.refs import (
     parse_template,
 )
 from chainlab.plan.reftypes import SourceTypes
+from chainlab.plan.policies import policy_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
 if TYPE_CHECKING:
@@ -406,6 +407,11 @@ class _Checker:
             return
         for step, finding in pool_findings(self.chain, self.toolbox):
             self.add_all(step, [finding])
+        # the chain's rules (DESIGN §21): what their conditions read fits the tools they name
+        # (a glob matching no tool is a warning, given where a run starts)
+        for code, message, field in policy_findings(self.chain.options.policies,
+                                                     self.toolbox)[0]:
+            self.problems.append(Problem(code, message, None, field))
 
     # ------------------------------------------------------------------ sub-chains
     def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from chainlab.events import Event, RunState
     from chainlab.events.status import DrivePhase
+    from chainlab.plan.policies import Policy
     from chainlab.plan.schema import Chain, RunOptions
     from chainlab.runtime.coordination.inbox import WaitingDecision
     from chainlab.runtime.coordination.liveness import Liveness
@@ -66,6 +67,10 @@ class Runtime:
     processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
     dead after ``stale_after_s`` without a beat (DESIGN §13,
     ``chainlab.runtime.coordination.liveness``).
+    ``policies``: the deployment's rules (DESIGN §21, :class:`chainlab.plan.policies.Policy`
+    or its dict), in force before every run's own ``options.policies``, which cannot
+    loosen them; checked against the toolbox here (PlanError for a rule that reads an arg
+    its tool lacks; a warning for a tool glob that matches no tool).
     """
 
     #: the class of its :attr:`host`: a front end that drives runs on a loop of its own
@@ -84,12 +89,13 @@ class Runtime:
         heartbeat_s: float = 2.0,
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
+        policies: Sequence[Policy | Mapping[str, Any]] = (),
     ):
         #: its parts and lifetime, the runs it drives (:class:`~chainlab.runtime.host.Host`)
         self.host = self.host_type(self, toolbox, store, executor=executor, clock=clock,
                                    chains=chains, id_factory=id_factory,
                                    heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
-                                   mailbox_poll_s=mailbox_poll_s)
+                                   mailbox_poll_s=mailbox_poll_s, policies=policies)
         #: every way a new run begins (:class:`~chainlab.runtime.starts.Starts`)
         self.starts = Starts(self.host)
         #: every way a stored run is taken up (:class:`~chainlab.runtime.takeovers.Takeovers`)
@@ -389,8 +395,11 @@ class Runtime:
         fail: bool = False,
         timeout: float = 10.0,
         budget: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
+        roles: Sequence[str] | None = None,
     ) -> str:
-        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject``
+        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget, ``grant``: decide
+        similar calls too, ``roles``: the roles of ``by``; see :meth:`Run.approve`), ``reject``
         (``reason``) or ``resolve`` (``output`` | ``retry`` | ``fail``, ``note``) step
         ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
         another live process (sent to it through the store; it applies the decision with the
@@ -412,7 +421,8 @@ class Runtime:
         return await decide(self.host, self.takeovers, run_id, step_id, action, by=by,
                             timeout=timeout, payload=payload_for(
                                 action, note=note, reason=reason, args=args, output=output,
-                                retry=retry, fail=fail, budget=budget))
+                                retry=retry, fail=fail, budget=budget, grant=grant,
+                                roles=roles))
 
     async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
                           note: str | None = None, timeout: float = 10.0) -> list[str]:

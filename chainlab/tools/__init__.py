@@ -20,6 +20,9 @@ contract that the runtime obeys:
 ``reconcile``              ``fn(args, idempotency_key) -> Reconciliation | None``: did an
                            interrupted call take effect?
 ``retry`` / ``timeout_s``  defaults for steps that use the tool
+``always_ask``             only a person decides its calls (never a rule, grant or reviewer)
+``approvers``              ``["finance"]``: only a principal with one of these roles may
+                           approve or grant for it
 =========================  ================================================================
 
 A tool that declares a parameter annotated :class:`CallContext` receives the run id, step id,

@@ -307,7 +307,8 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     p = request.payload
     if request.action == "approve":
         await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by,
-                          budget=p.get("budget"))
+                          budget=p.get("budget"), grant=p.get("grant"),
+                          roles=p.get("roles"))
     elif request.action == "reject":
         await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":

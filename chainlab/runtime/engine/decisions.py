@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from chainlab._text import safe_repr
-from chainlab.errors import DecisionError, RunStateError, UnknownStepError
+from chainlab.errors import ApproverError, DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.runtime.engine.attempt.call.seam import invalid_input
 from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
@@ -30,6 +30,7 @@ __all__ = [
     "approve",
     "check",
     "check_approve_args",
+    "check_approver",
     "check_completion",
     "check_rollback",
     "completion_payload",
@@ -183,14 +184,38 @@ def requester() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def check_approver(tool: Tool | None, step_id: str, by: str | None,
+                   roles: Any | None) -> None:
+    """Raise ApproverError unless ``by`` (with ``roles``) may approve or grant for the
+    step's tool: a tool naming ``approvers`` takes only a principal with one of them."""
+    required = tool.approvers if tool is not None else None
+    if not required:
+        return
+    have = tuple(roles or ())
+    if not set(have) & set(required):
+        raise ApproverError(
+            f"step {step_id!r}: {by or 'this principal'} (roles: {', '.join(have) or 'none'}) "
+            f"may not approve or grant for tool {tool.name!r}; it takes a principal with "
+            f"role {' or '.join(required)}", step_id=step_id, by=by, roles=have,
+            required=tuple(required))
+
+
 def approve(
     state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
     by: str | None = None, budget: Any | None = None, current_budget: Any | None = None,
+    *, roles: Any | None = None, grant: dict[str, Any] | None = None,
 ) -> Decision:
+    """Approve ``step_id`` (see :meth:`chainlab.Run.approve`); ``grant``: the record of a
+    grant given with it (``approvals.make_grant``). Raises RunStateError, DecisionError,
+    ApproverError (``by`` lacks the tool's approver role): then nothing is recorded."""
     check(state, Action.APPROVE, step_id)
+    if not (by or "").startswith(("policy:", "grant:")):
+        check_approver(tool, step_id, by, roles)
     st = state.steps[step_id]
     payload: dict[str, Any] = {"note": _json(note, step_id, "note"),
                                "args_hash": st.args_hash, "by": _json(by, step_id, "by")}
+    if grant is not None:
+        payload["grant"] = _json(grant, step_id, "grant")
     if st.reason == BUDGET_EXCEEDED:  # it waits for the budget: let it past this one
         payload["over_budget"] = True
     if budget is not None:

@@ -67,7 +67,10 @@ def unblocked(k: RunCore, node: Node) -> None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
-    if confirm or (confirm_first and node.id in confirm_first):
+    if (confirm and not (k.rules or k.state.grants)) or (
+            confirm_first and node.id in confirm_first):
+        # only a person can decide it: ask now (with rules or grants in force, the gate
+        # decides, the one place that knows them: DESIGN §21)
         request_confirmation(k, node, args)
         k.sched.park(node.id)
         return
