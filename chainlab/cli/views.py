@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
+from chainlab.events.fold_decisions import decided_by
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
@@ -34,6 +35,7 @@ __all__ = [
     "attempt_rows",
     "driver_text",
     "fitted",
+    "grants_table",
     "next_steps",
     "queues_line",
     "runs_table",
@@ -182,6 +184,10 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
             Col("#", drop=3, justify="right"), Col("time", drop=2, justify="right"),
             Col("note", flex=True, drop=1)]
     steps = list(state.steps.values())
+    # who or what decided each call (DESIGN §21), for a run where anything was decided
+    with_decided = any(st.decided for st in steps)
+    if with_decided:
+        cols.insert(5, Col("decided by", drop=5))
     with_usage = bool(state.usage)  # the usage columns only for a run that reported any
     if with_usage:
         cols += [Col("tokens", drop=6, justify="right"), Col("cost", drop=5, justify="right")]
@@ -195,13 +201,16 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
     rows: list[list[str | Text]] = []
     for st in shown:
         if isinstance(st, str):  # the grown steps of a parent not shown one by one
-            rows.append([Text(st, style="dim"), "", "", "", "", folded[st]])
+            rows.append([Text(st, style="dim"), "", "", "", "", *([""] if with_decided
+                                                                    else []), folded[st]])
             continue
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
         cells: list[str | Text] = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
                                    str(st.attempts or ""), seconds(took), step_note(st)]
+        if with_decided:
+            cells.insert(5, clip(decided_by(state, st.step_id) or "", 40))
         if with_usage:
             usage = st.usage or {}
             cells += [f"{usage['tokens']:,}" if "tokens" in usage else "",
@@ -345,7 +354,7 @@ def _when(ts: float) -> str:
 TIMELINE_COLUMNS = ("run_id", "step_id", "kind", "attempt", "epoch", "tool", "status",
                     "started_at", "ended_at", "offset_s", "duration_s", "error_kind", "error",
                     "retry_delay_s", "idempotency_key", "input_tokens", "output_tokens",
-                    "cost")
+                    "cost", "decided_by")
 
 
 def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
@@ -363,7 +372,8 @@ def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
             "idempotency_key": a.idempotency_key,
             "input_tokens": (a.usage or {}).get("input_tokens"),
             "output_tokens": (a.usage or {}).get("output_tokens"),
-            "cost": (a.usage or {}).get("cost")})
+            "cost": (a.usage or {}).get("cost"),
+            "decided_by": decided_by(state, a.step_id) if a.kind == "call" else None})
     return rows
 
 
@@ -374,6 +384,9 @@ def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None,
             Col("#", drop=3, justify="right"), Col("epoch", drop=5, justify="right"),
             Col("tool", drop=6), Col("status", keep=True),
             Col("duration", drop=2, justify="right"), Col("error", flex=True, drop=7)]
+    with_decided = any(r["decided_by"] for r in rows)
+    if with_decided:
+        cols.insert(8, Col("decided_by", drop=8))
     cells: list[list[str | Text]] = []
     for r in rows:
         error = f"{r['error_kind']}: {r['error']}" if r["error_kind"] else (r["error"] or "")
@@ -381,8 +394,23 @@ def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None,
             error += f" (retry in {seconds(r['retry_delay_s'])})"
         cells.append([f"+{r['offset_s']:.3f} s", r["step_id"], r["kind"], str(r["attempt"]),
                       str(r["epoch"]), r["tool"] or "", status_text(r["status"]),
-                      seconds(r["duration_s"]), clip(error, 100)])
+                      seconds(r["duration_s"]),
+                      *([clip(r["decided_by"] or "", 40)] if with_decided else []),
+                      clip(error, 100)])
     return fitted(cols, cells, width, title=title)
+
+
+def grants_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> Table:
+    """A run's grants: id, condition, scope, who gave it, until when, status, and the calls
+    it decided."""
+    cols = [Col("grant", key=True), Col("when", flex=True), Col("scope", drop=3),
+            Col("by", drop=2), Col("until", drop=4), Col("status", keep=True),
+            Col("decided", flex=True, drop=1)]
+    cells: list[list[str | Text]] = [
+        [g["id"], g["when"], f"{g['scope']} ({g['parent']})" if g["scope"] == "step"
+         else g["scope"], str(g["by"] or ""), _when(g["expires_at"]), g["status"],
+         clip(", ".join(g["decided"]) or "-", 80)] for g in rows]
+    return fitted(cols, cells, width, title=f"{len(rows)} grants")
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:

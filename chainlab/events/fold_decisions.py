@@ -18,7 +18,7 @@ from chainlab.events.status import StepStatus
 if TYPE_CHECKING:
     from chainlab.events.fold_state import FoldState, Handler, StepState
 
-__all__ = ["HANDLERS", "record_decision"]
+__all__ = ["HANDLERS", "decided_by", "record_decision"]
 
 S = StepStatus
 
@@ -27,6 +27,24 @@ def record_decision(st: StepState, ev: Event, action: str) -> None:
     """Keep the last decision on step ``st``: ``action``, who or what (``by``: a principal,
     ``policy:ID``, ``grant:ID``) and when."""
     st.decided = {"action": action, "by": ev.payload.get("by"), "ts": ev.ts}
+
+
+def decided_by(state: FoldState, step_id: str) -> str | None:
+    """Who or what decided step ``step_id``, for a reader: ``policy small-refunds: why``,
+    ``grant g2 by alice, run scope``, or the principal (None: nobody decided it). The one
+    wording the CLI, the JSON view, the timeline and the widgets show."""
+    st = state.steps.get(step_id)
+    by = (st.decided or {}).get("by") if st is not None else None
+    if not by:
+        return None
+    if by.startswith("policy:"):
+        reason = (st.approval or {}).get("reason") if st is not None and st.approval else None
+        reason = reason or (st.reason if st is not None and st.status == S.REJECTED else None)
+        return f"policy {by[7:]}" + (f": {reason}" if reason else "")
+    if by.startswith("grant:"):
+        g = state.grants.get(by[6:])
+        return f"grant {by[6:]}" + (f" by {g['by']}, {g['scope']} scope" if g else "")
+    return str(by)
 
 
 def _on_waiting(state: FoldState, ev: Event) -> None:
@@ -51,7 +69,8 @@ def _on_approved(state: FoldState, ev: Event) -> None:
     st.args_hash = p.get("args_hash", st.args_hash)
     st.approved_hash = st.args_hash
     st.approval = {"note": p.get("note"), "edited": p.get("args") is not None, "ts": ev.ts,
-                   "by": p.get("by"), "over_budget": bool(p.get("over_budget"))}
+                   "by": p.get("by"), "over_budget": bool(p.get("over_budget")),
+                   "reason": p.get("reason")}
     if p.get("budget") is not None:  # a person raised the run's budget
         state.budget = dict(p["budget"])
     grant = p.get("grant")

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
+from chainlab.events.fold_decisions import decided_by
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.plan.parts import names_an_agent
 
@@ -79,7 +80,8 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
     by_step: dict[str, list[AttemptRecord]] = {}
     for rec in state.attempts:
         by_step.setdefault(rec.step_id, []).append(rec)
-    steps = {step_id: step_dict(st, by_step.get(step_id, ()))
+    steps = {step_id: step_dict(st, by_step.get(step_id, ()),
+                                decided_by(state, step_id) if st.decided else None)
              for step_id, st in state.steps.items()}
     if any(names_an_agent(rec.tool) for rec in state.attempts):  # an agent's turns
         from chainlab.agent.turns import turns_by_step
@@ -102,6 +104,7 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
         "waiting": waiting_dicts(record, state),
         "usage": _plain(state.usage),
         "output": _plain(declared_output(record, state)),
+        "grants": _plain(list(state.grants.values())),
     }
 
 
@@ -144,10 +147,12 @@ def lineage_dict(record: RunRecord) -> dict[str, Any] | None:
     return {"forked_from": parent, "at_seq": record.meta.get("forked_at_seq")}
 
 
-def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str, Any]:
+def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = (),
+              decided: str | None = None) -> dict[str, Any]:
     """One step: status, its ``attempts`` (tool calls and compensations, in start order),
     output, reason, error (kind and message), and what a fork reused it from; a remote job's
-    step also has ``job`` (:func:`job_dict`)."""
+    step also has ``job`` (:func:`job_dict`); a decided one ``decided``: ``action``, ``by``
+    (a principal, ``policy:ID``, ``grant:ID``) and ``text`` (``decided_by``'s wording)."""
     out = {
         "status": str(st.status),
         "attempts": [attempt_dict(a) for a in attempts],
@@ -160,6 +165,9 @@ def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str
     }
     if st.job is not None:
         out["job"] = job_dict(st)
+    if st.decided is not None:
+        out["decided"] = {"action": st.decided["action"], "by": _text(st.decided.get("by")),
+                          "text": decided}
     return out
 
 

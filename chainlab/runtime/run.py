@@ -461,14 +461,11 @@ class Run:
     async def revoke(self, grant_id: str, *, by: str | None = None) -> None:
         """Revoke a grant: it decides nothing more; the calls it decided stay decided.
         Raises RunStateError for a grant the run does not have or one already revoked."""
+        if self._for_fleet():
+            await self.runtime.decide(self.run_id, grant_id, "revoke", by=by)
+            return
         k = self._k()
-        g = k.state.grants.get(grant_id)
-        if g is None or g["revoked"] is not None:
-            known = ", ".join(k.state.grants) or "none"
-            what = "has no grant" if g is None else \
-                f"already had grant revoked by {g['revoked']['by']}:"
-            raise RunStateError(f"run {self.run_id!r} {what} {grant_id!r} (grants: {known})",
-                                run_id=self.run_id)
+        decisions.check_revoke(k.state, grant_id)
         k.emit(EventKind.GRANT_REVOKED, payload={"grant_id": grant_id,
                                                  "by": by or decisions.requester()})
         await k.commit()
@@ -633,6 +630,13 @@ class Run:
         from chainlab.timeline import compensations_frame
 
         return compensations_frame(self.runtime.store, self.run_id)
+
+    def decisions(self) -> Any:
+        """Who decided what (a person, a rule, a grant), one row per decided step, as a
+        DataFrame: the audit table (``chainlab.timeline.decisions_frame``)."""
+        from chainlab.timeline import decisions_frame
+
+        return decisions_frame(self.runtime.store, self.run_id)
 
     def event_log(self) -> Any:
         from chainlab.timeline import events_frame

@@ -56,7 +56,7 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
             asked.append(live)
             if action == "approve" and options.get("all"):  # every waiting instance
                 ids = await runtime.approve_all(run_id, step_id, note=options.get("note"),
-                                                timeout=timeout)
+                                                by=options.get("by"), timeout=timeout)
                 if not ids:
                     raise _stalled(store, run_id, db, f"nothing waits for a confirmation at "
                                    f"or under step {step_id!r} of run {run_id}") or CliError(

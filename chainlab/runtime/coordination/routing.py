@@ -59,6 +59,7 @@ def payload_for(action: str, *, note: str | None = None, reason: str | None = No
              "roles": list(roles) if roles is not None else None}
     takes = {decisions.Action.APPROVE: ("args", "note", "budget", "grant", "roles"),
              decisions.Action.REJECT: ("reason",),
+             decisions.Action.REVOKE: (),
              decisions.Action.RESOLVE: ("output", "retry", "fail", "note")}[action]
     extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
     if extra:

@@ -31,6 +31,7 @@ __all__ = [
     "check",
     "check_approve_args",
     "check_approver",
+    "check_revoke",
     "check_completion",
     "check_rollback",
     "completion_payload",
@@ -48,6 +49,7 @@ class Action(StrEnum):
     REJECT = "reject"
     RESOLVE = "resolve"
     COMPLETE_JOB = "complete_job"  # a remote job's completion from outside (a callback)
+    REVOKE = "revoke"  # a grant (DESIGN §21); the request's step_id carries the grant id
 
 
 _WAITS_FOR = {
@@ -74,6 +76,9 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
     if action == Action.COMPLETE_JOB:
         check_completion(state, step_id)
         return
+    if action == Action.REVOKE:
+        check_revoke(state, step_id)
+        return
     st = state.steps.get(step_id)
     if st is None:
         raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
@@ -89,6 +94,17 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
             run_id=state.run_id,
             status=str(st.status),
         )
+
+
+def check_revoke(state: RunState, grant_id: str) -> None:
+    """Raise RunStateError unless the run has grant ``grant_id``, not revoked yet."""
+    g = state.grants.get(grant_id)
+    if g is None or g["revoked"] is not None:
+        known = ", ".join(state.grants) or "none"
+        what = "has no grant" if g is None else \
+            f"already had grant revoked by {g['revoked']['by']}:"
+        raise RunStateError(f"run {state.run_id!r} {what} {grant_id!r} (grants: {known})",
+                            run_id=state.run_id)
 
 
 def waiting_under(state: RunState, step_id: str) -> list[str]:
