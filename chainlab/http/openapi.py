@@ -114,6 +114,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "run_id": {"type": "string"},
         "step_id": {"type": "string"}, "action": {"type": "string"},
         "by": {"type": "string"}}},
+    "GrantList": {"type": "object", "properties": {
+        "grants": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "when": {"type": "string"},
+            "scope": {"enum": ["step", "run"]}, "tool": {"type": "string"},
+            "by": _STR_OR_NULL, "step_id": {"type": "string"},
+            "expires_at": {"type": "number"},
+            "status": {"enum": ["active", "revoked", "expired", "stale"]},
+            "decided": {"type": "array", "items": {"type": "string"}}}}}}},
     "ApprovedAll": {"type": "object", "properties": {
         "approved": {"type": "array", "items": {"type": "string"}, "description": (
             "The steps this request approved, in order, each with its own args")},

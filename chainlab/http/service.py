@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from chainlab.render.json import record_dict, run_dict
 from chainlab.runtime import check_rollback
 from chainlab.runtime.coordination.inbox import waiting_decisions, waiting_in
 from chainlab.runtime.coordination.stalls import stalls
+from chainlab.runtime.engine.approvals import grants_of
 from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Config", "Service"]
@@ -71,6 +73,15 @@ class Service:
         self.config = config
 
     # ------------------------------------------------------------------ reading
+    async def grants(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's grants with their status (``Run.grants``; stale told when this server
+        drives the run). Raises RunNotFoundError."""
+        run = self.runtime.driven(run_id)
+        if run is not None:
+            return run.grants()
+        _, _, state = await self.read(run_id)
+        return grants_of(state, time.time(), None)
+
     async def read(self, run_id: str) -> tuple[Any, list[Any], Any]:
         """``(record, events, state)`` as stored (durable), after a flush of what this
         server's driver of the run emitted. Raises RunNotFoundError with a did-you-mean."""

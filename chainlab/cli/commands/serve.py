@@ -65,6 +65,12 @@ def register(app: typer.Typer) -> None:
                  "long (it reconnects with Last-Event-ID and loses nothing).")] = 60.0,
         access_log: Annotated[bool, typer.Option(
             "--access-log/--no-access-log", help="Log one line per request.")] = True,
+        tokens: Annotated[Path | None, typer.Option(
+            "--tokens", metavar="FILE",
+            help="Tokens of named principals with roles, a JSON list of {token, principal, "
+                 "roles}: a decision records the principal; a tool's approvers take only "
+                 "principals with one of its roles (403 otherwise). The tokens are never "
+                 "printed, logged or stored.")] = None,
     ) -> None:
         """Serve the HTTP API: start runs, stream their events (SSE), read them, approve /
         reject / resolve and continue the SAME run, resume, cancel, rollback, fork, and the
@@ -100,7 +106,11 @@ def register(app: typer.Typer) -> None:
                             keepalive_s=keepalive, stream_send_timeout_s=stream_send_timeout,
                             cors_origins=tuple(cors_origin or ()), tools=tools,
                             extra_meta={"cwd": os.getcwd()})
-            api = create_app(toolbox, token=token, chains=served, db=store, config=config)
+            from chainlab.http.principals import load_tokens
+
+            table = load_tokens(tokens) if tokens is not None else None
+            api = create_app(toolbox, token=token, tokens=table, chains=served, db=store,
+                             config=config)
             names = ", ".join(sorted({**toolbox.chains, **served})) or "none (inline only)"
             _say(f"toolbox {toolbox.name!r} ({len(toolbox)} tools); chains: {names}; "
                  f"store: {db}")
