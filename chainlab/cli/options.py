@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt", "QuietOpt",
-           "ToolsOpt"]
+__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt",
+           "PoliciesOpt", "QuietOpt", "ToolsOpt"]
 
 ToolsOpt = Annotated[str | None, typer.Option(
     "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
@@ -33,3 +33,7 @@ DaskOpt = Annotated[str | None, typer.Option(
     help="Run sync tool bodies on the Dask scheduler at ADDRESS ('local': a LocalCluster).")]
 ChainArg = Annotated[Path, typer.Argument(metavar="CHAIN_FILE",
                                           help="The chain (YAML or JSON).")]
+PoliciesOpt = Annotated[Path | None, typer.Option(
+    "--policies", envvar="CHAINLAB_POLICIES", metavar="FILE",
+    help="The deployment's rules (YAML/JSON list of {id, tool, when, decision, reason}): "
+         "they decide calls before any run's own rules, which cannot loosen them.")]

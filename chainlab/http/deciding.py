@@ -93,7 +93,7 @@ class Decider:
             try:
                 outcome = await service.runtime.decide(
                     run_id, step_id, action, by=by, timeout=service.config.decision_timeout_s,
-                    **fields, **({"roles": roles} if roles is not None else {}))
+                    roles=roles, **fields)
             except DecisionTimeoutError:
                 raise
             except DecisionError as exc:

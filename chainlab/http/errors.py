@@ -40,8 +40,8 @@ from typing import Any
 
 from chainlab._json import NotJSONError
 from chainlab.errors import (
-    ChainlabError,
     ApproverError,
+    ChainlabError,
     DecisionError,
     DecisionTimeoutError,
     DriverAliveError,

@@ -210,7 +210,7 @@ def _arg_findings(p: Policy, expr: Expr, schema: Mapping[str, Any], tool: str,
             (got == "number" and "integer" in types)
         if cmp.op in _ORDER:
             fits = fits and got in ("integer", "number", "string")
-        if cmp.op in _ORDER + ("==", "!=") and not fits:
+        if cmp.op in (*_ORDER, "==", "!=") and not fits:
             out.append(("reference_type", f"rule {p.id!r}: args.{ref.ref.path[0]} of tool "
                         f"{tool!r} is {'/'.join(types)} and cannot compare {cmp.op} "
                         f"{safe_repr(lit.value)}; compare it with a {types[0]} value", field))
@@ -240,4 +240,5 @@ def _types(prop: Mapping[str, Any] | None) -> list[str]:
     if isinstance(t, list):
         return [x for x in t if isinstance(x, str)]
     found = [x.get("type") for x in prop.get("anyOf", []) if isinstance(x, dict)]
-    return [] if any(not isinstance(x, str) for x in found) else found
+    return [x for x in found if isinstance(x, str)] if all(isinstance(x, str)
+                                                           for x in found) else []

@@ -25,6 +25,7 @@ from chainlab.plan.inputs import (
     undeclared_reference,
 )
 from chainlab.plan.parts import INDEX_NAME, RESERVED_KEYS, Rollback
+from chainlab.plan.policies import policy_findings
 from chainlab.plan.problem_lines import duplicate_message, with_lines
 from chainlab.plan.refs import (
     ROOTS,
@@ -36,7 +37,6 @@ from chainlab.plan.refs import (
     parse_template,
 )
 from chainlab.plan.reftypes import SourceTypes
-from chainlab.plan.policies import policy_findings
 from chainlab.plan.toolbox_fit import Finding, arg_findings, pool_findings, rollback_tool, step_tool
 
 if TYPE_CHECKING:

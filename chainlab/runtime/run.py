@@ -43,8 +43,8 @@ from chainlab.events import (
 from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.inputs import select_output
-from chainlab.plan.schema import Chain, RunOptions
 from chainlab.plan.policies import fingerprint
+from chainlab.plan.schema import Chain, RunOptions
 from chainlab.runtime.engine import approvals, decisions
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.budget import budget_of

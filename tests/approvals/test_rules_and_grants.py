@@ -139,8 +139,8 @@ async def test_an_expired_or_stale_grant_decides_nothing(tmp_path: Any) -> None:
     rec = make_grant(k, "pay[0]", {"when": "args.amount < 100", "ttl_s": 5})
     assert rec["expires_at"] == 1005.0
     clock.advance(10)
-    from chainlab.runtime.engine.approvals import grant_status
     from chainlab.plan.policies import fingerprint
+    from chainlab.runtime.engine.approvals import grant_status
     assert grant_status(rec, clock.now(), fingerprint(k.rules)) == "expired"
     assert grant_status({**rec, "expires_at": None}, clock.now(), "other") == "stale"
 

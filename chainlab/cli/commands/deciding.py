@@ -23,6 +23,7 @@ from chainlab.cli.driving import (
     run_stall,
     stored_state,
 )
+from chainlab.cli.loading import deployment_rules
 from chainlab.cli.progress import follow
 from chainlab.errors import RunStateError
 from chainlab.events.fold import RunState
@@ -49,7 +50,8 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     queue = store.get_run(run_id).queue  # a queue's run: the decision goes to the fleet
 
     async def main() -> tuple[Chain, RunState] | None:
-        async with Runtime(toolbox, store, executor=executor) as runtime:
+        async with Runtime(toolbox, store, executor=executor,
+                           policies=deployment_rules()) as runtime:
             live = runtime.liveness.live_driver(store.driver_of(run_id), store.get_run(run_id))
             if no_toolbox is not None and live is None and queue is None:
                 raise no_toolbox  # nobody else drives it and this process cannot

@@ -1,6 +1,7 @@
 """Commands on stored runs: ``runs``, ``show``, ``timeline``, ``grants`` (read only),
-``approve``, ``reject``, ``revoke``, ``resolve`` (sent to the process that drives the run, else the run is continued
-here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue the run in this process)."""
+``approve``, ``reject``, ``revoke``, ``resolve`` (sent to the process that drives the run,
+else the run is continued here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue
+the run in this process)."""
 
 from __future__ import annotations
 
@@ -248,8 +249,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def reject(run_id: RunIdArg, step: StepArg,
                reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log).")],
-               by: ByOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB, dask: DaskOpt = None,
-               quiet: QuietOpt = False, as_json: JsonOpt = False,
+               by: ByOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+               dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
                timeout: TimeoutOpt = 10.0) -> None:
         """Reject a step that waits for confirmation: its dependants are skipped and, under
         fail_fast, the run rolls back."""

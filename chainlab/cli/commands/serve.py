@@ -12,8 +12,8 @@ import typer
 
 from chainlab.cli.common import reporting_errors
 from chainlab.cli.driving import Output
-from chainlab.cli.loading import DEFAULT_DB, load_toolbox
-from chainlab.cli.options import DbOpt, ToolsOpt
+from chainlab.cli.loading import DEFAULT_DB, load_policies, load_toolbox
+from chainlab.cli.options import DbOpt, PoliciesOpt, ToolsOpt
 from chainlab.errors import MissingExtraError, UsageError
 
 __all__ = ["register"]
@@ -65,6 +65,7 @@ def register(app: typer.Typer) -> None:
                  "long (it reconnects with Last-Event-ID and loses nothing).")] = 60.0,
         access_log: Annotated[bool, typer.Option(
             "--access-log/--no-access-log", help="Log one line per request.")] = True,
+        policies: PoliciesOpt = None,
         tokens: Annotated[Path | None, typer.Option(
             "--tokens", metavar="FILE",
             help="Tokens of named principals with roles, a JSON list of {token, principal, "
@@ -110,7 +111,8 @@ def register(app: typer.Typer) -> None:
 
             table = load_tokens(tokens) if tokens is not None else None
             api = create_app(toolbox, token=token, tokens=table, chains=served, db=store,
-                             config=config)
+                             config=config,
+                             runtime_options={"policies": load_policies(policies)})
             names = ", ".join(sorted({**toolbox.chains, **served})) or "none (inline only)"
             _say(f"toolbox {toolbox.name!r} ({len(toolbox)} tools); chains: {names}; "
                  f"store: {db}")

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from functools import partial
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio

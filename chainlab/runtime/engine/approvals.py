@@ -24,8 +24,7 @@ from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, PlanError, Problem
 from chainlab.events import EventKind, StepStatus
 from chainlab.plan.conditions import evaluate
-from chainlab.plan.policies import Policy, Rules, args_refs, condition, fingerprint, \
-    policy_findings
+from chainlab.plan.policies import Policy, Rules, args_refs, condition, fingerprint, policy_findings
 from chainlab.runtime.engine.flow import finished, request_confirmation
 from chainlab.tools import args_hash
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from chainlab.plan.toolbox_fit import ToolSource
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
+    from chainlab.runtime.engine.kernel import Kernel
     from chainlab.tools import Tool
 
 __all__ = ["GRANT_SCOPES", "Outcome", "PolicyWarning", "decide", "deployment_rules",
@@ -179,7 +179,7 @@ def decide(k: RunCore, node: Node, args: dict[str, Any], needs: bool,
     return out
 
 
-def sweep(k: RunCore, grant: Mapping[str, Any]) -> list[str]:
+def sweep(k: Kernel, grant: Mapping[str, Any]) -> list[str]:
     """A grant just given decides the calls in its scope that wait for a person now, each
     bound to its own args (on the run's loop, so a decision racing it finds them decided).
     Returns the ids it approved."""

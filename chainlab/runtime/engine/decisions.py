@@ -31,8 +31,8 @@ __all__ = [
     "check",
     "check_approve_args",
     "check_approver",
-    "check_revoke",
     "check_completion",
+    "check_revoke",
     "check_rollback",
     "completion_payload",
     "reject",
@@ -204,9 +204,9 @@ def check_approver(tool: Tool | None, step_id: str, by: str | None,
                    roles: Any | None) -> None:
     """Raise ApproverError unless ``by`` (with ``roles``) may approve or grant for the
     step's tool: a tool naming ``approvers`` takes only a principal with one of them."""
-    required = tool.approvers if tool is not None else None
-    if not required:
+    if tool is None or not tool.approvers:
         return
+    required = tool.approvers
     have = tuple(roles or ())
     if not set(have) & set(required):
         raise ApproverError(
