@@ -20,7 +20,9 @@ shown by its repr).
      "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
                   "preview": {...}, "error": None, "since": 1800000000.5}],
      "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031},
-     "output": {"invoice": "Ada: 38.25 EUR"} | None}
+     "output": {"invoice": "Ada: 38.25 EUR"} | None,
+     "grants": [{"id": "g1", "when": "args.amount <= 100", "scope": "run", "by": "alice",
+                 ...}]}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
   ``parent/child``; then the steps the run grew: a for_each step's instances ``id[N]``, an
@@ -37,6 +39,10 @@ shown by its repr).
   preview) or ``in_doubt`` (resolve: it took effect, retry, or fail; ``preview`` and
   ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
   :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
+* a step someone or something decided has ``decided``: ``{"action": "approved", "by":
+  "policy:small" | "grant:g1" | PRINCIPAL, "text": "policy small: small refunds"}``
+  (DESIGN §21); ``grants``: the grants people gave in the run (DESIGN §21), revoked ones
+  too (``revoked``: by, ts).
 * ``outputs``: the outputs of the steps that succeeded, in the order they did.
 * ``output``: the chain's declared ``output`` selected from a succeeded run (what
   ``RunResult.output`` is, :func:`chainlab.plan.inputs.select_output`); None while the run
