@@ -17,16 +17,14 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, PlanError, Problem
 from chainlab.events import EventKind, StepStatus
 from chainlab.plan.conditions import evaluate
 from chainlab.plan.policies import Policy, Rules, args_refs, condition, fingerprint, policy_findings
-from chainlab.runtime.engine.flow import finished, request_confirmation
-from chainlab.tools import args_hash
+from chainlab.runtime.engine.flow import finished
 
 if TYPE_CHECKING:
     from chainlab.events import RunState
@@ -90,10 +88,10 @@ def rules_in_force(deployment: Rules, run: Sequence[Policy]) -> tuple[Rules, ...
 
 
 # ================================================================ the precedence (pure)
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What decides a call: ``run`` (nothing needs deciding), ``wait`` (a person),
-    ``approve`` / ``reject`` by ``by`` (``policy:ID``, ``grant:ID``) for ``reason``."""
+    ``approve`` / ``reject`` by ``by`` (``policy:ID``, ``grant:ID``) for ``reason``. (A
+    named tuple: one is made per call, and a frozen dataclass's init costs 3x.)"""
 
     action: Literal["run", "wait", "approve", "reject"]
     by: str | None = None
@@ -156,11 +154,12 @@ def _args_resolver(args: Mapping[str, Any]) -> Any:
 
 
 # ================================================================ in the gate
-def decide(k: RunCore, node: Node, args: dict[str, Any], needs: bool,
+def decide(k: RunCore, node: Node, args: dict[str, Any], h: str, needs: bool,
            person_only: bool) -> Outcome:
-    """Decide a call at the gate: ``run`` and ``wait`` are for the gate to act on; an
-    ``approve`` or ``reject`` is recorded here (the call waits, then is decided, both before
-    its start), a reject ending the step."""
+    """Decide a call (``args``, their hash ``h``) at the gate: ``run`` and ``wait`` are for
+    the gate to act on; an ``approve`` or ``reject`` is recorded here (the call waits with
+    its args, then is decided bound to their hash, both before its start; no preview is
+    made: nobody reads it), a reject ending the step."""
     tool = node.tool
     name = tool.name if tool is not None else (node.step.tool or "")
     person_only = person_only or (tool is not None and tool.always_ask)
@@ -169,8 +168,9 @@ def decide(k: RunCore, node: Node, args: dict[str, Any], needs: bool,
                       grants=grants)
     if out.action in ("run", "wait"):
         return out
-    request_confirmation(k, node, args)
-    payload = {"args_hash": args_hash(args), "by": out.by, "reason": out.reason}
+    k.emit(K.STEP_WAITING_CONFIRMATION, node.id,
+           payload={"args": args, "args_hash": h, "tool": node.step.tool})
+    payload = {"args_hash": h, "by": out.by, "reason": out.reason}
     if out.action == "approve":
         k.emit(K.STEP_APPROVED, node.id, payload={**payload, "note": None})
     else:

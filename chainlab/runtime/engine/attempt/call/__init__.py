@@ -55,9 +55,10 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     confirm_first = k.state.confirm_first
     first = bool(confirm_first) and step_id in confirm_first
     if confirm or first or k.rules:
-        if st.approved_hash != args_hash(args):
+        h = args_hash(args)
+        if st.approved_hash != h:
             # not decided for these args: the rules, the grants, else a person (§21)
-            out = decide(k, node, args, confirm or first, first)
+            out = decide(k, node, args, h, confirm or first, first)
             if out.action == "wait":
                 request_confirmation(k, node, args)
                 k.sched.park(step_id)
