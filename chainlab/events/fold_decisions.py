@@ -10,7 +10,8 @@ a step in doubt is resolved by a person through the step events (see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from chainlab.events.event import Event, EventKind
 from chainlab.events.status import StepStatus
@@ -18,7 +19,7 @@ from chainlab.events.status import StepStatus
 if TYPE_CHECKING:
     from chainlab.events.fold_state import FoldState, Handler, StepState
 
-__all__ = ["HANDLERS", "decided_by", "record_decision"]
+__all__ = ["HANDLERS", "decided_by", "grant_status", "grants_of", "record_decision"]
 
 S = StepStatus
 
@@ -45,6 +46,30 @@ def decided_by(state: FoldState, step_id: str) -> str | None:
         g = state.grants.get(by[6:])
         return f"grant {by[6:]}" + (f" by {g['by']}, {g['scope']} scope" if g else "")
     return str(by)
+
+
+def grant_status(g: Mapping[str, Any], now: float, rules: str | None) -> str:
+    """``active``, ``revoked``, ``expired`` or ``stale`` (the rules changed since; not
+    told when ``rules`` is None)."""
+    if g.get("revoked"):
+        return "revoked"
+    if g.get("expires_at") is not None and now >= g["expires_at"]:
+        return "expired"
+    if rules is not None and g.get("rules") != rules:
+        return "stale"
+    return "active"
+
+
+def grants_of(state: FoldState, now: float, rules: str | None) -> list[dict[str, Any]]:
+    """The run's grants with their status (``active``, ``revoked``, ``expired``,
+    ``stale``) and the calls each decided."""
+    decided: dict[str, list[str]] = {}
+    for sid, st in state.steps.items():
+        by = (st.decided or {}).get("by") or ""
+        if by.startswith("grant:"):
+            decided.setdefault(by[6:], []).append(sid)
+    return [{**g, "status": grant_status(g, now, rules), "decided": decided.get(gid, [])}
+            for gid, g in state.grants.items()]
 
 
 def _on_waiting(state: FoldState, ev: Event) -> None:

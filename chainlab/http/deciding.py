@@ -32,8 +32,7 @@ from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, ApproveAll, Body, Reject, Resolve
 from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
-from chainlab.runtime import check_approve_args
-from chainlab.runtime.engine.decisions import check_approver
+from chainlab.runtime import check_approve_args, check_approver
 from chainlab.runtime.preparing import toolbox_of
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.errors import ChainlabError, IdempotencyKeyError, RunNotFoundError
 from chainlab.events import RUN_TERMINAL, read_run
+from chainlab.events.fold_decisions import grants_of
 from chainlab.http.bodies import Fork, StartRun, field_problem
 from chainlab.http.chains import ServedChains
 from chainlab.http.errors import ApiError
@@ -34,7 +35,6 @@ from chainlab.render.json import record_dict, run_dict
 from chainlab.runtime import check_rollback
 from chainlab.runtime.coordination.inbox import waiting_decisions, waiting_in
 from chainlab.runtime.coordination.stalls import stalls
-from chainlab.runtime.engine.approvals import grants_of
 from chainlab.runtime.runtime import Runtime
 
 __all__ = ["Config", "Service"]

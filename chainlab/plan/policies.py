@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -25,8 +25,15 @@ from chainlab._text import did_you_mean, safe_repr
 from chainlab.plan.conditions import Cmp, Expr, Lit, RefExpr, evaluate, iter_refs, parse_condition
 from chainlab.plan.syntax import Ref, TemplateSyntaxError
 
-if TYPE_CHECKING:
-    from chainlab.plan.toolbox_fit import Finding, ToolSource
+
+class _Tools(Protocol):  # (what a toolbox gives these checks; toolbox_fit's ToolSource is one)
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str) -> Any: ...
+
+
+#: one thing wrong: (problem code, message, field), as chainlab.plan.toolbox_fit's Finding
+Finding = tuple[str, str, str]
 
 __all__ = ["DECISIONS", "Policy", "Rules", "args_refs", "condition", "policy_findings"]
 
@@ -162,7 +169,7 @@ _JSON_OF = {bool: "boolean", int: "integer", float: "number", str: "string",
             type(None): "null", list: "array", dict: "object"}
 
 
-def policy_findings(policies: Sequence[Policy], toolbox: ToolSource | None,
+def policy_findings(policies: Sequence[Policy], toolbox: _Tools | None,
                     where: str = "options.policies") -> tuple[list[Finding], list[str]]:
     """What is wrong with ``policies`` against ``toolbox``: findings ``(code, message,
     field)`` (an arg the tool does not have, a comparison its type cannot make) and warnings

@@ -40,6 +40,7 @@ from chainlab.events import (
     StepState,
     read_run,
 )
+from chainlab.events.fold_decisions import grants_of
 from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.inputs import select_output
@@ -445,8 +446,10 @@ class Run:
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
                                   by or decisions.requester(), budget, budget_of(k),
                                   roles=roles, grant=given))
-        if given is not None:
-            approvals.sweep(k, k.state.grants[given["id"]])
+        if given is not None:  # it decides the calls in its scope waiting now, each its own
+            for sid in approvals.covered(k, k.state.grants[given["id"]]):
+                k.apply(decisions.approve(k.state, k.nodes[sid].tool, sid, None, None,
+                                          f"grant:{given['id']}"))
         await k.commit()
 
     def grants(self) -> list[dict[str, Any]]:
@@ -456,7 +459,7 @@ class Run:
         ``decided`` (the calls it approved). On a stored handle, ``stale`` is not told."""
         k = self._kernel  # (a stored handle does not know the rules a driver has in force)
         rules = fingerprint(k.rules) if k is not None else None
-        return approvals.grants_of(self.state, self.runtime.clock.now(), rules)
+        return grants_of(self.state, self.runtime.clock.now(), rules)
 
     async def revoke(self, grant_id: str, *, by: str | None = None) -> None:
         """Revoke a grant: it decides nothing more; the calls it decided stay decided.

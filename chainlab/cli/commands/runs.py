@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from chainlab.cli.audit import attempt_rows, grants_table, timeline_table, write_csv
 from chainlab.cli.commands.deciding import decide_run
 from chainlab.cli.common import CliError, reporting_errors
 from chainlab.cli.driving import (
@@ -35,20 +36,13 @@ from chainlab.cli.loading import (
     toolbox_for_run,
 )
 from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
-from chainlab.cli.views import (
-    attempt_rows,
-    grants_table,
-    queues_line,
-    runs_table,
-    timeline_table,
-    write_csv,
-)
+from chainlab.cli.views import queues_line, runs_table
+from chainlab.events.fold_decisions import grants_of
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.render.json import record_dict
 from chainlab.runtime import check_approve_args, check_rollback
 from chainlab.runtime.coordination.stalls import STALLABLE
-from chainlab.runtime.engine.approvals import grants_of
 from chainlab.store.queue import Queue
 from chainlab.tools import Toolbox
 

@@ -9,7 +9,7 @@ an ordinary ``step_waiting_confirmation`` + ``step_approved`` / ``step_rejected`
 ``by`` (``policy:ID``, ``grant:ID``) and the args hash it evaluated, emitted before the
 call's ``step_started`` (so it is durable with or before it). A grant is made with a person's
 approval (:func:`make_grant`) and decides, on the run's loop, the calls in its scope that
-wait now (:func:`sweep`) and later ones at the gate.
+wait now (:func:`covered`) and later ones at the gate.
 """
 
 from __future__ import annotations
@@ -22,21 +22,28 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from chainlab._text import safe_repr
 from chainlab.errors import DecisionError, PlanError, Problem
 from chainlab.events import EventKind, StepStatus
+from chainlab.events.fold_decisions import grant_status
 from chainlab.plan.conditions import evaluate
 from chainlab.plan.policies import Policy, Rules, args_refs, condition, fingerprint, policy_findings
 from chainlab.runtime.engine.flow import finished
 
 if TYPE_CHECKING:
-    from chainlab.events import RunState
-    from chainlab.plan.toolbox_fit import ToolSource
     from chainlab.runtime.engine.compile import Node
     from chainlab.runtime.engine.core import RunCore
-    from chainlab.runtime.engine.kernel import Kernel
     from chainlab.tools import Tool
 
-__all__ = ["GRANT_SCOPES", "Outcome", "PolicyWarning", "decide", "deployment_rules",
-           "grant_status", "grants_of", "make_grant", "parse_ttl", "rules_in_force", "sweep",
-           "who_decides"]
+__all__ = [
+    "GRANT_SCOPES",
+    "Outcome",
+    "PolicyWarning",
+    "covered",
+    "decide",
+    "deployment_rules",
+    "make_grant",
+    "parse_ttl",
+    "rules_in_force",
+    "who_decides",
+]
 
 K = EventKind
 GRANT_SCOPES = ("step", "run", "chain")
@@ -48,7 +55,7 @@ class PolicyWarning(UserWarning):
 
 # ================================================================ the rules in force
 def deployment_rules(policies: Iterable[Policy | Mapping[str, Any]],
-                     toolbox: ToolSource | None) -> Rules:
+                     toolbox: Any) -> Rules:
     """The deployment's rules, checked against ``toolbox``. Raises PlanError (the rule's
     id and field) for a rule that reads an arg its tool lacks or compares a type it cannot;
     warns (PolicyWarning) for a tool glob matching no tool, with the names it could mean."""
@@ -60,7 +67,7 @@ def deployment_rules(policies: Iterable[Policy | Mapping[str, Any]],
     return rules
 
 
-def check_rules(policies: Sequence[Policy], toolbox: ToolSource | None, where: str) -> None:
+def check_rules(policies: Sequence[Policy], toolbox: Any, where: str) -> None:
     """Raise PlanError for the findings of :func:`policy_findings`; warn for its warnings."""
     findings, notes = policy_findings(policies, toolbox, where)
     for note in notes:
@@ -179,31 +186,28 @@ def decide(k: RunCore, node: Node, args: dict[str, Any], h: str, needs: bool,
     return out
 
 
-def sweep(k: Kernel, grant: Mapping[str, Any]) -> list[str]:
-    """A grant just given decides the calls in its scope that wait for a person now, each
-    bound to its own args (on the run's loop, so a decision racing it finds them decided).
-    Returns the ids it approved."""
-    from chainlab.runtime.engine import decisions  # (decisions is a peer: no import cycle)
-
-    done = []
-    for step_id, st in list(k.steps.items()):
+def covered(k: RunCore, grant: Mapping[str, Any]) -> list[str]:
+    """The calls a grant just given decides among those waiting for a person now (in its
+    scope, of its tool, args matching, no rule or always_ask in the way), in order. The
+    caller approves each (``by="grant:ID"``, bound to its own args) on the run's loop, so a
+    decision racing it finds them decided."""
+    by = f"grant:{grant['id']}"
+    expr = condition(grant["when"])
+    out = []
+    for step_id, st in k.steps.items():
         if st.status != StepStatus.WAITING_CONFIRMATION or st.reason or step_id == grant[
                 "step_id"]:
             continue
         node = k.nodes.get(step_id)
         if node is None or node.tool is None or node.tool.always_ask \
-                or step_id in k.state.confirm_first:
+                or step_id in k.state.confirm_first \
+                or not _in_scope(grant, node.tool.name, step_id, st.parent):
             continue
-        args = dict(st.args or {})
-        if not _in_scope(grant, node.tool.name, step_id, st.parent):
-            continue
-        out = who_decides(k.rules, node.tool.name, args, needs=True, person_only=False,
-                          grants=[{**grant, "expr": condition(grant["when"])}])
-        if out.by != f"grant:{grant['id']}":
-            continue
-        k.apply(decisions.approve(k.state, node.tool, step_id, None, None, out.by))
-        done.append(step_id)
-    return done
+        decided = who_decides(k.rules, node.tool.name, dict(st.args or {}), needs=True,
+                              person_only=False, grants=[{**grant, "expr": expr}])
+        if decided.by == by:
+            out.append(step_id)
+    return out
 
 
 def _live_grants(k: RunCore, node: Node, tool: str) -> list[dict[str, Any]]:
@@ -220,18 +224,6 @@ def _in_scope(g: Mapping[str, Any], tool: str, step_id: str, parent: str | None)
     if g["scope"] == "step":
         return (parent or step_id) == g["parent"]
     return True
-
-
-def grant_status(g: Mapping[str, Any], now: float, rules: str | None) -> str:
-    """``active``, ``revoked``, ``expired`` or ``stale`` (the rules changed since; not
-    told when ``rules`` is None)."""
-    if g.get("revoked"):
-        return "revoked"
-    if g.get("expires_at") is not None and now >= g["expires_at"]:
-        return "expired"
-    if rules is not None and g.get("rules") != rules:
-        return "stale"
-    return "active"
 
 
 # ================================================================ a person's grant
@@ -301,15 +293,3 @@ def _check_arg_names(tool: Tool | None, step_id: str, names: list[str]) -> None:
                                 f"{tool.name!r} has no arg {name!r}"
                                 f"{did_you_mean(name, params, list_known=True)}",
                                 step_id=step_id, field="grant.when")
-
-
-def grants_of(state: RunState, now: float, rules: str | None) -> list[dict[str, Any]]:
-    """The run's grants with their status (``active``, ``revoked``, ``expired``,
-    ``stale``) and the calls each decided."""
-    decided: dict[str, list[str]] = {}
-    for sid, st in state.steps.items():
-        by = (st.decided or {}).get("by") or ""
-        if by.startswith("grant:"):
-            decided.setdefault(by[6:], []).append(sid)
-    return [{**g, "status": grant_status(g, now, rules), "decided": decided.get(gid, [])}
-            for gid, g in state.grants.items()]
