@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -35,7 +36,8 @@ class _Tools(Protocol):  # (what a toolbox gives these checks; toolbox_fit's Too
 #: one thing wrong: (problem code, message, field), as chainlab.plan.toolbox_fit's Finding
 Finding = tuple[str, str, str]
 
-__all__ = ["DECISIONS", "Policy", "Rules", "args_refs", "condition", "policy_findings"]
+__all__ = ["DECISIONS", "Policy", "Rules", "args_refs", "condition", "condition_like",
+           "policy_findings"]
 
 #: what a rule decides, strongest first (within a level reject > ask > approve)
 DECISIONS = ("reject", "ask", "approve")
@@ -83,6 +85,27 @@ def condition(text: str) -> Expr:
             raise ValueError(f"condition {text!r} reads {ref.source!r}: a rule reads only the "
                              "call's args (write args.NAME, e.g. args.amount <= 100)")
     return expr
+
+
+def condition_like(args: Mapping[str, Any]) -> str:
+    """A condition matching calls like one with ``args``, for a person to edit before a
+    grant: a number at most this one, a string or a boolean equal (other values left out),
+    e.g. ``args.amount <= 40 and args.currency == 'EUR'``. ``""`` when nothing fits."""
+    parts = []
+    for name, value in sorted(args.items()):
+        if not _NAME.match(name):
+            continue
+        if isinstance(value, bool):
+            parts.append(f"args.{name} == {'true' if value else 'false'}")
+        elif isinstance(value, int | float):
+            parts.append(f"args.{name} <= {value!r}")
+        elif isinstance(value, str) and len(value) <= 200 and value.isprintable() \
+                and "\\" not in value:
+            parts.append(f"args.{name} == {json.dumps(value)}")
+    return " and ".join(parts)
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def args_refs(expr: Expr) -> list[str]:
