@@ -286,3 +286,19 @@ async def test_a_glob_matching_no_tool_warns_with_the_names_it_could_mean(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         runtime(tmp_path, policies=[{"id": "r", "tool": "ref*", "decision": "approve"}])
+
+
+async def test_the_dag_marks_calls_decided_by_a_rule_or_a_grant(tmp_path: Any) -> None:
+    from chainlab.render.display import step_badges
+
+    rt = runtime(tmp_path, policies=[BIG])
+    run = await rt.start(refunds_chain([10, 5000, 50, 60], policies=[SMALL],
+                                       on_failure="continue"))
+    await run.wait()
+    await run.approve("pay[2]", by="alice", grant={"when": "args.amount < 100"})
+    await run.wait()
+    badges = step_badges(run.state.steps)
+    assert badges["pay[0]"] == "approved by rule"
+    assert badges["pay[1]"] == "by rule"  # rejected by the deployment's rule
+    assert badges["pay[2]"] == "approved"  # a person
+    assert badges["pay[3]"] == "approved by grant"

@@ -41,6 +41,9 @@ async def test_approve_and_allow_similar_from_a_card(sh: Harness) -> None:
     assert sh.ns["res"].waiting == {"pay[2]": "waiting_confirmation"}
     (g,) = sh.ns["r"].grants()
     assert (g["when"], g["scope"], g["decided"]) == ("args.amount <= 100", "step", ["pay[1]"])
+    shown.refresh()  # the inspector says who decided each call
+    details = shown.inspector.render("pay[1]")
+    assert "<th>decided by</th><td>grant g1 by" in details and "step scope</td>" in details
 
 
 async def test_chain_approve_with_a_grant_from_the_magic(
