@@ -36,7 +36,8 @@ class _Tools(Protocol):  # (what a toolbox gives these checks; toolbox_fit's Too
 #: one thing wrong: (problem code, message, field), as chainlab.plan.toolbox_fit's Finding
 Finding = tuple[str, str, str]
 
-__all__ = ["DECISIONS", "Policy", "Rules", "args_refs", "condition", "condition_like",
+__all__ = ["DECISIONS", "Policy", "Rules", "args_refs", "args_resolver", "condition",
+           "condition_like",
            "policy_findings"]
 
 #: what a rule decides, strongest first (within a level reject > ask > approve)
@@ -117,7 +118,10 @@ def _is_args(ref: Ref) -> bool:
     return ref.root == "memory" and ref.target == "args"
 
 
-def _resolver(args: Mapping[str, Any]) -> Any:
+def args_resolver(args: Mapping[str, Any]) -> Any:
+    """How a rule's or a grant's condition reads ``args`` (``args.items[0].sku``; a path
+    that is not there reads as null)."""
+
     def resolve(ref: Ref) -> Any:
         value: Any = args
         for key in ref.path:
@@ -163,7 +167,7 @@ class Rules:
                 if (fnmatch.fnmatchcase(tool, r.policy.tool) if r.glob else tool == r.policy.tool))
         if not rules:
             return []
-        resolve = _resolver(args)
+        resolve = args_resolver(args)
         out = []
         for r in rules:
             if r.expr is None:

@@ -24,7 +24,15 @@ from chainlab.errors import DecisionError, PlanError, Problem
 from chainlab.events import EventKind, StepStatus
 from chainlab.events.fold_decisions import grant_status
 from chainlab.plan.conditions import evaluate
-from chainlab.plan.policies import Policy, Rules, args_refs, condition, fingerprint, policy_findings
+from chainlab.plan.policies import (
+    Policy,
+    Rules,
+    args_refs,
+    args_resolver,
+    condition,
+    fingerprint,
+    policy_findings,
+)
 from chainlab.runtime.engine.flow import finished
 
 if TYPE_CHECKING:
@@ -137,7 +145,7 @@ def who_decides(levels: Sequence[Rules], tool: str, args: Mapping[str, Any], *,
         return WAIT
     if ask is None and approve is not None:
         return Outcome("approve", f"policy:{approve.id}", approve.reason)
-    resolve = _args_resolver(args)
+    resolve = args_resolver(args)
     for g in grants:
         try:
             if evaluate(g["expr"], resolve):
@@ -145,19 +153,6 @@ def who_decides(levels: Sequence[Rules], tool: str, args: Mapping[str, Any], *,
         except TypeError:
             continue  # cannot be evaluated on this call: the grant does not cover it
     return WAIT
-
-
-def _args_resolver(args: Mapping[str, Any]) -> Any:
-    def resolve(ref: Any) -> Any:
-        value: Any = args
-        for key in ref.path:
-            try:
-                value = value[key]
-            except (KeyError, IndexError, TypeError):
-                return None
-        return value
-
-    return resolve
 
 
 # ================================================================ in the gate
