@@ -175,12 +175,12 @@ class _Similar(W.VBox):
         self.card = card
         self.toggle = W.Checkbox(description="approve and allow similar…", indent=False)
         self.when = W.Text(value=condition_like(args), description="when",
-                           layout=W.Layout(width="100%"))
+                           layout=W.Layout(width="95%"))
         self.scope = W.Dropdown(options=["step", "run"], value="step", description="scope",
                                 layout=W.Layout(width="12em"))
         self.ttl = W.Text(value="10m", description="for", layout=W.Layout(width="10em"))
         self.button = W.Button(description="Approve and allow similar", icon="check-double",
-                               button_style="success",
+                               button_style="success", layout=W.Layout(width="auto"),
                                tooltip="approve this call, and the calls of the same tool in "
                                        "this scope whose args match, until it expires")
         self.button.on_click(lambda _: self.grant())
@@ -188,6 +188,8 @@ class _Similar(W.VBox):
                            layout=W.Layout(display="none"))
         self.toggle.observe(self._toggle, names="value")
         super().__init__([self.toggle, self.form])
+        self.add_class("cl-grant")
+        self.when.add_class("cl-grant-when")
 
     def _toggle(self, change: dict[str, Any]) -> None:
         self.form.layout.display = "" if change["new"] else "none"
