@@ -302,3 +302,21 @@ async def test_the_dag_marks_calls_decided_by_a_rule_or_a_grant(tmp_path: Any) -
     assert badges["pay[1]"] == "by rule"  # rejected by the deployment's rule
     assert badges["pay[2]"] == "approved"  # a person
     assert badges["pay[3]"] == "approved by grant"
+
+
+async def test_a_confirmed_sub_chain_step_still_asks_with_rules_in_force(
+        tmp_path: Any) -> None:
+    from chainlab import Chain
+
+    calls: list[Any] = []
+    rt = runtime(tmp_path, calls, policies=[{"id": "all", "tool": "*", "decision": "approve"}])
+    inner = Chain.from_dict({"name": "inner", "steps": [
+        {"id": "look", "tool": "lookup", "args": {"order": "o1"}}]})
+    rt.toolbox.add_chain(inner)
+    outer = Chain.from_dict({"name": "outer", "steps": [
+        {"id": "sub", "tool": "chain:inner", "confirm": True}]})
+    run = await rt.start(outer)
+    result = await run.wait()
+    assert result.waiting == {"sub": "waiting_confirmation"}  # a rule cannot skip it
+    await run.approve("sub")
+    assert (await run.wait()).ok
