@@ -167,7 +167,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "problems": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}}}},
 }
 
-_REASONS = {400: "Bad request", 401: "No or wrong token", 404: "Not found",
+_REASONS = {400: "Bad request", 401: "No or wrong token",
+            403: "The token's principal may not decide this (a tool's approvers)",
+            404: "Not found",
             409: "Conflict with the run's state", 413: "Body too large",
             415: "Not JSON (or YAML)", 422: "Does not validate", 503: "Unavailable",
             504: "The run's driver did not answer"}

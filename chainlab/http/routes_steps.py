@@ -48,12 +48,15 @@ async def _decide(request: Request, action: str, model: type[Body]) -> Response:
 
 
 @endpoint("POST", "/runs/{run_id}/steps/{step_id}/approve", "Approve a waiting step",
-          tag="decisions", body=Approve, returns="Decision", errors=_DECISION_ERRORS)
+          tag="decisions", body=Approve, returns="Decision",
+          errors=(*_DECISION_ERRORS, 403))
 async def approve(request: Request) -> Response:
     """Approve a step that waits for confirmation; the SAME run goes on (in this server,
     in the process that drives it, or taken over here when nobody does). With ``args`` the
     step runs with those instead (422 when they do not fit the tool). 409 when the step no
-    longer waits: the body's ``decided`` says who decided it, when and how."""
+    longer waits: the body's ``decided`` says who decided it, when and how. With ``grant``
+    the approval decides similar calls too (DESIGN §21). 403 when the token's principal
+    lacks the role the tool's ``approvers`` name (nothing is recorded)."""
     return await _decide(request, "approve", Approve)
 
 
