@@ -179,7 +179,8 @@ class _Similar(W.VBox):
         self.scope = W.Dropdown(options=["step", "run"], value="step", description="scope",
                                 layout=W.Layout(width="12em"))
         self.ttl = W.Text(value="10m", description="for", layout=W.Layout(width="10em"))
-        self.button = W.Button(description="Approve and allow similar", icon="check-double",
+        # (its label does not say "approve": a page's "Approve" button stays the only one)
+        self.button = W.Button(description="Allow similar", icon="check-double",
                                button_style="success", layout=W.Layout(width="auto"),
                                tooltip="approve this call, and the calls of the same tool in "
                                        "this scope whose args match, until it expires")
