@@ -34,6 +34,9 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_for_each import toolbox as for_each_toolbox
 
 from chainlab import Chain, Toolbox
 from chainlab.runtime import Runtime
@@ -41,15 +44,8 @@ from chainlab.store import MemoryStore
 
 
 def toolbox() -> Toolbox:
-    tb = Toolbox("bench")
-
-    @tb.tool
-    async def split(n: int) -> list[int]:
-        return list(range(n))
-
-    @tb.tool
-    async def work(x: int) -> int:
-        return x
+    """bench_for_each's ``split`` and ``work``, and ``asked``: ``work`` that asks a person."""
+    tb = for_each_toolbox()
 
     @tb.tool(requires_confirmation=True)
     async def asked(x: int) -> int:
