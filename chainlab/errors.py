@@ -19,6 +19,7 @@
     │   ├── RunNotActiveError     the run is not driven by this process (resume it first)
     │   ├── UnknownStepError      no step with that id in the run
     │   ├── DecisionError         approve args / resolve output do not fit the step
+    │   │   └── ApproverError     the principal lacks the tool's approver role (HTTP 403)
     │   ├── DriverAliveError      another live process drives the run (resume refuses it)
     │   ├── DecisionTimeoutError  the run's live driver did not answer a decision in time
     │   └── InvalidTransition     a status change the transition tables do not list (a bug;
@@ -81,6 +82,7 @@ from chainlab._store_errors import (
 
 __all__ = [
     "AgentConversionError",
+    "ApproverError",
     "ChainlabError",
     "CredentialInURLError",
     "CycleError",
@@ -310,6 +312,19 @@ class DecisionError(RunStateError):
         super().__init__(message, run_id=run_id)
         self.step_id = step_id
         self.field = field
+
+
+class ApproverError(DecisionError):
+    """The principal deciding (``.by``, with ``.roles``) has none of the roles the step's
+    tool names in ``approvers`` (``.required``), or grants wider than they allow: refused,
+    nothing recorded (HTTP 403)."""
+
+    def __init__(self, message: str, *, step_id: str, by: str | None,
+                 roles: tuple[str, ...], required: tuple[str, ...], run_id: str | None = None):
+        super().__init__(message, step_id=step_id, field="by", run_id=run_id)
+        self.by = by
+        self.roles = roles
+        self.required = required
 
 
 class DriverAliveError(RunStateError):

@@ -39,6 +39,7 @@ from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
     DEFAULT_DB,
     load_chain,
+    load_policies,
     load_toolbox,
     load_tools,
     open_store,
@@ -52,6 +53,7 @@ from chainlab.cli.options import (
     JsonOpt,
     McpOpt,
     OtlpOpt,
+    PoliciesOpt,
     QuietOpt,
     ToolsOpt,
 )
@@ -96,12 +98,14 @@ def run(
     queue: QueueOpt = None,
     key: KeyOpt = None,
     otlp: OtlpOpt = None,
+    policies: PoliciesOpt = None,
 ) -> None:
     """Run a chain until it ends or waits for a person (exit 3: then approve/reject it), or
     with --enqueue store it for the worker fleet and exit."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
         trace_to(otlp)
+        load_policies(policies)
         toolbox = load_tools(tools, mcp, "run")
         chain = load_chain(chain_file)
         ctx = parse_json_object(context, "--context") or {}

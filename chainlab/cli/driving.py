@@ -21,7 +21,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from chainlab.cli.common import CliError, ExitCode, exit_code_for, trace_to
-from chainlab.cli.loading import DEFAULT_DB
+from chainlab.cli.loading import DEFAULT_DB, deployment_rules
 from chainlab.cli.progress import ProgressMode, follow
 from chainlab.cli.views import next_steps, run_line, steps_table
 from chainlab.events.fold import RunState, read_run
@@ -152,7 +152,8 @@ def start_run(io: Output, *, chain: Chain, toolbox: Toolbox, store: Store, db: s
     started: list[str] = []
 
     async def main() -> tuple[str, RunState]:
-        async with Runtime(toolbox, store, executor=executor) as runtime:
+        async with Runtime(toolbox, store, executor=executor,
+                           policies=deployment_rules()) as runtime:
             run = await runtime.start(chain, context, options, meta=meta)
             started.append(run.run_id)
             result = await follow(run, io.err, io.progress)
@@ -198,7 +199,8 @@ def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: Store, db:
     trace_to(None)  # (the OTEL_EXPORTER_OTLP_* variables)
 
     async def main() -> tuple[Chain, RunState]:
-        async with Runtime(toolbox, store, executor=executor) as runtime:
+        async with Runtime(toolbox, store, executor=executor,
+                           policies=deployment_rules()) as runtime:
             run = await runtime.resume(run_id, check=check, force=force)
             # a suspended run just suspends again (nothing to show); a crashed one recovers
             quiet = was == RunStatus.SUSPENDED or was in RUN_TERMINAL

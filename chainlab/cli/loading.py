@@ -6,9 +6,11 @@ the fix.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from chainlab._text import did_you_mean
 from chainlab.cli.common import CliError
@@ -27,7 +29,9 @@ from chainlab.workspace import (
 
 __all__ = [
     "DEFAULT_DB",
+    "deployment_rules",
     "load_chain",
+    "load_policies",
     "load_toolbox",
     "load_tools",
     "open_store",
@@ -85,6 +89,53 @@ def load_chain(path: Path) -> Chain:
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {str(path)!r}: {exc}") from None
     return Chain.from_json(text) if path.suffix == ".json" else Chain.from_yaml(text)
+
+
+# --------------------------------------------------------------------------- rules
+_DEPLOYMENT: list[dict[str, Any]] = []  # --policies of this command (one per process)
+
+
+def load_policies(path: Path | None) -> list[dict[str, Any]]:
+    """``--policies FILE`` (YAML or JSON: a list of rules, or ``{policies: [...]}``): the
+    deployment's rules every Runtime this command makes is given (DESIGN §21); checked
+    when the Runtime is made. Raises CliError for a file that is not a list of rules."""
+    if path is None:
+        return _DEPLOYMENT
+    try:
+        text = path.read_text(encoding="utf-8")
+        data: Any = json.loads(text) if path.suffix == ".json" else _yaml(text)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--policies {str(path)!r} cannot be read: {exc}",
+                       hint="a YAML or JSON list of rules {id, tool, when, decision, "
+                            "reason}") from None
+    if isinstance(data, dict) and list(data) == ["policies"]:
+        data = data["policies"]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise CliError(f"--policies {str(path)!r} must hold a list of rules",
+                       hint="- {id: small, tool: refund, when: 'args.amount <= 100', "
+                            "decision: approve}")
+    _DEPLOYMENT[:] = data
+    return _DEPLOYMENT
+
+
+def deployment_rules() -> list[dict[str, Any]]:
+    """The rules ``--policies`` loaded in this process, else those of the file
+    ``CHAINLAB_POLICIES`` names (none: ``[]``): every command that drives a run (approve,
+    resume, fork...) keeps the deployment's rules."""
+    import os
+
+    if not _DEPLOYMENT and os.environ.get("CHAINLAB_POLICIES"):
+        load_policies(Path(os.environ["CHAINLAB_POLICIES"]))
+    return list(_DEPLOYMENT)
+
+
+def _yaml(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc).splitlines()[0]) from None
 
 
 # --------------------------------------------------------------------------- store

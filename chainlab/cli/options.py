@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 __all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt", "OtlpOpt",
-           "QuietOpt", "ToolsOpt"]
+           "PoliciesOpt", "QuietOpt", "ToolsOpt"]
 
 ToolsOpt = Annotated[str | None, typer.Option(
     "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
@@ -39,3 +39,7 @@ OtlpOpt = Annotated[str | None, typer.Option(
          "collector at URL (e.g. http://localhost:4318); without it, the standard "
          "OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables name one. "
          "A collector that is down costs one warning. Needs chainlab[otel].")]
+PoliciesOpt = Annotated[Path | None, typer.Option(
+    "--policies", envvar="CHAINLAB_POLICIES", metavar="FILE",
+    help="The deployment's rules (YAML/JSON list of {id, tool, when, decision, reason}): "
+         "they decide calls before any run's own rules, which cannot loosen them.")]

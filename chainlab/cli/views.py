@@ -1,18 +1,17 @@
-"""What the command line prints: step tables, run lists, attempt timelines (table and CSV)
-and the "what now" hints of a suspended run. Everything is read from the run state (the fold
-of the stored events), never from a live scheduler. ``--json`` prints the run's JSON view,
-:mod:`chainlab.render.json` (the one an HTTP API hands out too)."""
+"""What the command line prints: step tables, run lists and the "what now" hints of a
+suspended run (attempt timelines and grants: :mod:`chainlab.cli.audit`). Everything is read
+from the run state (the fold of the stored events), never from a live scheduler. ``--json``
+prints the run's JSON view, :mod:`chainlab.render.json` (the one an HTTP API hands out
+too)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import shlex
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.cells import cell_len
@@ -21,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chainlab.events.fold import BACKGROUND_NOTE, RunState, StepState
+from chainlab.events.fold_decisions import decided_by
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.events.usage import usage_text
 from chainlab.plan.schema import Chain
@@ -29,9 +29,7 @@ from chainlab.store.base import RunRecord
 from chainlab.store.queue import QueueDepth
 
 __all__ = [
-    "TIMELINE_COLUMNS",
     "Col",
-    "attempt_rows",
     "driver_text",
     "fitted",
     "next_steps",
@@ -39,8 +37,6 @@ __all__ = [
     "runs_table",
     "status_text",
     "steps_table",
-    "timeline_table",
-    "write_csv",
 ]
 
 S = StepStatus
@@ -182,6 +178,10 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
             Col("#", drop=3, justify="right"), Col("time", drop=2, justify="right"),
             Col("note", flex=True, drop=1)]
     steps = list(state.steps.values())
+    # who or what decided each call (DESIGN §21), for a run where anything was decided
+    with_decided = any(st.decided for st in steps)
+    if with_decided:
+        cols.insert(5, Col("decided by", drop=5))
     with_usage = bool(state.usage)  # the usage columns only for a run that reported any
     if with_usage:
         cols += [Col("tokens", drop=6, justify="right"), Col("cost", drop=5, justify="right")]
@@ -195,13 +195,16 @@ def steps_table(state: RunState, chain: Chain | None, *, limit: int | None = Non
     rows: list[list[str | Text]] = []
     for st in shown:
         if isinstance(st, str):  # the grown steps of a parent not shown one by one
-            rows.append([Text(st, style="dim"), "", "", "", "", folded[st]])
+            rows.append([Text(st, style="dim"), "", "", "", "", *([""] if with_decided
+                                                                    else []), folded[st]])
             continue
         end = st.ended_at if st.ended_at is not None else (
             (now or time.time()) if st.status == S.RUNNING else None)
         took = end - st.started_at if end is not None and st.started_at is not None else None
         cells: list[str | Text] = [st.step_id, tools.get(st.step_id, ""), status_text(st.status),
                                    str(st.attempts or ""), seconds(took), step_note(st)]
+        if with_decided:
+            cells.insert(5, clip(decided_by(state, st.step_id) or "", 40))
         if with_usage:
             usage = st.usage or {}
             cells += [f"{usage['tokens']:,}" if "tokens" in usage else "",
@@ -339,60 +342,6 @@ def queues_line(depths: Sequence[QueueDepth]) -> str:
 
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-# --------------------------------------------------------------------------- timeline
-TIMELINE_COLUMNS = ("run_id", "step_id", "kind", "attempt", "epoch", "tool", "status",
-                    "started_at", "ended_at", "offset_s", "duration_s", "error_kind", "error",
-                    "retry_delay_s", "idempotency_key", "input_tokens", "output_tokens",
-                    "cost")
-
-
-def attempt_rows(run_id: str, state: RunState) -> list[dict[str, Any]]:
-    """Every attempt and compensation of the run, in start order (the timeline)."""
-    origin = state.started_at or min((a.started_at for a in state.attempts), default=0.0)
-    rows = []
-    for a in sorted(state.attempts, key=lambda a: a.started_at):
-        rows.append({
-            "run_id": run_id, "step_id": a.step_id, "kind": a.kind, "attempt": a.attempt,
-            "epoch": a.epoch, "tool": a.tool, "status": str(a.status),
-            "started_at": a.started_at, "ended_at": a.ended_at,
-            "offset_s": round(a.started_at - origin, 6),
-            "duration_s": None if a.duration_s is None else round(a.duration_s, 6),
-            "error_kind": a.error_kind, "error": a.error, "retry_delay_s": a.retry_delay_s,
-            "idempotency_key": a.idempotency_key,
-            "input_tokens": (a.usage or {}).get("input_tokens"),
-            "output_tokens": (a.usage or {}).get("output_tokens"),
-            "cost": (a.usage or {}).get("cost")})
-    return rows
-
-
-def timeline_table(rows: Sequence[Mapping[str, Any]], title: str | None = None,
-                   width: int | None = None) -> Table:
-    """Attempts in start order, fitted to ``width`` (the step id is never cut)."""
-    cols = [Col("start", drop=1, justify="right"), Col("step", key=True), Col("kind", drop=4),
-            Col("#", drop=3, justify="right"), Col("epoch", drop=5, justify="right"),
-            Col("tool", drop=6), Col("status", keep=True),
-            Col("duration", drop=2, justify="right"), Col("error", flex=True, drop=7)]
-    cells: list[list[str | Text]] = []
-    for r in rows:
-        error = f"{r['error_kind']}: {r['error']}" if r["error_kind"] else (r["error"] or "")
-        if r["retry_delay_s"] is not None:
-            error += f" (retry in {seconds(r['retry_delay_s'])})"
-        cells.append([f"+{r['offset_s']:.3f} s", r["step_id"], r["kind"], str(r["attempt"]),
-                      str(r["epoch"]), r["tool"] or "", status_text(r["status"]),
-                      seconds(r["duration_s"]), clip(error, 100)])
-    return fitted(cols, cells, width, title=title)
-
-
-def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """The timeline as CSV (one row per attempt; empty cells for missing values)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=TIMELINE_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if row[k] is None else row[k] for k in TIMELINE_COLUMNS})
 
 
 def print_json(console: Console, data: Any) -> None:

@@ -42,8 +42,10 @@ class EventKind(StrEnum):
     # payload still_running: a sync body goes on in its thread, holding its slot and key
     STEP_CALL_RETURNED = "step_call_returned"  # that body has returned: slot and key free
     STEP_WAITING_CONFIRMATION = "step_waiting_confirmation"  # payload: args, args_hash, preview
-    STEP_APPROVED = "step_approved"  # payload: args_hash, args (when edited), note
-    STEP_REJECTED = "step_rejected"  # payload: reason
+    STEP_APPROVED = "step_approved"  # payload: args_hash, args (when edited), note, by
+    # (a principal, policy:ID, grant:ID), grant (a person's grant made with this approval)
+    STEP_REJECTED = "step_rejected"  # payload: reason, by, args_hash (a rule's)
+    GRANT_REVOKED = "grant_revoked"  # run-level; payload: grant_id, by (DESIGN §21)
     STEP_SKIPPED = "step_skipped"  # payload: reason
     STEP_IN_DOUBT = "step_in_doubt"  # payload: reason, error_kind, error
     STEP_CANCELLED = "step_cancelled"  # payload: reason

@@ -135,6 +135,9 @@ class FoldState:
         # the run's usage: its attempts' and its planner's (chainlab.events.usage)
         self.usage: dict[str, Any] = {}
         self.budget: dict[str, Any] | None = None  # raised by a person (budget_exceeded)
+        # grants (DESIGN §21) by id: id, when, scope, tool, parent, expires_at, rules (the
+        # fingerprint of the rules in force), step_id, by, ts, revoked (by, ts) or None
+        self.grants: dict[str, dict[str, Any]] = {}
         # steps_added (DESIGN §17): the steps each parent grew, in order, and every growth's
         # payload in log order (what a reader needs to rebuild the grown graph)
         self.children: dict[str, list[str]] = {}

@@ -99,11 +99,21 @@ def feeds(request: Request) -> Feeds:
 
 
 def by_of(request: Request, given: str | None = None) -> str:
-    """Who asks: what the body says (``by``), else ``http:`` and the client's address."""
+    """Who asks: the principal of the request's token (``--tokens``), else what the body
+    says (``by``), else ``http:`` and the client's address."""
+    principal = request.scope.get("state", {}).get("principal")
+    if principal is not None:
+        return str(principal.name)
     if given:
         return given
     client = request.client
     return f"http:{client.host}" if client is not None else "http"
+
+
+def roles_of(request: Request) -> list[str] | None:
+    """The roles of the request's principal (None: a shared token, which has none)."""
+    principal = request.scope.get("state", {}).get("principal")
+    return list(principal.roles) if principal is not None else None
 
 
 #: parameters shared by several endpoints

@@ -43,6 +43,7 @@ from chainlab.http.chains import ServedChains
 from chainlab.http.deciding import Decider
 from chainlab.http.errors import ApiError, api_error
 from chainlab.http.feeds import Feeds
+from chainlab.http.principals import Principal, match
 from chainlab.http.service import Config, Service
 from chainlab.http.stream import encode_delta, encode_event
 from chainlab.plan.schema import Chain
@@ -59,7 +60,8 @@ log = logging.getLogger("chainlab.http")
 def create_app(
     toolbox: Toolbox,
     *,
-    token: str,
+    token: str | None = None,
+    tokens: Mapping[bytes, Principal] | None = None,
     chains: Mapping[str, Chain] | None = None,
     db: str | os.PathLike[str] | Store | None = None,
     config: Config | None = None,
@@ -68,14 +70,17 @@ def create_app(
     """The HTTP API over ``toolbox``'s tools and the store at ``db`` (a path, a
     ``sqlite:///`` or ``postgresql://`` URL, ``:memory:``, or an open Store; None:
     ``CHAINLAB_DB``, else ``.chainlab/chainlab.db``). ``token``: what every request but
-    ``GET /healthz`` must present (``chainlab.http.new_token()`` makes one); ``chains``:
+    ``GET /healthz`` must present (``chainlab.http.new_token()`` makes one); ``tokens``:
+    tokens of named principals with roles (:func:`chainlab.http.principals.load_tokens`):
+    a decision made with one records its principal and is checked against a tool's
+    ``approvers`` (403 otherwise, nothing recorded); ``chains``:
     the chains served by name (checked against the toolbox now); ``config``: limits and
     options (:class:`chainlab.http.Config`); ``runtime_options``: keyword arguments of the
     Runtime (``heartbeat_s``, ``executor``, ...).
 
     Serve it with uvicorn (``chainlab serve`` does). Raises ValueError (no token),
     PlanError (a served chain that does not validate against the toolbox)."""
-    if not token or not token.strip():
+    if (not token or not token.strip()) and not tokens:
         raise ValueError("create_app needs a token: every request but /healthz presents it "
                          "(make one with chainlab.http.new_token())")
     config = config or Config()
@@ -98,7 +103,7 @@ def create_app(
         finally:
             workspace.close()  # (a store handed in is its owner's to close)
 
-    middleware = [Middleware(_Guard, token=token)]
+    middleware = [Middleware(_Guard, token=token or "", tokens=dict(tokens or {}))]
     if config.cors_origins:
         middleware.insert(0, Middleware(
             CORSMiddleware, allow_origins=list(config.cors_origins),
@@ -195,9 +200,10 @@ class _Guard:
     """Every HTTP request but ``GET /healthz`` (and a CORS preflight, answered before it
     gets here) must carry the token: ``Authorization: Bearer TOKEN`` or ``X-API-Key``."""
 
-    def __init__(self, app: ASGIApp, token: str):
+    def __init__(self, app: ASGIApp, token: str, tokens: dict[bytes, Principal]):
         self.app = app
         self.token = token.strip().encode()
+        self.tokens = tokens  # (--tokens: each one's principal and roles)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] == "/healthz" or self._allowed(scope):
@@ -215,4 +221,10 @@ class _Guard:
                 given = value[7:].strip()
             elif name == b"x-api-key":
                 given = value.strip()
-        return bool(given) and hmac.compare_digest(given, self.token)
+        if not given:
+            return False
+        shared = bool(self.token) and hmac.compare_digest(given, self.token)
+        principal = match(given, self.tokens) if self.tokens else None
+        if principal is not None:  # who decides is the token's principal, not the body's
+            scope.setdefault("state", {})["principal"] = principal
+        return shared or principal is not None

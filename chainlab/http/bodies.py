@@ -99,6 +99,11 @@ class Approve(Body):
     budget: dict[str, Any] | None = Field(default=None, description=(
         "For a step stopped by the run's budget (reason budget_exceeded): the raised limits "
         "(max_cost, max_tokens, max_duration_s), merged over the current ones."))
+    grant: dict[str, Any] | None = Field(default=None, description=(
+        "Also decide similar calls (DESIGN §21): {\"when\": \"args.amount <= 100\", "
+        "\"scope\": \"step\" | \"run\", \"ttl_s\": 600 | \"10m\"}; the calls of the same tool "
+        "in that scope whose args match, waiting now and later, until it expires or is "
+        "revoked (422 for a condition that does not parse or reads an arg the tool lacks)."))
     note: Note
     by: By
 

@@ -32,7 +32,7 @@ from chainlab.events import StepStatus
 from chainlab.http.bodies import Approve, ApproveAll, Body, Reject, Resolve
 from chainlab.http.errors import INVALID_FIELDS, ApiError, api_error
 from chainlab.plan.schema import Chain
-from chainlab.runtime import check_approve_args
+from chainlab.runtime import check_approve_args, check_approver
 from chainlab.runtime.preparing import toolbox_of
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Decider:
                 self._locks[run_id] = (lock, users - 1)
 
     async def decide(self, run_id: str, step_id: str, action: str, body: Body, *,
-                     by: str) -> dict[str, Any]:
+                     by: str, roles: list[str] | None = None) -> dict[str, Any]:
         """Apply ``action`` on ``step_id``. Returns ``{outcome, run_id, step_id, action,
         by}``: ``outcome`` ``applied``, or ``recorded`` for a queue's run no worker of the
         fleet answered for yet (a worker applies it when it takes the run). Raises ApiError
@@ -84,12 +84,15 @@ class Decider:
                 raise UnknownStepError(step_id, state.steps, run_id=run_id)
             if state.steps[step_id].status != _NEEDS[action]:  # the state first: 409, not
                 raise await self._refused(run_id, step_id, action, None)  # 422 on its body
-            _precheck(toolbox_of(service.runtime.toolbox, record.meta, run_id), record.chain,
-                      step_id, action, fields)
+            tool = _tool_of(toolbox_of(service.runtime.toolbox, record.meta, run_id),
+                            record.chain, step_id, state)
+            if action == "approve":  # (403 before anything: nothing is recorded)
+                check_approver(tool, step_id, by, roles)
+            _precheck(tool, step_id, action, fields)
             try:
                 outcome = await service.runtime.decide(
                     run_id, step_id, action, by=by, timeout=service.config.decision_timeout_s,
-                    **fields)
+                    roles=roles, **fields)
             except DecisionTimeoutError:
                 raise
             except DecisionError as exc:
@@ -157,7 +160,8 @@ def _fields(action: str, body: Body) -> dict[str, Any]:
     """The keyword arguments of :meth:`Runtime.decide` for ``body``."""
     if isinstance(body, Approve):
         return {"args": body.args, "note": body.note,
-                **({"budget": body.budget} if body.budget is not None else {})}
+                **({"budget": body.budget} if body.budget is not None else {}),
+                **({"grant": body.grant} if body.grant is not None else {})}
     if isinstance(body, Reject):
         return {"reason": body.reason}
     assert isinstance(body, Resolve), action
@@ -174,11 +178,9 @@ def _fields(action: str, body: Body) -> dict[str, Any]:
     return {"output": body.output, "note": body.note}
 
 
-def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: str,
-              fields: dict[str, Any]) -> None:
+def _precheck(tool: Tool | None, step_id: str, action: str, fields: dict[str, Any]) -> None:
     """Edited args / a resolved output must fit the step's tool (the runtime's own checks,
     here first, so that a mistake never takes a run over). Raises DecisionError."""
-    tool = _tool_of(toolbox, chain_data, step_id)
     if action == "approve" and fields.get("args") is not None:
         check_approve_args(tool, step_id, fields["args"])
     if action == "resolve" and "output" in fields and tool is not None:
@@ -189,7 +191,15 @@ def _precheck(toolbox: Any, chain_data: dict[str, Any], step_id: str, action: st
                                 step_id=step_id, field="output") from None
 
 
-def _tool_of(toolbox: Any, chain_data: dict[str, Any], step_id: str) -> Tool | None:
+def _tool_of(toolbox: Any, chain_data: dict[str, Any], step_id: str,
+             state: Any) -> Tool | None:
+    """The tool of ``step_id``: its chain step's, or a for_each instance's parent's (None
+    for an agent's call: the runtime checks it)."""
     chain = Chain.from_dict(chain_data)
+    st = state.steps.get(step_id)
+    if step_id not in chain.step_ids and st is not None and st.parent in chain.step_ids:
+        parent = chain.step(st.parent)
+        step_id = st.parent if parent.for_each is not None else step_id
     step = chain.step(step_id) if step_id in chain.step_ids else None
-    return toolbox.get(step.tool) if step is not None and step.tool in toolbox else None
+    name = step.tool if step is not None else None
+    return toolbox.get(name) if name is not None and name in toolbox else None

@@ -42,6 +42,7 @@ from typing import Any
 
 from chainlab._json import NotJSONError
 from chainlab.errors import (
+    ApproverError,
     ChainlabError,
     DecisionError,
     DecisionTimeoutError,
@@ -127,7 +128,7 @@ def problem_dict(problem: Problem) -> dict[str, Any]:
 #: DecisionError.field values that mean "what you sent does not fit" (422); any other field
 #: (the action, when a remote driver refused) means the step no longer waits (409)
 INVALID_FIELDS = frozenset({"args", "output", "resolution", "budget", "note", "reason", "by",
-                            "error"})
+                            "error", "grant", "grant.when", "grant.scope", "grant.ttl_s"})
 
 
 def api_error(exc: BaseException) -> ApiError | None:
@@ -148,6 +149,11 @@ def api_error(exc: BaseException) -> ApiError | None:
     if isinstance(exc, UnknownStepError | UnknownChainStepError):
         return ApiError(404, "not_found", str(exc),
                         fix="GET /runs/{run_id} lists the run's steps")
+    if isinstance(exc, ApproverError):  # (before DecisionError: its subclass)
+        return ApiError(403, "forbidden", str(exc),
+                        fix=f"decide with the token of a principal with role "
+                            f"{' or '.join(exc.required)}",
+                        extra={"step_id": exc.step_id, "required": list(exc.required)})
     if isinstance(exc, DecisionError):
         if exc.field in INVALID_FIELDS:
             return ApiError(422, "invalid_decision", str(exc),

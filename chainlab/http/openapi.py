@@ -114,6 +114,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "run_id": {"type": "string"},
         "step_id": {"type": "string"}, "action": {"type": "string"},
         "by": {"type": "string"}}},
+    "GrantList": {"type": "object", "properties": {
+        "grants": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "when": {"type": "string"},
+            "scope": {"enum": ["step", "run"]}, "tool": {"type": "string"},
+            "by": _STR_OR_NULL, "step_id": {"type": "string"},
+            "expires_at": {"type": "number"},
+            "status": {"enum": ["active", "revoked", "expired", "stale"]},
+            "decided": {"type": "array", "items": {"type": "string"}}}}}}},
     "ApprovedAll": {"type": "object", "properties": {
         "approved": {"type": "array", "items": {"type": "string"}, "description": (
             "The steps this request approved, in order, each with its own args")},
@@ -163,7 +171,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "problems": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}}}},
 }
 
-_REASONS = {400: "Bad request", 401: "No or wrong token", 404: "Not found",
+_REASONS = {400: "Bad request", 401: "No or wrong token",
+            403: "The token's principal may not decide this (a tool's approvers)",
+            404: "Not found",
             409: "Conflict with the run's state", 413: "Body too large",
             415: "Not JSON (or YAML)", 422: "Does not validate", 503: "Unavailable",
             504: "The run's driver did not answer"}

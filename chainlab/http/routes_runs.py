@@ -41,7 +41,7 @@ _STATUSES = {str(s) for s in RunStatus}
 
 async def _start(request: Request, *, wait: bool) -> Response:
     svc = service(request)
-    timeout = query_float(request, "timeout", 30.0, maximum=svc.config.max_wait_s) \
+    timeout = svc.config.held(query_float(request, "timeout", 30.0, maximum=300.0)) \
         if wait else 0.0
     body = await read_model(request, StartRun, svc.config.max_body_bytes)
     key = query_text(request, "idempotency-key", header=True)
@@ -144,7 +144,7 @@ async def wait_run(request: Request) -> Response:
     """Blocks until the run ended or is suspended, at most ``timeout`` seconds; answers
     the run's view either way (its ``status`` says which)."""
     svc = service(request)
-    timeout = query_float(request, "timeout", 30.0, maximum=svc.config.max_wait_s)
+    timeout = svc.config.held(query_float(request, "timeout", 30.0, maximum=300.0))
     return json(await svc.wait(request.path_params["run_id"], timeout))
 
 

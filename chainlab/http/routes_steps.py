@@ -1,12 +1,13 @@
 """A person's decisions on a run's steps: what waits (``GET /runs/{run_id}/confirmations``)
-and ``POST /runs/{run_id}/steps/{step_id}/approve | reject | resolve``."""
+and ``POST /runs/{run_id}/steps/{step_id}/approve | reject | resolve``; the run's grants
+(``GET /runs/{run_id}/grants``, ``POST /runs/{run_id}/grants/{grant_id}/revoke``)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from chainlab.http.api import Param, by_of, decider, endpoint, json, service
+from chainlab.http.api import Param, by_of, decider, endpoint, json, roles_of, service
 from chainlab.http.bodies import (
     Approve,
     ApproveAll,
@@ -42,17 +43,20 @@ async def _decide(request: Request, action: str, model: type[Body]) -> Response:
     body = await read_model(request, model, service(request).config.max_body_bytes)
     outcome = await decider(request).decide(
         request.path_params["run_id"], request.path_params["step_id"], action, body,
-        by=by_of(request, getattr(body, "by", None)))
+        by=by_of(request, getattr(body, "by", None)), roles=roles_of(request))
     return json(outcome)
 
 
 @endpoint("POST", "/runs/{run_id}/steps/{step_id}/approve", "Approve a waiting step",
-          tag="decisions", body=Approve, returns="Decision", errors=_DECISION_ERRORS)
+          tag="decisions", body=Approve, returns="Decision",
+          errors=(*_DECISION_ERRORS, 403))
 async def approve(request: Request) -> Response:
     """Approve a step that waits for confirmation; the SAME run goes on (in this server,
     in the process that drives it, or taken over here when nobody does). With ``args`` the
     step runs with those instead (422 when they do not fit the tool). 409 when the step no
-    longer waits: the body's ``decided`` says who decided it, when and how."""
+    longer waits: the body's ``decided`` says who decided it, when and how. With ``grant``
+    the approval decides similar calls too (DESIGN §21). 403 when the token's principal
+    lacks the role the tool's ``approvers`` name (nothing is recorded)."""
     return await _decide(request, "approve", Approve)
 
 
@@ -88,3 +92,27 @@ async def resolve(request: Request) -> Response:
     ``output`` (checked against the tool's output schema), or ``retry`` it, or ``fail``
     it: exactly one."""
     return await _decide(request, "resolve", Resolve)
+
+
+@endpoint("GET", "/runs/{run_id}/grants", "The run's grants", tag="decisions",
+          returns="GrantList", errors=(404,))
+async def grants(request: Request) -> Response:
+    """Every grant given in the run (DESIGN §21): its condition, scope, who gave it, until
+    when, its status (active, revoked, expired, stale: the rules changed) and the calls it
+    decided."""
+    return json({"grants": await service(request).grants(request.path_params["run_id"])})
+
+
+@endpoint("POST", "/runs/{run_id}/grants/{grant_id}/revoke", "Revoke a grant",
+          tag="decisions", returns="Decision", errors=(404, 409, 504))
+async def revoke(request: Request) -> Response:
+    """Revoke a grant: it decides nothing more; the calls it decided stay decided. 409 for
+    a grant the run does not have or one already revoked."""
+    run_id, grant_id = request.path_params["run_id"], request.path_params["grant_id"]
+    svc = service(request)
+    await svc.read(run_id)  # (404 for an unknown run)
+    by = by_of(request)
+    outcome = await svc.runtime.decide(run_id, grant_id, "revoke", by=by,
+                                       timeout=svc.config.decision_timeout_s)
+    return json({"outcome": outcome, "run_id": run_id, "step_id": grant_id,
+                 "action": "revoke", "by": by})

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
 from chainlab.errors import ChainlabError, IdempotencyKeyError, RunNotFoundError
 from chainlab.events import RUN_TERMINAL, read_run
+from chainlab.events.fold_decisions import grants_of
 from chainlab.http.bodies import Fork, StartRun, field_problem
 from chainlab.http.chains import ServedChains
 from chainlab.http.errors import ApiError
@@ -46,7 +48,9 @@ class Config:
     chain definition (else only served chains by name); ``decision_timeout_s``: how long a
     decision waits for another process's driver to answer; ``stream_send_timeout_s``: how
     long an SSE stream waits for a client that does not read before it closes the stream
-    (the client reconnects with Last-Event-ID and loses nothing); ``cors_origins``: browser
+    (the client reconnects with Last-Event-ID and loses nothing); ``max_wait_s``: the longest
+    a long poll holds a request (a longer ``?timeout=`` answers the run as it is then: its
+    status says whether it ended); ``cors_origins``: browser
     origins allowed to call the API (none by default); ``tools``: the ``MODULE:TOOLBOX``
     served (kept with each run, so ``chainlab resume`` finds the tools)."""
 
@@ -61,6 +65,10 @@ class Config:
     poll_s: float = 0.05
     extra_meta: dict[str, Any] = field(default_factory=dict)
 
+    def held(self, timeout: float) -> float:
+        """How long a long poll asked to wait ``timeout`` seconds holds its request."""
+        return min(timeout, self.max_wait_s)
+
 
 class Service:
     """Runs over one runtime: start (idempotent), read, list, wait, control, fork."""
@@ -72,6 +80,15 @@ class Service:
         self.config = config
 
     # ------------------------------------------------------------------ reading
+    async def grants(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's grants with their status (``Run.grants``; stale told when this server
+        drives the run). Raises RunNotFoundError."""
+        run = self.runtime.driven(run_id)
+        if run is not None:
+            return run.grants()
+        _, _, state = await self.read(run_id)
+        return grants_of(state, time.time(), None)
+
     async def read(self, run_id: str) -> tuple[Any, list[Any], Any]:
         """``(record, events, state)`` as stored (durable), after a flush of what this
         server's driver of the run emitted. Raises RunNotFoundError with a did-you-mean."""

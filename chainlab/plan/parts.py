@@ -24,6 +24,7 @@ from pydantic import (
 
 from chainlab._text import safe_repr
 from chainlab.events.status import ErrorKind
+from chainlab.plan.policies import Policy
 
 __all__ = [
     "AGENT_PREFIX",
@@ -223,6 +224,8 @@ class RunOptions(PlanModel):
     # in a worker fleet (DESIGN §19), runs whose key (a template over the context, e.g.
     # "customer:{{ context.customer_id }}") resolves the same never run at the same time
     concurrency_key: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    # rules as data (DESIGN §21): who decides a call before a person is asked
+    policies: list[Policy] = Field(default_factory=list)
 
     @field_validator("concurrency_key")
     @classmethod

@@ -25,6 +25,7 @@ from chainlab.plan.inputs import (
     undeclared_reference,
 )
 from chainlab.plan.parts import INDEX_NAME, RESERVED_KEYS, Rollback
+from chainlab.plan.policies import policy_findings
 from chainlab.plan.problem_lines import duplicate_message, with_lines
 from chainlab.plan.refs import (
     ROOTS,
@@ -406,6 +407,11 @@ class _Checker:
             return
         for step, finding in pool_findings(self.chain, self.toolbox):
             self.add_all(step, [finding])
+        # the chain's rules (DESIGN §21): what their conditions read fits the tools they name
+        # (a glob matching no tool is a warning, given where a run starts)
+        for code, message, field in policy_findings(self.chain.options.policies,
+                                                     self.toolbox)[0]:
+            self.problems.append(Problem(code, message, None, field))
 
     # ------------------------------------------------------------------ sub-chains
     def check_subchains(self, stack: tuple[str, ...], prefix: str) -> None:

@@ -93,10 +93,15 @@ def instance_counts(steps: Mapping[str, StepState], ids: list[str]) -> str:
     return " · ".join(parts) if parts else "0 items"
 
 
+#: how a confirmed step's badge says who decided it when a person did not (DESIGN §21)
+_BY = {"policy": " by rule", "grant": " by grant"}
+
+
 def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
     """Short texts shown after a step's status: the attempt count when above one (``TIMES``
     and the number), repeated compensations (``undo`` and the count), why it was skipped /
-    is in doubt / was cancelled, and ``approved`` or ``edited`` for a confirmed step (a
+    is in doubt / was cancelled, and ``approved`` (``approved by rule``, ``approved by
+    grant``) or ``edited`` for a confirmed step, ``by rule`` for one a rule rejected (a
     for_each step's instances counted: :func:`run_badges`)."""
     out: dict[str, str] = {}
     for step_id, st in steps.items():
@@ -109,8 +114,12 @@ def step_badges(steps: Mapping[str, StepState]) -> dict[str, str]:
             reason = reason_text(st.status, st.reason)
             if reason:
                 parts.append(reason if len(reason) <= 20 else reason[:19] + "…")
+        by = (st.decided or {}).get("by") or ""
         if st.approval and st.status != S.WAITING_CONFIRMATION:
-            parts.append("edited" if st.approval.get("edited") else "approved")
+            parts.append("edited" if st.approval.get("edited") else "approved"
+                         + _BY.get(by.partition(":")[0], ""))
+        elif st.status == S.REJECTED and by.startswith("policy:"):
+            parts.append("by rule")  # (the status line reads "rejected · by rule")
         job = job_caption(st) if st.job is not None else None
         if job is not None:  # a remote job: the status line reads "waiting · job 7f3c · 40%"
             parts.insert(0, job)

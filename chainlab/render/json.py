@@ -20,7 +20,9 @@ shown by its repr).
      "waiting": [{"step_id": "pay", "tool": "pay", "kind": "confirm", "args": {...},
                   "preview": {...}, "error": None, "since": 1800000000.5}],
      "usage": {"input_tokens": 812, "output_tokens": 97, "tokens": 909, "cost": 0.0031},
-     "output": {"invoice": "Ada: 38.25 EUR"} | None}
+     "output": {"invoice": "Ada: 38.25 EUR"} | None,
+     "grants": [{"id": "g1", "when": "args.amount <= 100", "scope": "run", "by": "alice",
+                 ...}]}
 
 * ``steps``: every step the run knows, in declaration order (sub-chain steps as
   ``parent/child``; then the steps the run grew: a for_each step's instances ``id[N]``, an
@@ -37,6 +39,10 @@ shown by its repr).
   preview) or ``in_doubt`` (resolve: it took effect, retry, or fail; ``preview`` and
   ``error`` say what went wrong); ``since``: when the step began to wait. The same items as
   :class:`chainlab.runtime.coordination.inbox.WaitingDecision`, read from the fold alone.
+* a step someone or something decided has ``decided``: ``{"action": "approved", "by":
+  "policy:small" | "grant:g1" | PRINCIPAL, "text": "policy small: small refunds"}``
+  (DESIGN §21); ``grants``: the grants people gave in the run (DESIGN §21), revoked ones
+  too (``revoked``: by, ts).
 * ``outputs``: the outputs of the steps that succeeded, in the order they did.
 * ``output``: the chain's declared ``output`` selected from a succeeded run (what
   ``RunResult.output`` is, :func:`chainlab.plan.inputs.select_output`); None while the run
@@ -59,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
 from chainlab._text import safe_repr
+from chainlab.events.fold_decisions import decided_by
 from chainlab.events.status import RUN_TERMINAL, RunStatus, StepStatus
 from chainlab.plan.parts import names_an_agent
 
@@ -79,7 +86,8 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
     by_step: dict[str, list[AttemptRecord]] = {}
     for rec in state.attempts:
         by_step.setdefault(rec.step_id, []).append(rec)
-    steps = {step_id: step_dict(st, by_step.get(step_id, ()))
+    steps = {step_id: step_dict(st, by_step.get(step_id, ()),
+                                decided_by(state, step_id) if st.decided else None)
              for step_id, st in state.steps.items()}
     if any(names_an_agent(rec.tool) for rec in state.attempts):  # an agent's turns
         from chainlab.agent.turns import turns_by_step
@@ -102,6 +110,7 @@ def run_dict(record: RunRecord, state: RunState) -> dict[str, Any]:
         "waiting": waiting_dicts(record, state),
         "usage": _plain(state.usage),
         "output": _plain(declared_output(record, state)),
+        "grants": _plain(list(state.grants.values())),
     }
 
 
@@ -144,10 +153,12 @@ def lineage_dict(record: RunRecord) -> dict[str, Any] | None:
     return {"forked_from": parent, "at_seq": record.meta.get("forked_at_seq")}
 
 
-def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str, Any]:
+def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = (),
+              decided: str | None = None) -> dict[str, Any]:
     """One step: status, its ``attempts`` (tool calls and compensations, in start order),
     output, reason, error (kind and message), and what a fork reused it from; a remote job's
-    step also has ``job`` (:func:`job_dict`)."""
+    step also has ``job`` (:func:`job_dict`); a decided one ``decided``: ``action``, ``by``
+    (a principal, ``policy:ID``, ``grant:ID``) and ``text`` (``decided_by``'s wording)."""
     out = {
         "status": str(st.status),
         "attempts": [attempt_dict(a) for a in attempts],
@@ -160,6 +171,9 @@ def step_dict(st: StepState, attempts: Iterable[AttemptRecord] = ()) -> dict[str
     }
     if st.job is not None:
         out["job"] = job_dict(st)
+    if st.decided is not None:
+        out["decided"] = {"action": st.decided["action"], "by": _text(st.decided.get("by")),
+                          "text": decided}
     return out
 
 

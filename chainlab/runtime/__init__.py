@@ -33,7 +33,7 @@ from chainlab.events.status import AttemptStatus, RunStatus, SkipReason, StepSta
 from chainlab.runtime.coordination.fleet import new_worker
 from chainlab.runtime.coordination.workers import LeaseExecutor, Worker
 from chainlab.runtime.engine.clock import Clock, SystemClock
-from chainlab.runtime.engine.decisions import check_approve_args, check_rollback
+from chainlab.runtime.engine.decisions import check_approve_args, check_approver, check_rollback
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
 from chainlab.runtime.runtime import Run, RunResult, Runtime
 
@@ -57,6 +57,7 @@ __all__ = [
     "SystemClock",
     "Worker",
     "check_approve_args",
+    "check_approver",
     "check_rollback",
     "new_worker",
 ]

@@ -28,7 +28,7 @@ import secrets
 import time
 import weakref
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,6 +38,7 @@ from chainlab.events import RUN_TERMINAL, EventKind, RunState, RunStatus
 from chainlab.events.status import DrivePhase
 from chainlab.plan.schema import Chain
 from chainlab.runtime.coordination.liveness import Liveness
+from chainlab.runtime.engine.approvals import deployment_rules, rules_in_force
 from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.compile import compile_chain
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
@@ -48,6 +49,7 @@ from chainlab.runtime.run import Run, RunOwner
 from chainlab.tools import Toolbox, default_toolbox
 
 if TYPE_CHECKING:
+    from chainlab.plan.policies import Policy
     from chainlab.plan.schema import RunOptions
     from chainlab.redaction import Redactor
     from chainlab.runtime.engine.compile import Graph
@@ -82,6 +84,7 @@ class Host:
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
         redact: Redactor | None = None,
+        policies: Sequence[Policy | Mapping[str, Any]] = (),
     ):
         self.owner = owner
         self.toolbox = toolbox if toolbox is not None else default_toolbox
@@ -96,6 +99,9 @@ class Host:
         self.executor = executor or LocalExecutor()
         self._own_executor = executor is None  # made here: its idle threads end at aclose
         self.clock = clock or SystemClock()
+        #: the deployment's rules (DESIGN §21): checked against the toolbox here, in force
+        #: before every run's own and never loosened by them
+        self.policies = deployment_rules(policies, self.toolbox)
         self._chains: dict[str, Chain] = dict(chains or {})
         self.id_factory = id_factory
         # this runtime as a driver: heartbeats, mailbox, who counts as alive (DESIGN §13)
@@ -262,8 +268,9 @@ class Host:
         epoch: int,
         priority: Callable[[str], float] | None = None,
     ) -> Kernel:
-        """The kernel of a run this runtime is about to drive, over its parts."""
-        return Kernel(
+        """The kernel of a run this runtime is about to drive, over its parts (and the rules
+        in force for it: the deployment's, then the run's)."""
+        kernel = Kernel(
             run_id=run_id,
             graph=graph,
             state=state,
@@ -277,6 +284,8 @@ class Host:
             priority=priority,
             redact=self.redact,
         )
+        kernel.rules = rules_in_force(self.policies, opts.policies)
+        return kernel
 
     def handle(self, chain: Chain, kernel: Kernel, record: RunRecord) -> Run:
         """The live handle of a run this runtime is about to drive (it holds the owner)."""

@@ -34,16 +34,19 @@ from chainlab.events import (
     RUN_END_KINDS,
     RUN_TERMINAL,
     Event,
+    EventKind,
     RunState,
     RunStatus,
     StepState,
     read_run,
 )
+from chainlab.events.fold_decisions import grants_of
 from chainlab.events.snapshots import FoldIndex
 from chainlab.events.status import RELEASES_DEPENDANTS, DrivePhase
 from chainlab.plan.inputs import select_output
+from chainlab.plan.policies import fingerprint
 from chainlab.plan.schema import Chain, RunOptions
-from chainlab.runtime.engine import decisions
+from chainlab.runtime.engine import approvals, decisions
 from chainlab.runtime.engine.attempt.kinds import KINDS
 from chainlab.runtime.engine.budget import budget_of
 from chainlab.runtime.engine.growth import grown_graph
@@ -104,7 +107,8 @@ class RunOwner(Protocol):
                      note: str | None = None, reason: str | None = None,
                      args: dict[str, Any] | None = None, output: Any = None,
                      retry: bool = False, fail: bool = False, timeout: float = 10.0,
-                     budget: dict[str, Any] | None = None) -> str:
+                     budget: dict[str, Any] | None = None, grant: dict[str, Any] | None = None,
+                     roles: Sequence[str] | None = None) -> str:
         """Decide a step wherever its run is driven (:meth:`Runtime.decide`)."""
 
     async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
@@ -415,6 +419,7 @@ class Run:
     async def approve(
         self, step_id: str, args: dict[str, Any] | None = None, note: str | None = None,
         *, by: str | None = None, budget: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None, roles: Sequence[str] | None = None,
     ) -> None:
         """Approve a step waiting for confirmation. With ``args``, run those instead (they are
         validated again). ``by`` says who approves (default ``user@host``), recorded with the
@@ -424,15 +429,51 @@ class Run:
         DecisionError for args that do not fit, StaleEpochError when another driver took the
         run over (then nothing was approved and the step's call does not start here).
         On a stored handle of a queue's run, the approval goes to the fleet
-        (``runtime.decide``: recorded, and applied by a worker)."""
+        (``runtime.decide``: recorded, and applied by a worker).
+
+        ``grant={"when": "args.amount <= 100", "scope": "step" | "run", "ttl_s": 600}``
+        (DESIGN §21): the approval also decides the calls of the same tool in that scope
+        whose args match ``when`` (those waiting now, and later ones) until it expires, is
+        revoked (:meth:`revoke`) or the rules in force change; each is recorded as its own
+        approval ``by="grant:ID"``. ``roles``: the roles of ``by``; a tool naming
+        ``approvers`` takes only a principal with one of them (ApproverError otherwise, and
+        nothing is recorded). DecisionError for a grant that does not parse, reads an arg
+        the tool lacks, or has a TTL that is not a duration."""
         if self._for_fleet():
             await self.runtime.decide(self.run_id, step_id, "approve", args=args, note=note,
-                                      by=by, budget=budget)
+                                      by=by, budget=budget, grant=grant, roles=roles)
             return
         k = self._k()
         k.require_step(step_id)
+        given = approvals.make_grant(k, step_id, grant) if grant is not None else None
         k.apply(decisions.approve(k.state, k.nodes[step_id].tool, step_id, args, note,
-                                  by or decisions.requester(), budget, budget_of(k)))
+                                  by or decisions.requester(), budget, budget_of(k),
+                                  roles=roles, grant=given))
+        if given is not None:  # it decides the calls in its scope waiting now, each its own
+            for sid in approvals.covered(k, k.state.grants[given["id"]]):
+                k.apply(decisions.approve(k.state, k.nodes[sid].tool, sid, None, None,
+                                          f"grant:{given['id']}"))
+        await k.commit()
+
+    def grants(self) -> list[dict[str, Any]]:
+        """The run's grants (DESIGN §21), each ``id``, ``when``, ``scope``, ``tool``,
+        ``by``, ``step_id`` (the approval that gave it), ``expires_at``, ``status``
+        (``active``, ``revoked``, ``expired``, ``stale``: the rules changed) and
+        ``decided`` (the calls it approved). On a stored handle, ``stale`` is not told."""
+        k = self._kernel  # (a stored handle does not know the rules a driver has in force)
+        rules = fingerprint(k.rules) if k is not None else None
+        return grants_of(self.state, self.runtime.clock.now(), rules)
+
+    async def revoke(self, grant_id: str, *, by: str | None = None) -> None:
+        """Revoke a grant: it decides nothing more; the calls it decided stay decided.
+        Raises RunStateError for a grant the run does not have or one already revoked."""
+        if self._for_fleet():
+            await self.runtime.decide(self.run_id, grant_id, "revoke", by=by)
+            return
+        k = self._k()
+        decisions.check_revoke(k.state, grant_id)
+        k.emit(EventKind.GRANT_REVOKED, payload={"grant_id": grant_id,
+                                                 "by": by or decisions.requester()})
         await k.commit()
 
     async def approve_all(self, step_id: str, note: str | None = None, *,
@@ -604,6 +645,13 @@ class Run:
         from chainlab.timeline import compensations_frame
 
         return compensations_frame(self.runtime.store, self.run_id)
+
+    def decisions(self) -> Any:
+        """Who decided what (a person, a rule, a grant), one row per decided step, as a
+        DataFrame: the audit table (``chainlab.timeline.decisions_frame``)."""
+        from chainlab.timeline import decisions_frame
+
+        return decisions_frame(self.runtime.store, self.run_id)
 
     def event_log(self) -> Any:
         from chainlab.timeline import events_frame

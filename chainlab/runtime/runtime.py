@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from chainlab.events import Event, RunState
     from chainlab.events.status import DrivePhase
+    from chainlab.plan.policies import Policy
     from chainlab.plan.schema import Chain, RunOptions
     from chainlab.redaction import Redactor
     from chainlab.runtime.coordination.inbox import WaitingDecision
@@ -76,6 +77,10 @@ class Runtime:
     in the GenAI conventions, sent to ``tracer_provider`` (default: the global provider when
     the application configured one; none, no cost; ``False``: never). ``capture_content``:
     args, outputs and model messages go to spans too (redacted first).
+    ``policies``: the deployment's rules (DESIGN §21, :class:`chainlab.plan.policies.Policy`
+    or its dict), in force before every run's own ``options.policies``, which cannot
+    loosen them; checked against the toolbox here (PlanError for a rule that reads an arg
+    its tool lacks; a warning for a tool glob that matches no tool).
     """
 
     #: the class of its :attr:`host`: a front end that drives runs on a loop of its own
@@ -97,12 +102,14 @@ class Runtime:
         tracer_provider: Any = None,
         capture_content: bool = False,
         redact: Redactor | None = None,
+        policies: Sequence[Policy | Mapping[str, Any]] = (),
     ):
         #: its parts and lifetime, the runs it drives (:class:`~chainlab.runtime.host.Host`)
         self.host = self.host_type(self, toolbox, store, executor=executor, clock=clock,
                                    chains=chains, id_factory=id_factory,
                                    heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
-                                   mailbox_poll_s=mailbox_poll_s, redact=redact)
+                                   mailbox_poll_s=mailbox_poll_s, redact=redact,
+                                   policies=policies)
         #: how its runs are traced (None: not at all; see :mod:`chainlab.tracing`)
         self.host.tracing = tracing_for(tracer_provider, capture_content=capture_content,
                                         redact=self.host.redact)  # (spans see events redacted)
@@ -405,8 +412,11 @@ class Runtime:
         fail: bool = False,
         timeout: float = 10.0,
         budget: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
+        roles: Sequence[str] | None = None,
     ) -> str:
-        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget), ``reject``
+        """``approve`` (``args``, ``note``, ``budget``: raise a run's budget, ``grant``: decide
+        similar calls too, ``roles``: the roles of ``by``; see :meth:`Run.approve`), ``reject``
         (``reason``) or ``resolve`` (``output`` | ``retry`` | ``fail``, ``note``) step
         ``step_id`` of a run, wherever it is driven: by this runtime (applied here), by
         another live process (sent to it through the store; it applies the decision with the
@@ -428,7 +438,8 @@ class Runtime:
         return await decide(self.host, self.takeovers, run_id, step_id, action, by=by,
                             timeout=timeout, payload=payload_for(
                                 action, note=note, reason=reason, args=args, output=output,
-                                retry=retry, fail=fail, budget=budget))
+                                retry=retry, fail=fail, budget=budget, grant=grant,
+                                roles=roles))
 
     async def approve_all(self, run_id: str, step_id: str, *, by: str | None = None,
                           note: str | None = None, timeout: float = 10.0) -> list[str]:

@@ -36,6 +36,7 @@ from chainlab.plan.inputs import check_context
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.redaction import REDACTED, redact_value
 from chainlab.runtime.coordination.queue import concurrency_key, queue_name
+from chainlab.runtime.engine.approvals import check_rules
 from chainlab.runtime.engine.compile import Graph, used_chains
 from chainlab.runtime.engine.masked import CONTEXT
 from chainlab.runtime.engine.recovery import recover_now
@@ -161,6 +162,8 @@ class Starts:
                 raise PlanError(Problem("invalid_field", str(exc), field="run_id")) from None
         opts = chain.options.merged(options)
         host = self.host
+        if opts.policies:  # the run's rules against its tools (the chain's: with the chain)
+            check_rules(opts.policies, toolbox_of(host.toolbox, meta or {}), "options.policies")
         graph, chain_data = host.prepared.compile(chain, opts, data,
                                                   toolbox_of(host.toolbox, meta or {}),
                                                   host.chains)

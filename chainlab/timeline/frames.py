@@ -15,7 +15,9 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
     back-off scheduled after this attempt), idempotency_key (None for effect-free tools),
     code (fingerprint of the tool's code the attempt ran; None for compensations),
     input_tokens, output_tokens, tokens, cost (what the call reported it consumed:
-    ``ctx.report_usage`` or an OpenAI-style response; NaN when it reported nothing).
+    ``ctx.report_usage`` or an OpenAI-style response; NaN when it reported nothing),
+    decided_by (who or what approved the call: ``policy ID``, ``grant g1 by alice, run
+    scope``, a principal; None for a call nobody had to decide).
     A sub-chain step has one row (tool ``chain:NAME``) spanning its steps' rows.
 ``compensations_frame`` - the ``kind == "compensation"`` rows of ``attempts_frame``.
 ``waits_frame`` - time a step spent waiting between or instead of attempts: step_id, kind
@@ -23,6 +25,10 @@ Frames (all times are ``datetime64[ns, UTC]``; NaT/NaN while something is still 
     no slot), started_at, ended_at, duration_s,
     outcome (``retried``, ``approved``, ``rejected``, ``resolved``, ``cancelled``, or None
     while waiting).
+``decisions_frame`` - the audit of who decided what (DESIGN §21), one row per decided step
+    in the order decided: step_id, tool, args, action (``approved`` | ``rejected`` |
+    ``resolved: ...``), by (a principal, ``policy:ID``, ``grant:ID``), decided_by (its
+    wording), decided_at.
 ``events_frame`` - the event log: run_id, seq, ts, elapsed_s (since the first event), epoch,
     kind, step_id, attempt (nullable Int64), payload (dict).
 ``runs_frame`` - one row per run, newest first: run_id, chain_name, status, epoch,
@@ -39,17 +45,20 @@ import pandas as pd
 
 from chainlab.events import Event
 from chainlab.events.fold import RunState, read_run
+from chainlab.events.fold_decisions import decided_by
 
 if TYPE_CHECKING:
     from chainlab.store.base import RunRecord, Store
 
 __all__ = [
     "ATTEMPT_COLUMNS",
+    "DECISION_COLUMNS",
     "EVENT_COLUMNS",
     "RUN_COLUMNS",
     "WAIT_COLUMNS",
     "attempts_frame",
     "compensations_frame",
+    "decisions_frame",
     "estimates_frame",
     "events_frame",
     "fork_plan_frame",
@@ -63,7 +72,8 @@ __all__ = [
 ATTEMPT_COLUMNS = ["run_id", "step_id", "tool", "kind", "attempt", "epoch", "status",
                    "error_kind", "error", "started_at", "ended_at", "duration_s",
                    "retry_delay_s", "idempotency_key", "code", "input_tokens",
-                   "output_tokens", "tokens", "cost"]
+                   "output_tokens", "tokens", "cost", "decided_by"]
+DECISION_COLUMNS = ["step_id", "tool", "args", "action", "by", "decided_by", "decided_at"]
 WAIT_COLUMNS = ["step_id", "kind", "started_at", "ended_at", "duration_s", "outcome"]
 EVENT_COLUMNS = ["run_id", "seq", "ts", "elapsed_s", "epoch", "kind", "step_id", "attempt",
                  "payload"]
@@ -111,6 +121,9 @@ def attempts_frame(store: Store, run_id: str) -> pd.DataFrame:
         **{name: pd.Series([(r.usage or {}).get(name, float("nan")) for r in recs],
                            dtype="float64")
            for name in ("input_tokens", "output_tokens", "tokens", "cost")},
+        # who or what decided the call (DESIGN §21): a person, a rule, a grant
+        "decided_by": pd.Series([decided_by(state, r.step_id) if r.kind == "call" else None
+                                 for r in recs], dtype="object"),
     }, columns=ATTEMPT_COLUMNS)
     return frame
 
@@ -174,6 +187,21 @@ def waits_frame(store: Store, run_id: str) -> pd.DataFrame:
                                 dtype="float64"),
         "outcome": pd.Series([r[4] for r in rows], dtype="object"),
     }, columns=WAIT_COLUMNS)
+
+
+def decisions_frame(store: Store, run_id: str) -> pd.DataFrame:
+    """Who decided what in a run, in the order decided (columns: module docstring).
+    Raises RunNotFoundError for an unknown run."""
+    _, _, state = load(store, run_id)
+    decided = sorted((st for st in state.steps.values() if st.decided),
+                     key=lambda st: (st.decided or {}).get("ts") or 0.0)
+    tools: dict[str, Any] = {rec.step_id: rec.tool for rec in state.attempts}
+    return pd.DataFrame([{
+        "step_id": st.step_id, "tool": tools.get(st.step_id), "args": st.args,
+        "action": (st.decided or {})["action"], "by": (st.decided or {}).get("by"),
+        "decided_by": decided_by(state, st.step_id),
+        "decided_at": pd.Timestamp((st.decided or {}).get("ts") or 0.0, unit="s", tz="UTC"),
+    } for st in decided], columns=DECISION_COLUMNS)
 
 
 def events_frame(store: Store, run_id: str) -> pd.DataFrame:

@@ -23,6 +23,9 @@ contract that the runtime obeys:
 ``redact``                 a function of a value returning it masked: applied to the args,
                            output, error and preview of its steps before they leave the
                            process (:mod:`chainlab.redaction`)
+``always_ask``             only a person decides its calls (never a rule, grant or reviewer)
+``approvers``              ``["finance"]``: only a principal with one of these roles may
+                           approve or grant for it
 =========================  ================================================================
 
 A tool that declares a parameter annotated :class:`CallContext` receives the run id, step id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -43,6 +43,8 @@ class Tool:
         "_aliases",
         "_check_out",
         "_field_adapters",
+        "always_ask",
+        "approvers",
         "compensate",
         "context_param",
         "description",
@@ -86,6 +88,8 @@ class Tool:
         timeout_s: float | None = None,
         expected_duration_s: float | None = None,
         redact: Callable[[Any], Any] | None = None,
+        always_ask: bool = False,
+        approvers: Sequence[str] | None = None,
     ):
         if not callable(fn):
             raise ToolDefinitionError(f"a tool must be a function, got {safe_repr(fn)}")
@@ -112,7 +116,17 @@ class Tool:
             raise ToolDefinitionError(
                 f"{self.name}: requires_confirmation must be a bool or a callable on the args"
             )
-        self.requires_confirmation = requires_confirmation
+        #: only a person decides its calls (never a rule's approve, a grant or a reviewer);
+        #: it implies requires_confirmation
+        self.always_ask = bool(always_ask)
+        self.requires_confirmation = True if self.always_ask else requires_confirmation
+        if approvers is not None and (isinstance(approvers, str) or not all(
+                isinstance(r, str) and r for r in approvers)):
+            raise ToolDefinitionError(
+                f"{self.name}: approvers must be a list of role names, e.g. ['finance']")
+        #: the roles that may approve or grant for it (None: anyone who may decide)
+        self.approvers: tuple[str, ...] | None = \
+            None if approvers is None else tuple(approvers)
         if preview is not None and not callable(preview):
             raise ToolDefinitionError(f"{self.name}: preview must be a callable on the args")
         self.preview = preview
@@ -287,6 +301,8 @@ class Tool:
             "resources": self.resources,
             "compensate": self.compensate.tool if self.compensate else None,
             "reconcile": self.reconcile is not None,
+            "always_ask": self.always_ask,
+            "approvers": list(self.approvers) if self.approvers is not None else None,
         }
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -33,8 +33,11 @@ class Server:
     """``chainlab serve`` in ``cwd`` (effects.jsonl lands there) on the store ``db``."""
 
     def __init__(self, cwd: Path, *, db: Path | str | None = None, args: tuple[str, ...] = (),
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, tools: str = TOOLS,
+                 chains: Path | None = CHAINS):
         self.cwd = cwd
+        self.tools = tools
+        self.chains = chains
         self.extra_env = extra_env or {}
         self.db = db or cwd / "runs.db"
         self.token_file = cwd / "token"
@@ -44,8 +47,9 @@ class Server:
         self.lines: list[str] = []
 
     def start(self, timeout: float = 90.0) -> Server:
-        cmd = [sys.executable, "-m", "chainlab.cli", "serve", "--tools", TOOLS,
-               "--chains", str(CHAINS), "--db", str(self.db), "--port", "0",
+        cmd = [sys.executable, "-m", "chainlab.cli", "serve", "--tools", self.tools,
+               *(("--chains", str(self.chains)) if self.chains else ()),
+               "--db", str(self.db), "--port", "0",
                "--token-file", str(self.token_file), *self.args]
         self.lines = []
         self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=env(**self.extra_env),

@@ -237,7 +237,7 @@ def test_the_openapi_document_describes_every_endpoint(api: Client) -> None:
     assert body == "#/components/schemas/Approve"
     assert "409" in approve["responses"] and "422" in approve["responses"]
     assert set(spec["components"]["schemas"]["Approve"]["properties"]) == \
-        {"args", "budget", "note", "by"}
+        {"args", "budget", "note", "by", "grant"}
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
 

@@ -54,7 +54,10 @@ def _config(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = Server(tmp_path_factory.mktemp("schemathesis"),
-                 args=("--keepalive", "0.5", "--stream-send-timeout", "10")).start()
+                 args=("--keepalive", "0.5", "--stream-send-timeout", "10",
+                       # a long poll ends well inside the client's 30 s request timeout: a
+                       # generated ?timeout= on a run that stays running was a read timeout
+                       "--max-wait", "10")).start()
     yield srv
     srv.stop()
 

@@ -25,7 +25,8 @@ def test_every_endpoint_but_healthz_needs_the_token(server: Server) -> None:
         spec = api.request("GET", "/openapi.json")
     operations = [(method.upper(), path) for path, ops in spec["paths"].items()
                   for method in ops]
-    assert len(operations) == 25  # (issue 27 added .../complete, issue 35 .../approve-all)
+    assert len(operations) == 27  # (issue 27 added .../complete, issue 35 .../approve-all,
+    # issue 46 GET .../grants and POST .../grants/{grant_id}/revoke)
     with httpx.Client(base_url=server.url) as http:
         for method, path in operations:
             for headers in ({}, {"Authorization": "Bearer wrong"},

@@ -24,6 +24,7 @@ EXPECTED = {
     "PlanError": 422, "CycleError": 422, "InputError": 422, "UsageError": 400, "CliError": 400,
     "SessionError": 400, "ArgsError": 400, "RunNotFoundError": 404, "UnknownStepError": 404,
     "UnknownChainStepError": 404, "DecisionTimeoutError": 504, "DriverAliveError": 409,
+    "ApproverError": 403,
     "RunNotActiveError": 409, "RunStateError": 409, "InvalidTransition": 409,
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
@@ -61,6 +62,8 @@ def _all_errors() -> list[type[BaseException]]:
 def _instance(cls: type[BaseException]) -> BaseException:
     made = {
         "DecisionError": lambda: cls("x", step_id="s", field="approve"),
+        "ApproverError": lambda: cls("x", step_id="s", by="bob", roles=("support",),
+                                     required=("finance",)),
         "DecisionTimeoutError": lambda: cls("r", host="h", pid=1, request_id=1, timeout_s=1),
         "DriverAliveError": lambda: cls("r", host="h", pid=1, epoch=1, beat_age_s=0,
                                         stale_in_s=1),

@@ -66,6 +66,7 @@ async def test_a_run_with_a_retry() -> None:
         "waiting": [],
         "usage": {},
         "output": None,
+        "grants": [],
     }
 
 
@@ -88,15 +89,17 @@ async def test_a_confirmation_then_a_step_in_doubt() -> None:
                      "since": T0 + 0.5}],
         "usage": {},
         "output": None,
+        "grants": [],
     }
     lab.clock.advance(3.0)
-    await run.approve("pay", note="ok")
+    await run.approve("pay", note="ok", by="ada")
     await run.wait()  # ship went in doubt
     data = view(lab, run.run_id)
     doubt = "ConnectionError: connection reset after sending"
     assert (data["status"], data["last_seq"], data["updated_at"]) == ("suspended", 14, T0 + 5.5)
-    assert data["steps"]["pay"] == step("succeeded", [call(1, 3.5, 4, "succeeded")],
-                                        {"id": "pay-5"})
+    assert data["steps"]["pay"] == {
+        **step("succeeded", [call(1, 3.5, 4, "succeeded")], {"id": "pay-5"}),
+        "decided": {"action": "approved", "by": "ada", "text": "ada"}}  # who (DESIGN §21)
     assert data["steps"]["ship"] == step(
         "in_doubt", [call(1, 4, 5.5, "failed", error_kind="transient", error=doubt)],
         reason="transient", error_kind="transient", error=doubt)
@@ -150,6 +153,7 @@ async def test_a_fork_carries_its_lineage_and_what_it_reused() -> None:
         "waiting": [],
         "usage": {},
         "output": None,
+        "grants": [],
     }
     assert record_dict(lab.store.get_run(fork.run_id)) == {
         "run_id": "run-2", "chain": "retries", "status": "succeeded", "epoch": 1,

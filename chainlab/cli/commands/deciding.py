@@ -23,6 +23,7 @@ from chainlab.cli.driving import (
     run_stall,
     stored_state,
 )
+from chainlab.cli.loading import deployment_rules
 from chainlab.cli.progress import follow
 from chainlab.errors import RunStateError
 from chainlab.events.fold import RunState
@@ -51,14 +52,15 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     trace_to(None)  # (the OTEL_EXPORTER_OTLP_* variables)
 
     async def main() -> tuple[Chain, RunState] | None:
-        async with Runtime(toolbox, store, executor=executor) as runtime:
+        async with Runtime(toolbox, store, executor=executor,
+                           policies=deployment_rules()) as runtime:
             live = runtime.liveness.live_driver(store.driver_of(run_id), store.get_run(run_id))
             if no_toolbox is not None and live is None and queue is None:
                 raise no_toolbox  # nobody else drives it and this process cannot
             asked.append(live)
             if action == "approve" and options.get("all"):  # every waiting instance
                 ids = await runtime.approve_all(run_id, step_id, note=options.get("note"),
-                                                timeout=timeout)
+                                                by=options.get("by"), timeout=timeout)
                 if not ids:
                     raise _stalled(store, run_id, db, f"nothing waits for a confirmation at "
                                    f"or under step {step_id!r} of run {run_id}") or CliError(

@@ -19,8 +19,15 @@ from rich.table import Table
 
 from chainlab.cli.common import CliError, reporting_errors, trace_to
 from chainlab.cli.driving import Output
-from chainlab.cli.loading import DEFAULT_DB, load_chain, load_tools, open_store
-from chainlab.cli.options import DbOpt, JsonOpt, McpOpt, OtlpOpt, ToolsOpt
+from chainlab.cli.loading import (
+    DEFAULT_DB,
+    deployment_rules,
+    load_chain,
+    load_policies,
+    load_tools,
+    open_store,
+)
+from chainlab.cli.options import DbOpt, JsonOpt, McpOpt, OtlpOpt, PoliciesOpt, ToolsOpt
 from chainlab.cli.views import queues_line
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import record_dict
@@ -59,7 +66,7 @@ def enqueue_run(io: Output, *, chain: Chain, toolbox: Toolbox, db: str,
     from chainlab.runtime import Runtime
 
     async def main() -> str:
-        async with Runtime(toolbox, store) as runtime:
+        async with Runtime(toolbox, store, policies=deployment_rules()) as runtime:
             return await runtime.enqueue(chain, context, queue=queue or DEFAULT_QUEUE,
                                          options=options, idempotency_key=key, meta=meta)
 
@@ -141,6 +148,7 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                             help="No line per run.")] = False,
         otlp: OtlpOpt = None,
+        policies: PoliciesOpt = None,
     ) -> None:
         """Claim queued runs (and runs whose driver died, and suspended runs a person
         decided) from the store and drive them, until SIGTERM or Ctrl-C drains it."""
@@ -158,7 +166,8 @@ def register(app: typer.Typer) -> None:
             fleet = new_worker(toolbox, store, name=name, queues=queue or [DEFAULT_QUEUE],
                                concurrency=concurrency, chains=subchains, poll_s=poll,
                                drain_s=drain_timeout, heartbeat_s=heartbeat,
-                               stale_after_s=lapse, same_host_check=same_host_check)
+                               stale_after_s=lapse, same_host_check=same_host_check,
+                               policies=load_policies(policies))
             if not quiet:
                 logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                                     format="chainlab worker: %(message)s")

@@ -1,17 +1,20 @@
-"""Commands on stored runs: ``runs``, ``show``, ``timeline`` (read only), ``approve``,
-``reject``, ``resolve`` (sent to the process that drives the run, else the run is continued
-here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue the run in this process)."""
+"""Commands on stored runs: ``runs``, ``show``, ``timeline``, ``grants`` (read only),
+``approve``, ``reject``, ``revoke``, ``resolve`` (sent to the process that drives the run,
+else the run is continued here: ``Runtime.decide``) and ``resume``, ``rollback`` (continue
+the run in this process)."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from chainlab.cli.audit import attempt_rows, grants_table, timeline_table, write_csv
 from chainlab.cli.commands.deciding import decide_run
 from chainlab.cli.common import CliError, reporting_errors
 from chainlab.cli.driving import (
@@ -33,13 +36,8 @@ from chainlab.cli.loading import (
     toolbox_for_run,
 )
 from chainlab.cli.options import DaskOpt, DbOpt, JsonOpt, QuietOpt, ToolsOpt
-from chainlab.cli.views import (
-    attempt_rows,
-    queues_line,
-    runs_table,
-    timeline_table,
-    write_csv,
-)
+from chainlab.cli.views import queues_line, runs_table
+from chainlab.events.fold_decisions import grants_of
 from chainlab.events.status import RUN_TERMINAL
 from chainlab.plan.schema import Chain
 from chainlab.render.json import record_dict
@@ -54,6 +52,18 @@ RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID",
                                          help="The run's id (see `chainlab runs`).")]
 StepArg = Annotated[str, typer.Argument(metavar="STEP", help="The step's id.")]
 NoteOpt = Annotated[str | None, typer.Option("--note", help="A note kept with the decision.")]
+ByOpt = Annotated[str | None, typer.Option(
+    "--by", envvar="CHAINLAB_PRINCIPAL", metavar="PRINCIPAL",
+    help="Who decides (recorded with the decision; default user@host).")]
+RoleOpt = Annotated[list[str] | None, typer.Option(
+    "--role", envvar="CHAINLAB_ROLES", metavar="ROLE",
+    help="A role of the principal (repeatable): a tool naming approvers takes only "
+         "principals with one of them.")]
+
+
+def principal(by: str | None, roles: list[str] | None) -> dict[str, Any]:
+    """The decision's ``by`` and ``roles`` options, as given (else the local user's)."""
+    return {**({"by": by} if by else {}), **({"roles": list(roles)} if roles else {})}
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Take the run over even if another live process drives it (that one is "
                     "fenced: it commits nothing more).")]
@@ -195,19 +205,37 @@ def register(app: typer.Typer) -> None:
                     "--all", help="Approve every step waiting at or under STEP (the "
                                   "instances of a for_each step, a sub-chain's steps), each "
                                   "with its own args.")] = False,
+                grant: Annotated[str | None, typer.Option(
+                    "--grant", metavar="COND",
+                    help="Also approve the calls of the same tool in --scope whose args "
+                         "match COND, e.g. 'args.amount <= 100' (waiting now, and later "
+                         "ones) until --ttl passes or `chainlab revoke`.")] = None,
+                scope: Annotated[str, typer.Option(
+                    "--scope", metavar="step|run",
+                    help="What a --grant covers: the calls of this step's parent (a "
+                         "for_each step, an agent step) or of the whole run.")] = "step",
+                ttl: Annotated[str, typer.Option(
+                    "--ttl", metavar="DURATION",
+                    help="How long a --grant lasts: seconds or 90s, 10m, 2h, 1d.")] = "10m",
+                by: ByOpt = None, role: RoleOpt = None,
                 ) -> None:
         """Approve a step that waits for confirmation (or for a budget): the process that
-        drives the run applies it, or (nobody drives it) the run goes on in this process."""
+        drives the run applies it, or (nobody drives it) the run goes on in this process.
+        With --grant, the approval decides similar calls too (DESIGN §21)."""
         def options() -> dict[str, Any]:
-            if every and (args is not None or budget is not None):
+            if every and (args is not None or budget is not None or grant is not None):
                 raise CliError("--all approves each step with its own args: it takes no "
-                               "--args or --budget", hint="approve one step with them: "
-                               f"chainlab approve {run_id} STEP --args ...")
+                               "--args, --budget or --grant", hint="approve one step with "
+                               f"them: chainlab approve {run_id} STEP --args ...")
+            who = principal(by, role)
             if every:
-                return {"all": True, "note": note}
+                return {"all": True, "note": note, **who}
             edited = parse_json_object(args, "--args") if args is not None else None
             raised = parse_json_object(budget, "--budget") if budget is not None else None
-            return {"args": edited, "note": note, **({"budget": raised} if raised else {})}
+            given = {"grant": {"when": grant, "scope": scope, "ttl_s": ttl}} \
+                if grant is not None else {}
+            return {"args": edited, "note": note, **({"budget": raised} if raised else {}),
+                    **given, **who}
 
         _decide(run_id, step, "approve", options, tools=tools, db=db, dask=dask, quiet=quiet,
                 as_json=as_json, timeout=timeout)
@@ -215,12 +243,39 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def reject(run_id: RunIdArg, step: StepArg,
                reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log).")],
-               tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB, dask: DaskOpt = None,
-               quiet: QuietOpt = False, as_json: JsonOpt = False,
+               by: ByOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+               dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
                timeout: TimeoutOpt = 10.0) -> None:
         """Reject a step that waits for confirmation: its dependants are skipped and, under
         fail_fast, the run rolls back."""
-        _decide(run_id, step, "reject", lambda: {"reason": reason}, tools=tools, db=db,
+        _decide(run_id, step, "reject", lambda: {"reason": reason, **principal(by, None)},
+                tools=tools, db=db,
+                dask=dask, quiet=quiet, as_json=as_json, timeout=timeout)
+
+    @app.command()
+    def grants(run_id: RunIdArg, db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+        """A run's grants (DESIGN §21): each one's condition, scope, who gave it, until
+        when, its status (active, revoked, expired) and the calls it decided."""
+        io = Output.make(as_json=as_json)
+        with reporting_errors(io.err):
+            _, state = stored_state(open_store(db, must_exist=True, readonly=True), run_id)
+            rows = grants_of(state, time.time(), None)
+            if as_json:
+                sys.stdout.write(json.dumps(rows) + "\n")
+            elif not rows:
+                io.err.print(f"run {run_id} has no grants", markup=False)
+            else:
+                io.out.print(grants_table(rows, width=io.out.width))
+
+    @app.command()
+    def revoke(run_id: RunIdArg,
+               grant: Annotated[str, typer.Argument(metavar="GRANT",
+                                                    help="The grant's id (chainlab grants).")],
+               by: ByOpt = None, tools: ToolsOpt = None, db: DbOpt = DEFAULT_DB,
+               dask: DaskOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
+               timeout: TimeoutOpt = 10.0) -> None:
+        """Revoke a grant: it decides nothing more (the calls it decided stay decided)."""
+        _decide(run_id, grant, "revoke", lambda: principal(by, None), tools=tools, db=db,
                 dask=dask, quiet=quiet, as_json=as_json, timeout=timeout)
 
     @app.command()

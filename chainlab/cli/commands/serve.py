@@ -12,8 +12,8 @@ import typer
 
 from chainlab.cli.common import reporting_errors, trace_to
 from chainlab.cli.driving import Output
-from chainlab.cli.loading import DEFAULT_DB, load_toolbox
-from chainlab.cli.options import DbOpt, OtlpOpt, ToolsOpt
+from chainlab.cli.loading import DEFAULT_DB, load_policies, load_toolbox
+from chainlab.cli.options import DbOpt, OtlpOpt, PoliciesOpt, ToolsOpt
 from chainlab.errors import MissingExtraError, UsageError
 
 __all__ = ["register"]
@@ -63,9 +63,20 @@ def register(app: typer.Typer) -> None:
             "--stream-send-timeout", min=0.1, metavar="SECONDS",
             help="Close an event stream whose client has not taken what was sent for this "
                  "long (it reconnects with Last-Event-ID and loses nothing).")] = 60.0,
+        max_wait: Annotated[float, typer.Option(
+            "--max-wait", min=0.1, metavar="SECONDS",
+            help="The longest a long poll (GET /runs/ID/wait, POST /runs/wait) holds a "
+                 "request; a longer ?timeout= answers the run as it is then.")] = 300.0,
         access_log: Annotated[bool, typer.Option(
             "--access-log/--no-access-log", help="Log one line per request.")] = True,
         otlp: OtlpOpt = None,
+        policies: PoliciesOpt = None,
+        tokens: Annotated[Path | None, typer.Option(
+            "--tokens", metavar="FILE",
+            help="Tokens of named principals with roles, a JSON list of {token, principal, "
+                 "roles}: a decision records the principal; a tool's approvers take only "
+                 "principals with one of its roles (403 otherwise). The tokens are never "
+                 "printed, logged or stored.")] = None,
     ) -> None:
         """Serve the HTTP API: start runs, stream their events (SSE), read them, approve /
         reject / resolve and continue the SAME run, resume, cancel, rollback, fork, and the
@@ -100,9 +111,15 @@ def register(app: typer.Typer) -> None:
                 token, told = new_token(), ""
             config = Config(max_body_bytes=max_body, inline_chains=inline_chains,
                             keepalive_s=keepalive, stream_send_timeout_s=stream_send_timeout,
+                            max_wait_s=max_wait,
                             cors_origins=tuple(cors_origin or ()), tools=tools,
                             extra_meta={"cwd": os.getcwd()})
-            api = create_app(toolbox, token=token, chains=served, db=store, config=config)
+            from chainlab.http.principals import load_tokens
+
+            table = load_tokens(tokens) if tokens is not None else None
+            api = create_app(toolbox, token=token, tokens=table, chains=served, db=store,
+                             config=config,
+                             runtime_options={"policies": load_policies(policies)})
             names = ", ".join(sorted({**toolbox.chains, **served})) or "none (inline only)"
             _say(f"toolbox {toolbox.name!r} ({len(toolbox)} tools); chains: {names}; "
                  f"store: {db}")

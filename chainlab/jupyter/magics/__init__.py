@@ -230,8 +230,10 @@ class ChainMagics(Magics):
     def approve(self, ns: argparse.Namespace) -> None:
         run = self._live(ns)
         args = cmd.json_or_var(self.session, ns.args, "--args")
-        cmd.control(self.session, run, run.approve(ns.step, args, ns.note))
-        print(f"approved step {ns.step!r} of run {run.run_id}")
+        grant = {"when": ns.grant, "scope": ns.scope, "ttl_s": ns.ttl} if ns.grant else None
+        cmd.control(self.session, run, run.approve(ns.step, args, ns.note, grant=grant))
+        print(f"approved step {ns.step!r} of run {run.run_id}"
+              + (f", with a grant ({ns.scope} scope): {ns.grant}" if grant else ""))
 
     def reject(self, ns: argparse.Namespace) -> None:
         run = self._live(ns)

@@ -117,6 +117,11 @@ def subcommands() -> dict[str, tuple[Parser, str]]:
     p.add_argument("step", metavar="STEP")
     p.add_argument("--args", metavar="JSON|VAR", help="run with these args instead")
     p.add_argument("--note", metavar="TEXT")
+    p.add_argument("--grant", metavar="COND", help="also approve similar calls: those of "
+                   "the same tool in --scope whose args match, e.g. 'args.amount <= 100'")
+    p.add_argument("--scope", choices=["step", "run"], default="step")
+    p.add_argument("--ttl", metavar="DURATION", default="10m", help="how long the grant "
+                   "lasts: seconds or 90s, 10m, 2h")
     p = sub("reject", "reject a step waiting for confirmation", tools=True)
     p.add_argument("run", metavar="RUN")
     p.add_argument("step", metavar="STEP")

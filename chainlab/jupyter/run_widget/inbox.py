@@ -97,8 +97,10 @@ class ApprovalCard(_Card):
         self.reject_button.on_click(lambda _: self.reject())
         buttons = W.HBox([self.approve_button, self.all_button, self.reason,
                           self.reject_button])
+        self.similar = _Similar(self, st.args or {}) if not over else None
         super().__init__(widget, step_id, [title, self.preview, args, self.budget,
-                                           self.edit_toggle, self.edit, buttons])
+                                           self.edit_toggle, self.edit, buttons,
+                                           *([self.similar] if self.similar else [])])
 
     def _toggle(self, change: dict[str, Any]) -> None:
         self.edit.layout.display = "" if change["new"] else "none"
@@ -159,6 +161,55 @@ class ApprovalCard(_Card):
             return
         run, step_id = self.widget.run, self.step_id
         self.act("reject", lambda: run.reject(step_id, reason))
+
+
+class _Similar(W.VBox):
+    """"Approve and allow similar…" (DESIGN §21): the approval with a grant, its condition
+    prefilled from the call's args (editable, checked before it is sent), its scope and how
+    long it lasts. The runtime checks it again (an arg the tool lacks, a TTL that is not a
+    duration) and the card shows what it refused; nothing is recorded then."""
+
+    def __init__(self, card: ApprovalCard, args: Mapping[str, Any]):
+        from chainlab.plan.policies import condition_like
+
+        self.card = card
+        self.toggle = W.Checkbox(description="approve and allow similar…", indent=False)
+        self.when = W.Text(value=condition_like(args), description="when",
+                           layout=W.Layout(width="95%"))
+        self.scope = W.Dropdown(options=["step", "run"], value="step", description="scope",
+                                layout=W.Layout(width="12em"))
+        self.ttl = W.Text(value="10m", description="for", layout=W.Layout(width="10em"))
+        # (its label does not say "approve": a page's "Approve" button stays the only one)
+        self.button = W.Button(description="Allow similar", icon="check-double",
+                               button_style="success", layout=W.Layout(width="auto"),
+                               tooltip="approve this call, and the calls of the same tool in "
+                                       "this scope whose args match, until it expires")
+        self.button.on_click(lambda _: self.grant())
+        self.form = W.VBox([self.when, W.HBox([self.scope, self.ttl, self.button])],
+                           layout=W.Layout(display="none"))
+        self.toggle.observe(self._toggle, names="value")
+        super().__init__([self.toggle, self.form])
+        self.add_class("cl-grant")
+        self.when.add_class("cl-grant-when")
+
+    def _toggle(self, change: dict[str, Any]) -> None:
+        self.form.layout.display = "" if change["new"] else "none"
+
+    def grant(self) -> None:
+        """What the button does: the condition checked here first, then ``run.approve(step,
+        grant=...)``."""
+        from chainlab.plan.policies import condition
+
+        card = self.card
+        try:
+            condition(self.when.value)
+        except ValueError as exc:
+            card.fail(ValueError(f"the grant's {exc}"))
+            return
+        grant = {"when": self.when.value, "scope": self.scope.value, "ttl_s": self.ttl.value}
+        run, step_id = card.widget.run, card.step_id
+        card.act("approve", lambda: run.approve(step_id, note="approved in the widget, with "
+                                                "a grant", grant=grant))
 
 
 class DoubtCard(_Card):

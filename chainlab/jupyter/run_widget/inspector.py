@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as W
 
 from chainlab.events.fold import BACKGROUND_NOTE
+from chainlab.events.fold_decisions import decided_by
 from chainlab.events.usage import usage_text
 from chainlab.jupyter.run_widget.fork import ForkPanel
 from chainlab.jupyter.run_widget.transcript import transcript_html
@@ -129,6 +130,8 @@ class StepInspector(W.VBox):
         if st.approval:
             edited = " (args edited)" if st.approval.get("edited") else ""
             rows.append(("approval", f"{st.approval.get('note') or 'approved'}{edited}"))
+        if st.decided:  # who or what decided it (DESIGN §21): a person, a rule, a grant
+            rows.append(("decided by", decided_by(run.state, step_id) or "-"))
         table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
         parts = [f'<table class="cl-kv">{table}</table>',
                  f'<div class="cl-label">resolved args</div>{pretty(st.args)}']

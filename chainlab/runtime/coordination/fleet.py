@@ -40,14 +40,16 @@ def new_worker(toolbox: Toolbox, store: Store, *, name: str | None = None,
                chains: Mapping[str, Chain] | None = None,
                executor: SubmittingExecutor | None = None,
                heartbeat_s: float = WORKER_HEARTBEAT_S,
-               stale_after_s: float = WORKER_STALE_AFTER_S, **options: Any) -> Worker:
+               stale_after_s: float = WORKER_STALE_AFTER_S,
+               policies: Sequence[Any] = (), **options: Any) -> Worker:
     """A :class:`Worker` of ``queues`` over a new runtime of ``toolbox`` and ``store`` (which
     must keep a queue: SQLite or PostgreSQL). Its runs beat every ``heartbeat_s`` and count
     as dead after ``stale_after_s`` without a beat; every call goes through a lease check
-    (:class:`LeaseExecutor`, over ``executor``). ``options``: the rest of
+    (:class:`LeaseExecutor`, over ``executor``); ``policies``: the deployment's rules
+    (DESIGN §21, as ``Runtime(policies=...)``). ``options``: the rest of
     :class:`Worker`'s (``poll_s``, ``drain_s``, ``same_host_check``)."""
     runtime = Runtime(toolbox, store, chains=chains, heartbeat_s=heartbeat_s,
-                      stale_after_s=stale_after_s)
+                      stale_after_s=stale_after_s, policies=policies)
     # half the lapse: a worker confirms a run again before anyone could count it dead
     runtime.host.executor = LeaseExecutor(runtime.host, stale_after_s / 2, executor)
     return Worker(runtime, name=name, queues=tuple(queues), concurrency=concurrency,

@@ -307,16 +307,19 @@ async def apply_request(run: Run, request: DecisionRequest) -> None:
     p = request.payload
     if request.action == "approve":
         await run.approve(request.step_id, p.get("args"), p.get("note"), by=request.by,
-                          budget=p.get("budget"))
+                          budget=p.get("budget"), grant=p.get("grant"),
+                          roles=p.get("roles"))
     elif request.action == "reject":
         await run.reject(request.step_id, p.get("reason") or "rejected", by=request.by)
     elif request.action == "resolve":
         await run.resolve(request.step_id, output=p.get("output"),
                           retry=bool(p.get("retry")), fail=bool(p.get("fail")),
                           note=p.get("note"), by=request.by)
+    elif request.action == "revoke":  # (its step_id carries the grant id)
+        await run.revoke(request.step_id, by=request.by)
     elif request.action == "complete_job":
         await run.complete_job(request.step_id, output=p.get("output"), error=p.get("error"),
                                by=request.by)
     else:
         raise ValueError(f"unknown decision {request.action!r}; expected approve, reject, "
-                         "resolve or complete_job")
+                         "resolve, revoke or complete_job")

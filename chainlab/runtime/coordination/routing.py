@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,14 +48,18 @@ requester = decisions.requester
 
 def payload_for(action: str, *, note: str | None = None, reason: str | None = None,
                 args: dict[str, Any] | None = None, output: Any = None, retry: bool = False,
-                fail: bool = False, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+                fail: bool = False, budget: dict[str, Any] | None = None,
+                grant: dict[str, Any] | None = None,
+                roles: Sequence[str] | None = None) -> dict[str, Any]:
     """The request payload of ``action`` (only what that action takes). Raises ValueError for
     an unknown action or arguments of another action."""
     action = decisions.Action(action)
     given = {"note": note, "reason": reason, "args": args, "output": output,
-             "retry": retry or None, "fail": fail or None, "budget": budget}
-    takes = {decisions.Action.APPROVE: ("args", "note", "budget"),
+             "retry": retry or None, "fail": fail or None, "budget": budget, "grant": grant,
+             "roles": list(roles) if roles is not None else None}
+    takes = {decisions.Action.APPROVE: ("args", "note", "budget", "grant", "roles"),
              decisions.Action.REJECT: ("reason",),
+             decisions.Action.REVOKE: (),
              decisions.Action.RESOLVE: ("output", "retry", "fail", "note")}[action]
     extra = sorted(k for k, v in given.items() if v is not None and k not in takes)
     if extra:

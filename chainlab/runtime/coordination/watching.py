@@ -12,7 +12,7 @@ RunNotActiveError naming who drives the run.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -257,11 +257,19 @@ class WatchedRun(Run):
     # ------------------------------------------------------------------ decisions
     async def approve(self, step_id: str, args: dict[str, Any] | None = None,
                       note: str | None = None, *, by: str | None = None,
-                      budget: dict[str, Any] | None = None) -> None:
+                      budget: dict[str, Any] | None = None,
+                      grant: dict[str, Any] | None = None,
+                      roles: Sequence[str] | None = None) -> None:
         """Approve through :meth:`Runtime.decide` (``last_decision`` says how it went);
-        ``budget`` raises the run's budget. Raises DecisionError with the driver's message
-        when it refuses."""
-        await self._decide(step_id, "approve", args=args, note=note, by=by, budget=budget)
+        ``budget`` raises the run's budget; ``grant`` decides similar calls too, ``roles``
+        are the roles of ``by`` (:meth:`Run.approve`). Raises DecisionError with the
+        driver's message when it refuses."""
+        await self._decide(step_id, "approve", args=args, note=note, by=by, budget=budget,
+                           grant=grant, roles=roles)
+
+    async def revoke(self, grant_id: str, *, by: str | None = None) -> None:
+        """Revoke a grant through :meth:`Runtime.decide`."""
+        await self._decide(grant_id, "revoke", by=by)
 
     async def approve_all(self, step_id: str, note: str | None = None, *,
                           by: str | None = None) -> list[str]:

@@ -35,6 +35,7 @@ from chainlab.redaction import Redactor, redact_payload
 from chainlab.runtime.engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from chainlab.plan.policies import Rules
     from chainlab.plan.schema import RunOptions
     from chainlab.runtime.engine.clock import Clock
     from chainlab.runtime.engine.compile import Graph, Node
@@ -87,6 +88,9 @@ class RunCore:
         self.clock = clock
         self.epoch = epoch
         self.toolbox = toolbox
+        # the rules in force (DESIGN §21): the deployment's, then the run's (compiled);
+        # () when there are none, and then the gate asks nothing of them
+        self.rules: tuple[Rules, ...] = ()
         self.seq = state.last_seq
         self.sched = Scheduler(
             graph.topology,

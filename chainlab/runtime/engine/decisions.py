@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from chainlab._text import safe_repr
-from chainlab.errors import DecisionError, RunStateError, UnknownStepError
+from chainlab.errors import ApproverError, DecisionError, RunStateError, UnknownStepError
 from chainlab.events import ErrorKind, EventKind, RunState, RunStatus, StepStatus
 from chainlab.runtime.engine.attempt.call.seam import invalid_input
 from chainlab.runtime.engine.budget import BUDGET_EXCEEDED
@@ -30,7 +30,9 @@ __all__ = [
     "approve",
     "check",
     "check_approve_args",
+    "check_approver",
     "check_completion",
+    "check_revoke",
     "check_rollback",
     "completion_payload",
     "reject",
@@ -47,6 +49,7 @@ class Action(StrEnum):
     REJECT = "reject"
     RESOLVE = "resolve"
     COMPLETE_JOB = "complete_job"  # a remote job's completion from outside (a callback)
+    REVOKE = "revoke"  # a grant (DESIGN §21); the request's step_id carries the grant id
 
 
 _WAITS_FOR = {
@@ -73,6 +76,9 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
     if action == Action.COMPLETE_JOB:
         check_completion(state, step_id)
         return
+    if action == Action.REVOKE:
+        check_revoke(state, step_id)
+        return
     st = state.steps.get(step_id)
     if st is None:
         raise UnknownStepError(step_id, state.steps, run_id=state.run_id)
@@ -88,6 +94,17 @@ def check(state: RunState, action: Action | str, step_id: str) -> None:
             run_id=state.run_id,
             status=str(st.status),
         )
+
+
+def check_revoke(state: RunState, grant_id: str) -> None:
+    """Raise RunStateError unless the run has grant ``grant_id``, not revoked yet."""
+    g = state.grants.get(grant_id)
+    if g is None or g["revoked"] is not None:
+        known = ", ".join(state.grants) or "none"
+        what = "has no grant" if g is None else \
+            f"already had grant revoked by {g['revoked']['by']}:"
+        raise RunStateError(f"run {state.run_id!r} {what} {grant_id!r} (grants: {known})",
+                            run_id=state.run_id)
 
 
 def waiting_under(state: RunState, step_id: str) -> list[str]:
@@ -183,14 +200,38 @@ def requester() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def check_approver(tool: Tool | None, step_id: str, by: str | None,
+                   roles: Any | None) -> None:
+    """Raise ApproverError unless ``by`` (with ``roles``) may approve or grant for the
+    step's tool: a tool naming ``approvers`` takes only a principal with one of them."""
+    if tool is None or not tool.approvers:
+        return
+    required = tool.approvers
+    have = tuple(roles or ())
+    if not set(have) & set(required):
+        raise ApproverError(
+            f"step {step_id!r}: {by or 'this principal'} (roles: {', '.join(have) or 'none'}) "
+            f"may not approve or grant for tool {tool.name!r}; it takes a principal with "
+            f"role {' or '.join(required)}", step_id=step_id, by=by, roles=have,
+            required=tuple(required))
+
+
 def approve(
     state: RunState, tool: Tool | None, step_id: str, args: Any | None, note: str | None,
     by: str | None = None, budget: Any | None = None, current_budget: Any | None = None,
+    *, roles: Any | None = None, grant: dict[str, Any] | None = None,
 ) -> Decision:
+    """Approve ``step_id`` (see :meth:`chainlab.Run.approve`); ``grant``: the record of a
+    grant given with it (``approvals.make_grant``). Raises RunStateError, DecisionError,
+    ApproverError (``by`` lacks the tool's approver role): then nothing is recorded."""
     check(state, Action.APPROVE, step_id)
+    if not (by or "").startswith(("policy:", "grant:")):
+        check_approver(tool, step_id, by, roles)
     st = state.steps[step_id]
     payload: dict[str, Any] = {"note": _json(note, step_id, "note"),
                                "args_hash": st.args_hash, "by": _json(by, step_id, "by")}
+    if grant is not None:
+        payload["grant"] = _json(grant, step_id, "grant")
     if st.reason == BUDGET_EXCEEDED:  # it waits for the budget: let it past this one
         payload["over_budget"] = True
     if budget is not None:

@@ -15,6 +15,7 @@ import anyio
 
 from chainlab.events import RUN_TERMINAL, EventKind, StepStatus
 from chainlab.plan.schema import ErrorKind
+from chainlab.runtime.engine.approvals import decide
 from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, call_tool
 from chainlab.runtime.engine.attempt.kind import Kind
@@ -41,7 +42,9 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
 
     THE rule every path goes through (a start, a resume, a takeover, a fork, a decision from
     another process): a step that needs a person runs only with an approval recorded in THIS
-    run for exactly these args; and the budget, counting what is already under way."""
+    run for exactly these args (or decided, before the call, by a rule or a grant: DESIGN
+    §21, :mod:`chainlab.runtime.engine.approvals`); and the budget, counting what is already
+    under way."""
     step_id = node.id
     st = k.steps[step_id]
     args = k.args.get(step_id)
@@ -56,12 +59,21 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
-    if confirm or (confirm_first and step_id in confirm_first):
-        if st.approved_hash != args_hash(args):
-            request_confirmation(k, node, args)  # (not approved for these args: ask again)
-            k.sched.park(step_id)
-            return None
-        confirm = True
+    first = bool(confirm_first) and step_id in confirm_first
+    if confirm or first or k.rules:
+        h = args_hash(args)
+        if st.approved_hash != h:
+            # not decided for these args: the rules, the grants, else a person (§21)
+            out = decide(k, node, args, h, confirm or first, first)
+            if out.action == "wait":
+                request_confirmation(k, node, args)
+                k.sched.park(step_id)
+                return None
+            if out.action == "reject":
+                return None  # (recorded and ended: its dependants were released or skipped)
+            confirm = out.action == "approve"
+        else:
+            confirm = True
     if (k.options.budget is not None or k.state.budget is not None) \
             and not check_budget(k, node, args):  # waits for a person: raise it, or stop
         k.sched.park(step_id)
