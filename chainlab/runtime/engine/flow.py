@@ -67,7 +67,9 @@ def unblocked(k: RunCore, node: Node) -> None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
-    if confirm or (confirm_first and node.id in confirm_first):
+    if (confirm or (confirm_first and node.id in confirm_first)) and not (
+            k.state.experiment is not None and node.tool is not None
+            and node.tool.side_effects):  # an experiment's side effect: the gate decides it
         request_confirmation(k, node, args)
         k.sched.park(node.id)
         return

@@ -186,11 +186,14 @@ class ForkSeed:
 
 
 def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, run_id: str,
-              now: float, meta: Mapping[str, Any] | None = None) -> ForkSeed:
+              now: float, meta: Mapping[str, Any] | None = None,
+              experiment: Mapping[str, Any] | None = None) -> ForkSeed:
     """The new run a fork plan makes: its record, compiled graph and first events.
     Reused and overridden steps are recorded as ``step_reused`` (their tools are not
     called); the runtime then rebuilds the scheduler as after a restart, so their
-    dependants are released; ``confirm`` steps wait for a person."""
+    dependants are released; ``confirm`` steps wait for a person. ``experiment``: the run
+    is an experiment's replay (DESIGN §22): its side effects are decided by the recording
+    given there (:mod:`chainlab.runtime.engine.experiment`), durable in ``run_forked``."""
     chain = plan.chain
     all_chains = dict(chains)
     all_chains.update({n: Chain.from_dict(c) for n, c in plan.chains.items()})
@@ -216,6 +219,8 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
                               "confirm_first": confirm_first}
     if plan.instances:  # what the parent's instances did: the fork reuses them as it grows
         forked["instances"] = plan.instances
+    if experiment is not None:
+        forked["experiment"] = dict(experiment)
     events: list[tuple[EventKind, str | None, dict[str, Any]]] = [(K.RUN_FORKED, None, forked)]
     for row in _reuse_order(plan, graph):
         override = row.decision == ForkDecision.OVERRIDE

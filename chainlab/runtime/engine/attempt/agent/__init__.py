@@ -52,6 +52,7 @@ from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.budget import turn_usage
+from chainlab.runtime.engine.experiment import recorded_turn
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
 
@@ -70,6 +71,8 @@ S = StepStatus
 LIMIT_REACHED = "limit_reached"
 #: turns in a row that make no step before the agent step fails
 FRUITLESS_TURNS = 3
+#: the usage of a turn an experiment answered from its recording: no model was asked
+_NOTHING_SPENT = {"input_tokens": 0, "output_tokens": 0, "tokens": 0}
 
 
 class AgentStep(Parent):
@@ -103,13 +106,16 @@ class AgentStep(Parent):
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
             agent.temperature, node.id, turn, agent.max_tokens)
         body = request.body()
+        replayed = recorded_turn(k, request.hash)  # an experiment's identical request
         k.emit(K.STEP_STARTED, node.id, attempt, {
             "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
-            "request": body, "code": node.tool.fingerprint if node.tool else None})
+            "request": body, "code": node.tool.fingerprint if node.tool else None,
+            **({"answered_from": replayed["source_run"]} if replayed is not None else {})})
         tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
-                answer = await agent.client.complete(request)
+                answer = (ModelTurn.from_dict(replayed["answer"], dict(_NOTHING_SPENT))
+                          if replayed is not None else await agent.client.complete(request))
         except anyio.get_cancelled_exc_class():
             if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
                 record(k, node, attempt, Outcome(failure=Failure(ErrorKind.CANCELLED,

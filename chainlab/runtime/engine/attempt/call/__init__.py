@@ -19,6 +19,7 @@ from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, call_tool
 from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.budget import check_budget
+from chainlab.runtime.engine.experiment import answered
 from chainlab.runtime.engine.flow import finished, make_ready, request_confirmation
 from chainlab.tools import CallContext, Reconciliation, args_hash, idempotency_key
 
@@ -40,7 +41,9 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
 
     THE rule every path goes through (a start, a resume, a takeover, a fork, a decision from
     another process): a step that needs a person runs only with an approval recorded in THIS
-    run for exactly these args; and the budget, counting what is already under way."""
+    run for exactly these args; in an experiment's replay a side effect is answered from the
+    recording, stopped or asked (:mod:`chainlab.runtime.engine.experiment`), never made
+    unapproved; and the budget, counting what is already under way."""
     step_id = node.id
     st = k.steps[step_id]
     args = k.args.get(step_id)
@@ -50,6 +53,12 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
+    if k.state.experiment is not None:  # a replay's side effect: recorded, stopped or asked
+        settled = answered(k, node, args)
+        if settled:
+            return None
+        if settled is False:
+            confirm = True
     if confirm or (confirm_first and step_id in confirm_first):
         if st.approved_hash != args_hash(args):
             request_confirmation(k, node, args)  # (not approved for these args: ask again)

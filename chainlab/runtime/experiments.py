@@ -1,0 +1,392 @@
+"""``Experiments``: many recorded runs replayed under a change (DESIGN §22), a part the
+:class:`~chainlab.runtime.Runtime` holds (it holds a :class:`~chainlab.runtime.host.Host`
+and nothing else), and :class:`Experiment`, the result.
+
+An experiment is checked whole before anything starts (:meth:`Experiments.plan`: every run
+exists and is finished or suspended, one chain or a ``chain=``, agents the chains use,
+callable scorers, a change that validates), stored (``experiments`` in the store), then each
+recorded run is replayed as a NEW run -- a fork (:meth:`~chainlab.runtime.starts.Starts.fork`)
+carrying the recording that answers its side effects and model turns
+(:mod:`chainlab.runtime.engine.experiment` decides each call) and marked as the experiment's
+in its meta, so ordinary run lists leave it out -- concurrently up to ``concurrency``, each a
+run with its own log. A change of tools or agents drives the replays on a runtime over an
+overlay of the toolbox with them (the same store, clock and run ids).
+
+The result is data read back from the store (:meth:`Experiments.result`): one row per
+recorded run compared with its replay, and the scorers' values stored when they ran, so it
+can be read later and from another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from chainlab.errors import ExperimentError, RunNotFoundError, StoreError
+from chainlab.events import RUN_TERMINAL, RunStatus, read_run
+from chainlab.plan.schema import Chain
+from chainlab.runtime.history.experiment_plan import (
+    ExperimentPlan,
+    RunPlan,
+    recording,
+    replay_rows,
+)
+from chainlab.runtime.history.experiment_rows import Side, compare, diff_text, result_of
+from chainlab.runtime.history.fork import plan_fork
+from chainlab.runtime.preparing import adhoc_meta, toolbox_of
+from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord, Experiments
+
+if TYPE_CHECKING:
+    from chainlab.runtime.host import Host
+    from chainlab.runtime.run import RunResult
+    from chainlab.store.base import RunRecord, Store
+    from chainlab.tools import Toolbox
+
+__all__ = ["Experiment", "ExperimentRunner", "Scorer"]
+
+#: a scorer: ``fn(original, new) -> number | bool``, each a RunResult
+Scorer = Callable[["RunResult", "RunResult"], Any]
+
+
+class Experiment:
+    """An experiment's result, read from the store: one row per recorded run (``rows()``,
+    ``table()``), a readable diff per run (``diff``), a picture (``plot``)."""
+
+    def __init__(self, record: ExperimentRecord, rows: list[dict[str, Any]],
+                 diffs: Mapping[str, str]):
+        self.record = record
+        self._rows = rows
+        self._diffs = dict(diffs)
+
+    @property
+    def experiment_id(self) -> str:
+        """Its id (``runtime.experiment_result(id)`` reads it back)."""
+        return self.record.experiment_id
+
+    @property
+    def name(self) -> str:
+        """Its name (its id unless one was given)."""
+        return self.record.name
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per recorded run: ``run``, ``new_run``, ``outcome`` (same, changed,
+        needs_live_effect, waiting, unfinished, not_started), ``changed``, statuses and
+        outputs before and after, ``calls_added``, ``calls_removed``, ``args_changed``,
+        ``needs_live_effect`` (the calls not made), ``effects_made`` (side effects the
+        replay made: only approved ``live=`` calls), tokens, cost and makespan before and
+        after, and one ``score:NAME`` per scorer (its value, or ``error: ...``)."""
+        return [dict(r) for r in self._rows]
+
+    def table(self) -> Any:
+        """The rows as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
+        from chainlab.timeline.experiments import experiment_frame
+
+        return experiment_frame(self._rows)
+
+    def plot(self) -> Any:
+        """A matplotlib figure of what changed across the runs: each run's outcome, and its
+        tokens before and after (needs ``chainlab[jupyter]``)."""
+        from chainlab.timeline.experiments import plot_experiment
+
+        return plot_experiment(self._rows, title=self.name)
+
+    def diff(self, run_id: str) -> str:
+        """The readable diff of one run (its recorded id or its replay's): status, output,
+        each step whose args, output or status changed, the model's answers. Raises
+        KeyError naming the runs it has."""
+        for row in self._rows:
+            if run_id in (row["run"], row["new_run"]):
+                return self._diffs[row["run"]]
+        raise KeyError(f"run {run_id!r} is not in experiment {self.experiment_id!r}; its "
+                       f"runs: {', '.join(r['run'] for r in self._rows)}")
+
+    @property
+    def needs_live_effect(self) -> list[str]:
+        """Every call the replays stopped at (``run: step=tool(args)``), not made."""
+        return [f"{r['run']}: {c}" for r in self._rows for c in r["needs_live_effect"]]
+
+    def __repr__(self) -> str:
+        outcomes: dict[str, int] = {}
+        for row in self._rows:
+            outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
+        said = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
+        return f"<Experiment {self.experiment_id!r} {self.name!r}: {said}>"
+
+
+class ExperimentRunner:
+    """Plans, runs and reads experiments on ``host`` (the Runtime's ``experiment*`` methods
+    delegate here; their docstrings are the Runtime's)."""
+
+    def __init__(self, host: Host):
+        self.host = host
+
+    # ------------------------------------------------------------------ planning
+    async def plan(self, runs: Iterable[Any], **change: Any) -> ExperimentPlan:
+        """See :meth:`chainlab.runtime.Runtime.experiment_plan`."""
+        return await self.host.run_io(lambda: self.plan_sync(runs, **change))
+
+    def plan_sync(self, runs: Iterable[Any], *, chain: Chain | None = None,
+                  agents: Mapping[str, Any] | None = None, tools: Iterable[Any] | None = None,
+                  context: Callable[[dict[str, Any]], Mapping[str, Any]] | Mapping[str, Any]
+                  | None = None, live: Iterable[str] = (), recorded: bool = False,
+                  scorers: Mapping[str, Scorer] | None = None) -> ExperimentPlan:
+        """The plan, checked whole (see :meth:`chainlab.runtime.Runtime.experiment_plan`)."""
+        store = self.host.store
+        ids = [_run_id(r) for r in runs]
+        live = tuple(live)
+        records = _check(store, ids, chain, agents, self.host.toolbox, live, scorers)
+        toolbox = changed_toolbox(self.host.toolbox, tools, agents)
+        plans = []
+        for record in records:
+            box = toolbox_of(toolbox, record.meta, record.run_id)
+            _, events, state = read_run(store, record.run_id)
+            ctx = context(dict(record.context)) if callable(context) else context
+            first = plan_fork(record, events, box, self.host.chains, chain=chain, context=ctx)
+            rerun = [] if recorded else [  # (an instance ``ID[i]`` runs as its step does)
+                r.step_id for r in first.rows if not r.step_id.endswith("]")
+                and r.tool in box and not box.get(r.tool).side_effects]
+            fork = plan_fork(record, events, box, self.host.chains, chain=chain, context=ctx,
+                             rerun=rerun, origin=_origin(store)) if rerun else first
+            spec = {**recording(record.run_id, state, events), "source_run": record.run_id,
+                    "live": list(live)}
+            plans.append(RunPlan(record.run_id, fork, replay_rows(fork, box, spec, recorded),
+                                 spec))
+        return ExperimentPlan(plans, live, recorded)
+
+    # ------------------------------------------------------------------ running
+    async def run(self, runs: Iterable[Any], *, scorers: Mapping[str, Scorer] | None = None,
+                  concurrency: int = 4, name: str | None = None,
+                  **change: Any) -> Experiment:
+        """See :meth:`chainlab.runtime.Runtime.experiment`."""
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ExperimentError([f"concurrency must be a whole number >= 1, got "
+                                   f"{concurrency!r}"])
+        host = self.host
+        store = _experiments_of(host.store)
+        runs = list(runs)
+        plan = await self.plan(runs, scorers=scorers, **change)
+        experiment_id = "exp-" + host.id_factory()
+        data: dict[str, Any] = {
+            "runs": [p.run_id for p in plan.runs], "change": describe(change),
+            "live": list(plan.live), "recorded": plan.recorded,
+            "scorers": sorted(scorers or {}), "concurrency": concurrency, "status": "running",
+            "scores": {}}
+        record = ExperimentRecord(experiment_id, name or experiment_id, host.clock.now(),
+                                  data)
+        await host.run_io(store.save_experiment, record)
+        changed = change.get("tools") is not None or change.get("agents") is not None
+        if changed:  # the replays' toolbox is an overlay with the changed tools and agents
+            from chainlab.runtime.runtime import Runtime  # (the facade is above this part)
+
+            toolbox = changed_toolbox(host.toolbox, change.get("tools"), change.get("agents"))
+            async with Runtime(toolbox, host.store, executor=host.executor, clock=host.clock,
+                               chains=dict(host.chains), id_factory=host.id_factory) as sub:
+                await _replay_all(sub.host, experiment_id, plan.runs, concurrency)
+        else:
+            await _replay_all(host, experiment_id, plan.runs, concurrency)
+        result = await host.run_io(self.result_sync, experiment_id)
+        data = {**data, "status": "finished",
+                "scores": score(result, scorers or {}, store, experiment_id)}
+        await host.run_io(store.save_experiment, ExperimentRecord(
+            experiment_id, record.name, record.created_at, data))
+        return await host.run_io(self.result_sync, experiment_id)
+
+    # ------------------------------------------------------------------ reading
+    def result_sync(self, experiment_id: str) -> Experiment:
+        """See :meth:`chainlab.runtime.Runtime.experiment_result`."""
+        store = _experiments_of(self.host.store)
+        record = store.get_experiment(experiment_id)
+        replays = {}
+        for new in self.host.store.list_runs(experiment=experiment_id):
+            source = new.meta.get("forked_from")
+            if source is not None:
+                replays[source] = new.run_id
+        toolbox = self.host.toolbox
+        rows, diffs = [], {}
+        scores = record.data.get("scores") or {}
+        for run_id in record.data.get("runs", []):
+            before = _side(self.host.store, run_id)
+            after = _side(self.host.store, replays[run_id]) if run_id in replays else None
+            row = compare(before, after, lambda t: t in toolbox and toolbox.get(t).side_effects)
+            for scorer in record.data.get("scorers", []):
+                row[f"score:{scorer}"] = (scores.get(run_id) or {}).get(scorer)
+            rows.append(row)
+            diffs[run_id] = diff_text(before, after)
+        return Experiment(record, rows, diffs)
+
+    def list_sync(self) -> list[ExperimentRecord]:
+        """See :meth:`chainlab.runtime.Runtime.experiments`."""
+        return _experiments_of(self.host.store).list_experiments()
+
+    def delete_sync(self, experiment_id: str) -> list[str]:
+        """See :meth:`chainlab.runtime.Runtime.delete_experiment`."""
+        return _experiments_of(self.host.store).delete_experiment(experiment_id)
+
+
+# ---------------------------------------------------------------------- the change
+def changed_toolbox(toolbox: Toolbox, tools: Iterable[Any] | None,
+                    agents: Mapping[str, Any] | None) -> Toolbox:
+    """``toolbox`` itself, or an overlay of it with ``tools`` (a Toolbox or Tools, each
+    replacing the tool of its name) and ``agents`` (``{name: Agent}``)."""
+    if not tools and not agents:
+        return toolbox
+    box = toolbox.overlay()
+    for tool in tools or ():
+        box.replace(tool)
+    for agent in (agents or {}).values():
+        box.add_agent(agent)
+    return box
+
+
+def describe(change: Mapping[str, Any]) -> dict[str, Any]:
+    """The change as JSON data, for the experiment's record: what was changed, by name."""
+    out: dict[str, Any] = {}
+    if change.get("chain") is not None:
+        out["chain"] = change["chain"].name
+    if change.get("agents"):
+        out["agents"] = sorted(change["agents"])
+    if change.get("tools"):
+        out["tools"] = sorted(t.name for t in change["tools"])
+    if change.get("context") is not None:
+        out["context"] = "function" if callable(change["context"]) else sorted(change["context"])
+    return out
+
+
+def score(result: Experiment, scorers: Mapping[str, Scorer], store: Any,
+          experiment_id: str) -> dict[str, dict[str, Any]]:
+    """Each scorer's value per recorded run (``error: ...`` when it raised; None when the
+    run has no finished replay to score)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not scorers:
+        return out
+    for row in result.rows():
+        if row["new_run"] is None:
+            continue
+        before, after = _side(store, row["run"]), _side(store, row["new_run"])
+        values = {}
+        for name, fn in scorers.items():
+            try:
+                value = fn(result_of(before), result_of(after))
+                values[name] = value if isinstance(value, bool | int | float | str) \
+                    or value is None else str(value)
+            except Exception as exc:  # a scorer's bug shows in its cell, never stops the rest
+                values[name] = f"error: {type(exc).__name__}: {exc}"
+        out[row["run"]] = values
+    return out
+
+
+# ---------------------------------------------------------------------- checks
+def _check(store: Store, ids: Sequence[str], chain: Chain | None,
+           agents: Mapping[str, Any] | None, toolbox: Toolbox, live: Sequence[str],
+           scorers: Mapping[str, Any] | None) -> list[RunRecord]:
+    """The recorded runs, every problem found first (ExperimentError lists them all)."""
+    problems: list[str] = []
+    records: list[RunRecord] = []
+    if not ids:
+        problems.append("no runs given: pass run ids, or a selection such as "
+                        "runtime.runs(chain=\"support\", status=\"succeeded\", limit=50)")
+    known: list[str] | None = None
+    for run_id in ids:
+        try:
+            record, _, state = read_run(store, run_id)
+        except RunNotFoundError:
+            if known is None:
+                known = [r.run_id for r in store.list_runs(200)]
+            from chainlab._text import did_you_mean
+
+            problems.append(f"run {run_id!r} does not exist{did_you_mean(run_id, known)}")
+            continue
+        if state.status not in RUN_TERMINAL and state.status != RunStatus.SUSPENDED:
+            problems.append(f"run {run_id!r} is still {state.status or 'starting'}: wait for "
+                            "it or cancel it, then replay it")
+            continue
+        records.append(record)
+    names = sorted({r.chain_name for r in records})
+    if chain is None and len(names) > 1:
+        by = "; ".join(f"{n}: {', '.join(r.run_id for r in records if r.chain_name == n)}"
+                       for n in names)
+        problems.append(f"the runs are of different chains ({by}): give chain=... (the "
+                        "chain to replay them all with) or pick runs of one chain")
+    used = _agents_used(records, chain)
+    for agent, given in sorted((agents or {}).items()):
+        if not hasattr(given, "tool") or not hasattr(given, "instructions"):
+            problems.append(f"agents[{agent!r}] is a {type(given).__name__}, not an Agent: "
+                            "give chainlab.Agent(...) objects")
+        if agent not in used:
+            problems.append(f"agent {agent!r} is not used by the chain"
+                            f"{'s' if len(names) > 1 else ''} {', '.join(names)} (it uses "
+                            f"{', '.join(sorted(used)) or 'no agent'})")
+    for tool in live:
+        if tool not in toolbox:
+            problems.append(f"live tool {tool!r} is not in toolbox {toolbox.name!r}")
+    for scorer, fn in (scorers or {}).items():
+        if not callable(fn):
+            problems.append(f"scorer {scorer!r} is not callable ({type(fn).__name__}): give "
+                            "a function fn(original, new) -> number | bool")
+    if problems:
+        raise ExperimentError(problems)
+    return records
+
+
+def _agents_used(records: Sequence[RunRecord], chain: Chain | None) -> set[str]:
+    chains = [chain.to_dict()] if chain is not None else []
+    for record in records:
+        chains += [record.chain, *record.chains.values()]
+    return {str(s.get("tool", ""))[len("agent:"):] for c in chains for s in c.get("steps", ())
+            if str(s.get("tool", "")).startswith("agent:")}
+
+
+def _run_id(run: Any) -> str:
+    if isinstance(run, str):
+        return run
+    run_id = getattr(run, "run_id", None)
+    if isinstance(run_id, str):
+        return run_id
+    raise ExperimentError([f"{run!r} is not a run: give run ids, Run handles or RunRecords "
+                           "(runtime.runs(...))"])
+
+
+def _experiments_of(store: Store) -> Experiments:
+    if not isinstance(store, Experiments):
+        raise StoreError(f"{store!r} keeps no experiments: use a MemoryStore, a SQLite file "
+                         "or a PostgreSQL database")
+    return store
+
+
+def _origin(store: Store) -> Callable[[str], Any]:
+    def state_of(run_id: str) -> Any:
+        try:
+            return read_run(store, run_id)[2]
+        except RunNotFoundError:
+            return None
+
+    return state_of
+
+
+def _side(store: Any, run_id: str) -> Side:
+    record, _, state = read_run(store, run_id)
+    return Side(record, state)
+
+
+async def _replay_all(host: Host, experiment_id: str, plans: Sequence[RunPlan],
+                      concurrency: int) -> None:
+    """Replay each run (a fork carrying its recording), up to ``concurrency`` at once; each
+    returns when its replay is finished or waits for a person."""
+    from chainlab.runtime.starts import Starts
+
+    starts = Starts(host)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def replay(plan: RunPlan) -> None:
+        async with limiter:
+            parent = await host.run_io(host.store.get_run, plan.run_id)
+            meta = {**adhoc_meta(parent.meta), EXPERIMENT_META: experiment_id}
+            run = await starts.fork(plan.run_id, meta=meta, plan=plan.fork,
+                                    experiment={**plan.spec, "id": experiment_id})
+            await run.wait()
+
+    async with anyio.create_task_group() as tg:
+        for plan in plans:
+            tg.start_soon(replay, plan)
