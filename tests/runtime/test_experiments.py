@@ -181,3 +181,19 @@ async def test_delete_removes_the_replays_and_keeps_the_recording() -> None:
         assert sorted(deleted) == sorted(r["new_run"] for r in exp.rows())
         assert runtime.experiments() == []
         assert {r.run_id for r in store.list_runs()} == set(ids)
+
+
+async def test_the_table_and_the_plot() -> None:
+    pytest.importorskip("pandas")
+    ledger: list[str] = []
+    async with Runtime(support_toolbox(ledger), MemoryStore()) as runtime:
+        ids = await recorded(runtime, ["o1", "o2"])
+        exp = await runtime.experiment(ids, context={"share": 0.75},
+                                       scorers={"ok": lambda a, b: b.status == "succeeded"})
+        frame = exp.table()
+        assert list(frame["run"]) == ids and list(frame["outcome"]) == ["needs_live_effect"] * 2
+        assert frame.columns[-1] == "score:ok" and list(frame["score:ok"]) == [False, False]
+        assert frame.loc[0, "needs_live_effect"] == 'pay=refund({"amount": 30, "order": "o1"})'
+        fig = exp.plot()
+        assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ids
+        assert fig._repr_png_()[:4] == b"\x89PNG"
