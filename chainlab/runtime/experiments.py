@@ -160,13 +160,10 @@ class ExperimentRunner:
                   concurrency: int = 4, name: str | None = None,
                   **change: Any) -> Experiment:
         """See :meth:`chainlab.runtime.Runtime.experiment`."""
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ExperimentError([f"concurrency must be a whole number >= 1, got "
-                                   f"{concurrency!r}"])
+        _check_concurrency(concurrency)
         host = self.host
         store = _experiments_of(host.store)
-        runs = list(runs)
-        plan = await self.plan(runs, scorers=scorers, **change)
+        plan = await self.plan(list(runs), scorers=scorers, **change)
         experiment_id = "exp-" + host.id_factory()
         data: dict[str, Any] = {
             "runs": [p.run_id for p in plan.runs], "change": describe(change),
@@ -176,33 +173,82 @@ class ExperimentRunner:
         record = ExperimentRecord(experiment_id, name or experiment_id, host.clock.now(),
                                   data)
         await host.run_io(store.save_experiment, record)
-        changed = change.get("tools") is not None or change.get("agents") is not None
-        if changed:  # the replays' toolbox is an overlay with the changed tools and agents
+        return await self._drive(record, plan.runs, [], concurrency, scorers, change)
+
+    async def resume(self, experiment_id: str, *, scorers: Mapping[str, Scorer] | None = None,
+                     concurrency: int | None = None, force: bool = False,
+                     **change: Any) -> Experiment:
+        """See :meth:`chainlab.runtime.Runtime.resume_experiment`."""
+        host = self.host
+        store = _experiments_of(host.store)
+        record = await host.run_io(store.get_experiment, experiment_id)
+        data = record.data
+        stored = data.get("change") or {}
+        change = {**_stored_change(stored), **change}
+        missing = [k for k in ("agents", "tools") if k in stored and change.get(k) is None]
+        if stored.get("context") == "function" and not callable(change.get("context")):
+            missing.append("context")
+        if missing:
+            raise ExperimentError([f"experiment {experiment_id!r} changed {k}: give {k}=... "
+                                   "again to resume it (Python objects are not stored)"
+                                   for k in missing])
+        concurrency = concurrency or int(data.get("concurrency") or 4)
+        _check_concurrency(concurrency)
+        replays = await host.run_io(self._replays, experiment_id)
+        todo = [r for r in data.get("runs", []) if r not in replays]
+        plan = await self.plan(todo, live=data.get("live") or (),
+                               recorded=bool(data.get("recorded")), **change) if todo else None
+        unfinished = []
+        for new_id in replays.values():
+            state = (await host.run_io(read_run, host.store, new_id))[2]
+            if state.status not in RUN_TERMINAL and state.status != RunStatus.SUSPENDED:
+                unfinished.append(new_id)
+        return await self._drive(record, plan.runs if plan else [], unfinished, concurrency,
+                                 scorers, change, force=force)
+
+    async def _drive(self, record: ExperimentRecord, plans: Sequence[RunPlan],
+                     unfinished: Sequence[str], concurrency: int,
+                     scorers: Mapping[str, Scorer] | None, change: Mapping[str, Any], *,
+                     force: bool = False) -> Experiment:
+        """Replay ``plans`` and resume the ``unfinished`` replays (up to ``concurrency`` at
+        once) on this runtime, or on one over the changed toolbox; then score and store."""
+        host = self.host
+        store = _experiments_of(host.store)
+        experiment_id = record.experiment_id
+        if change.get("tools") is not None or change.get("agents") is not None:
             from chainlab.runtime.runtime import Runtime  # (the facade is above this part)
 
             toolbox = changed_toolbox(host.toolbox, change.get("tools"), change.get("agents"))
             async with Runtime(toolbox, host.store, executor=host.executor, clock=host.clock,
                                chains=dict(host.chains), id_factory=host.id_factory) as sub:
-                await _replay_all(sub.host, experiment_id, plan.runs, concurrency)
+                await _replay_all(sub.host, experiment_id, plans, unfinished, concurrency,
+                                  force)
         else:
-            await _replay_all(host, experiment_id, plan.runs, concurrency)
+            await _replay_all(host, experiment_id, plans, unfinished, concurrency, force)
         result = await host.run_io(self.result_sync, experiment_id)
-        data = {**data, "status": "finished",
-                "scores": score(result, scorers or {}, store, experiment_id)}
+        scores = {**(record.data.get("scores") or {}),
+                  **score(result, scorers or {}, store, experiment_id)}
+        names = sorted({*record.data.get("scorers", []), *(scorers or {})})
+        data = {**record.data, "status": "finished", "scores": scores, "scorers": names}
         await host.run_io(store.save_experiment, ExperimentRecord(
             experiment_id, record.name, record.created_at, data))
         return await host.run_io(self.result_sync, experiment_id)
+
+    def _replays(self, experiment_id: str) -> dict[str, str]:
+        """``{recorded run: its replay}`` of the experiment, from the store."""
+        out = {}
+        for new in self.host.store.list_runs(experiment=experiment_id):
+            source = new.meta.get("forked_from")
+            if source is not None:
+                out[str(source)] = new.run_id
+        return out
 
     # ------------------------------------------------------------------ reading
     def result_sync(self, experiment_id: str) -> Experiment:
         """See :meth:`chainlab.runtime.Runtime.experiment_result`."""
         store = _experiments_of(self.host.store)
         record = store.get_experiment(experiment_id)
-        replays = {}
-        for new in self.host.store.list_runs(experiment=experiment_id):
-            source = new.meta.get("forked_from")
-            if source is not None:
-                replays[source] = new.run_id
+        replays = self._replays(experiment_id)
         toolbox = self.host.toolbox
         rows, diffs = [], {}
         scores = record.data.get("scores") or {}
@@ -245,12 +291,16 @@ def describe(change: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if change.get("chain") is not None:
         out["chain"] = change["chain"].name
+        out["chain_data"] = change["chain"].to_dict()
     if change.get("agents"):
         out["agents"] = sorted(change["agents"])
     if change.get("tools"):
         out["tools"] = sorted(t.name for t in change["tools"])
     if change.get("context") is not None:
-        out["context"] = "function" if callable(change["context"]) else sorted(change["context"])
+        callable_ = callable(change["context"])
+        out["context"] = "function" if callable_ else sorted(change["context"])
+        if not callable_:
+            out["context_data"] = dict(change["context"])
     return out
 
 
@@ -371,13 +421,20 @@ def _side(store: Any, run_id: str) -> Side:
 
 
 async def _replay_all(host: Host, experiment_id: str, plans: Sequence[RunPlan],
-                      concurrency: int) -> None:
-    """Replay each run (a fork carrying its recording), up to ``concurrency`` at once; each
-    returns when its replay is finished or waits for a person."""
+                      unfinished: Sequence[str], concurrency: int, force: bool) -> None:
+    """Replay each run (a fork carrying its recording) and resume each unfinished replay, up
+    to ``concurrency`` at once; each returns when its replay is finished or waits for a
+    person."""
     from chainlab.runtime.starts import Starts
+    from chainlab.runtime.takeovers import Takeovers
 
     starts = Starts(host)
     limiter = anyio.CapacityLimiter(concurrency)
+
+    async def resume(run_id: str) -> None:
+        async with limiter:
+            run = await Takeovers(host).resume(run_id, force=force)
+            await run.wait()
 
     async def replay(plan: RunPlan) -> None:
         async with limiter:
@@ -388,5 +445,23 @@ async def _replay_all(host: Host, experiment_id: str, plans: Sequence[RunPlan],
             await run.wait()
 
     async with anyio.create_task_group() as tg:
+        for run_id in unfinished:
+            tg.start_soon(resume, run_id)
         for plan in plans:
             tg.start_soon(replay, plan)
+
+
+def _check_concurrency(concurrency: Any) -> None:
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ExperimentError([f"concurrency must be a whole number >= 1, got "
+                               f"{concurrency!r}"])
+
+
+def _stored_change(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a change the record keeps as data: the chain and a context mapping."""
+    out: dict[str, Any] = {}
+    if isinstance(stored.get("chain_data"), dict):
+        out["chain"] = Chain.from_dict(stored["chain_data"])
+    if isinstance(stored.get("context_data"), dict):
+        out["context"] = stored["context_data"]
+    return out

@@ -438,6 +438,21 @@ class Runtime:
             runs, chain=chain, agents=agents, tools=tools, context=context, live=live,
             recorded=recorded, scorers=scorers, concurrency=concurrency, name=name)
 
+    async def resume_experiment(self, experiment_id: str, *,
+                                scorers: Mapping[str, Scorer] | None = None,
+                                concurrency: int | None = None, force: bool = False,
+                                **change: Any) -> Experiment:
+        """Carry on a stored experiment that was interrupted (its process died, or it was
+        stopped): the recorded runs it had not replayed yet are replayed, and each replay
+        that is not finished is resumed (``force``: as :meth:`resume`); a recorded side
+        effect is still answered from the recording, so none is made twice. The chain and
+        a context mapping are read from the experiment's record; ``agents``, ``tools`` or a
+        context function (Python objects, not stored) must be given again, and
+        ``scorers`` to score the replays that finish now. Raises ExperimentNotFoundError,
+        ExperimentError (a Python part of the change missing)."""
+        return await self.experimenter.resume(experiment_id, scorers=scorers,
+                                              concurrency=concurrency, force=force, **change)
+
     def experiment_result(self, experiment_id: str) -> Experiment:
         """A stored experiment read back (from any process): its rows compared from the
         stored runs as they are now (a replay resumed since shows its end) with the scores
