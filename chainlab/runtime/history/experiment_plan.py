@@ -112,7 +112,8 @@ def replay_rows(fork: ForkPlan, toolbox: Toolbox, spec: Mapping[str, Any],
         elif row.args is None:
             rows.append(ExperimentRow(
                 row.step_id, row.tool, AT_RUN_TIME,
-                f"side-effecting, {row.reason}: answered from the recording if it has these "
+                f"side-effecting, {row.reason.split('; side-effecting')[0]}: answered from "
+                "the recording if it has these "
                 "args, else needs_live_effect (or asks, when listed live)"))
         else:
             decision, _ = decide_call(spec, row.tool, True, row.args)

@@ -1,0 +1,62 @@
+"""``chainlab experiment``: the plan (nothing written), an experiment whose recorded charge is
+answered from the recording (never made again) and whose changed charge stops at
+needs_live_effect, the stored table read back (``--show``, ``--list``, ``--diff``), bad input
+(exit 1, nothing started), replays kept out of ``chainlab runs``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .helpers import TOOLS, chainlab, write
+
+CHAIN = """
+name: bill
+inputs: {n: {type: integer}}
+steps:
+  - {id: one, tool: add, args: {a: "{{ context.n }}", b: 2}}
+  - {id: two, tool: charge, args: {amount: "{{ steps.one.output }}"}}
+"""
+
+
+def _charges(tmp_path: Path) -> list[int]:
+    lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
+    return [json.loads(line)["amount"] for line in lines if '"charge"' in line]
+
+
+def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
+    chain = write(tmp_path / "c.yaml", CHAIN)
+    ids = []
+    for n in (1, 5):
+        r = chainlab("run", str(chain), "--tools", TOOLS, "--context", json.dumps({"n": n}),
+                     "--json", cwd=tmp_path)
+        assert r.code == 0, r.err
+        ids.append(r.json["run_id"])
+    assert _charges(tmp_path) == [3, 7]
+    changed = write(tmp_path / "c2.yaml", CHAIN.replace("b: 2", "b: 3"))
+    r = chainlab("experiment", *ids, "--chain", str(changed), "--plan", "--json",
+                 cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert {(s["step"], s["decision"]) for s in r.json["steps"]} == {
+        ("one", "live"), ("two", "at_run_time")}
+    r = chainlab("experiment", *ids, "--json", "--name", "same", cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert [row["outcome"] for row in r.json["rows"]] == ["same", "same"]
+    assert _charges(tmp_path) == [3, 7]  # answered from the recording: not charged again
+    r = chainlab("experiment", *ids, "--chain", str(changed), cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert "needs_live_effect" in r.out and "two=charge" in r.out
+    assert _charges(tmp_path) == [3, 7]  # a NEW charge is not made
+    listed = chainlab("experiment", "--list", "--json", cwd=tmp_path).json
+    assert [e["name"] for e in listed][1] == "same"
+    shown = chainlab("experiment", "--show", listed[0]["experiment"], "--json", cwd=tmp_path)
+    assert [row["outcome"] for row in shown.json["rows"]] == ["needs_live_effect"] * 2
+    text = chainlab("experiment", "--show", listed[0]["experiment"], "--diff", ids[0],
+                    cwd=tmp_path).out
+    assert "~ two:" in text and "needs_live_effect: NOT made" in text
+    runs = [row["run_id"] for row in chainlab("runs", "--json", cwd=tmp_path).json]
+    assert sorted(runs) == sorted(ids)  # the replays are kept out of `chainlab runs`
+    r = chainlab("experiment", ids[0], "nope", cwd=tmp_path)
+    assert r.code == 1 and "run 'nope' does not exist" in r.err, r.err
+    r = chainlab("experiment", "--show", "exp-nope", cwd=tmp_path)
+    assert r.code == 1 and "no experiment 'exp-nope'" in r.err, r.err
