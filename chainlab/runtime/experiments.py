@@ -19,7 +19,9 @@ can be read later and from another process.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,8 +36,8 @@ from chainlab.runtime.history.experiment_plan import (
     replay_rows,
 )
 from chainlab.runtime.history.experiment_rows import Side, compare, diff_text, result_of
-from chainlab.runtime.history.fork import plan_fork
-from chainlab.runtime.preparing import adhoc_meta, toolbox_of
+from chainlab.runtime.history.fork import fork_inputs, plan_fork
+from chainlab.runtime.preparing import toolbox_of
 from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord, Experiments
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from chainlab.store.base import RunRecord, Store
     from chainlab.tools import Toolbox
 
-__all__ = ["Experiment", "ExperimentRunner", "Scorer"]
+__all__ = ["Experiment", "ExperimentRunner", "Scorer", "Setup"]
 
 #: a scorer: ``fn(original, new) -> number | bool``, each a RunResult
 Scorer = Callable[["RunResult", "RunResult"], Any]
@@ -55,10 +57,10 @@ class Experiment:
     ``table()``), a readable diff per run (``diff``), a picture (``plot``)."""
 
     def __init__(self, record: ExperimentRecord, rows: list[dict[str, Any]],
-                 diffs: Mapping[str, str]):
+                 diff_of: Callable[[str], str]):
         self.record = record
         self._rows = rows
-        self._diffs = dict(diffs)
+        self._diff_of = diff_of  # a run's diff, read from the store when asked
 
     @property
     def experiment_id(self) -> str:
@@ -98,7 +100,7 @@ class Experiment:
         KeyError naming the runs it has."""
         for row in self._rows:
             if run_id in (row["run"], row["new_run"]):
-                return self._diffs[row["run"]]
+                return self._diff_of(row["run"])
         raise KeyError(f"run {run_id!r} is not in experiment {self.experiment_id!r}; its "
                        f"runs: {', '.join(r['run'] for r in self._rows)}")
 
@@ -115,6 +117,25 @@ class Experiment:
         return f"<Experiment {self.experiment_id!r} {self.name!r}: {said}>"
 
 
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """An experiment checked before anything starts: the recorded runs and the change (the
+    toolbox with its changed tools and agents)."""
+
+    run_ids: list[str]
+    toolbox: Toolbox
+    chain: Chain | None
+    context: Callable[[dict[str, Any]], Mapping[str, Any]] | Mapping[str, Any] | None
+    live: tuple[str, ...]
+    recorded: bool
+
+    def context_of(self, record: RunRecord) -> Mapping[str, Any] | None:
+        """The context merged over ``record``'s (a function of it, or a mapping)."""
+        if callable(self.context):
+            return self.context(dict(record.context))
+        return self.context
+
+
 class ExperimentRunner:
     """Plans, runs and reads experiments on ``host`` (the Runtime's ``experiment*`` methods
     delegate here; their docstrings are the Runtime's)."""
@@ -127,33 +148,44 @@ class ExperimentRunner:
         """See :meth:`chainlab.runtime.Runtime.experiment_plan`."""
         return await self.host.run_io(lambda: self.plan_sync(runs, **change))
 
-    def plan_sync(self, runs: Iterable[Any], *, chain: Chain | None = None,
-                  agents: Mapping[str, Any] | None = None, tools: Iterable[Any] | None = None,
-                  context: Callable[[dict[str, Any]], Mapping[str, Any]] | Mapping[str, Any]
-                  | None = None, live: Iterable[str] = (), recorded: bool = False,
-                  scorers: Mapping[str, Scorer] | None = None) -> ExperimentPlan:
+    def plan_sync(self, runs: Iterable[Any], **change: Any) -> ExperimentPlan:
         """The plan, checked whole (see :meth:`chainlab.runtime.Runtime.experiment_plan`)."""
+        setup = self.setup(runs, **change)
+        return ExperimentPlan([self.plan_one(setup, r) for r in setup.run_ids], setup.live,
+                              setup.recorded)
+
+    def setup(self, runs: Iterable[Any], *, chain: Chain | None = None,
+              agents: Mapping[str, Any] | None = None, tools: Iterable[Any] | None = None,
+              context: Callable[[dict[str, Any]], Mapping[str, Any]] | Mapping[str, Any]
+              | None = None, live: Iterable[str] = (), recorded: bool = False,
+              scorers: Mapping[str, Scorer] | None = None) -> Setup:
+        """Everything checked before anything starts, reading no run's log: the runs (they
+        exist, they are finished or suspended, of one chain or ``chain`` given), the agents
+        and live tools named, the scorers, and the change against each run (its chain and
+        context validate: the plan's PlanError). Raises ExperimentError, PlanError."""
         store = self.host.store
-        ids = [_run_id(r) for r in runs]
         live = tuple(live)
-        records = _check(store, ids, chain, agents, self.host.toolbox, live, scorers)
+        records = _check(store, [_run_id(r) for r in runs], chain, agents, self.host.toolbox,
+                         live, scorers)
         toolbox = changed_toolbox(self.host.toolbox, tools, agents)
-        plans = []
-        for record in records:
-            box = toolbox_of(toolbox, record.meta, record.run_id)
-            _, events, state = read_run(store, record.run_id)
-            ctx = context(dict(record.context)) if callable(context) else context
-            first = plan_fork(record, events, box, self.host.chains, chain=chain, context=ctx)
-            rerun = [] if recorded else [  # (an instance ``ID[i]`` runs as its step does)
-                r.step_id for r in first.rows if not r.step_id.endswith("]")
-                and r.tool in box and not box.get(r.tool).side_effects]
-            fork = plan_fork(record, events, box, self.host.chains, chain=chain, context=ctx,
-                             rerun=rerun, origin=_origin(store)) if rerun else first
-            spec = {**recording(record.run_id, state, events), "source_run": record.run_id,
-                    "live": list(live)}
-            plans.append(RunPlan(record.run_id, fork, replay_rows(fork, box, spec, recorded),
-                                 spec))
-        return ExperimentPlan(plans, live, recorded)
+        setup = Setup([r.run_id for r in records], toolbox, chain, context, live, recorded)
+        for record in records:  # (the records are let go: each is read again when planned)
+            fork_inputs(record, toolbox_of(toolbox, record.meta, record.run_id),
+                        self.host.chains, chain=chain, context=setup.context_of(record))
+        return setup
+
+    def plan_one(self, setup: Setup, run_id: str) -> RunPlan:
+        """The replay of one recorded run: its fork plan (effect-free steps live unless
+        ``recorded``), the replay's decision per step and the recording that answers it."""
+        store = self.host.store
+        record, events, state = read_run(store, run_id)
+        box = toolbox_of(setup.toolbox, record.meta, record.run_id)
+        fork = plan_fork(record, events, box, self.host.chains, chain=setup.chain,
+                         context=setup.context_of(record), origin=_origin(store),
+                         live_effect_free=not setup.recorded)
+        spec = {**recording(record.run_id, state, events), "source_run": record.run_id,
+                "live": list(setup.live)}
+        return RunPlan(record.run_id, fork, replay_rows(fork, box, spec, setup.recorded), spec)
 
     # ------------------------------------------------------------------ running
     async def run(self, runs: Iterable[Any], *, scorers: Mapping[str, Scorer] | None = None,
@@ -163,17 +195,19 @@ class ExperimentRunner:
         _check_concurrency(concurrency)
         host = self.host
         store = _experiments_of(host.store)
-        plan = await self.plan(list(runs), scorers=scorers, **change)
+        runs = list(runs)
+        setup = await host.run_io(lambda: self.setup(runs, scorers=scorers, **change))
         experiment_id = "exp-" + host.id_factory()
         data: dict[str, Any] = {
-            "runs": [p.run_id for p in plan.runs], "change": describe(change),
-            "live": list(plan.live), "recorded": plan.recorded,
+            "runs": list(setup.run_ids), "change": describe(change),
+            "live": list(setup.live), "recorded": setup.recorded,
             "scorers": sorted(scorers or {}), "concurrency": concurrency, "status": "running",
             "scores": {}}
         record = ExperimentRecord(experiment_id, name or experiment_id, host.clock.now(),
                                   data)
         await host.run_io(store.save_experiment, record)
-        return await self._drive(record, plan.runs, [], concurrency, scorers, change)
+        return await self._drive(record, setup, setup.run_ids, [], concurrency, scorers,
+                                 change)
 
     async def resume(self, experiment_id: str, *, scorers: Mapping[str, Scorer] | None = None,
                      concurrency: int | None = None, force: bool = False,
@@ -196,43 +230,56 @@ class ExperimentRunner:
         _check_concurrency(concurrency)
         replays = await host.run_io(self._replays, experiment_id)
         todo = [r for r in data.get("runs", []) if r not in replays]
-        plan = await self.plan(todo, live=data.get("live") or (),
-                               recorded=bool(data.get("recorded")), **change) if todo else None
+        setup = await host.run_io(lambda: self.setup(
+            todo, live=data.get("live") or (), recorded=bool(data.get("recorded")),
+            **change)) if todo else None
         unfinished = []
         for new_id in replays.values():
             state = (await host.run_io(read_run, host.store, new_id))[2]
             if state.status not in RUN_TERMINAL and state.status != RunStatus.SUSPENDED:
                 unfinished.append(new_id)
-        return await self._drive(record, plan.runs if plan else [], unfinished, concurrency,
-                                 scorers, change, force=force)
+        return await self._drive(record, setup, setup.run_ids if setup else [], unfinished,
+                                 concurrency, scorers, change, force=force, replays=replays)
 
-    async def _drive(self, record: ExperimentRecord, plans: Sequence[RunPlan],
-                     unfinished: Sequence[str], concurrency: int,
+    async def _drive(self, record: ExperimentRecord, setup: Setup | None,
+                     todo: Sequence[str], unfinished: Sequence[str], concurrency: int,
                      scorers: Mapping[str, Scorer] | None, change: Mapping[str, Any], *,
-                     force: bool = False) -> Experiment:
-        """Replay ``plans`` and resume the ``unfinished`` replays (up to ``concurrency`` at
-        once) on this runtime, or on one over the changed toolbox; then score and store."""
+                     force: bool = False, replays: Mapping[str, str] | None = None
+                     ) -> Experiment:
+        """Replay ``todo`` (each planned as its turn comes: memory stays flat in the number
+        of runs) and resume the ``unfinished`` replays, up to ``concurrency`` at once, on
+        this runtime or on one over the changed toolbox; then score and store."""
         host = self.host
         store = _experiments_of(host.store)
         experiment_id = record.experiment_id
+        made = dict(replays or {})  # recorded run -> its replay (ids only)
+
+        def plan_of(run_id: str) -> RunPlan:
+            assert setup is not None
+            return self.plan_one(setup, run_id)
+
         if change.get("tools") is not None or change.get("agents") is not None:
             from chainlab.runtime.runtime import Runtime  # (the facade is above this part)
 
             toolbox = changed_toolbox(host.toolbox, change.get("tools"), change.get("agents"))
             async with Runtime(toolbox, host.store, executor=host.executor, clock=host.clock,
                                chains=dict(host.chains), id_factory=host.id_factory) as sub:
-                await _replay_all(sub.host, experiment_id, plans, unfinished, concurrency,
-                                  force)
+                await _replay_all(sub.host, experiment_id, todo, plan_of, unfinished,
+                                  concurrency, force, made)
         else:
-            await _replay_all(host, experiment_id, plans, unfinished, concurrency, force)
-        result = await host.run_io(self.result_sync, experiment_id)
-        scores = {**(record.data.get("scores") or {}),
-                  **score(result, scorers or {}, store, experiment_id)}
+            await _replay_all(host, experiment_id, todo, plan_of, unfinished, concurrency,
+                              force, made)
         names = sorted({*record.data.get("scorers", []), *(scorers or {})})
-        data = {**record.data, "status": "finished", "scores": scores, "scorers": names}
-        await host.run_io(store.save_experiment, ExperimentRecord(
-            experiment_id, record.name, record.created_at, data))
-        return await host.run_io(self.result_sync, experiment_id)
+        rows, scores = await host.run_io(
+            lambda: self.rows(record, names, scorers or {}, made))
+        data = {**record.data, "status": "finished", "scorers": names,
+                "scores": {**(record.data.get("scores") or {}), **scores}}
+        done = ExperimentRecord(experiment_id, record.name, record.created_at, data)
+        await host.run_io(store.save_experiment, done)
+        for row in rows:
+            for scorer in names:
+                row[f"score:{scorer}"] = (data["scores"].get(row["run"]) or {}).get(scorer)
+        return Experiment(done, rows, self._differ(experiment_id))
 
     def _replays(self, experiment_id: str) -> dict[str, str]:
         """``{recorded run: its replay}`` of the experiment, from the store."""
@@ -246,21 +293,43 @@ class ExperimentRunner:
     # ------------------------------------------------------------------ reading
     def result_sync(self, experiment_id: str) -> Experiment:
         """See :meth:`chainlab.runtime.Runtime.experiment_result`."""
-        store = _experiments_of(self.host.store)
-        record = store.get_experiment(experiment_id)
-        replays = self._replays(experiment_id)
-        toolbox = self.host.toolbox
-        rows, diffs = [], {}
+        record = _experiments_of(self.host.store).get_experiment(experiment_id)
+        names = list(record.data.get("scorers", []))
+        rows, _ = self.rows(record, names, {})
         scores = record.data.get("scores") or {}
+        for row in rows:
+            for scorer in names:
+                row[f"score:{scorer}"] = (scores.get(row["run"]) or {}).get(scorer)
+        return Experiment(record, rows, self._differ(experiment_id))
+
+    def rows(self, record: ExperimentRecord, names: Sequence[str],
+             scorers: Mapping[str, Scorer], replays: Mapping[str, str] | None = None
+             ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """One row per recorded run, compared with its replay as stored now, and the
+        ``scorers``' values of the runs replayed (each pair of runs read once, then let go).
+        ``replays``: recorded run -> replay when known (else read from the store)."""
+        store = self.host.store
+        if replays is None:
+            replays = self._replays(record.experiment_id)
+        toolbox = self.host.toolbox
+        rows, scores = [], {}
         for run_id in record.data.get("runs", []):
-            before = _side(self.host.store, run_id)
-            after = _side(self.host.store, replays[run_id]) if run_id in replays else None
-            row = compare(before, after, lambda t: t in toolbox and toolbox.get(t).side_effects)
-            for scorer in record.data.get("scorers", []):
-                row[f"score:{scorer}"] = (scores.get(run_id) or {}).get(scorer)
-            rows.append(row)
-            diffs[run_id] = diff_text(before, after)
-        return Experiment(record, rows, diffs)
+            before = _side(store, run_id)
+            after = _side(store, replays[run_id]) if run_id in replays else None
+            rows.append(compare(before, after,
+                                lambda t: t in toolbox and toolbox.get(t).side_effects))
+            if after is not None and scorers:
+                scores[run_id] = score(before, after, scorers)
+        return rows, scores
+
+    def _differ(self, experiment_id: str) -> Callable[[str], str]:
+        """The diff of a recorded run and its replay, read from the store when asked."""
+        def diff(run_id: str) -> str:
+            replay = self._replays(experiment_id).get(run_id)
+            return diff_text(_side(self.host.store, run_id),
+                             _side(self.host.store, replay) if replay else None)
+
+        return diff
 
     def list_sync(self) -> list[ExperimentRecord]:
         """See :meth:`chainlab.runtime.Runtime.experiments`."""
@@ -304,27 +373,20 @@ def describe(change: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def score(result: Experiment, scorers: Mapping[str, Scorer], store: Any,
-          experiment_id: str) -> dict[str, dict[str, Any]]:
-    """Each scorer's value per recorded run (``error: ...`` when it raised; None when the
-    run has no finished replay to score)."""
-    out: dict[str, dict[str, Any]] = {}
-    if not scorers:
-        return out
-    for row in result.rows():
-        if row["new_run"] is None:
+def score(before: Side, after: Side, scorers: Mapping[str, Scorer]) -> dict[str, Any]:
+    """Each scorer's value for one recorded run and its replay (``error: ...`` when it
+    raised: a scorer's bug shows in its cell and never stops the rest)."""
+    original, new = result_of(before), result_of(after)
+    values: dict[str, Any] = {}
+    for name, fn in scorers.items():
+        try:
+            value = fn(original, new)
+        except Exception as exc:
+            values[name] = f"error: {type(exc).__name__}: {exc}"
             continue
-        before, after = _side(store, row["run"]), _side(store, row["new_run"])
-        values = {}
-        for name, fn in scorers.items():
-            try:
-                value = fn(result_of(before), result_of(after))
-                values[name] = value if isinstance(value, bool | int | float | str) \
-                    or value is None else str(value)
-            except Exception as exc:  # a scorer's bug shows in its cell, never stops the rest
-                values[name] = f"error: {type(exc).__name__}: {exc}"
-        out[row["run"]] = values
-    return out
+        values[name] = value if value is None or isinstance(value, bool | int | float | str) \
+            else str(value)
+    return values
 
 
 # ---------------------------------------------------------------------- checks
@@ -340,7 +402,7 @@ def _check(store: Store, ids: Sequence[str], chain: Chain | None,
     known: list[str] | None = None
     for run_id in ids:
         try:
-            record, _, state = read_run(store, run_id)
+            record = store.get_run(run_id)  # (its status is kept with it: no log read)
         except RunNotFoundError:
             if known is None:
                 known = [r.run_id for r in store.list_runs(200)]
@@ -348,8 +410,8 @@ def _check(store: Store, ids: Sequence[str], chain: Chain | None,
 
             problems.append(f"run {run_id!r} does not exist{did_you_mean(run_id, known)}")
             continue
-        if state.status not in RUN_TERMINAL and state.status != RunStatus.SUSPENDED:
-            problems.append(f"run {run_id!r} is still {state.status or 'starting'}: wait for "
+        if record.status not in RUN_TERMINAL and record.status != RunStatus.SUSPENDED:
+            problems.append(f"run {run_id!r} is still {record.status or 'starting'}: wait for "
                             "it or cancel it, then replay it")
             continue
         records.append(record)
@@ -420,35 +482,41 @@ def _side(store: Any, run_id: str) -> Side:
     return Side(record, state)
 
 
-async def _replay_all(host: Host, experiment_id: str, plans: Sequence[RunPlan],
-                      unfinished: Sequence[str], concurrency: int, force: bool) -> None:
-    """Replay each run (a fork carrying its recording) and resume each unfinished replay, up
-    to ``concurrency`` at once; each returns when its replay is finished or waits for a
-    person."""
+async def _replay_all(host: Host, experiment_id: str, todo: Sequence[str],
+                      plan_of: Callable[[str], RunPlan], unfinished: Sequence[str],
+                      concurrency: int, force: bool, made: dict[str, str]) -> None:
+    """Replay each run of ``todo`` (planned when its turn comes, then a fork carrying its
+    recording) and resume each unfinished replay, up to ``concurrency`` at once; each
+    returns when its replay is finished or waits for a person. ``made`` gets each new
+    replay's id."""
     from chainlab.runtime.starts import Starts
     from chainlab.runtime.takeovers import Takeovers
 
     starts = Starts(host)
-    limiter = anyio.CapacityLimiter(concurrency)
+    work: list[Callable[[], Any]] = []
 
     async def resume(run_id: str) -> None:
-        async with limiter:
-            run = await Takeovers(host).resume(run_id, force=force)
-            await run.wait()
+        run = await Takeovers(host).resume(run_id, force=force)
+        await run.wait()
 
-    async def replay(plan: RunPlan) -> None:
-        async with limiter:
-            parent = await host.run_io(host.store.get_run, plan.run_id)
-            meta = {**adhoc_meta(parent.meta), EXPERIMENT_META: experiment_id}
-            run = await starts.fork(plan.run_id, meta=meta, plan=plan.fork,
-                                    experiment={**plan.spec, "id": experiment_id})
-            await run.wait()
+    async def replay(run_id: str) -> None:
+        plan = await host.run_io(plan_of, run_id)
+        run = await starts.fork(run_id, meta={EXPERIMENT_META: experiment_id}, plan=plan.fork,
+                                experiment={**plan.spec, "id": experiment_id})
+        made[run_id] = run.run_id
+        await run.wait()
+
+    work = [*(functools.partial(resume, r) for r in unfinished),
+            *(functools.partial(replay, r) for r in todo)]
+    queue = iter(work)
+
+    async def worker() -> None:  # (``concurrency`` workers, not one waiting task per run)
+        for job in queue:
+            await job()
 
     async with anyio.create_task_group() as tg:
-        for run_id in unfinished:
-            tg.start_soon(resume, run_id)
-        for plan in plans:
-            tg.start_soon(replay, plan)
+        for _ in range(min(concurrency, len(work))):
+            tg.start_soon(worker)
 
 
 def _check_concurrency(concurrency: Any) -> None:

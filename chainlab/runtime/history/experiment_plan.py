@@ -122,7 +122,7 @@ def replay_rows(fork: ForkPlan, toolbox: Toolbox, spec: Mapping[str, Any],
 
 
 def _because(reason: str, recorded: bool) -> str:
-    return "" if reason == "named in rerun" and not recorded else f" ({reason})"
+    return "" if reason.startswith("effect-free") else f" ({reason})"
 
 
 _WHY = {
