@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from chainlab._error_root import ChainlabError
 
-__all__ = ["ExperimentNotFoundError", "RunExistsError", "RunNotFoundError", "StaleEpochError", "StoreError",
-           "StoreFileError", "StoreServerError"]
+__all__ = ["ExperimentNotFoundError", "RunExistsError", "RunNotFoundError", "StaleEpochError",
+           "StoreError", "StoreFileError", "StoreServerError"]
 
 
 class StoreError(ChainlabError):

@@ -118,8 +118,8 @@ __all__ = [
 
 # the classes that live below name this module, their public home, as theirs (tracebacks,
 # pickles and the API pages show ``chainlab.errors.StoreFileError`` as before)
-for _cls in (ChainlabError, ExperimentNotFoundError, RunExistsError, RunNotFoundError, StaleEpochError, StoreError,
-             StoreFileError, StoreServerError):
+for _cls in (ChainlabError, ExperimentNotFoundError, RunExistsError, RunNotFoundError,
+             StaleEpochError, StoreError, StoreFileError, StoreServerError):
     _cls.__module__ = __name__
 del _cls
 

@@ -29,92 +29,34 @@ import anyio
 from chainlab.errors import ExperimentError, RunNotFoundError, StoreError
 from chainlab.events import RUN_TERMINAL, RunStatus, read_run
 from chainlab.plan.schema import Chain
+from chainlab.runtime.history.experiment import Experiment
 from chainlab.runtime.history.experiment_plan import (
     ExperimentPlan,
     RunPlan,
+    changed_toolbox,
+    check_concurrency,
+    check_runs,
+    describe,
     recording,
     replay_rows,
+    run_id_of,
+    stored_change,
 )
-from chainlab.runtime.history.experiment_rows import Side, compare, diff_text, result_of
+from chainlab.runtime.history.experiment_rows import Side, compare, diff_text, output_of
 from chainlab.runtime.history.fork import fork_inputs, plan_fork
+from chainlab.runtime.host import Host
 from chainlab.runtime.preparing import toolbox_of
+from chainlab.runtime.run import RunResult
 from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord, Experiments
 
 if TYPE_CHECKING:
-    from chainlab.runtime.host import Host
-    from chainlab.runtime.run import RunResult
     from chainlab.store.base import RunRecord, Store
     from chainlab.tools import Toolbox
 
 __all__ = ["Experiment", "ExperimentRunner", "Scorer", "Setup"]
 
 #: a scorer: ``fn(original, new) -> number | bool``, each a RunResult
-Scorer = Callable[["RunResult", "RunResult"], Any]
-
-
-class Experiment:
-    """An experiment's result, read from the store: one row per recorded run (``rows()``,
-    ``table()``), a readable diff per run (``diff``), a picture (``plot``)."""
-
-    def __init__(self, record: ExperimentRecord, rows: list[dict[str, Any]],
-                 diff_of: Callable[[str], str]):
-        self.record = record
-        self._rows = rows
-        self._diff_of = diff_of  # a run's diff, read from the store when asked
-
-    @property
-    def experiment_id(self) -> str:
-        """Its id (``runtime.experiment_result(id)`` reads it back)."""
-        return self.record.experiment_id
-
-    @property
-    def name(self) -> str:
-        """Its name (its id unless one was given)."""
-        return self.record.name
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One dict per recorded run: ``run``, ``new_run``, ``outcome`` (same, changed,
-        needs_live_effect, waiting, unfinished, not_started), ``changed``, statuses and
-        outputs before and after, ``calls_added``, ``calls_removed``, ``args_changed``,
-        ``needs_live_effect`` (the calls not made), ``effects_made`` (side effects the
-        replay made: only approved ``live=`` calls), tokens, cost and makespan before and
-        after, and one ``score:NAME`` per scorer (its value, or ``error: ...``)."""
-        return [dict(r) for r in self._rows]
-
-    def table(self) -> Any:
-        """The rows as a pandas DataFrame (needs ``chainlab[jupyter]``)."""
-        from chainlab.timeline.experiments import experiment_frame
-
-        return experiment_frame(self._rows)
-
-    def plot(self) -> Any:
-        """A matplotlib figure of what changed across the runs: each run's outcome, and its
-        tokens before and after (needs ``chainlab[jupyter]``)."""
-        from chainlab.timeline.experiments import plot_experiment
-
-        return plot_experiment(self._rows, title=self.name)
-
-    def diff(self, run_id: str) -> str:
-        """The readable diff of one run (its recorded id or its replay's): status, output,
-        each step whose args, output or status changed, the model's answers. Raises
-        KeyError naming the runs it has."""
-        for row in self._rows:
-            if run_id in (row["run"], row["new_run"]):
-                return self._diff_of(row["run"])
-        raise KeyError(f"run {run_id!r} is not in experiment {self.experiment_id!r}; its "
-                       f"runs: {', '.join(r['run'] for r in self._rows)}")
-
-    @property
-    def needs_live_effect(self) -> list[str]:
-        """Every call the replays stopped at (``run: step=tool(args)``), not made."""
-        return [f"{r['run']}: {c}" for r in self._rows for c in r["needs_live_effect"]]
-
-    def __repr__(self) -> str:
-        outcomes: dict[str, int] = {}
-        for row in self._rows:
-            outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
-        said = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
-        return f"<Experiment {self.experiment_id!r} {self.name!r}: {said}>"
+Scorer = Callable[[RunResult, RunResult], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +107,7 @@ class ExperimentRunner:
         context validate: the plan's PlanError). Raises ExperimentError, PlanError."""
         store = self.host.store
         live = tuple(live)
-        records = _check(store, [_run_id(r) for r in runs], chain, agents, self.host.toolbox,
+        records = check_runs(store, [run_id_of(r) for r in runs], chain, agents, self.host.toolbox,
                          live, scorers)
         toolbox = changed_toolbox(self.host.toolbox, tools, agents)
         setup = Setup([r.run_id for r in records], toolbox, chain, context, live, recorded)
@@ -192,7 +134,7 @@ class ExperimentRunner:
                   concurrency: int = 4, name: str | None = None,
                   **change: Any) -> Experiment:
         """See :meth:`chainlab.runtime.Runtime.experiment`."""
-        _check_concurrency(concurrency)
+        check_concurrency(concurrency)
         host = self.host
         store = _experiments_of(host.store)
         runs = list(runs)
@@ -218,7 +160,7 @@ class ExperimentRunner:
         record = await host.run_io(store.get_experiment, experiment_id)
         data = record.data
         stored = data.get("change") or {}
-        change = {**_stored_change(stored), **change}
+        change = {**stored_change(stored), **change}
         missing = [k for k in ("agents", "tools") if k in stored and change.get(k) is None]
         if stored.get("context") == "function" and not callable(change.get("context")):
             missing.append("context")
@@ -227,7 +169,7 @@ class ExperimentRunner:
                                    "again to resume it (Python objects are not stored)"
                                    for k in missing])
         concurrency = concurrency or int(data.get("concurrency") or 4)
-        _check_concurrency(concurrency)
+        check_concurrency(concurrency)
         replays = await host.run_io(self._replays, experiment_id)
         todo = [r for r in data.get("runs", []) if r not in replays]
         setup = await host.run_io(lambda: self.setup(
@@ -259,13 +201,17 @@ class ExperimentRunner:
             return self.plan_one(setup, run_id)
 
         if change.get("tools") is not None or change.get("agents") is not None:
-            from chainlab.runtime.runtime import Runtime  # (the facade is above this part)
-
+            # the replays are driven over the changed toolbox: a Host of their own beside
+            # this one (the same owner, store, executor, clock, chains and run ids)
             toolbox = changed_toolbox(host.toolbox, change.get("tools"), change.get("agents"))
-            async with Runtime(toolbox, host.store, executor=host.executor, clock=host.clock,
-                               chains=dict(host.chains), id_factory=host.id_factory) as sub:
-                await _replay_all(sub.host, experiment_id, todo, plan_of, unfinished,
+            sub = Host(host.owner, toolbox, host.store, executor=host.executor,
+                       clock=host.clock, chains=dict(host.chains), id_factory=host.id_factory)
+            await sub.enter()
+            try:
+                await _replay_all(sub, experiment_id, todo, plan_of, unfinished,
                                   concurrency, force, made)
+            finally:
+                await sub.exit(None, None, None)
         else:
             await _replay_all(host, experiment_id, todo, plan_of, unfinished, concurrency,
                               force, made)
@@ -341,36 +287,14 @@ class ExperimentRunner:
 
 
 # ---------------------------------------------------------------------- the change
-def changed_toolbox(toolbox: Toolbox, tools: Iterable[Any] | None,
-                    agents: Mapping[str, Any] | None) -> Toolbox:
-    """``toolbox`` itself, or an overlay of it with ``tools`` (a Toolbox or Tools, each
-    replacing the tool of its name) and ``agents`` (``{name: Agent}``)."""
-    if not tools and not agents:
-        return toolbox
-    box = toolbox.overlay()
-    for tool in tools or ():
-        box.replace(tool)
-    for agent in (agents or {}).values():
-        box.add_agent(agent)
-    return box
-
-
-def describe(change: Mapping[str, Any]) -> dict[str, Any]:
-    """The change as JSON data, for the experiment's record: what was changed, by name."""
-    out: dict[str, Any] = {}
-    if change.get("chain") is not None:
-        out["chain"] = change["chain"].name
-        out["chain_data"] = change["chain"].to_dict()
-    if change.get("agents"):
-        out["agents"] = sorted(change["agents"])
-    if change.get("tools"):
-        out["tools"] = sorted(t.name for t in change["tools"])
-    if change.get("context") is not None:
-        callable_ = callable(change["context"])
-        out["context"] = "function" if callable_ else sorted(change["context"])
-        if not callable_:
-            out["context_data"] = dict(change["context"])
-    return out
+def result_of(side: Side) -> RunResult:
+    """A run as a scorer sees it (what ``await run.wait()`` returns)."""
+    st = side.state
+    return RunResult(
+        run_id=side.record.run_id, status=st.status or RunStatus.RUNNING, outputs=st.outputs,
+        steps={k: str(v.status) for k, v in st.steps.items()},
+        errors={k: str(v.error) for k, v in st.steps.items() if v.error},
+        output=output_of(side))
 
 
 def score(before: Side, after: Side, scorers: Mapping[str, Scorer]) -> dict[str, Any]:
@@ -390,76 +314,6 @@ def score(before: Side, after: Side, scorers: Mapping[str, Scorer]) -> dict[str,
 
 
 # ---------------------------------------------------------------------- checks
-def _check(store: Store, ids: Sequence[str], chain: Chain | None,
-           agents: Mapping[str, Any] | None, toolbox: Toolbox, live: Sequence[str],
-           scorers: Mapping[str, Any] | None) -> list[RunRecord]:
-    """The recorded runs, every problem found first (ExperimentError lists them all)."""
-    problems: list[str] = []
-    records: list[RunRecord] = []
-    if not ids:
-        problems.append("no runs given: pass run ids, or a selection such as "
-                        "runtime.runs(chain=\"support\", status=\"succeeded\", limit=50)")
-    known: list[str] | None = None
-    for run_id in ids:
-        try:
-            record = store.get_run(run_id)  # (its status is kept with it: no log read)
-        except RunNotFoundError:
-            if known is None:
-                known = [r.run_id for r in store.list_runs(200)]
-            from chainlab._text import did_you_mean
-
-            problems.append(f"run {run_id!r} does not exist{did_you_mean(run_id, known)}")
-            continue
-        if record.status not in RUN_TERMINAL and record.status != RunStatus.SUSPENDED:
-            problems.append(f"run {run_id!r} is still {record.status or 'starting'}: wait for "
-                            "it or cancel it, then replay it")
-            continue
-        records.append(record)
-    names = sorted({r.chain_name for r in records})
-    if chain is None and len(names) > 1:
-        by = "; ".join(f"{n}: {', '.join(r.run_id for r in records if r.chain_name == n)}"
-                       for n in names)
-        problems.append(f"the runs are of different chains ({by}): give chain=... (the "
-                        "chain to replay them all with) or pick runs of one chain")
-    used = _agents_used(records, chain)
-    for agent, given in sorted((agents or {}).items()):
-        if not hasattr(given, "tool") or not hasattr(given, "instructions"):
-            problems.append(f"agents[{agent!r}] is a {type(given).__name__}, not an Agent: "
-                            "give chainlab.Agent(...) objects")
-        if agent not in used:
-            problems.append(f"agent {agent!r} is not used by the chain"
-                            f"{'s' if len(names) > 1 else ''} {', '.join(names)} (it uses "
-                            f"{', '.join(sorted(used)) or 'no agent'})")
-    for tool in live:
-        if tool not in toolbox:
-            problems.append(f"live tool {tool!r} is not in toolbox {toolbox.name!r}")
-    for scorer, fn in (scorers or {}).items():
-        if not callable(fn):
-            problems.append(f"scorer {scorer!r} is not callable ({type(fn).__name__}): give "
-                            "a function fn(original, new) -> number | bool")
-    if problems:
-        raise ExperimentError(problems)
-    return records
-
-
-def _agents_used(records: Sequence[RunRecord], chain: Chain | None) -> set[str]:
-    chains = [chain.to_dict()] if chain is not None else []
-    for record in records:
-        chains += [record.chain, *record.chains.values()]
-    return {str(s.get("tool", ""))[len("agent:"):] for c in chains for s in c.get("steps", ())
-            if str(s.get("tool", "")).startswith("agent:")}
-
-
-def _run_id(run: Any) -> str:
-    if isinstance(run, str):
-        return run
-    run_id = getattr(run, "run_id", None)
-    if isinstance(run_id, str):
-        return run_id
-    raise ExperimentError([f"{run!r} is not a run: give run ids, Run handles or RunRecords "
-                           "(runtime.runs(...))"])
-
-
 def _experiments_of(store: Store) -> Experiments:
     if not isinstance(store, Experiments):
         raise StoreError(f"{store!r} keeps no experiments: use a MemoryStore, a SQLite file "
@@ -517,19 +371,3 @@ async def _replay_all(host: Host, experiment_id: str, todo: Sequence[str],
     async with anyio.create_task_group() as tg:
         for _ in range(min(concurrency, len(work))):
             tg.start_soon(worker)
-
-
-def _check_concurrency(concurrency: Any) -> None:
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise ExperimentError([f"concurrency must be a whole number >= 1, got "
-                               f"{concurrency!r}"])
-
-
-def _stored_change(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a change the record keeps as data: the chain and a context mapping."""
-    out: dict[str, Any] = {}
-    if isinstance(stored.get("chain_data"), dict):
-        out["chain"] = Chain.from_dict(stored["chain_data"])
-    if isinstance(stored.get("context_data"), dict):
-        out["context"] = stored["context_data"]
-    return out

@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.executors import Executor
     from chainlab.runtime.history.experiment_plan import ExperimentPlan
     from chainlab.runtime.history.fork import ForkPlan
-    from chainlab.store.experiments import ExperimentRecord
     from chainlab.store.base import RunRecord, Store
+    from chainlab.store.experiments import ExperimentRecord
     from chainlab.store.queue import Claim
     from chainlab.tools import Toolbox
 

@@ -1,7 +1,8 @@
 """The store contract: the tests every :class:`~chainlab.store.Store` must pass, one class
 per protocol (:class:`RunLogContract`, :class:`DriversContract`, :class:`MailboxContract`,
-:class:`ExperimentsContract`), and :class:`StoreContract` for all of them. chainlab runs them against MemoryStore, SQLiteStore
-(a file and ``:memory:``) and PostgresStore; a third-party store runs them the same way::
+:class:`ExperimentsContract`), and :class:`StoreContract` for all of them. chainlab runs
+them against MemoryStore, SQLiteStore (a file and ``:memory:``) and PostgresStore; a
+third-party store runs them the same way::
 
     import pytest
     from chainlab.testing.store_contract import StoreContract
@@ -36,7 +37,8 @@ from chainlab.events.event import Event, EventKind
 from chainlab.store.base import DecisionRequest, DriverInfo, RunRecord, Store
 from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord
 
-__all__ = ["DriversContract", "ExperimentsContract", "MailboxContract", "RunLogContract", "StoreContract", "ev",
+__all__ = ["DriversContract", "ExperimentsContract", "MailboxContract", "RunLogContract",
+           "StoreContract", "ev",
            "record"]
 
 ME = DriverInfo("drv-1", "host-a", 4242)

@@ -5,8 +5,6 @@ unless its tool is listed in ``live`` and a person approved that very call."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -14,7 +14,13 @@ import typer
 
 from chainlab.cli.common import CliError, reporting_errors
 from chainlab.cli.driving import Output
-from chainlab.cli.loading import DEFAULT_DB, load_chain, open_store, parse_json_object, toolbox_for_run
+from chainlab.cli.loading import (
+    DEFAULT_DB,
+    load_chain,
+    open_store,
+    parse_json_object,
+    toolbox_for_run,
+)
 from chainlab.cli.options import DbOpt, JsonOpt, QuietOpt, ToolsOpt
 from chainlab.cli.views import Col, fitted
 from chainlab.runtime.runtime import Runtime
@@ -142,7 +148,8 @@ def experiment_table(rows: list[dict[str, Any]], width: int | None = None) -> An
     table = [[r["run"], r["new_run"] or "-", r["outcome"],
               f"{r['status_before']} -> {r['status_after'] or '-'}",
               f"{len(r['calls_added'])}/{len(r['calls_removed'])}/{len(r['args_changed'])}",
-              f"{r['tokens_before']} -> {r['tokens_after'] if r['tokens_after'] is not None else '-'}",
+              f"{r['tokens_before']} -> "
+              f"{r['tokens_after'] if r['tokens_after'] is not None else '-'}",
               *(str(r.get(s)) for s in scores)] for r in rows]
     return fitted(cols, table, width)
 

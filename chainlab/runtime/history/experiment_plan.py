@@ -22,19 +22,25 @@ its model turns (by request hash).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chainlab.events import Event, EventKind, RunState, StepStatus
+from chainlab._text import did_you_mean
+from chainlab.errors import ExperimentError, RunNotFoundError
+from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus, StepStatus
+from chainlab.plan.schema import Chain
 from chainlab.runtime.engine.experiment import CallDecision, decide_call
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkPlan
 from chainlab.tools import args_hash
 
 if TYPE_CHECKING:
+    from chainlab.store.base import RunRecord, Store
     from chainlab.tools import Toolbox
 
-__all__ = ["AT_RUN_TIME", "ExperimentPlan", "ExperimentRow", "RunPlan", "recording"]
+__all__ = ["AT_RUN_TIME", "ExperimentPlan", "ExperimentRow", "RunPlan", "agents_used",
+           "changed_toolbox", "check_concurrency", "check_runs", "describe", "recording",
+           "replay_rows", "run_id_of", "stored_change"]
 
 K = EventKind
 S = StepStatus
@@ -184,3 +190,121 @@ def _answer(turns: dict[str, Any], asked: tuple[str, str] | None, step_id: str |
     if asked is not None:
         turns[asked[0]] = {"answer": payload["answer"], "source_run": asked[1],
                            "step_id": step_id}
+
+
+# ---------------------------------------------------------------------- the change
+def changed_toolbox(toolbox: Toolbox, tools: Iterable[Any] | None,
+                    agents: Mapping[str, Any] | None) -> Toolbox:
+    """``toolbox`` itself, or an overlay of it with ``tools`` (a Toolbox or Tools, each
+    replacing the tool of its name) and ``agents`` (``{name: Agent}``)."""
+    if not tools and not agents:
+        return toolbox
+    box = toolbox.overlay()
+    for tool in tools or ():
+        box.replace(tool)
+    for agent in (agents or {}).values():
+        box.add_agent(agent)
+    return box
+
+
+def describe(change: Mapping[str, Any]) -> dict[str, Any]:
+    """The change as JSON data, for the experiment's record: what was changed, by name."""
+    out: dict[str, Any] = {}
+    if change.get("chain") is not None:
+        out["chain"] = change["chain"].name
+        out["chain_data"] = change["chain"].to_dict()
+    if change.get("agents"):
+        out["agents"] = sorted(change["agents"])
+    if change.get("tools"):
+        out["tools"] = sorted(t.name for t in change["tools"])
+    if change.get("context") is not None:
+        callable_ = callable(change["context"])
+        out["context"] = "function" if callable_ else sorted(change["context"])
+        if not callable_:
+            out["context_data"] = dict(change["context"])
+    return out
+
+
+def check_concurrency(concurrency: Any) -> None:
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ExperimentError([f"concurrency must be a whole number >= 1, got "
+                               f"{concurrency!r}"])
+
+
+def stored_change(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a change the record keeps as data: the chain and a context mapping."""
+    out: dict[str, Any] = {}
+    if isinstance(stored.get("chain_data"), dict):
+        out["chain"] = Chain.from_dict(stored["chain_data"])
+    if isinstance(stored.get("context_data"), dict):
+        out["context"] = stored["context_data"]
+    return out
+
+
+# ---------------------------------------------------------------------- checks
+def check_runs(store: Store, ids: Sequence[str], chain: Chain | None,
+           agents: Mapping[str, Any] | None, toolbox: Toolbox, live: Sequence[str],
+           scorers: Mapping[str, Any] | None) -> list[RunRecord]:
+    """The recorded runs, every problem found first (ExperimentError lists them all)."""
+    problems: list[str] = []
+    records: list[RunRecord] = []
+    if not ids:
+        problems.append("no runs given: pass run ids, or a selection such as "
+                        "runtime.runs(chain=\"support\", status=\"succeeded\", limit=50)")
+    known: list[str] | None = None
+    for run_id in ids:
+        try:
+            record = store.get_run(run_id)  # (its status is kept with it: no log read)
+        except RunNotFoundError:
+            if known is None:
+                known = [r.run_id for r in store.list_runs(200)]
+            problems.append(f"run {run_id!r} does not exist{did_you_mean(run_id, known)}")
+            continue
+        if record.status not in RUN_TERMINAL and record.status != RunStatus.SUSPENDED:
+            problems.append(f"run {run_id!r} is still {record.status or 'starting'}: wait for "
+                            "it or cancel it, then replay it")
+            continue
+        records.append(record)
+    names = sorted({r.chain_name for r in records})
+    if chain is None and len(names) > 1:
+        by = "; ".join(f"{n}: {', '.join(r.run_id for r in records if r.chain_name == n)}"
+                       for n in names)
+        problems.append(f"the runs are of different chains ({by}): give chain=... (the "
+                        "chain to replay them all with) or pick runs of one chain")
+    used = agents_used(records, chain)
+    for agent, given in sorted((agents or {}).items()):
+        if not hasattr(given, "tool") or not hasattr(given, "instructions"):
+            problems.append(f"agents[{agent!r}] is a {type(given).__name__}, not an Agent: "
+                            "give chainlab.Agent(...) objects")
+        if agent not in used:
+            problems.append(f"agent {agent!r} is not used by the chain"
+                            f"{'s' if len(names) > 1 else ''} {', '.join(names)} (it uses "
+                            f"{', '.join(sorted(used)) or 'no agent'})")
+    for tool in live:
+        if tool not in toolbox:
+            problems.append(f"live tool {tool!r} is not in toolbox {toolbox.name!r}")
+    for scorer, fn in (scorers or {}).items():
+        if not callable(fn):
+            problems.append(f"scorer {scorer!r} is not callable ({type(fn).__name__}): give "
+                            "a function fn(original, new) -> number | bool")
+    if problems:
+        raise ExperimentError(problems)
+    return records
+
+
+def agents_used(records: Sequence[RunRecord], chain: Chain | None) -> set[str]:
+    chains = [chain.to_dict()] if chain is not None else []
+    for record in records:
+        chains += [record.chain, *record.chains.values()]
+    return {str(s.get("tool", ""))[len("agent:"):] for c in chains for s in c.get("steps", ())
+            if str(s.get("tool", "")).startswith("agent:")}
+
+
+def run_id_of(run: Any) -> str:
+    if isinstance(run, str):
+        return run
+    run_id = getattr(run, "run_id", None)
+    if isinstance(run_id, str):
+        return run_id
+    raise ExperimentError([f"{run!r} is not a run: give run ids, Run handles or RunRecords "
+                           "(runtime.runs(...))"])

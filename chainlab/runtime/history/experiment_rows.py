@@ -18,10 +18,9 @@ from chainlab.events import RUN_TERMINAL, RunState, RunStatus, SkipReason, StepS
 from chainlab.plan.inputs import select_output
 from chainlab.plan.schema import Chain
 from chainlab.runtime.history.fork_plan import same
-from chainlab.runtime.run import RunResult
 from chainlab.store.base import RunRecord
 
-__all__ = ["Outcome", "Side", "compare", "diff_text", "result_of"]
+__all__ = ["Outcome", "Side", "compare", "diff_text", "output_of"]
 
 S = StepStatus
 #: steps that did not run: no call to compare
@@ -45,17 +44,6 @@ class Side:
 
     record: RunRecord
     state: RunState
-
-
-def result_of(side: Side) -> RunResult:
-    """The run as a scorer sees it (what ``await run.wait()`` returns)."""
-    st = side.state
-    status = st.status or RunStatus.RUNNING
-    return RunResult(
-        run_id=side.record.run_id, status=status, outputs=st.outputs,
-        steps={k: str(v.status) for k, v in st.steps.items()},
-        errors={k: str(v.error) for k, v in st.steps.items() if v.error},
-        output=output_of(side))
 
 
 def output_of(side: Side) -> Any:
