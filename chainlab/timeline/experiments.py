@@ -64,6 +64,6 @@ def plot_experiment(rows: Sequence[dict[str, Any]], *, title: str = "experiment"
     ax.set_title(title, fontsize=10)
     seen = dict.fromkeys(str(r["outcome"]) for r in rows)
     ax.legend(handles=[Patch(color=OUTCOME_COLORS.get(o, "#000000"), label=o) for o in seen],
-              fontsize=7, loc="lower right")
-    fig.subplots_adjust(left=0.28, right=0.97, top=0.9, bottom=0.12 + 0.2 / n)
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.subplots_adjust(left=0.24, right=0.8, top=0.9, bottom=0.12 + 0.2 / n)
     return fig

@@ -111,9 +111,9 @@ def replay_rows(fork: ForkPlan, toolbox: Toolbox, spec: Mapping[str, Any],
             why = ("side effect answered from the recording (same tool, code and args): not "
                    "made again" if effects else "effect-free, answered from the recording "
                    "(recorded=True)")
-            rows.append(ExperimentRow(row.step_id, row.tool, CallDecision.RECORDED, why))
+            rows.append(ExperimentRow(row.step_id, row.tool, str(CallDecision.RECORDED), why))
         elif not effects:
-            rows.append(ExperimentRow(row.step_id, row.tool, CallDecision.LIVE,
+            rows.append(ExperimentRow(row.step_id, row.tool, str(CallDecision.LIVE),
                                       "effect-free: runs" + _because(row.reason, recorded)))
         elif row.args is None:
             rows.append(ExperimentRow(
@@ -123,7 +123,7 @@ def replay_rows(fork: ForkPlan, toolbox: Toolbox, spec: Mapping[str, Any],
                 "args, else needs_live_effect (or asks, when listed live)"))
         else:
             decision, _ = decide_call(spec, row.tool, True, row.args)
-            rows.append(ExperimentRow(row.step_id, row.tool, decision, _WHY[decision]))
+            rows.append(ExperimentRow(row.step_id, row.tool, str(decision), _WHY[decision]))
     return rows
 
 
