@@ -6,9 +6,11 @@ needs_live_effect, the stored table read back (``--show``, ``--list``, ``--diff`
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
-from .helpers import TOOLS, chainlab, write
+from .helpers import TOOLS, chainlab, env, write
 
 CHAIN = """
 name: bill
@@ -60,3 +62,28 @@ def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
     assert r.code == 1 and "run 'nope' does not exist" in r.err, r.err
     r = chainlab("experiment", "--show", "exp-nope", cwd=tmp_path)
     assert r.code == 1 and "no experiment 'exp-nope'" in r.err, r.err
+
+
+def test_export_test_of_an_experiment(tmp_path: Path) -> None:
+    chain = write(tmp_path / "c.yaml", CHAIN)
+    ids = []
+    for n in (1, 5):
+        r = chainlab("run", str(chain), "--tools", TOOLS, "--context", json.dumps({"n": n}),
+                     "--json", cwd=tmp_path)
+        ids.append(r.json["run_id"])
+    changed = write(tmp_path / "c2.yaml", CHAIN.replace("b: 2", "b: 3"))
+    r = chainlab("experiment", *ids, "--chain", str(changed), "--json", cwd=tmp_path)
+    experiment_id = r.json.get("experiment")
+    assert experiment_id, r.out
+    r = chainlab("export-test", "--experiment", experiment_id, "-o", "tests/test_exp.py",
+                 cwd=tmp_path)
+    assert r.code == 0, r.err
+    text = (tmp_path / "tests" / "test_exp.py").read_text()
+    assert "'needs_live_effect'" in text
+    charges = _charges(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_exp.py"], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert _charges(tmp_path) == charges  # the exported test made no charge
