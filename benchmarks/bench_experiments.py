@@ -67,8 +67,10 @@ async def fresh(runtime: Runtime, c: Chain, n: int) -> list[str]:
     return ids
 
 
-def measure(runs: int, steps: int) -> tuple[float, float, int]:
-    """(fresh seconds, experiment seconds, experiment tracemalloc peak bytes)."""
+def measure(runs: int, steps: int, *, trace: bool) -> tuple[float, float, int]:
+    """(fresh seconds, experiment seconds, experiment tracemalloc peak bytes: 0 unless
+    ``trace``, which slows allocation-heavy code several times, so timings are taken
+    without it)."""
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "bench.db")
         c = chain(steps)
@@ -80,36 +82,15 @@ def measure(runs: int, steps: int) -> tuple[float, float, int]:
                 ids = await fresh(runtime, c, runs)
                 t_fresh = time.perf_counter() - t0
                 gc.collect()
-                tracemalloc.start()
+                if trace:
+                    tracemalloc.start()
                 t0 = time.perf_counter()
                 exp = await runtime.experiment(ids, recorded=True, concurrency=4)
                 t_exp = time.perf_counter() - t0
-                _, peak = tracemalloc.get_traced_memory()
+                peak = tracemalloc.get_traced_memory()[1] if trace else 0
                 tracemalloc.stop()
                 assert [r["outcome"] for r in exp.rows()] == ["same"] * runs
                 return t_fresh, t_exp, peak
-
-        out = anyio.run(main)
-        store.close()
-        return out
-
-
-def timing(runs: int, steps: int) -> tuple[float, float, int]:
-    """Without tracemalloc (it slows allocation-heavy code several times)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SQLiteStore(Path(tmp) / "bench.db")
-        c = chain(steps)
-
-        async def main() -> tuple[float, float, int]:
-            async with Runtime(toolbox(), store) as runtime:
-                gc.collect()
-                t0 = time.perf_counter()
-                ids = await fresh(runtime, c, runs)
-                t_fresh = time.perf_counter() - t0
-                gc.collect()
-                t0 = time.perf_counter()
-                await runtime.experiment(ids, recorded=True, concurrency=4)
-                return t_fresh, time.perf_counter() - t0, 0
 
         out = anyio.run(main)
         store.close()
@@ -122,7 +103,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    rows = [timing(args.runs, args.steps) for _ in range(args.reps)]
+    rows = [measure(args.runs, args.steps, trace=False) for _ in range(args.reps)]
     f = statistics.median(r[0] for r in rows)
     e = statistics.median(r[1] for r in rows)
     print(f"{args.runs} recorded runs of a {args.steps}-step chain (effect-free, SQLite, "
@@ -136,7 +117,7 @@ def main() -> None:
     print("tracemalloc peak of the experiment call")
     print(f"{'runs':>6}{'peak KiB':>10}{'KiB/run':>9}")
     for n in (25, 50, 100):
-        _, _, peak = measure(n, args.steps)
+        _, _, peak = measure(n, args.steps, trace=True)
         print(f"{n:>6}{peak / 1024:>10.0f}{peak / 1024 / n:>9.1f}")
 
 

@@ -26,7 +26,8 @@ def _charges(tmp_path: Path) -> list[int]:
     return [json.loads(line)["amount"] for line in lines if '"charge"' in line]
 
 
-def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
+def _recorded(tmp_path: Path) -> list[str]:
+    """Two runs of CHAIN (charges of 3 and 7), their ids."""
     chain = write(tmp_path / "c.yaml", CHAIN)
     ids = []
     for n in (1, 5):
@@ -34,6 +35,11 @@ def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
                      "--json", cwd=tmp_path)
         assert r.code == 0, r.err
         ids.append(r.json["run_id"])
+    return ids
+
+
+def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
+    ids = _recorded(tmp_path)
     assert _charges(tmp_path) == [3, 7]
     changed = write(tmp_path / "c2.yaml", CHAIN.replace("b: 2", "b: 3"))
     r = chainlab("experiment", *ids, "--chain", str(changed), "--plan", "--json",
@@ -65,12 +71,7 @@ def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_export_test_of_an_experiment(tmp_path: Path) -> None:
-    chain = write(tmp_path / "c.yaml", CHAIN)
-    ids = []
-    for n in (1, 5):
-        r = chainlab("run", str(chain), "--tools", TOOLS, "--context", json.dumps({"n": n}),
-                     "--json", cwd=tmp_path)
-        ids.append(r.json["run_id"])
+    ids = _recorded(tmp_path)
     changed = write(tmp_path / "c2.yaml", CHAIN.replace("b: 2", "b: 3"))
     r = chainlab("experiment", *ids, "--chain", str(changed), "--json", cwd=tmp_path)
     experiment_id = r.json.get("experiment")

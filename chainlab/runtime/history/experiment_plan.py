@@ -31,7 +31,7 @@ from chainlab.errors import ExperimentError, RunNotFoundError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus, StepStatus
 from chainlab.plan.schema import Chain
 from chainlab.runtime.engine.experiment import CallDecision, decide_call
-from chainlab.runtime.history.fork_plan import ForkDecision, ForkPlan
+from chainlab.runtime.history.fork_plan import ForkDecision, ForkPlan, text_table
 from chainlab.tools import args_hash
 
 if TYPE_CHECKING:
@@ -91,13 +91,7 @@ class ExperimentPlan:
                  "reason": r.reason} for p in self.runs for r in p.rows]
 
     def __str__(self) -> str:
-        cols = ["run", "step", "tool", "decision", "reason"]
-        rows = [[str(r[c]) for c in cols] for r in self.table()]
-        width = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(cols, width, strict=True)).rstrip()]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)).rstrip()
-                  for r in rows]
-        return "\n".join(lines)
+        return text_table(self.table(), ["run", "step", "tool", "decision", "reason"])
 
 
 def replay_rows(fork: ForkPlan, toolbox: Toolbox, spec: Mapping[str, Any],
