@@ -197,3 +197,31 @@ async def test_the_table_and_the_plot() -> None:
         fig = exp.plot()
         assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ids
         assert fig._repr_png_()[:4] == b"\x89PNG"
+
+
+async def test_a_running_run_is_refused_and_runs_select_by_chain_status_limit() -> None:
+    import anyio
+
+    ledger: list[str] = []
+    tb = support_toolbox(ledger)
+    gate = anyio.Event()
+
+    @tb.tool(name="hold")
+    async def hold() -> str:
+        await gate.wait()
+        return "done"
+
+    store = MemoryStore()
+    async with Runtime(tb, store) as runtime:
+        ids = await recorded(runtime, ["o1", "o2", "o3"])
+        busy = await runtime.start(Chain.from_dict({"name": "busy", "steps": [
+            {"id": "h", "tool": "hold"}]}))
+        with pytest.raises(ExperimentError, match=f"run '{busy.run_id}' is still running"):
+            await runtime.experiment([ids[0], busy.run_id])
+        assert runtime.experiments() == [] and store.list_runs(experiment=None)[0] == \
+            store.get_run(busy.run_id)
+        assert [r.run_id for r in runtime.runs(chain="support", status="succeeded",
+                                               limit=2)] == ids[::-1][:2]
+        assert [r.run_id for r in runtime.runs(status=["running"])] == [busy.run_id]
+        gate.set()
+        await busy.wait()
