@@ -132,7 +132,7 @@ class ExperimentRunner:
     # ------------------------------------------------------------------ running
     async def run(self, runs: Iterable[Any], *, scorers: Mapping[str, Scorer] | None = None,
                   concurrency: int = 4, name: str | None = None,
-                  **change: Any) -> Experiment:
+                  meta: Mapping[str, Any] | None = None, **change: Any) -> Experiment:
         """See :meth:`chainlab.runtime.Runtime.experiment`."""
         check_concurrency(concurrency)
         host = self.host
@@ -144,7 +144,7 @@ class ExperimentRunner:
             "runs": list(setup.run_ids), "change": describe(change),
             "live": list(setup.live), "recorded": setup.recorded,
             "scorers": sorted(scorers or {}), "concurrency": concurrency, "status": "running",
-            "scores": {}}
+            "scores": {}, "meta": dict(meta or {})}
         record = ExperimentRecord(experiment_id, name or experiment_id, host.clock.now(),
                                   data)
         await host.run_io(store.save_experiment, record)
@@ -208,13 +208,13 @@ class ExperimentRunner:
                        clock=host.clock, chains=dict(host.chains), id_factory=host.id_factory)
             await sub.enter()
             try:
-                await _replay_all(sub, experiment_id, todo, plan_of, unfinished,
-                                  concurrency, force, made)
+                await _replay_all(sub, record, todo, plan_of, unfinished, concurrency,
+                                  force, made)
             finally:
                 await sub.exit(None, None, None)
         else:
-            await _replay_all(host, experiment_id, todo, plan_of, unfinished, concurrency,
-                              force, made)
+            await _replay_all(host, record, todo, plan_of, unfinished, concurrency, force,
+                              made)
         names = sorted({*record.data.get("scorers", []), *(scorers or {})})
         rows, scores = await host.run_io(
             lambda: self.rows(record, names, scorers or {}, made))
@@ -336,7 +336,7 @@ def _side(store: Any, run_id: str) -> Side:
     return Side(record, state)
 
 
-async def _replay_all(host: Host, experiment_id: str, todo: Sequence[str],
+async def _replay_all(host: Host, record: ExperimentRecord, todo: Sequence[str],
                       plan_of: Callable[[str], RunPlan], unfinished: Sequence[str],
                       concurrency: int, force: bool, made: dict[str, str]) -> None:
     """Replay each run of ``todo`` (planned when its turn comes, then a fork carrying its
@@ -347,6 +347,8 @@ async def _replay_all(host: Host, experiment_id: str, todo: Sequence[str],
     from chainlab.runtime.takeovers import Takeovers
 
     starts = Starts(host)
+    # each replay's meta: the experiment's (a front end's, e.g. the CLI's toolbox), its id
+    meta = {**(record.data.get("meta") or {}), EXPERIMENT_META: record.experiment_id}
     work: list[Callable[[], Any]] = []
 
     async def resume(run_id: str) -> None:
@@ -355,8 +357,8 @@ async def _replay_all(host: Host, experiment_id: str, todo: Sequence[str],
 
     async def replay(run_id: str) -> None:
         plan = await host.run_io(plan_of, run_id)
-        run = await starts.fork(run_id, meta={EXPERIMENT_META: experiment_id}, plan=plan.fork,
-                                experiment={**plan.spec, "id": experiment_id})
+        run = await starts.fork(run_id, meta=meta, plan=plan.fork,
+                                experiment={**plan.spec, "id": record.experiment_id})
         made[run_id] = run.run_id
         await run.wait()
 

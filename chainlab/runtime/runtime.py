@@ -410,7 +410,8 @@ class Runtime:
                          tools: Iterable[Any] | None = None, context: Any = None,
                          live: Iterable[str] = (), recorded: bool = False,
                          scorers: Mapping[str, Scorer] | None = None, concurrency: int = 4,
-                         name: str | None = None) -> Experiment:
+                         name: str | None = None,
+                         meta: Mapping[str, Any] | None = None) -> Experiment:
         """Replay recorded runs under a change and compare (DESIGN §22). ``runs``: run ids
         (or RunRecords: ``runtime.runs(chain=..., status=..., limit=...)``), each finished
         or suspended. The change: ``chain`` a new version of the chain; ``agents``
@@ -427,7 +428,8 @@ class Runtime:
         waits for a person's approval like any confirmation. A model request identical to a
         recorded one is answered from the recording (no tokens); a changed one asks the
         model. ``scorers``: ``{name: fn(original, new) -> number | bool}`` over
-        :class:`RunResult` s (an error shows in its cell).
+        :class:`RunResult` s (an error shows in its cell). ``meta``: kept with each replay
+        (besides the experiment's id and its lineage), as :meth:`fork`'s.
 
         Returns when every replay is finished or waits for a person; the experiment is
         stored (:meth:`experiment_result`, :meth:`experiments`). Raises ExperimentError
@@ -436,7 +438,7 @@ class Runtime:
         PlanError for a change that does not validate; then nothing was started."""
         return await self.experimenter.run(
             runs, chain=chain, agents=agents, tools=tools, context=context, live=live,
-            recorded=recorded, scorers=scorers, concurrency=concurrency, name=name)
+            recorded=recorded, scorers=scorers, concurrency=concurrency, name=name, meta=meta)
 
     async def resume_experiment(self, experiment_id: str, *,
                                 scorers: Mapping[str, Scorer] | None = None,

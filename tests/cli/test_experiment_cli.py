@@ -55,7 +55,16 @@ def test_experiment_table_plan_show_and_bad_input(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert "needs_live_effect" in r.out and "two=charge" in r.out
     assert _charges(tmp_path) == [3, 7]  # a NEW charge is not made
-    listed = chainlab("experiment", "--list", "--json", cwd=tmp_path).json
+    # --live: the new charge waits for a person; `chainlab approve` makes it (toolbox kept)
+    r = chainlab("experiment", ids[0], "--chain", str(changed), "--live", "charge", "--json",
+                 cwd=tmp_path)
+    assert r.code == 0, r.err
+    (row,) = r.json["rows"]
+    assert row["outcome"] == "waiting" and _charges(tmp_path) == [3, 7]
+    r = chainlab("approve", row["new_run"], "two", cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert _charges(tmp_path) == [3, 7, 4]  # made once, after approval
+    listed = chainlab("experiment", "--list", "--json", cwd=tmp_path).json[1:]
     assert [e["name"] for e in listed][1] == "same"
     shown = chainlab("experiment", "--show", listed[0]["experiment"], "--json", cwd=tmp_path)
     assert [row["outcome"] for row in shown.json["rows"]] == ["needs_live_effect"] * 2

@@ -5,6 +5,7 @@ back (``--diff RUN``: one run's diff), ``--list`` lists them; ``--json`` for scr
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -92,7 +93,8 @@ def experiment(
                                                                 status=status)]
         if not ids:
             raise CliError("no runs to replay", hint="give RUN_ID... or --of CHAIN")
-        toolbox, _ = toolbox_for_run(store.get_run(ids[0]), tools)
+        first = store.get_run(ids[0])
+        toolbox, spec = toolbox_for_run(first, tools)
         change: dict[str, Any] = {
             "chain": load_chain(chain) if chain is not None else None,
             "context": parse_json_object(context, "--context"),
@@ -108,8 +110,10 @@ def experiment(
 
         async def main() -> Any:
             async with Runtime(toolbox, store) as runtime:
+                # each replay keeps the toolbox (and its folder): `chainlab approve` finds it
+                meta = {"tools": spec, "cwd": first.meta.get("cwd") or os.getcwd()}
                 return await runtime.experiment(ids, concurrency=concurrency, name=name,
-                                                **change)
+                                                meta=meta, **change)
 
         io.err.print(f"replaying {len(ids)} run(s)...", markup=False)
         _print_result(io, anyio.run(main), None)
