@@ -364,10 +364,13 @@ class Runtime:
         replays are left out unless ``experiment`` names it (then only its runs). Blocking
         read. The selection is what :meth:`experiment` takes as its ``runs``."""
         store = self.host.store
+        # (a store written before experiments takes no ``experiment``: ask it only when set)
+        listed = (lambda n: store.list_runs(n)) if experiment is None else (
+            lambda n: store.list_runs(n, experiment=experiment))
         if chain is None and status is None:
-            return store.list_runs(limit, experiment=experiment)
+            return listed(limit)
         wanted = {status} if isinstance(status, str) else set(status or ())
-        found = [r for r in store.list_runs(None, experiment=experiment)
+        found = [r for r in listed(None)
                  if (chain is None or r.chain_name == chain)
                  and (not wanted or str(r.status) in wanted)]
         return found[:limit] if limit else found
