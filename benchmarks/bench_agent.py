@@ -15,13 +15,23 @@ the same MemoryStore and runtime.
   HTTP through the ``openai`` client; the time spent waiting for the model (client and
   server, measured around each request) is reported apart from the runtime's.
 
+* ``turns that cost what they add``: an agent of ``--long`` turns (default 100) whose tool
+  returns 2 KB, its model in-process: chainlab's own cost of turn N (from the model's answer
+  of turn N-1 to the model being asked turn N: the turn recorded, its call run and recorded,
+  the next request rebuilt), at turns 10 / 50 / 100, on a MemoryStore and on SQLite (the
+  ratio: target <= 1.5x; in memory at turn 50: target <= 300 us), and the bytes each store
+  kept (events' payloads: JSON text) after 10 / 40 / 100 turns. Median of ``--reps`` runs.
+
 Each cell is the fastest of ``--reps`` rounds, the agent and the written chain interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from chainlab import Agent, Chain, Toolbox
 from chainlab.agent.model import ModelCall, ModelClient, ModelRequest, ModelTurn
 from chainlab.runtime import Runtime
-from chainlab.store import MemoryStore
+from chainlab.store import MemoryStore, SQLiteStore
 from chainlab.testing.openai_script import Call, RecordedRequest, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 
@@ -144,7 +154,8 @@ async def over_http(shapes: list[tuple[int, int]], reps: int) -> None:
     print(f"{'shape':>7} {'requests':>9} {'agent ms':>9} {'model ms':>9} {'runtime ms':>11} "
           f"{'written ms':>11} {'model ms/request':>17}")
     for turns, calls in shapes:
-        with FakeOpenAI([http_model(turns, calls)] * (turns + 1) * (reps + 1)) as server:
+        with FakeOpenAI([http_model(turns, calls)] * (turns + 1) * (reps + 1),
+                        **KEEP_ALIVE) as server:
             timed = Timed(Agent("x", "x", model="m", base_url=server.base_url).client)
             tb = toolbox()
             tb.add_agent(Agent("bench", "bench", ["work"], model="m", client=timed,
@@ -167,12 +178,112 @@ async def over_http(shapes: list[tuple[int, int]], reps: int) -> None:
               f"{waited / (turns + 1) * 1e3:>17.2f}")
 
 
+class Paged:
+    """The model of the long agent: one call of ``page`` per turn, answering at once; notes
+    when each turn is asked and answered."""
+
+    endpoint = "in-process"
+
+    def __init__(self, turns: int):
+        self.turns = turns
+        self.asked: list[float] = []
+        self.answered: list[float] = []
+
+    async def complete(self, request: ModelRequest) -> ModelTurn:
+        self.asked.append(time.perf_counter())
+        try:
+            if request.turn > self.turns:
+                return ModelTurn("read them all")
+            return ModelTurn(f"page {request.turn} next",
+                             (ModelCall(f"c{request.turn}", "page", f'{{"n": {request.turn}}}'),))
+        finally:
+            self.answered.append(time.perf_counter())
+
+
+PAGE = "x" * 2048
+#: the scripted server keeps connections alive as a real one does (where it can: before issue
+#: 49 it closed each, and each turn's new client opened one anyway)
+KEEP_ALIVE = {"keep_alive": True} if "keep_alive" in FakeOpenAI.__init__.__code__.co_varnames \
+    else {}
+MARKS = (10, 40, 50, 100)
+
+
+def stored_bytes(store: Any, run_id: str, upto_turn: int) -> int:
+    """The events' payloads (JSON text) the store keeps, up to the end of turn ``upto_turn``."""
+    total = 0
+    for ev in store.load_events(run_id):
+        if ev.kind == "step_started" and ev.step_id == "ag" \
+                and ev.payload.get("turn", 0) > upto_turn:
+            break
+        total += len(json.dumps(ev.payload, separators=(",", ":")))
+    return total
+
+
+async def long_once(turns: int, store: Any) -> tuple[list[float], dict[int, int]]:
+    tb = Toolbox("bench")
+
+    @tb.tool
+    async def page(n: int) -> str:
+        return PAGE
+
+    model = Paged(turns)
+    tb.add_agent(Agent("bench", "bench", ["page"], model="m", client=model,
+                       max_turns=turns + 1))
+    runtime = Runtime(tb, store)
+    run = await runtime.start(agent_chain())
+    assert (await run.wait()).ok
+    await runtime.aclose()
+    costs = [model.asked[i] - model.answered[i - 1] for i in range(1, len(model.asked))]
+    kept = {mark: stored_bytes(store, run.run_id, mark) for mark in MARKS if mark <= turns}
+    return costs, kept
+
+
+async def long_agent(turns: int, reps: int) -> None:
+    print(f"\nturns that cost what they add: {turns} turns, the tool returns 2 KB, the "
+          "model in-process (median of %d runs)" % reps)
+    rows: dict[str, tuple[list[list[float]], dict[int, int]]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("memory", "sqlite"):
+            runs: list[list[float]] = []
+            kept: dict[int, int] = {}
+            for rep in range(reps):
+                store = MemoryStore() if name == "memory" else \
+                    SQLiteStore(Path(folder) / f"runs{rep}.db")
+                costs, kept = await long_once(turns, store)
+                runs.append(costs)
+                if name == "sqlite":
+                    store.close()
+            rows[name] = runs, kept
+    marks = [m for m in (10, 50, 100) if m <= turns]
+    print(f"{'store':>7} " + " ".join(f"{'us turn ' + str(m):>12}" for m in marks)
+          + f" {'us/turn mean':>13} " + " ".join(f"{'KB @' + str(m):>9}" for m in MARKS
+                                               if m <= turns))
+    medians: dict[str, list[float]] = {}
+    for name, (runs, kept) in rows.items():
+        # turn N's cost: before the model is asked turn N (index N-2 of the gaps)
+        at = [statistics.median(run[m - 2] for run in runs) * 1e6 for m in marks]
+        mean = statistics.median(statistics.fmean(run) for run in runs) * 1e6
+        medians[name] = [*at, mean]
+        print(f"{name:>7} " + " ".join(f"{v:>12.0f}" for v in at) + f" {mean:>13.0f} "
+              + " ".join(f"{kept[m] / 1024:>9.1f}" for m in MARKS if m <= turns))
+    ratio = [s / m for s, m in zip(medians["sqlite"], medians["memory"], strict=True)]
+    print(f"{'ratio':>7} " + " ".join(f"{r:>12.2f}" for r in ratio[:-1])
+          + f" {ratio[-1]:>13.2f}   (targets: sqlite/memory <= 1.5; memory at turn 50 "
+          "<= 300 us)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--shapes", default="1x1,5x4,10x16,20x8")
+    p.add_argument("--long", type=int, default=100, help="turns of the long agent (0: skip)")
+    p.add_argument("--only-long", action="store_true", help="only the long agent's table")
     ns = p.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in ns.shapes.split(",")]
+    if ns.long:
+        anyio.run(long_agent, ns.long, ns.reps)
+    if ns.only_long:
+        return
     anyio.run(in_process, shapes, ns.reps)  # type: ignore[arg-type]
     anyio.run(over_http, shapes, max(1, ns.reps // 2))  # type: ignore[arg-type]
 

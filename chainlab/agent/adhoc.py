@@ -89,9 +89,10 @@ class AdhocAgent:
                    data["base_url"])
 
     def agent(self) -> Agent:
-        """The :class:`Agent` (its key from ``OPENAI_API_KEY``, in the process asking)."""
+        """The :class:`Agent` (its key from ``OPENAI_API_KEY``, in the process asking); it
+        streams its answers (the front ends show the text as it comes)."""
         return Agent(self.name, self.instructions, self.tools, model=self.model,
-                     base_url=self.base_url)
+                     base_url=self.base_url, stream=True)
 
 
 @dataclass(frozen=True)

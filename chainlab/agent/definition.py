@@ -148,6 +148,14 @@ class Agent:
             client = self._client = OpenAIClient(self.endpoint, stream=self.stream)
         return client
 
+    async def aclose(self) -> None:
+        """Close the agent's connection to its model (its client's ``aclose``, when it has
+        one: the ``openai`` client kept per endpoint and event loop); the next turn opens
+        one again. A Runtime's ``aclose`` calls it through its toolbox."""
+        close = getattr(self._client, "aclose", None)
+        if close is not None:
+            await close()
+
     def with_client(self, client: ModelClient) -> Agent:
         """A copy of this agent that asks ``client`` (a replay's recorded model, a test's)."""
         twin = copy.copy(self)
@@ -263,6 +271,10 @@ class AgentTool(Tool):
 
     def output_schema(self) -> dict[str, Any] | None:
         return copy.deepcopy(self.agent.output_json_schema) or {"type": "string"}
+
+    async def aclose(self) -> None:
+        """Close the agent's connection to its model (:meth:`Agent.aclose`)."""
+        await self.agent.aclose()
 
     def fit_findings(self, toolbox: Toolbox, chains: Mapping[str, Chain],
                      seen: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:

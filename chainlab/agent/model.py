@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from chainlab._text import safe_repr
 from chainlab.errors import PermanentError, ToolError, TransientError
+from chainlab.events.event import MODEL_DELTA
 from chainlab.events.usage import normalize_usage
 
-__all__ = ["TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelRequest", "ModelTurn",
-           "reported_usage", "request_hash", "status_error"]
+__all__ = ["MODEL_DELTA", "TRANSIENT_STATUSES", "ModelCall", "ModelClient", "ModelDelta",
+           "ModelRequest", "ModelTurn", "RequestHasher", "reported_usage", "request_hash",
+           "status_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +86,45 @@ class ModelTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelDelta:
+    """A piece of a model's answer as it arrives (DESIGN §24): a notification of kind
+    ``model_delta`` to the run's ``deltas=True`` subscribers, never stored (the turn is
+    recorded whole when it ends). ``text``: a piece of the answer's text; or, for a tool
+    call, ``call_index`` (its position in the answer), ``function`` (with its first piece)
+    and ``arguments`` (a piece of them). ``step_id`` and ``turn`` say whose; ``run_id`` is
+    filled in by the run that tells it."""
+
+    kind: ClassVar[str] = MODEL_DELTA
+
+    step_id: str
+    turn: int
+    text: str = ""
+    call_index: int | None = None
+    function: str | None = None
+    arguments: str = ""
+    run_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The piece as JSON data (what SSE's ``event: delta`` carries)."""
+        out: dict[str, Any] = {"kind": MODEL_DELTA, "run_id": self.run_id,
+                               "step_id": self.step_id, "turn": self.turn}
+        if self.call_index is None:
+            out["text"] = self.text
+        else:
+            out.update(call_index=self.call_index, function=self.function,
+                       arguments=self.arguments)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model turn's request: the chat ``messages``, the ``tools`` offered (OpenAI
     function specs), the JSON Schema the final answer must follow (``output_schema``) and
     the ``temperature``, the most tokens the answer may take (``max_tokens``). ``step_id``
     and ``turn`` say where it comes from (a recorded model answers by them); ``hash``
-    identifies what is asked (:func:`request_hash`)."""
+    identifies what is asked (:func:`request_hash`). ``on_delta``: where a client that
+    streams tells each piece of the answer as it arrives (:meth:`tell`; not part of what is
+    asked)."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
@@ -98,6 +133,17 @@ class ModelRequest:
     step_id: str = ""
     turn: int = 1
     max_tokens: int | None = None
+    on_delta: Callable[[ModelDelta], None] | None = field(default=None, compare=False,
+                                                          repr=False)
+
+    def tell(self, text: str = "", *, call_index: int | None = None,
+             function: str | None = None, arguments: str = "") -> None:
+        """Tell a piece of the answer as it arrives (a client that streams calls it; one
+        that does not never does): text, or a piece of tool call ``call_index``'s
+        arguments. Nothing happens when nobody listens."""
+        if self.on_delta is not None and (text or arguments or function):
+            self.on_delta(ModelDelta(self.step_id, self.turn, text, call_index, function,
+                                     arguments))
 
     def body(self) -> dict[str, Any]:
         """What is asked, as JSON data: what :attr:`hash` is computed over and what the log
@@ -149,10 +195,50 @@ def status_error(status: int, said: str) -> ToolError:
     return PermanentError(said)
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def request_hash(body: Mapping[str, Any]) -> str:
     """A stable hash of a request body (sorted keys, compact JSON)."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(_dumps(body).encode()).hexdigest()[:32]
+
+
+class RequestHasher:
+    """:func:`request_hash` of the requests of one agent step, turn after turn, at the cost
+    of what each adds: the hash's state after the messages already hashed is kept, and a
+    request whose messages begin with them (and whose other keys come out the same) hashes
+    only its new messages. The same value as :func:`request_hash`, always: a request that
+    does not continue the last one is hashed whole."""
+
+    __slots__ = ("_head", "_messages", "_state")
+
+    def __init__(self) -> None:
+        self._head = ""
+        self._messages: list[Any] = []
+        self._state: Any = None
+
+    def hash(self, body: Mapping[str, Any]) -> str:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return request_hash(body)
+        # the compact sorted JSON of the body is HEAD "messages":[m0,m1,...] TAIL
+        head = _dumps({k: v for k, v in body.items() if k < "messages"})[:-1]
+        tail = _dumps({k: v for k, v in body.items() if k > "messages"})
+        done = len(self._messages)
+        if self._state is None or head != self._head or done > len(messages) \
+                or messages[:done] != self._messages:
+            self._head, self._messages = head, []
+            self._state = hashlib.sha256(
+                (head + ("," if head != "{" else "") + '"messages":[').encode())
+            done = 0
+        for message in messages[done:]:
+            self._state.update(("," if self._messages else "").encode()
+                               + _dumps(message).encode())
+            self._messages.append(message)
+        state = self._state.copy()
+        state.update(("]" + ("," + tail[1:] if tail != "{}" else "}")).encode())
+        return state.hexdigest()[:32]
 
 
 class ModelClient(Protocol):

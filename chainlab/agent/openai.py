@@ -6,7 +6,12 @@ One request per turn: the messages, the tools as functions, and, when the agent 
 ``json_schema``, then ``json_object``, then in the prompt; a refused mode is dropped at once
 and the one that worked is remembered per endpoint and model, shared with the planner).
 Streamed answers (``stream=True``) are put together from their chunks: text, tool calls
-(their arguments arrive in pieces) and the usage of the last chunk.
+(their arguments arrive in pieces) and the usage of the last chunk; each piece is told to the
+request's ``on_delta`` as it arrives (:meth:`~chainlab.agent.model.ModelRequest.tell`).
+
+One ``openai.AsyncOpenAI`` is kept per endpoint and event loop (:func:`kept_client`): every
+turn reuses its connection and its loaded CA store; a Runtime's ``aclose`` closes it
+(:func:`close_clients`, through the toolbox's agents).
 
 What went wrong is said once, here, naming the endpoint: a connection error, a timeout, HTTP
 408/409/429 or 5xx is a :class:`~chainlab.errors.TransientError` (the step's retry policy
@@ -16,7 +21,9 @@ and an answer without a choice are a :class:`~chainlab.errors.PermanentError`.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,7 +53,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the [llm] extra is installed in dev
     raise MissingExtraError("openai", "llm", "an agent step") from exc
 
-__all__ = ["OpenAIClient", "error_text", "make_client"]
+__all__ = ["OpenAIClient", "close_clients", "error_text", "kept_client", "make_client"]
 
 #: the modes an agent's output schema is asked in (a forced function would end the turn)
 AGENT_MODES = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT)
@@ -61,6 +68,48 @@ def make_client(endpoint: Endpoint, **overrides: Any) -> openai.AsyncOpenAI:
         kwargs["base_url"] = endpoint.base_url
     kwargs.update(overrides)
     return openai.AsyncOpenAI(**kwargs)
+
+
+#: the clients kept open: per event loop (an httpx connection pool belongs to the loop it was
+#: opened on), per endpoint (its URL, key, timeout and retries); a loop that is gone takes its
+#: clients with it
+_KEPT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                 dict[tuple[Any, ...], openai.AsyncOpenAI]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _key(endpoint: Endpoint) -> tuple[Any, ...]:
+    return endpoint.base_url, endpoint.api_key, endpoint.timeout, endpoint.max_retries
+
+
+def kept_client(endpoint: Endpoint) -> openai.AsyncOpenAI | None:
+    """The ``openai.AsyncOpenAI`` kept for ``endpoint`` on the running asyncio loop (made on
+    first use: the CA store is loaded and the connection opened once, then every turn
+    reuses them), or None outside an asyncio loop (under trio: the caller makes one per
+    request and closes it). :func:`close_clients` closes it."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    clients = _KEPT.setdefault(loop, {})
+    key = _key(endpoint)
+    client = clients.get(key)
+    if client is None or client.is_closed():
+        client = clients[key] = make_client(endpoint)
+    return client
+
+
+async def close_clients(endpoint: Endpoint | None = None) -> int:
+    """Close the clients kept on the running loop (only ``endpoint``'s when given); returns
+    how many were closed. The next request opens a new one."""
+    try:
+        clients = _KEPT.get(asyncio.get_running_loop(), {})
+    except RuntimeError:
+        return 0
+    keys = [key for key in clients if endpoint is None or key == _key(endpoint)]
+    for key in keys:
+        await clients.pop(key).close()
+    return len(keys)
 
 
 class OpenAIClient:
@@ -83,7 +132,8 @@ class OpenAIClient:
         why = self.config.not_configured()
         if why is not None:
             raise PermanentError(f"the agent's model cannot be asked: {why}")
-        client = make_client(self.config)
+        kept = kept_client(self.config)
+        client = kept or make_client(self.config)
         try:
             modes = list(self._modes()) if request.output_schema is not None else [None]
             while True:
@@ -107,7 +157,13 @@ class OpenAIClient:
                     raise PermanentError(f"model endpoint {self.endpoint}: "
                                          f"{type(exc).__name__}: {one_line(exc)}") from None
         finally:
-            await client.close()
+            if kept is None:
+                await client.close()
+
+    async def aclose(self) -> None:
+        """Close the client kept for this endpoint on the running loop (a Runtime's
+        ``aclose`` calls it through its toolbox); the next turn opens one again."""
+        await close_clients(self.config)
 
     def _modes(self) -> tuple[OutputMode, ...]:
         known = remembered_mode(self.endpoint, self.config.model or "")
@@ -139,7 +195,7 @@ class OpenAIClient:
         if request.max_tokens is not None:  # (a model that runs on is cut, not waited for)
             params["max_tokens"] = request.max_tokens
         if self.stream:
-            turn = await _streamed(client, messages, params)
+            turn = await _streamed(client, request, messages, params)
         else:
             completion = await client.chat.completions.create(
                 messages=messages, **params)  # type: ignore[arg-type]
@@ -163,10 +219,11 @@ def _turn(completion: Any) -> ModelTurn:
                      *_usage(completion.usage, completion.model))
 
 
-async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str, Any]
-                    ) -> ModelTurn:
+async def _streamed(client: openai.AsyncOpenAI, request: ModelRequest, messages: Any,
+                    params: dict[str, Any]) -> ModelTurn:
     """A streamed answer, put together: text pieces, tool calls by index (their arguments
-    arrive in pieces), the finish reason and the last chunk's usage."""
+    arrive in pieces), the finish reason and the last chunk's usage; each piece is told
+    (:meth:`ModelRequest.tell`) as it arrives."""
     stream = await client.chat.completions.create(  # type: ignore[call-overload]
         messages=messages, stream=True, stream_options={"include_usage": True}, **params)
     text: list[str] = []
@@ -183,12 +240,15 @@ async def _streamed(client: openai.AsyncOpenAI, messages: Any, params: dict[str,
                 raise PermanentError(f"the model refused: {one_line(delta.refusal)}")
             if delta.content:
                 text.append(delta.content)
+                request.tell(delta.content)
             for piece in delta.tool_calls or ():
                 call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
                 call["id"] = piece.id or call["id"]
                 if piece.function is not None:
                     call["name"] += piece.function.name or ""
                     call["arguments"] += piece.function.arguments or ""
+                    request.tell(call_index=piece.index, function=piece.function.name,
+                                 arguments=piece.function.arguments or "")
     return ModelTurn(_text("".join(text)) if text else None,
                      tuple(_call(c["id"], c["name"], c["arguments"])
                            for _, c in sorted(calls.items())),

@@ -9,10 +9,12 @@ writes it through that type and every reader reads it back through it (no reader
 the payload's keys). A call's step is ``AGENT/TURN.N`` (``help/2.1``: turn 2, first call);
 the engine grows it (``chainlab.runtime.engine.attempt.agent``).
 
-Everything here reads run state (:class:`~chainlab.events.RunState`) and nothing else: the
-conversation of the next turn (:func:`turn_records`), the transcript a person reads
-(:func:`transcript`, :func:`turns_by_step`), the tools of the calls (:func:`call_tools`),
-and the turns a drawing lays out (:func:`turn_shapes`).
+Everything here reads run state and nothing else: the next turn's conversation
+(:func:`turn_records`), the transcript (:func:`transcript`, :func:`turns_by_step`), the
+calls' tools (:func:`call_tools`), a drawing's turns (:func:`turn_shapes`). A request is
+never stored whole: ``step_started`` keeps its ``request_hash`` and, when it changed, its
+:func:`request_frame`; ONE :func:`turn_request` rebuilds it for every reader (a replay's
+diff, export-test, experiments, a trace's content). A log written before keeps ``request``.
 """
 
 from __future__ import annotations
@@ -22,18 +24,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chainlab.agent.conversation import PastTurn, result_text
-from chainlab.agent.model import ModelTurn
+from chainlab.agent.conversation import PastTurn, messages, result_text
+from chainlab.agent.model import ModelRequest, ModelTurn
 from chainlab.errors import StoreError
 from chainlab.events.status import STEP_TERMINAL, StepStatus
 from chainlab.plan.parts import Step, names_an_agent
 
 if TYPE_CHECKING:
-    from chainlab.events import AttemptRecord, RunState, StepState
+    from chainlab.events import AttemptRecord, Event, RunState, StepState
 
 __all__ = ["CallMade", "CallRefused", "TurnRecorded", "TurnShape", "agent_step_ids",
-           "call_plan_step", "call_tools", "recorded_turns", "transcript", "turn_records",
-           "turn_shapes", "turns_by_step", "turns_of"]
+           "call_plan_step", "call_tools", "recorded_turns", "request_frame", "transcript",
+           "turn_records", "turn_request", "turn_requests", "turn_shapes", "turns_by_step",
+           "turns_of"]
 
 #: ``kind`` of a turn's ``steps_added`` payload: the kind of the step that grew
 AGENT_KIND = "agent"
@@ -153,17 +156,36 @@ class TurnRecorded:
         return "turn" in payload
 
 
+#: what was read once from a run's state, by its object and a stamp (not made every turn)
+_KEPT: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
+
+
+def _kept(what: str, obj: Any, stamp: Any, make: Any) -> Any:
+    known = _KEPT.get((what, id(obj)))
+    if known is not None and known[0] is obj and known[1] == stamp:
+        return known[2]
+    if len(_KEPT) >= 40_000:
+        _KEPT.clear()
+    value = make()
+    _KEPT[what, id(obj)] = obj, stamp, value
+    return value
+
+
+def _read(payload: Mapping[str, Any]) -> TurnRecorded:
+    turn: TurnRecorded = _kept("turn", payload, None, lambda: TurnRecorded.from_dict(payload))
+    return turn
+
+
 def recorded_turns(state: RunState) -> Iterator[tuple[str, TurnRecorded]]:
     """``(agent step id, turn)`` of every turn the run recorded, in the order recorded."""
     for parent, payload in state.growth:
         if TurnRecorded.is_turn(payload):
-            yield parent, TurnRecorded.from_dict(payload)
+            yield parent, _read(payload)
 
 
 def turns_of(state: RunState, step_id: str) -> list[TurnRecorded]:
     """The recorded turns of agent step ``step_id``, in order."""
-    return [TurnRecorded.from_dict(payload) for parent, payload in state.growth
-            if parent == step_id]
+    return [_read(payload) for parent, payload in state.growth if parent == step_id]
 
 
 def turn_records(state: RunState, turns: Iterable[TurnRecorded]) -> list[PastTurn]:
@@ -180,10 +202,49 @@ def turn_records(state: RunState, turns: Iterable[TurnRecorded]) -> list[PastTur
     return out
 
 
+def request_frame(instructions: str, request: ModelRequest) -> dict[str, Any]:
+    """What a turn's request holds besides its conversation: the agent's ``instructions``
+    and the body's other keys (``tools``, ``output_schema``, ``temperature``,
+    ``max_tokens``); a turn's ``step_started`` records it (``frame``) when it changed."""
+    frame = {key: value for key, value in request.body().items() if key != "messages"}
+    return {"instructions": instructions, **frame}
+
+
+def turn_requests(state: RunState, events: Iterable[Event]
+                  ) -> Iterator[tuple[Event, dict[str, Any]]]:
+    """Every model turn's ``step_started`` in ``events`` (the run's log, in order) with the
+    request body it asked (:func:`turn_request`, each step's last recorded frame kept)."""
+    frames: dict[str, Mapping[str, Any]] = {}
+    grown: dict[str, list[TurnRecorded]] = {}  # (each step's turns read once)
+    for ev in events:
+        if ev.kind == "step_started" and "turn" in ev.payload and ev.step_id is not None:
+            frame = frames[ev.step_id] = ev.payload.get("frame") or frames.get(ev.step_id, {})
+            if ev.step_id not in grown:
+                grown[ev.step_id] = turns_of(state, ev.step_id)
+            yield ev, turn_request(state, ev, frame, grown[ev.step_id])
+
+
+def turn_request(state: RunState, ev: Event, frame: Mapping[str, Any],
+                 turns: list[TurnRecorded] | None = None) -> dict[str, Any]:
+    """The request a turn's ``step_started`` asked, from ``frame`` (the step's last recorded
+    frame), its args' request and the turns before it (``turns``, else ``state``'s): it
+    hashes to the recorded ``request_hash`` unless the calls' results changed since."""
+    p = ev.payload
+    if "request" in p:  # written before: the whole request
+        return p["request"]  # type: ignore[no-any-return]
+    turns = turns_of(state, str(ev.step_id)) if turns is None else turns
+    past = turn_records(state, turns[:int(p["turn"]) - 1])
+    body = {key: value for key, value in frame.items() if key != "instructions"}
+    return {"messages": messages(str(frame.get("instructions", "")),
+                                 str((p.get("args") or {}).get("request", "")), past), **body}
+
+
 def _result(st: StepState) -> str:
     edited = st.args if st.approval is not None and st.approval.get("edited") else None
-    return result_text(str(st.status), output=st.output, error=st.error,
-                       error_kind=st.error_kind, reason=st.reason, edited_args=edited)
+    stamp = (str(st.status), st.output, st.error, st.error_kind, st.reason, edited)
+    return _kept("told", st, stamp, lambda: result_text(  # type: ignore[no-any-return]
+        stamp[0], output=st.output, error=st.error, error_kind=st.error_kind,
+        reason=st.reason, edited_args=edited))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -34,7 +34,7 @@ from chainlab.cli.commands import runs as commands_runs
 from chainlab.cli.commands import serve as commands_serve
 from chainlab.cli.commands import tools as commands_tools
 from chainlab.cli.commands import watch as commands_watch
-from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors
+from chainlab.cli.common import EXIT_CODES_HELP, CliError, reporting_errors, trace_to
 from chainlab.cli.driving import Output, db_flag, start_run
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
@@ -52,6 +52,7 @@ from chainlab.cli.options import (
     DbOpt,
     JsonOpt,
     McpOpt,
+    OtlpOpt,
     QuietOpt,
     ToolsOpt,
 )
@@ -95,11 +96,13 @@ def run(
     enqueue: EnqueueOpt = False,
     queue: QueueOpt = None,
     key: KeyOpt = None,
+    otlp: OtlpOpt = None,
 ) -> None:
     """Run a chain until it ends or waits for a person (exit 3: then approve/reject it), or
     with --enqueue store it for the worker fleet and exit."""
     io = Output.make(quiet=quiet, as_json=as_json)
     with reporting_errors(io.err, source=str(chain_file)):
+        trace_to(otlp)
         toolbox = load_tools(tools, mcp, "run")
         chain = load_chain(chain_file)
         ctx = parse_json_object(context, "--context") or {}

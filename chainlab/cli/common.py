@@ -126,3 +126,28 @@ def _report(console: Console, exc: BaseException, source: str | None) -> ExitCod
         print_error(console, "interrupted")
         return ExitCode.INTERRUPTED
     return None
+
+
+_TRACING: list[str | None] = []  # the collector this process sends to, once configured
+
+
+def trace_to(url: str | None) -> None:
+    """Send this process's traces to the OTLP/HTTP collector ``url`` (``--otlp``), or the one
+    the ``OTEL_EXPORTER_OTLP_*`` variables name; nothing when neither names one (every
+    command that drives a run asks: ``run``, ``serve``, ``worker`` with ``--otlp``, the
+    others by the variables). Once per process. Raises CliError (OpenTelemetry is not
+    installed; ``url`` is not an http(s) URL)."""
+    from chainlab.tracing import otlp_wanted
+
+    if _TRACING or not otlp_wanted(url):
+        return
+    try:
+        from chainlab.tracing.otlp import configure_otlp
+    except ImportError as exc:
+        raise CliError(f"--otlp needs OpenTelemetry ({exc})",
+                       hint="pip install 'chainlab[otel]'") from None
+    try:
+        configure_otlp(url)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    _TRACING.append(url)

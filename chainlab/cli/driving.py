@@ -20,7 +20,7 @@ import anyio
 from rich.console import Console, Group
 from rich.text import Text
 
-from chainlab.cli.common import CliError, ExitCode, exit_code_for
+from chainlab.cli.common import CliError, ExitCode, exit_code_for, trace_to
 from chainlab.cli.loading import DEFAULT_DB
 from chainlab.cli.progress import ProgressMode, follow
 from chainlab.cli.views import next_steps, run_line, steps_table
@@ -194,6 +194,8 @@ def continue_run(io: Output, *, run_id: str, toolbox: Toolbox, store: Store, db:
     """Resume ``run_id`` in this process, apply ``control`` once recovery settled, follow
     the run to its next resting state and report it. ``was``: the stored status; ``force``:
     take it over even from a live driver."""
+
+    trace_to(None)  # (the OTEL_EXPORTER_OTLP_* variables)
 
     async def main() -> tuple[Chain, RunState]:
         async with Runtime(toolbox, store, executor=executor) as runtime:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt", "QuietOpt",
-           "ToolsOpt"]
+__all__ = ["ChainArg", "ContextOpt", "DaskOpt", "DbOpt", "JsonOpt", "McpOpt", "OtlpOpt",
+           "QuietOpt", "ToolsOpt"]
 
 ToolsOpt = Annotated[str | None, typer.Option(
     "--tools", "-t", envvar="CHAINLAB_TOOLS", metavar="MODULE:TOOLBOX",
@@ -33,3 +33,9 @@ DaskOpt = Annotated[str | None, typer.Option(
     help="Run sync tool bodies on the Dask scheduler at ADDRESS ('local': a LocalCluster).")]
 ChainArg = Annotated[Path, typer.Argument(metavar="CHAIN_FILE",
                                           help="The chain (YAML or JSON).")]
+OtlpOpt = Annotated[str | None, typer.Option(
+    "--otlp", metavar="URL",
+    help="Send each run's trace (OpenTelemetry, GenAI conventions) to the OTLP/HTTP "
+         "collector at URL (e.g. http://localhost:4318); without it, the standard "
+         "OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables name one. "
+         "A collector that is down costs one warning. Needs chainlab[otel].")]

@@ -1,11 +1,14 @@
 """Following a run while it goes: a live table on a terminal, one line per notable event
 elsewhere (pipes, logs, CI), nothing with ``--quiet``. Both subscribe to the run's events;
-the live table is redrawn from the run state at most ten times a second, on the loop."""
+the live table is redrawn from the run state at most ten times a second, on the loop.
+Both show a streamed model answer as it comes (``deltas=True``: an agent with
+``stream=True``, which ``chainlab agent``'s ad-hoc agent is): the lines as its text, the
+table below it, the current turn's last lines."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from rich.console import Console, Group
@@ -13,7 +16,8 @@ from rich.live import Live
 from rich.text import Text
 
 from chainlab.cli.views import clip, run_line, seconds, steps_table
-from chainlab.events import Event
+from chainlab.events import MODEL_DELTA, Event
+from chainlab.events.writing import Writing
 
 if TYPE_CHECKING:
     from chainlab.runtime.runtime import Run, RunResult
@@ -22,6 +26,7 @@ __all__ = ["ProgressMode", "follow"]
 
 ProgressMode = Literal["live", "lines", "quiet"]
 _LIVE_ROWS = 20
+_TAIL = 400  # characters of the current turn's text the live table shows
 
 
 async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
@@ -32,7 +37,7 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
         if run.status == "running" and not run.state.attempts:
             console.print(f"▶ run {run.run_id} started: {run.chain.name} "
                           f"({len(run.steps)} steps)", markup=False, highlight=False)
-        unsubscribe = run.subscribe(lambda ev: _line(console, run, ev))
+        unsubscribe = run.subscribe(_lines(console, run), deltas=True)
         try:
             return await run.wait()
         finally:
@@ -40,18 +45,48 @@ async def follow(run: Run, console: Console, mode: ProgressMode) -> RunResult:
     return await _live(run, console)
 
 
+def _lines(console: Console, run: Run) -> Any:
+    """A subscriber printing a line per notable event, and a streamed answer's text as it
+    comes (its turn on a line of its own)."""
+    writing = Writing()
+    line: list[tuple[str, int]] = []  # the turn whose text the current line holds
+
+    def on_item(item: Any) -> None:
+        out = console.file
+        if item.kind == MODEL_DELTA:
+            writing.add(item)
+            if line != [(item.step_id, item.turn)]:
+                out.write(("\n" if line else "") + f"… {item.step_id} turn {item.turn}: ")
+                line[:] = [(item.step_id, item.turn)]
+            out.write(writing.said(item))
+            out.flush()
+            return
+        if line:
+            out.write("\n")
+            line.clear()
+        writing.end(item.step_id)
+        _line(console, run, item)
+
+    return on_item
+
+
 async def _live(run: Run, console: Console) -> RunResult:
     changed = anyio.Event()
+    writing = Writing()
 
-    def on_event(ev: Event) -> None:
+    def on_event(item: Any) -> None:
+        writing.heard(item)  # (an event: its step's turn is recorded, the table shows it)
         changed.set()
 
     def view() -> Group:
-        return Group(run_line(run.run_id, run.chain.name, run.state),
-                     steps_table(run.state, run.chain, limit=_LIVE_ROWS, now=time.time(),
-                                 width=console.width))
+        parts: list[Any] = [run_line(run.run_id, run.chain.name, run.state),
+                            steps_table(run.state, run.chain, limit=_LIVE_ROWS,
+                                        now=time.time(), width=console.width)]
+        parts += [Text.assemble((f"… {step_id} turn {turn}: ", "dim"), text[-_TAIL:])
+                  for step_id, (turn, text) in writing.open.items()]
+        return Group(*parts)
 
-    unsubscribe = run.subscribe(on_event)
+    unsubscribe = run.subscribe(on_event, deltas=True)
     try:
         with Live(view(), console=console, auto_refresh=False, transient=True) as live:
             async with anyio.create_task_group() as tg:

@@ -12,7 +12,7 @@ Plan-independent readers (views, the timeline, a store, a watcher in another pro
 this package without the scheduler kernel or a store (stdlib only).
 """
 
-from chainlab.events.event import RUN_END_KINDS, Event, EventKind, event_kind
+from chainlab.events.event import MODEL_DELTA, RUN_END_KINDS, Event, EventKind, event_kind
 from chainlab.events.fold import AttemptRecord, RunState, StepState, read_run
 from chainlab.events.status import (
     RUN_TERMINAL,
@@ -26,6 +26,7 @@ from chainlab.events.status import (
 )
 
 __all__ = [
+    "MODEL_DELTA",
     "RUN_END_KINDS",
     "RUN_TERMINAL",
     "STEP_TERMINAL",

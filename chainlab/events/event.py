@@ -20,7 +20,12 @@ from typing import Any, NamedTuple
 
 from chainlab.errors import StoreError
 
-__all__ = ["RUN_END_KINDS", "Event", "EventKind", "event_kind"]
+__all__ = ["MODEL_DELTA", "RUN_END_KINDS", "Event", "EventKind", "event_kind"]
+
+#: the ``kind`` of a notification that is NOT an event: a piece of a streamed model answer
+#: (:class:`chainlab.agent.model.ModelDelta`), handed to a run's ``deltas=True`` subscribers
+#: as it arrives and never stored (DESIGN §24); a subscriber tells it by ``kind``
+MODEL_DELTA = "model_delta"
 
 
 class EventKind(StrEnum):

@@ -114,3 +114,8 @@ P_TIMEOUT = Param("timeout", "Seconds to wait at most (default 30, at most 300).
 H_IDEMPOTENCY = Param("Idempotency-Key", "A retried request with the same key returns the "
                       "run the first one started (200 instead of 201), never a second one.",
                       {"type": "string", "maxLength": 255}, where="header")
+#: W3C Trace Context: the run's trace continues the caller's (DESIGN §24)
+H_TRACEPARENT = Param("traceparent", "W3C Trace Context: the run's trace becomes a child of "
+                      "this span (one that does not parse is ignored with a warning: the run "
+                      "gets a trace of its own).", {"type": "string", "maxLength": 55},
+                      where="header")

@@ -44,7 +44,7 @@ from chainlab.http.deciding import Decider
 from chainlab.http.errors import ApiError, api_error
 from chainlab.http.feeds import Feeds
 from chainlab.http.service import Config, Service
-from chainlab.http.stream import encode_event
+from chainlab.http.stream import encode_delta, encode_event
 from chainlab.plan.schema import Chain
 from chainlab.runtime.runtime import Runtime
 from chainlab.store.base import Store
@@ -92,7 +92,8 @@ def create_app(
                 svc = Service(runtime, served, config)
                 app.state.service = svc
                 app.state.decider = Decider(svc)
-                app.state.feeds = Feeds(runtime, poll_s=config.poll_s, encode=encode_event)
+                app.state.feeds = Feeds(runtime, poll_s=config.poll_s, encode=encode_event,
+                                        encode_delta=encode_delta)
                 yield
         finally:
             workspace.close()  # (a store handed in is its owner's to close)

@@ -202,6 +202,9 @@ class Client:
                         if sse.event == "end":
                             yield StreamEvent("end", None, data)
                             return
+                        if sse.event == "delta":  # a piece of a model's answer: no seq
+                            yield StreamEvent("delta", None, data)
+                            continue
                         seq = int(sse.id) if sse.id else None
                         if seq is not None:
                             if seq <= last:

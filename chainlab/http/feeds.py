@@ -12,6 +12,11 @@ When to read again: for a run this server drives, the run's own subscription wak
 another process drives, the feed polls the log by seq like :meth:`Runtime.watch` (every
 ``poll_s`` while events come, backing off to one read a second while none do) or, on
 PostgreSQL, waits for the commit's NOTIFY.
+
+A run this server drives also hands its feed the pieces of a streamed model answer as they
+arrive (``model_delta``, DESIGN §24): never stored, they are kept only briefly (the last
+:data:`DELTAS_KEPT`) and a stream gets those that arrive while it listens, never replayed.
+A run another process drives has none here (its pieces stay in its driver's process).
 """
 
 from __future__ import annotations
@@ -20,21 +25,23 @@ import bisect
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from chainlab.errors import ChainlabError
-from chainlab.events import RUN_END_KINDS, RUN_TERMINAL, Event
+from chainlab.events import MODEL_DELTA, RUN_END_KINDS, RUN_TERMINAL, Event
 from chainlab.store.base import Notifier
 
 if TYPE_CHECKING:
     from chainlab.runtime.run import Run
     from chainlab.runtime.runtime import Runtime
 
-__all__ = ["Feeds", "RunFeed"]
+__all__ = ["DELTAS_KEPT", "Feeds", "RunFeed"]
 
 log = logging.getLogger(__name__)
+#: the pieces of streamed model answers a feed keeps for streams a little behind
+DELTAS_KEPT = 1000
 
 
 def _no_frame(_event: Event) -> bytes:
@@ -45,8 +52,12 @@ class RunFeed:
     """The committed log of one run, read once and followed while anyone listens."""
 
     def __init__(self, runtime: Runtime, run_id: str, *, poll_s: float = 0.05,
-                 idle_s: float = 1.0, encode: Callable[[Event], bytes] = _no_frame):
+                 idle_s: float = 1.0, encode: Callable[[Event], bytes] = _no_frame,
+                 encode_delta: Callable[[Any], bytes] | None = None):
         self.runtime = runtime
+        self.encode_delta = encode_delta
+        self.deltas: list[bytes] = []  # the last pieces heard, encoded
+        self.deltas_heard = 0  # how many were ever heard (a stream's cursor into them)
         self.run_id = run_id
         self.poll_s = poll_s
         self.idle_s = idle_s
@@ -89,6 +100,25 @@ class RunFeed:
 
     def wake(self, _event: Event | None = None) -> None:
         self._wake.set()
+
+    def heard(self, item: Any) -> None:
+        """What the driven run tells: an event wakes the pump (it reads the committed log);
+        a model's piece is kept for the streams listening now."""
+        if getattr(item, "kind", None) != MODEL_DELTA:
+            self.wake()
+            return
+        if self.encode_delta is None:
+            return
+        self.deltas.append(self.encode_delta(item))
+        self.deltas_heard += 1
+        if len(self.deltas) > DELTAS_KEPT:
+            del self.deltas[:len(self.deltas) - DELTAS_KEPT]
+        self._notify()
+
+    def deltas_after(self, heard: int) -> list[bytes]:
+        """The pieces heard after the first ``heard`` (those still kept)."""
+        new = self.deltas_heard - heard
+        return self.deltas[-new:] if new > 0 else []
 
     async def pump(self) -> None:
         """Follow the log until the run ends (and its end event was read) or nobody
@@ -152,7 +182,7 @@ class RunFeed:
             return
         self._stop_following()
         if run is not None:
-            self._unsubscribe = [run.subscribe(self.wake)]
+            self._unsubscribe = [run.subscribe(self.heard, deltas=True)]
             self._subscribed = run
 
     def _stop_following(self) -> None:
@@ -167,10 +197,12 @@ class Feeds:
     """The feeds of the runs being streamed now (a feed lives while it has listeners)."""
 
     def __init__(self, runtime: Runtime, *, poll_s: float = 0.05,
-                 encode: Callable[[Event], bytes] = _no_frame):
+                 encode: Callable[[Event], bytes] = _no_frame,
+                 encode_delta: Callable[[Any], bytes] | None = None):
         self.runtime = runtime
         self.poll_s = poll_s
         self.encode = encode  # an event as its streams send it (the SSE frame)
+        self.encode_delta = encode_delta  # a model's piece as its streams send it
         self.feeds: dict[str, RunFeed] = {}
 
     @contextlib.asynccontextmanager
@@ -179,7 +211,8 @@ class Feeds:
         feed = self.feeds.get(run_id)
         if feed is None or feed.error is not None:
             feed = self.feeds[run_id] = RunFeed(self.runtime, run_id, poll_s=self.poll_s,
-                                                encode=self.encode)
+                                                encode=self.encode,
+                                                encode_delta=self.encode_delta)
         feed.listeners += 1
         if not feed._running and not feed.ended:
             feed._running = True  # (before the task runs: the next listener must not start one)
@@ -194,8 +227,8 @@ class Feeds:
                     del self.feeds[run_id]
 
     async def events(self, run_id: str, after: int, *,
-                     opened: Callable[[int], object] | None = None
-                     ) -> AsyncIterator[list[tuple[Event, bytes]] | None]:
+                     opened: Callable[[int], object] | None = None, deltas: bool = False
+                     ) -> AsyncIterator[list[tuple[Event, bytes]] | bytes | None]:
         """Every committed event of the run after seq ``after`` with its frame, in order,
         each once, in batches (what the feed read at once: a stream sends a batch in one
         write), until the run has ended and its log holds nothing more; then None once
@@ -203,14 +236,22 @@ class Feeds:
         was rolled back later has the rollback's events after its ``run_succeeded``, and
         they are sent too. A run that has ended with nothing after ``after`` gives None at
         once. Raises what stopped the feed (a StoreError). ``opened`` is told the log's last
-        seq once the feed has read it, before the first batch."""
+        seq once the feed has read it, before the first batch. ``deltas``: also the pieces
+        of streamed model answers heard from now on, each as its frame (bytes), between the
+        batches."""
         async with self.listen(run_id) as feed:
+            heard = feed.deltas_heard
             while opened is not None and not (feed.events or feed.ended or feed.error):
                 await feed.changed()
             if opened is not None:
                 opened(feed.last_seq)
             seen = after
             while True:
+                pieces = feed.deltas_after(heard) if deltas else []
+                if pieces:
+                    heard = feed.deltas_heard
+                    yield b"".join(pieces)
+                    continue
                 batch = feed.after(seen)
                 if batch:
                     seen = batch[-1][0].seq

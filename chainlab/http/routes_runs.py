@@ -10,6 +10,7 @@ from chainlab._text import safe_repr
 from chainlab.events import RunStatus
 from chainlab.http.api import (
     H_IDEMPOTENCY,
+    H_TRACEPARENT,
     P_AFTER,
     P_TIMEOUT,
     Param,
@@ -44,7 +45,8 @@ async def _start(request: Request, *, wait: bool) -> Response:
         if wait else 0.0
     body = await read_model(request, StartRun, svc.config.max_body_bytes)
     key = query_text(request, "idempotency-key", header=True)
-    view, created = await svc.start(body, key=key, by=by_of(request))
+    view, created = await svc.start(body, key=key, by=by_of(request),
+                                    traceparent=request.headers.get("traceparent"))
     if wait:
         view = await svc.wait(view["run_id"], timeout)
     headers = {"Location": f"/runs/{view['run_id']}"}
@@ -54,7 +56,7 @@ async def _start(request: Request, *, wait: bool) -> Response:
 
 
 @endpoint("POST", "/runs", "Start a run", tag="runs", body=StartRun, ok=201, returns="Run",
-          params=(H_IDEMPOTENCY,), errors=(400, 404, 409, 413, 415, 422))
+          params=(H_IDEMPOTENCY, H_TRACEPARENT), errors=(400, 404, 409, 413, 415, 422))
 async def start_run(request: Request) -> Response:
     """Start a run of a served chain (by name) or of an inline chain, driven by this
     server; 201 with ``Location: /runs/{run_id}`` and the run's view at once (it goes on in
@@ -66,7 +68,8 @@ async def start_run(request: Request) -> Response:
 
 @endpoint("POST", "/runs/wait", "Start a run and wait until it ends or waits for a person",
           tag="runs", body=StartRun, ok=201, returns="Run",
-          params=(H_IDEMPOTENCY, P_TIMEOUT), errors=(400, 404, 409, 413, 415, 422))
+          params=(H_IDEMPOTENCY, H_TRACEPARENT, P_TIMEOUT),
+          errors=(400, 404, 409, 413, 415, 422))
 async def start_and_wait(request: Request) -> Response:
     """As ``POST /runs``, then block until the run ended or is suspended (or ``timeout``
     seconds passed: its status then says it still runs)."""

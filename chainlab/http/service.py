@@ -34,6 +34,7 @@ from chainlab.runtime import check_rollback
 from chainlab.runtime.coordination.inbox import waiting_decisions, waiting_in
 from chainlab.runtime.coordination.stalls import stalls
 from chainlab.runtime.runtime import Runtime
+from chainlab.tracing import TRACEPARENT_META
 
 __all__ = ["Config", "Service"]
 
@@ -199,15 +200,17 @@ class Service:
                            fix="name a chain from GET /chains: {\"chain\": \"NAME\"}")
         return Chain.from_dict(body.chain)  # PlanError: 422 with every problem
 
-    async def start(self, body: StartRun, *, key: str | None, by: str
-                    ) -> tuple[dict[str, Any], bool]:
+    async def start(self, body: StartRun, *, key: str | None, by: str,
+                    traceparent: str | None = None) -> tuple[dict[str, Any], bool]:
         """``POST /runs``: start a run in this server (it drives it), or with ``queue``
         enqueue it for the worker fleet. An ``Idempotency-Key`` (or a client-chosen
         ``run_id``, which then stands for the key) names the request: a retry returns the
         run the first one made (``created`` False), never a second one, also when retries
         race (the key is stored with the run, in one transaction); the same key with another
         request is refused (422 ``idempotency_key_reused``), a taken ``run_id`` without a
-        key too (409). Returns ``(view, created)``."""
+        key too (409). ``traceparent``: the caller's span, the parent of the run's trace (one
+        that does not parse is dropped where every new run's meta is checked). Returns
+        ``(view, created)``."""
         chain = self.chain_of(body)
         options = _options(body.options)
         if key is not None:
@@ -218,6 +221,8 @@ class Service:
         meta = {**self.config.extra_meta, "source": "http", "started_by": by}
         if self.config.tools:
             meta["tools"] = self.config.tools
+        if traceparent is not None:
+            meta[TRACEPARENT_META] = traceparent
         try:
             if body.queue is not None:
                 before = await self._named(request_key)

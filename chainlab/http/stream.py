@@ -10,6 +10,12 @@
     event: step_started                   event = its kind, data = the event as JSON
     data: {"run_id": ..., "seq": 7, "kind": "step_started", "step_id": ..., ...}
 
+    event: delta                          a piece of a streamed model answer as it arrives
+    data: {"kind": "model_delta", "run_id": ..., "step_id": ..., "turn": 2, "text": ...}
+                                          (or "call_index", "function", "arguments": a
+                                          piece of a tool call's arguments); no id: never
+                                          stored, never replayed on a reconnect
+
     : ping - 2026-...                     a comment about every 15 s (proxies keep it open)
 
     event: end                            once the run ended (then the server closes)
@@ -18,7 +24,9 @@
 Reconnecting with ``Last-Event-ID: 7`` (what EventSource sends by itself) or ``?after=7``
 replays exactly what followed event 7 in the store: nothing lost, nothing twice, whether
 this server drives the run or another process does (:mod:`chainlab.http.feeds`).
-``?kinds=step_started,step_succeeded`` sends only those kinds (and metadata and end).
+``?kinds=step_started,step_succeeded`` sends only those kinds (and metadata and end; no
+delta). Deltas come only from an agent with ``stream=True`` in a run this server drives,
+while the stream is open (DESIGN §24); the turn's text is in its stored event either way.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError, ServerSentEvent
 from starlette.requests import Request
@@ -37,6 +46,9 @@ from chainlab.events import Event, EventKind
 from chainlab.http.api import P_AFTER, Param, endpoint, feeds, one_or_more, service
 from chainlab.http.bodies import parse_int, query_text
 from chainlab.http.errors import ApiError, api_error
+
+if TYPE_CHECKING:
+    from chainlab.agent.model import ModelDelta
 
 __all__: list[str] = []
 
@@ -84,8 +96,10 @@ def _kinds(request: Request) -> set[str] | None:
                         {"type": "string", "pattern": "^[0-9]{0,18}$"}, where="header")))
 async def stream(request: Request) -> Response:
     """A first ``metadata`` event, then every stored event after ``after`` (``id:`` = seq,
-    ``event:`` = kind, ``data:`` = the event as JSON), live, then ``event: end`` when the
-    run ends. Works for runs driven by this server and by any other process on the store."""
+    ``event:`` = kind, ``data:`` = the event as JSON), live, with ``event: delta`` for each
+    piece of a streamed model answer as it arrives (never replayed), then ``event: end``
+    when the run ends. Works for runs driven by this server and by any other process on
+    the store."""
     run_id = request.path_params["run_id"]
     after, kinds = _after(request), _kinds(request)
     svc = service(request)
@@ -131,6 +145,11 @@ def pieces(frames: list[bytes], size: int = STREAM_PIECE) -> Iterator[bytes]:
         yield b"".join(piece)
 
 
+def encode_delta(piece: ModelDelta) -> bytes:
+    """A piece of a streamed model answer as its SSE frame: ``event: delta``, no ``id:``."""
+    return ServerSentEvent(_data(piece.to_dict()), event="delta").encode()
+
+
 def encode_event(ev: Event) -> bytes:
     """One stored event as its SSE frame: ``id:`` seq, ``event:`` kind, ``data:`` JSON."""
     return ServerSentEvent(_data(ev.to_dict()), id=str(ev.seq), event=str(ev.kind)).encode()
@@ -143,10 +162,14 @@ async def _events(request: Request, run_id: str, after: int, kinds: set[str] | N
     opening = True  # the metadata goes first, once the feed read the log (its last_seq)
     try:
         async for batch in feeds(request).events(
-                run_id, after, opened=lambda seq: meta.__setitem__("last_seq", seq)):
+                run_id, after, opened=lambda seq: meta.__setitem__("last_seq", seq),
+                deltas=kinds is None):
             if opening:
                 opening = False
                 yield ServerSentEvent(_data(meta), event="metadata", retry=3000)
+            if isinstance(batch, bytes):  # pieces of a model's answer, as they arrive
+                yield batch
+                continue
             if batch is None:  # (the run's status commits with its last event)
                 record = await svc.runtime.run_io(svc.store.get_run, run_id)
                 yield ServerSentEvent(_data({"run_id": run_id, "status": str(record.status),

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from chainlab.runtime.engine.compile import Graph
     from chainlab.runtime.history.estimates import Estimate, History
     from chainlab.store.base import RunRecord, Store
+    from chainlab.tracing.tracer import Tracing
 
 __all__ = ["Host", "new_run_id"]
 
@@ -106,6 +107,8 @@ class Host:
         self._tg: anyio.abc.TaskGroup | None = None
         #: durations seen, for the release order and budgets (read when first needed)
         self.history: History | None = None
+        #: how its runs are traced (set by the Runtime; None: not traced)
+        self.tracing: Tracing | None = None
 
     @property
     def chains(self) -> ChainMap[str, Chain]:
@@ -204,6 +207,11 @@ class Host:
         kernel = run._kernel
         assert kernel is not None
         self._active[run.run_id] = run
+        if self.tracing is not None:  # a subscriber on this side: spans from its events
+            from chainlab.tracing.spans import attach
+
+            attach(self.tracing, run.run_id, run.record, kernel.state, self.store,
+                   kernel.subscribers, taken_up=phase != DrivePhase.START)
         kernel.prepare_drive()
         self.spawn(lambda: self._drive(run, phase))
 

@@ -532,14 +532,23 @@ class Run:
         return set(self._k().sched.breakpoints) if self._kernel else set()
 
     # ------------------------------------------------------------------ events
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every new event; returns an unsubscribe function."""
+    def subscribe(self, callback: Callable[[Any], None], *,
+                  deltas: bool = False) -> Callable[[], None]:
+        """Call ``callback(event)`` for every new event; returns an unsubscribe function.
+        With ``deltas=True`` it is also called with each piece of a streamed model answer
+        as it arrives (:class:`~chainlab.agent.model.ModelDelta`, ``kind ==
+        "model_delta"``: an agent with ``stream=True``), in this process only, never stored
+        (the turn comes whole as its event when it ends)."""
         k = self._k()
         k.subscribers.append(callback)
+        if deltas:
+            k.delta_subscribers.append(callback)
 
         def unsubscribe() -> None:
             if callback in k.subscribers:
                 k.subscribers.remove(callback)
+            if callback in k.delta_subscribers:
+                k.delta_subscribers.remove(callback)
 
         return unsubscribe
 

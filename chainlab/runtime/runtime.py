@@ -39,6 +39,7 @@ from chainlab.runtime.run import Run, RunResult
 from chainlab.runtime.starts import Starts
 from chainlab.runtime.takeovers import Takeovers
 from chainlab.store.queue import DEFAULT_QUEUE
+from chainlab.tracing import tracing_for
 
 if TYPE_CHECKING:
     from collections import ChainMap
@@ -71,6 +72,11 @@ class Runtime:
     processes send it every ``mailbox_poll_s`` (PostgreSQL: on NOTIFY); another driver is
     dead after ``stale_after_s`` without a beat (DESIGN §13,
     ``chainlab.runtime.coordination.liveness``).
+
+    Traces (DESIGN §24, ``chainlab[otel]``): every run it drives is one OpenTelemetry trace
+    in the GenAI conventions, sent to ``tracer_provider`` (default: the global provider when
+    the application configured one; none, no cost; ``False``: never). ``capture_content``:
+    args, outputs and model messages go to spans too (redacted first).
     """
 
     #: the class of its :attr:`host`: a front end that drives runs on a loop of its own
@@ -89,12 +95,16 @@ class Runtime:
         heartbeat_s: float = 2.0,
         stale_after_s: float = 10.0,
         mailbox_poll_s: float = 0.15,
+        tracer_provider: Any = None,
+        capture_content: bool = False,
     ):
         #: its parts and lifetime, the runs it drives (:class:`~chainlab.runtime.host.Host`)
         self.host = self.host_type(self, toolbox, store, executor=executor, clock=clock,
                                    chains=chains, id_factory=id_factory,
                                    heartbeat_s=heartbeat_s, stale_after_s=stale_after_s,
                                    mailbox_poll_s=mailbox_poll_s)
+        #: how its runs are traced (None: not at all; see :mod:`chainlab.tracing`)
+        self.host.tracing = tracing_for(tracer_provider, capture_content=capture_content)
         #: every way a new run begins (:class:`~chainlab.runtime.starts.Starts`)
         self.starts = Starts(self.host)
         #: every way a stored run is taken up (:class:`~chainlab.runtime.takeovers.Takeovers`)

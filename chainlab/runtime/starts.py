@@ -50,6 +50,7 @@ from chainlab.runtime.run import Run
 from chainlab.store.base import RunRecord, check_run_id
 from chainlab.store.queue import DEFAULT_QUEUE, Queue
 from chainlab.tools import NotJSONError, to_json_value
+from chainlab.tracing.context import kept_parent
 
 if TYPE_CHECKING:
     from chainlab.runtime.engine.kernel import Kernel
@@ -162,6 +163,9 @@ class Starts:
                                                   toolbox_of(host.toolbox, meta or {}),
                                                   host.chains)
         now = host.clock.now()
+        meta = kept_parent(meta)  # a traceparent that does not parse is not kept
+        if host.tracing is not None:  # started inside a traced request: its child
+            meta = host.tracing.parent_meta(meta)
         extra: dict[str, Any] = {"paused": True} if paused and queue is not None else {}
         if key is not None:  # what makes a repeat the SAME request
             extra["idempotency_key"] = key

@@ -37,7 +37,8 @@ from typing import Any
 
 from chainlab.plan.schema import Chain
 
-__all__ = ["Call", "Delay", "RecordedRequest", "Reply", "Responder", "as_reply", "tool_calls"]
+__all__ = ["Call", "Delay", "RecordedRequest", "Reply", "Responder", "as_reply", "stream_chunks",
+           "tool_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class Reply:
     body: dict[str, Any] | None = None
     tool_calls: tuple[Call, ...] = ()
     usage: dict[str, int] | None = None  # prompt_tokens / completion_tokens to report
+    gap_s: float = 0.0
 
 
 def tool_calls(*calls: Call, content: str | None = None,
@@ -163,3 +165,34 @@ def as_reply(item: Any) -> Reply:
                      then.error, then.body, then.tool_calls, then.usage)
     raise TypeError(f"unsupported script item {item!r}: use a plan dict, text, an HTTP "
                     "status, a delay in seconds, Delay, Reply, Call or a callable")
+
+
+def stream_chunks(body: dict[str, Any], include_usage: bool, piece: int = 7
+                  ) -> list[dict[str, Any]]:
+    """A chat completion ``body`` as the chunks of a streamed answer: the role, the text
+    in pieces of ``piece`` characters, each tool call (its id and name first, then its
+    arguments in pieces), the finish reason, and the usage in a last chunk without choices
+    when ``include_usage``."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
+            "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                     "logprobs": None}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = message.get("content") or ""
+    out += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]}))
+        args = call["function"]["arguments"]
+        out += [chunk({"tool_calls": [{"index": index, "function": {
+            "arguments": args[i:i + piece]}}]}) for i in range(0, len(args), piece)]
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**base, "choices": [], "usage": body["usage"]})
+    return out

@@ -7,6 +7,8 @@ item can be: a plan, text, an HTTP status, a delay, ``Delay``, ``Reply`` or a ca
 When the script is used up, the server answers 500 and counts ``server.unexpected``.
 Every request is recorded (``server.requests``, each a ``RecordedRequest``), so tests can
 assert the repair prompt and the ``response_format``. ``GET .../models`` lists ``model``.
+``keep_alive=True`` keeps connections open between requests as a real server does (by
+default each answer closes its own); ``server.connections`` counts those accepted.
 
 ``like`` makes the server take only what a kind of real server takes (:data:`SERVER_KINDS`);
 a request asking for more is refused the way that server refuses it, without consuming a
@@ -46,7 +48,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chainlab.testing.openai_script import RecordedRequest, Reply, as_reply
+from chainlab.testing.openai_script import RecordedRequest, Reply, as_reply, stream_chunks
 
 __all__ = ["SERVER_KINDS", "FakeOpenAI", "ServerKind", "stream_chunks"]
 
@@ -116,23 +118,29 @@ class FakeOpenAI:
 
     Use as a context manager, or ``start()`` / ``close()``. ``base_url`` ends in ``/v1``.
     ``like``: the kind of server to play (a key of :data:`SERVER_KINDS` or a
-    :class:`ServerKind`). Raises ValueError for an unknown kind.
+    :class:`ServerKind`); ``keep_alive``: keep connections open between requests. Raises
+    ValueError for an unknown kind.
     """
 
     def __init__(self, script: Iterable[Any] = (), *, model: str = "fake-model",
-                 host: str = "127.0.0.1", like: str | ServerKind = "openai"):
+                 host: str = "127.0.0.1", like: str | ServerKind = "openai",
+                 keep_alive: bool = False):
         if isinstance(like, str):
             if like not in SERVER_KINDS:
                 raise ValueError(f"unknown server kind {like!r}; choose from "
                                  f"{sorted(SERVER_KINDS)} or pass a ServerKind")
             like = SERVER_KINDS[like]
         self.like = like
+        self.keep_alive = keep_alive
         self.refused = 0
         self.script: list[Any] = list(script)
         self.model = model
         self.host = host
         self.requests: list[RecordedRequest] = []
         self.unexpected = 0
+        self.connections = 0
+        #: ``(time.perf_counter(), text)`` of every piece of text or arguments streamed
+        self.pieces: list[tuple[float, str]] = []
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -247,6 +255,16 @@ class FakeOpenAI:
             "usage": {**usage, "total_tokens": sum(usage.values())},
         }
 
+    def sent(self, chunk: dict[str, Any] | None) -> None:
+        """Note the moment a streamed chunk's text or arguments piece was sent."""
+        for choice in (chunk or {}).get("choices") or ():
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or "".join(
+                (c.get("function") or {}).get("arguments") or ""
+                for c in delta.get("tool_calls") or ())
+            if piece:
+                self.pieces.append((time.perf_counter(), piece))
+
     def wait_or_stop(self, seconds: float) -> bool:
         """Sleep ``seconds`` unless the server closes first (then True)."""
         return self._stop.wait(seconds) if seconds > 0 else False
@@ -263,37 +281,6 @@ def _include_usage(request: RecordedRequest) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def stream_chunks(body: dict[str, Any], include_usage: bool, piece: int = 7
-                  ) -> list[dict[str, Any]]:
-    """A chat completion ``body`` as the chunks of a streamed answer: the role, the text
-    in pieces of ``piece`` characters, each tool call (its id and name first, then its
-    arguments in pieces), the finish reason, and the usage in a last chunk without choices
-    when ``include_usage``."""
-    choice = body["choices"][0]
-    message = choice["message"]
-    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
-            "model": body["model"]}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
-                                     "logprobs": None}]}
-
-    out = [chunk({"role": "assistant", "content": ""})]
-    text = message.get("content") or ""
-    out += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
-    for index, call in enumerate(message.get("tool_calls") or ()):
-        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                          "function": {"name": call["function"]["name"],
-                                                       "arguments": ""}}]}))
-        args = call["function"]["arguments"]
-        out += [chunk({"tool_calls": [{"index": index, "function": {
-            "arguments": args[i:i + piece]}}]}) for i in range(0, len(args), piece)]
-    out.append(chunk({}, choice["finish_reason"]))
-    if include_usage:
-        out.append({**base, "choices": [], "usage": body["usage"]})
-    return out
-
-
 def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -301,18 +288,24 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean
 
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
+
         def _send(self, status: int, body: Any) -> None:
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
+                if not server.keep_alive:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:  # the client gave up (timeout) and closed the socket
                 pass
-            self.close_connection = True
+            self.close_connection = not server.keep_alive or self.close_connection
 
         def _record(self, body: Any) -> RecordedRequest:
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -340,28 +333,38 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             reply = server._take(request)
             if server.wait_or_stop(reply.delay_s):
+                self.close_connection = True
                 return  # closing: drop the connection without an answer
             if reply.status != 200:
                 self._send(reply.status, reply.body or error_body(reply.status, reply.error))
             elif request.stream:
                 self._send_stream(stream_chunks(server.completion_body(reply, request),
-                                                _include_usage(request)))
+                                                _include_usage(request)), reply.gap_s)
             else:
                 self._send(200, server.completion_body(reply, request))
 
-        def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
-            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        def _send_stream(self, chunks: list[dict[str, Any]], gap_s: float = 0.0) -> None:
+            events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
+                self.send_header("Transfer-Encoding", "chunked")
+                if not server.keep_alive:
+                    self.send_header("Connection", "close")
                 self.end_headers()
-                for line in data.encode().splitlines(keepends=True):  # in pieces, as a
-                    self.wfile.write(line)  # server streams them
+                for n, event in enumerate(events):  # one HTTP chunk per event, as a server
+                    if n and server.wait_or_stop(gap_s):  # streams them
+                        self.close_connection = True
+                        return
+                    data = event.encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                     self.wfile.flush()
+                    server.sent(chunks[n] if n < len(chunks) else None)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
             except OSError:
-                pass
-            self.close_connection = True
+                self.close_connection = True
+            self.close_connection = not server.keep_alive or self.close_connection
 
     return Handler
 

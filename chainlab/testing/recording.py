@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlab._json import NotJSONError, to_json_value
-from chainlab.agent.turns import TurnRecorded
+from chainlab.agent.turns import TurnRecorded, turn_requests
 from chainlab.errors import ReplayError
 from chainlab.events import RUN_TERMINAL, Event, EventKind, RunState, RunStatus
 from chainlab.runtime.preparing import adhoc_meta
@@ -113,7 +113,7 @@ class Recording:
             decisions=list(_decisions(events)), expected=expected_of(state, events),
             chains=record.chains, seed=seed,
             started_at=events[0].ts if events else record.created_at,
-            turns=recorded_turns(events), meta=adhoc_meta(record.meta))
+            turns=recorded_turns(events, state), meta=adhoc_meta(record.meta))
         recording.check_json()
         return recording
 
@@ -247,19 +247,21 @@ def _calls(events: Sequence[Event]) -> Iterable[RecordedCall]:
             open_.pop((step_id, "call"), None)
 
 
-def recorded_turns(events: Sequence[Event]) -> list[dict[str, Any]]:
+def recorded_turns(events: Sequence[Event], state: RunState) -> list[dict[str, Any]]:
     """Every model turn of the run's agent steps that was answered or failed, in the order
-    they were asked: ``step_id``, ``turn``, ``request_hash``, ``request``, and ``answer``
+    they were asked: ``step_id``, ``turn``, ``request_hash``, ``request`` (rebuilt from the
+    log: :func:`chainlab.agent.turns.turn_requests`; ``state``: the log folded), and ``answer``
     with its ``usage`` (and ``usage_unknown``, when the server's could not be taken) or
     ``error_kind`` and ``error``. A request a crash interrupted (asked
     again after the restart) is not one."""
+    asked = {ev.seq: body for ev, body in turn_requests(state, events)}
     open_: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for ev in events:
         p, step_id = ev.payload, ev.step_id or ""
         if ev.kind == K.STEP_STARTED and "turn" in p:
             open_[step_id] = {"step_id": step_id, "turn": p["turn"],
-                              "request_hash": p.get("request_hash"), "request": p.get("request")}
+                              "request_hash": p.get("request_hash"), "request": asked[ev.seq]}
         elif step_id in open_ and ev.kind == K.STEPS_ADDED:  # a turn that asked for calls
             turn = TurnRecorded.from_dict(p)
             out.append({**open_.pop(step_id), "answer": turn.answer.to_dict(),

@@ -255,6 +255,11 @@ class Tool:
     def output_schema(self) -> dict[str, Any] | None:
         return self.output_adapter.json_schema() if self.output_adapter else None
 
+    async def aclose(self) -> None:
+        """Close what the tool holds open between calls (nothing, for a function; an agent's
+        connection to its model endpoint). :meth:`Toolbox.aclose` calls it; the tool stays
+        usable (what it holds opens again on the next call)."""
+
     def describe(self) -> dict[str, Any]:
         """Name, description, schemas and side-effect contract as plain data."""
         return {

@@ -148,10 +148,13 @@ class Toolbox:
         self._owned.append(resource)
 
     async def aclose(self) -> None:
-        """Close what the toolbox holds open (its MCP sessions; a Runtime's ``aclose`` calls
-        this). Its tools stay usable: a session opens again on the next call."""
+        """Close what the toolbox holds open (its MCP sessions, its agents' connections to
+        their model endpoints; a Runtime's ``aclose`` calls this). Its tools stay usable: a
+        session or a connection opens again on the next call."""
         for resource in self._owned:
             await resource.aclose()
+        for tool in list(self._tools.values()):
+            await tool.aclose()
 
     def add_chain(self, chain: Chain) -> Chain:
         """Make ``chain`` callable as a sub-chain step (``tool: chain:NAME``)."""

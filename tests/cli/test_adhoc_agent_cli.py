@@ -7,15 +7,19 @@ real ``openai`` client over HTTP to a scripted server (FakeOpenAI)."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_script import Call, Reply, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 
-from .helpers import chainlab, write
+from .helpers import chainlab, env, write
 
 SHOP = '''
 from chainlab import Agent, Toolbox
@@ -263,3 +267,60 @@ def test_a_key_in_a_base_url_is_refused_at_every_door_and_shown_nowhere(shop: Pa
     assert "Order 7 is damaged." in exported
     for text in (*(r.out + r.err for r in shown), exported, _stored_text(db)):
         assert SECRET not in text
+
+
+def test_chainlab_agent_prints_the_answer_as_it_comes(shop: Path) -> None:
+    """The ad-hoc agent streams: its text is on stderr piece by piece while the model still
+    writes (read from the live process before the server sent the last piece), and the
+    final answer is printed whole when the run ends."""
+    text = "Order 7 looks damaged; I would refund 15."  # 6 pieces of 7 characters
+    with FakeOpenAI([Reply(text, gap_s=0.4)]) as server:
+        proc, seen = _agent_until_first_piece(shop, server, text)
+        sent_then = len(server.pieces)
+        out, err = proc.communicate(timeout=60)
+    assert sent_then < 6  # the first piece was printed before the model finished
+    assert proc.returncode == 0, err
+    assert f"… assistant turn 1: {text}\n" in (seen + err).decode()
+    assert text in out.decode()
+
+
+def _agent_until_first_piece(shop: Path, server: FakeOpenAI, text: str
+                             ) -> tuple[subprocess.Popen[bytes], bytes]:
+    """``chainlab agent`` in a subprocess, once its stderr shows the answer's first piece."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chainlab.cli", "agent", "what about order 7?", "--tools",
+         "shop_tools:toolbox", "--model", "fake-model", "--base-url", server.base_url,
+         "--db", str(shop / "runs.db")], cwd=shop, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=env(PYTHONPATH=str(shop), OPENAI_API_KEY="test"))
+    assert proc.stderr is not None and proc.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"assistant turn 1: " + text[:7].encode() not in seen:
+        assert time.monotonic() < deadline, seen
+        seen += proc.stderr.read1(100)  # type: ignore[attr-defined]
+    return proc, seen
+
+
+def test_a_driver_killed_mid_stream_loses_only_the_pieces(shop: Path) -> None:
+    """SIGKILL while the answer streams: the log holds no piece and no answer for the turn;
+    the resumed run asks the turn again and records the whole new answer."""
+    first = "I was about to say something long when I was cut off."
+    second = "Order 7: refund 15."
+    db = str(shop / "runs.db")
+    with FakeOpenAI([Reply(first, gap_s=0.5), Reply(second, gap_s=0.01)]) as server:
+        proc, _ = _agent_until_first_piece(shop, server, first)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        with sqlite3.connect(db) as con:
+            run_id, = con.execute("SELECT run_id FROM runs").fetchone()
+            kinds = [k for (k,) in con.execute(
+                "SELECT kind FROM events WHERE run_id = ? ORDER BY seq", (run_id,))]
+        assert kinds[-1] == "step_started" and "model_delta" not in kinds
+        r = chainlab("resume", run_id, "--db", db, "--force", cwd=shop,
+                     PYTHONPATH=str(shop), OPENAI_API_KEY="test")
+        assert r.code == 0, r.err
+        assert len(server.completions) == 2  # the turn in flight was asked again
+    r = chainlab("show", run_id, "--db", db, "--json", cwd=shop, PYTHONPATH=str(shop))
+    assert r.json["outputs"]["assistant"] == second
+    with sqlite3.connect(db) as con:
+        assert not con.execute("SELECT 1 FROM events WHERE kind = 'model_delta'").fetchall()

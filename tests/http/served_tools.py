@@ -87,3 +87,5 @@ if os.environ.get("SERVED_MODEL_URL"):  # (tests/http/test_agent_http.py: a scri
     toolbox.add_agent(Agent("support", "You pay people what they are owed.",
                             tools=["add", "pay"], model="fake-model",
                             base_url=os.environ["SERVED_MODEL_URL"], api_key="test"))
+    toolbox.add_agent(Agent("writer", "You write.", tools=[], model="fake-model", stream=True,
+                            base_url=os.environ["SERVED_MODEL_URL"], api_key="test"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chainlab.http import Client
-from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_script import Call, Reply, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 from tests.http.server import Server, effects, wait_for
 
@@ -68,3 +68,27 @@ def _run(api: Client, cwd: Path, model: FakeOpenAI) -> None:
     assert len(model.completions) == 2  # once per turn
     paid = [e for e in effects(cwd) if e["run_id"] == run_id and e["kind"] == "pay"]
     assert [(e["step_id"], e["to"], e["amount"]) for e in paid] == [("help/1.2", "ann", 5)]
+
+
+def test_a_streamed_answer_reaches_the_sse_stream_as_delta_events(served: Server,
+                                                                   model: FakeOpenAI) -> None:
+    """``event: delta`` on the run's stream, piece by piece, before the turn's event; never
+    stored, so a stream opened after the run ended replays none."""
+    text = "Dear Ann, here is what you are owed: five, as 2 + 3 makes."
+    model.add(Reply(text, delay_s=1.0, gap_s=0.02))  # (the stream opens before the model
+    chain = {"name": "write", "steps": [  # answers)
+        {"id": "w", "tool": "agent:writer", "args": {"request": "write to ann"}}]}
+    with served.client() as api:
+        run_id = api.start(chain, {})["run_id"]
+        events = list(api.stream(run_id))
+        pieces = [e for e in events if e.event == "delta"]
+        assert "".join(p.data["text"] for p in pieces) == text
+        assert len(pieces) == -(-len(text) // 7)
+        assert {(p.data["kind"], p.data["run_id"], p.data["step_id"], p.data["turn"])
+                for p in pieces} == {("model_delta", run_id, "w", 1)}
+        done = next(i for i, e in enumerate(events) if e.event == "step_succeeded")
+        assert events.index(pieces[-1]) < done
+        assert events[done].data["payload"]["output"] == text
+        again = list(api.stream(run_id))  # after the end: the stored log, no delta
+        assert [e.event for e in again if e.event == "delta"] == []
+        assert [e.seq for e in again if e.seq] == [e.seq for e in events if e.seq]

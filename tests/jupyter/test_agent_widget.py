@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from chainlab.jupyter import RunWidget
-from chainlab.testing.openai_script import Call, tool_calls
+from chainlab.testing.openai_script import Call, Reply, tool_calls
 from chainlab.testing.openai_server import FakeOpenAI
 from tests.agent.conftest import Shop, agent_chain, run_agent, start
 from tests.agent.test_agent_steps import until
@@ -67,6 +67,33 @@ async def test_the_inspector_shows_an_agent_steps_transcript() -> None:
         assert shown[3].startswith('refund({"order": 7, "amount": 15}) | help/1.3 | succeeded'
                                    ' | {"order":7,"refunded":15}')
         assert shown[4].startswith("2 | Refunded 15 on order 7. |  |  | final answer |  | ")
+        w.close()
+        await runtime.aclose()
+
+
+async def test_the_inspector_shows_a_streamed_turn_as_it_comes() -> None:
+    """An agent with ``stream=True``: while its model writes, the transcript's last row is
+    the turn being written with its text so far ("writing…"); once the turn is recorded,
+    the row is the recorded turn (the pieces were never stored)."""
+    shop = Shop()
+    text = "Order 7 arrived damaged; I can refund 15 of its 40."  # 8 pieces
+    with FakeOpenAI([Reply(text, gap_s=0.2)]) as server:
+        shop.agent(server, ["lookup"], stream=True)
+        runtime, run = await start(shop, agent_chain(), paused=True)
+        w = RunWidget(run)
+        await run.unpause()
+        await until(lambda: (w.pieces.of("help") or (0, ""))[1].startswith(text[:14]))
+        w.tabs.inspect("help")
+        shown = rows(w.inspector.details.value)
+        assert len(server.pieces) < 8  # the model is still writing
+        assert shown[-1].startswith("1 | " + text[:14]) and shown[-1].endswith("writing… |  | ")
+        assert (await run.wait()).ok
+        w.refresh()
+        w.tabs.inspect("help")
+        shown = rows(w.inspector.details.value)
+        assert w.pieces.of("help") is None
+        assert shown[-1].startswith(f"1 | {text} |  |  | final answer")
+        assert not any("writing…" in row for row in shown)
         w.close()
         await runtime.aclose()
 

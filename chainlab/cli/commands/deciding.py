@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from chainlab.cli.common import CliError, ExitCode
+from chainlab.cli.common import CliError, ExitCode, trace_to
 from chainlab.cli.driving import (
     Output,
     db_flag,
@@ -47,6 +47,8 @@ def decide_run(io: Output, *, run_id: str, step_id: str, action: str, options: d
     outcome: list[str] = []
     approved: list[str] = []  # approve --all: the steps approved, each with its own args
     queue = store.get_run(run_id).queue  # a queue's run: the decision goes to the fleet
+
+    trace_to(None)  # (the OTEL_EXPORTER_OTLP_* variables)
 
     async def main() -> tuple[Chain, RunState] | None:
         async with Runtime(toolbox, store, executor=executor) as runtime:

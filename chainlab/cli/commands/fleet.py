@@ -17,10 +17,10 @@ import anyio
 import typer
 from rich.table import Table
 
-from chainlab.cli.common import CliError, reporting_errors
+from chainlab.cli.common import CliError, reporting_errors, trace_to
 from chainlab.cli.driving import Output
 from chainlab.cli.loading import DEFAULT_DB, load_chain, load_tools, open_store
-from chainlab.cli.options import DbOpt, JsonOpt, McpOpt, ToolsOpt
+from chainlab.cli.options import DbOpt, JsonOpt, McpOpt, OtlpOpt, ToolsOpt
 from chainlab.cli.views import queues_line
 from chainlab.plan.schema import Chain, RunOptions
 from chainlab.render.json import record_dict
@@ -140,11 +140,13 @@ def register(app: typer.Typer) -> None:
                  "heartbeats tell).")] = True,
         quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                             help="No line per run.")] = False,
+        otlp: OtlpOpt = None,
     ) -> None:
         """Claim queued runs (and runs whose driver died, and suspended runs a person
         decided) from the store and drive them, until SIGTERM or Ctrl-C drains it."""
         err = Output.make().err
         with reporting_errors(err):
+            trace_to(otlp)
             toolbox = load_tools(tools, mcp, "worker")
             subchains = {c.name: c for c in (load_chain(p) for p in chains or [])}
             store = _fleet_store(db, must_exist=False)

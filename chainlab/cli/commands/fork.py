@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from chainlab.cli.common import CliError, reporting_errors
+from chainlab.cli.common import CliError, reporting_errors, trace_to
 from chainlab.cli.driving import Output, interrupted, report
 from chainlab.cli.executors import executor_for
 from chainlab.cli.loading import (
@@ -78,6 +78,8 @@ def fork(
                 io.out.print(str(found), markup=False, soft_wrap=True)
             store.close()
             raise typer.Exit(0)
+
+        trace_to(None)  # (the OTEL_EXPORTER_OTLP_* variables)
 
         async def main() -> tuple[str, Any, Any]:
             async with Runtime(toolbox, store, executor=executor) as runtime:

@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from chainlab.cli.common import reporting_errors
+from chainlab.cli.common import reporting_errors, trace_to
 from chainlab.cli.driving import Output
 from chainlab.cli.loading import DEFAULT_DB, load_toolbox
-from chainlab.cli.options import DbOpt, ToolsOpt
+from chainlab.cli.options import DbOpt, OtlpOpt, ToolsOpt
 from chainlab.errors import MissingExtraError, UsageError
 
 __all__ = ["register"]
@@ -65,11 +65,13 @@ def register(app: typer.Typer) -> None:
                  "long (it reconnects with Last-Event-ID and loses nothing).")] = 60.0,
         access_log: Annotated[bool, typer.Option(
             "--access-log/--no-access-log", help="Log one line per request.")] = True,
+        otlp: OtlpOpt = None,
     ) -> None:
         """Serve the HTTP API: start runs, stream their events (SSE), read them, approve /
         reject / resolve and continue the SAME run, resume, cancel, rollback, fork, and the
         inbox of what waits for a person. Binds 127.0.0.1 and requires a bearer token."""
         with reporting_errors(Output.make().err):
+            trace_to(otlp)
             if not tools:
                 raise UsageError("`chainlab serve` needs --tools MODULE:TOOLBOX (the tools "
                                  "the server may run)",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from chainlab.events import Event
     from chainlab.events.fold import RunState, StepState
     from chainlab.events.status import RunStatus
+    from chainlab.events.writing import Writing
     from chainlab.jupyter.session import NotebookSession
     from chainlab.plan.schema import Chain
     from chainlab.runtime.run import RunOwner
@@ -112,7 +113,8 @@ class RunHost(CardHost, Protocol):
     - ``attach``: the faults section (a second driver took the run over);
     - ``widget_for``: the fork panel (the forked run's own widget);
     - ``on_loop``: every panel's buttons, slider and pickers (their callbacks);
-    - ``selected_step``: the scrubber (to the selected step's previous / next event).
+    - ``selected_step``: the scrubber (to the selected step's previous / next event);
+    - ``pieces``: the inspector (an agent step's turn being written, as it streams).
     """
 
     @property
@@ -144,6 +146,10 @@ class RunHost(CardHost, Protocol):
     def selected_step(self) -> str | None:
         """The step shown in the Inspector (None: none yet)."""
         ...
+
+    #: the turns the run's agent steps are streaming now (``model_delta`` pieces, never
+    #: stored), by step
+    pieces: Writing
 
     def on_loop(self, fn: Callable[..., Any]) -> Callable[..., None]:
         """``fn`` as a front-end callback (a click, a slider move) that runs on the run's

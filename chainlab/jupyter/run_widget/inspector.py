@@ -150,7 +150,8 @@ class StepInspector(W.VBox):
                     "<th>error</th><th>usage</th></tr>")
             parts.append(f'<div class="cl-label">attempts</div><table class="cl-table">{head}'
                          f"{lines}</table>")
-        parts.append(transcript_html(run.state, step_id))  # an agent step's turns and calls
+        parts.append(transcript_html(run.state, step_id,  # an agent step's turns and calls
+                                     self.widget.pieces.of(step_id)))
         return "".join(parts)
 
 

@@ -1,6 +1,7 @@
 """An agent step's transcript in the run widget's inspector (DESIGN §18): a table with a row
 per call the model made (its turn, what the model said, the call as the model wrote it, the
-step it became and its status, what the model was told) and a row for the final answer.
+step it became and its status, what the model was told) and a row for the final answer;
+while the model streams a turn (an agent with ``stream=True``), a row with its text so far.
 
 The turns are read by the agent's read side (:mod:`chainlab.agent.turns`) from the state the
 inspector draws (the live run, or the run at the scrubbed event), so the inspector asks no
@@ -26,9 +27,12 @@ _HEAD = ("turn", "model said", "call", "step", "status", "told to the model", "u
 _CLIP = 240  # characters of a text shown in a cell (the whole text in its tooltip)
 
 
-def transcript_html(state: RunState, step_id: str) -> str:
+def transcript_html(state: RunState, step_id: str,
+                    writing: tuple[int, str] | None = None) -> str:
     """The transcript of agent step ``step_id`` as an HTML table under a label, or ``""``
-    for a step that is not an agent step (or has asked its model nothing yet)."""
+    for a step that is not an agent step (or has asked its model nothing yet).
+    ``writing``: ``(turn, text so far)`` of the turn the model is streaming, shown last
+    (its end, when longer than a cell) until the turn is recorded."""
     if not any(rec.step_id == step_id and names_an_agent(rec.tool) for rec in state.attempts):
         return ""  # never ran an agent: no transcript (and nothing of the agent package read)
     from chainlab.agent.turns import agent_step_ids, transcript
@@ -36,7 +40,8 @@ def transcript_html(state: RunState, step_id: str) -> str:
     if step_id not in agent_step_ids(state):
         return ""
     rows = []
-    for turn in transcript(state, step_id):
+    turns = transcript(state, step_id)
+    for turn in turns:
         calls: list[dict[str, Any] | None] = list(turn["calls"]) or [None]
         span = len(calls)
         for n, call in enumerate(calls):
@@ -50,6 +55,10 @@ def transcript_html(state: RunState, step_id: str) -> str:
             if n == 0:
                 cells.append(_cell(usage_text(turn["usage"], turn.get("usage_unknown")), span))
             rows.append(f"<tr>{''.join(cells)}</tr>")
+    if writing is not None and writing[0] > len(turns):
+        said = writing[1] if len(writing[1]) <= _CLIP else "…" + writing[1][-(_CLIP - 1):]
+        rows.append(f"<tr>{_cell(str(writing[0]))}{_cell(said)}{_cell('')}{_cell('')}"
+                    f"{_cell('writing…')}{_cell('')}{_cell('')}</tr>")
     head = "".join(f"<th>{h}</th>" for h in _HEAD)
     return (f'<div class="cl-label">transcript</div><table class="cl-table cl-transcript">'
             f"<tr>{head}</tr>{''.join(rows)}</table>")

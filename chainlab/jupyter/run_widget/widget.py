@@ -5,16 +5,15 @@ approvals inbox, a step inspector, the event log tail and the timeline. Buttons 
 run's public coroutines (the same controller a script uses) through
 :func:`chainlab.jupyter._loop.eager`; every error is shown in the widget.
 
-It subscribes to the run's events and redraws at most about ten times a second, also after
-its cell returned and while a cell awaits ``run.wait()``.
+It subscribes to the run's events (and a streamed answer's pieces) and redraws at most about
+ten times a second, also after its cell returned and while a cell awaits ``run.wait()``.
 
 The widget is the host of its panels (:mod:`.host`): each panel gets the widget as a
-:class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view``
-to draw (the run, or the scrubber's past state, :mod:`.scrubber`). The toolbar's rules and
-the header lines are pure functions in :mod:`.controls`; the toolbar is :mod:`.toolbar`,
-the tabs :mod:`.tabs`, the failure line :mod:`.failure`. A run started from a cell never
-waits for its widget: the widget is built and shown before the run exists
-(:mod:`.starting`).
+:class:`~.host.RunHost` and reads the run through it, ``host.run`` to act on, ``host.view`` to
+draw (the run, or the scrubber's past state, :mod:`.scrubber`). The toolbar's rules and the
+header lines are pure functions in :mod:`.controls`; the toolbar is :mod:`.toolbar`, the tabs
+:mod:`.tabs`, the failure line :mod:`.failure`. A run started from a cell never waits for its
+widget: it is built and shown before the run exists (:mod:`.starting`).
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import ipywidgets as W
 
 from chainlab.events import Event
 from chainlab.events.status import RUN_TERMINAL, RunStatus
+from chainlab.events.writing import Writing
 from chainlab.jupyter._assets import style_tag
 from chainlab.jupyter._loop import call_on, eager, home_loop, run_on
 from chainlab.jupyter.run_widget.confirm import RollbackConfirm
@@ -63,12 +63,10 @@ REDRAW_RATE = 10.0  # redraws per second, at most
 
 
 class RunWidget(W.VBox):
-    """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one);
-    the :class:`~.host.RunHost` of its panels.
-
-    Once shown, it is changed only on the loop ``run`` is driven on (in a kernel, the
-    session's :class:`~chainlab.jupyter.runloop.RunLoop`): the run's events redraw it there,
-    and a click or a slider move that arrives on another thread is handed over to it."""
+    """The live widget of ``run`` (``display(RunWidget(run))``; ``%chain run`` shows one), the
+    :class:`~.host.RunHost` of its panels. Once shown, it is changed only on the loop ``run``
+    is driven on (in a kernel, the session's :class:`~chainlab.jupyter.runloop.RunLoop`): the
+    run's events redraw it there; a click or a slider move from another thread is handed over."""
 
     def __init__(self, run: Run, *, session: NotebookSession | None = None,
                  log_lines: int = 14):
@@ -83,6 +81,7 @@ class RunWidget(W.VBox):
         self._now = False  # the next redraw ignores the rate (the run settled)
         self._holding = False  # a fresh run's first redraw waits for its first step
         self._throttle: Throttle[None] = Throttle(self._redraw_now, rate=REDRAW_RATE)
+        self.pieces = Writing()  # the turns streaming now (the Inspector shows them)
         self.header = W.HTML()
         self.header.value = header_html(run, run.status, last_seq=run.last_seq)
         self.stale_note = stale_note(run.run_id)  # shown once the kernel session ended
@@ -124,7 +123,7 @@ class RunWidget(W.VBox):
         self._loop = loop_of(run) or self._loop
         self.event_log.reset(())
         if run.active or isinstance(run, WatchedRun):  # driven here, or followed (§13)
-            self._unsubscribe = run.subscribe(self._on_event)
+            self._unsubscribe = run.subscribe(self._on_event, deltas=True)
         if fresh and not run.paused:  # (started paused, no step starts by itself: draw)
             self._holding = True
             asyncio.get_running_loop().call_later(FIRST_DRAW_AT_THE_LATEST_S, self._release)
@@ -138,8 +137,7 @@ class RunWidget(W.VBox):
             self.schedule_refresh()
 
     def _read_stored_events(self, run: RunView) -> None:
-        # events emitted before we subscribed come from the store: a live run's log is
-        # flushed first (run.history), its first events may still sit in the group commit
+        # events from before the subscription: the store's (a live run's flushed first)
         try:
             self.event_log.fill(run.history() if isinstance(run, Run) else run.event_list())
         except Exception as exc:
@@ -158,6 +156,8 @@ class RunWidget(W.VBox):
     def _on_event(self, ev: Event) -> None:
         # called synchronously by the scheduler for every event, in the middle of its
         # bookkeeping: record the event and redraw later, from a consistent state
+        if self.pieces.heard(ev):  # a piece of a streamed answer: drawn, never logged
+            return self.schedule_refresh()
         self.event_log.add(ev)
         if self._holding:
             if ev.kind not in FIRST_DRAW_AFTER:

@@ -226,9 +226,12 @@ class WatchedRun(Run):
                 self._changed = anyio.Event()
             await self._changed.wait()
 
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[Any], None], *,
+                  deltas: bool = False) -> Callable[[], None]:
         """Call ``callback(event)`` for every event read from now on; returns an
-        unsubscribe function."""
+        unsubscribe function. ``deltas`` is taken and gives nothing more: a streamed model
+        answer's pieces stay in the process that drives the run (each turn's text comes
+        here with its event, when the turn is recorded)."""
         self._subscribers.append(callback)
 
         def unsubscribe() -> None:

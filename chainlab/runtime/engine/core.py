@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -101,6 +102,8 @@ class RunCore:
         self.stop_reason: str = ""
         self.retry_failed = True  # a rollback retries compensations that failed before
         self.subscribers: list[Callable[[Event], None]] = []
+        # subscribers that also take the model's pieces as they arrive (never stored)
+        self.delta_subscribers: list[Callable[[Any], None]] = []
         self.on_end: Callable[[], None] | None = None  # called once, when the run first ends
         self._changed = anyio.Event()
         self.settled_status: RunStatus | None = None
@@ -109,6 +112,9 @@ class RunCore:
         self.deferred_timers: list[tuple[Node, float]] = []
         # what each step is expected to spend (cost, tokens, seconds), for options.budget
         self.budget_estimates: dict[str, dict[str, float]] = {}
+        # what a kind keeps between the attempts of a step in this drive, by step id (the
+        # agent kind: the request frame it last recorded, its request hash's state)
+        self.memo: dict[str, Any] = {}
         # the drive (chainlab.runtime.engine.driver): its workers, whether it runs, the
         # first error that stopped it, and the settling a wait() waits for
         self.workers = 0
@@ -156,6 +162,19 @@ class RunCore:
             except Exception:  # a broken subscriber must not break the run
                 log.exception("event subscriber %r failed on %s; removing it", cb, ev)
                 self.subscribers.remove(cb)
+
+    def tell(self, piece: Any) -> None:
+        """Hand a piece of a model's answer (a ``model_delta`` notification, never stored)
+        to the run's ``deltas=True`` subscribers, named with this run's id."""
+        if not self.delta_subscribers:
+            return
+        piece = replace(piece, run_id=self.run_id)
+        for cb in list(self.delta_subscribers):
+            try:
+                cb(piece)
+            except Exception:  # a broken subscriber must not break the turn
+                log.exception("delta subscriber %r failed; removing it", cb)
+                self.delta_subscribers.remove(cb)
 
     def poke(self) -> None:
         """Tell the drive loop to look again."""

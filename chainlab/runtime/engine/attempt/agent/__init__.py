@@ -2,8 +2,11 @@
 
 Each model turn is an attempt of the agent step, through the same gate as any call (its
 confirmation, the run's budget), then the agent's own limit (``max_turns``, raised in its
-args by a person). The turn's request (rebuilt from the log: :mod:`chainlab.agent.turns`) is
-recorded with its hash in ``step_started``; the model is asked (holding a slot, like a
+args by a person). The turn's request is rebuilt from the log (:mod:`chainlab.agent.turns`)
+and recorded in ``step_started`` by its hash, with its frame (instructions, tools, schema)
+only when that changed since the step's last turn: a turn stores what it adds, never the
+conversation again (:func:`~chainlab.agent.turns.turn_requests` rebuilds it); the model is
+asked (holding a slot, like a
 call); then
 
 * a final answer ends the step: ``step_succeeded`` with the answer as output (the JSON it
@@ -31,15 +34,22 @@ for them, then goes on from the log.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from chainlab.agent.conversation import Refused, check_calls, messages
 from chainlab.agent.definition import AgentTool
-from chainlab.agent.model import ModelRequest, ModelTurn
-from chainlab.agent.turns import CallMade, CallRefused, TurnRecorded, turn_records, turns_of
+from chainlab.agent.model import ModelRequest, ModelTurn, RequestHasher
+from chainlab.agent.turns import (
+    CallMade,
+    CallRefused,
+    TurnRecorded,
+    request_frame,
+    turn_records,
+    turns_of,
+)
 from chainlab.events import ErrorKind, EventKind, StepStatus
 from chainlab.runtime.engine.attempt.agent.calls import (
     call_step_id,
@@ -104,13 +114,15 @@ class AgentStep(Parent):
             messages(agent.instructions, str(args.get("request", "")),
                      turn_records(k.state, turns)),
             [offer.spec() for offer in offers.values()], agent.output_json_schema,
-            agent.temperature, node.id, turn, agent.max_tokens)
-        body = request.body()
-        replayed = recorded_turn(k, request.hash)  # an experiment's identical request
-        k.emit(K.STEP_STARTED, node.id, attempt, {
-            "args": args, "tool": node.step.tool, "turn": turn, "request_hash": request.hash,
-            "request": body, "code": node.tool.fingerprint if node.tool else None,
-            **({"answered_from": replayed["source_run"]} if replayed is not None else {})})
+            agent.temperature, node.id, turn, agent.max_tokens, k.tell)
+        started = _asked(k, node.id, agent, request, {
+            "args": args, "tool": node.step.tool, "turn": turn,
+            "code": node.tool.fingerprint if node.tool else None,
+            "model": agent.endpoint.model})  # (model: what a trace's chat span names)
+        replayed = recorded_turn(k, started["request_hash"])  # an experiment's same request
+        if replayed is not None:
+            started["answered_from"] = replayed["source_run"]
+        k.emit(K.STEP_STARTED, node.id, attempt, started)
         tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
@@ -235,6 +247,30 @@ def _agent(node: Node) -> Agent:
     tool = node.tool
     assert isinstance(tool, AgentTool), f"step {node.id!r} of kind agent has no agent"
     return tool.agent
+
+
+@dataclass(slots=True)
+class _Asked:
+    """What an agent step keeps between its turns in one drive: the request frame it last
+    recorded and its request hash's state (a turn hashes only what it adds)."""
+
+    frame: dict[str, Any] | None = None
+    hasher: RequestHasher = field(default_factory=RequestHasher)
+
+
+def _asked(k: RunCore, step_id: str, agent: Agent, request: ModelRequest,
+           started: dict[str, Any]) -> dict[str, Any]:
+    """The turn's ``step_started`` payload: its request's hash, and its frame when it is not
+    the one this step last recorded in this drive (the first turn a driver asks records it;
+    :func:`~chainlab.agent.turns.turn_requests` rebuilds the request from them)."""
+    asked = k.memo.get(step_id)
+    if asked is None:
+        asked = k.memo[step_id] = _Asked()
+    started["request_hash"] = asked.hasher.hash(request.body())
+    frame = request_frame(agent.instructions, request)
+    if frame != asked.frame:
+        started["frame"] = asked.frame = frame
+    return started
 
 
 def _usage(k: RunCore, node: Node, attempt: int, answer: ModelTurn) -> dict[str, Any]:
