@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from chainlab._error_root import ChainlabError
 
-__all__ = ["RunExistsError", "RunNotFoundError", "StaleEpochError", "StoreError",
-           "StoreFileError", "StoreServerError"]
+__all__ = ["ExperimentNotFoundError", "RunExistsError", "RunNotFoundError", "StaleEpochError",
+           "StoreError", "StoreFileError", "StoreServerError"]
 
 
 class StoreError(ChainlabError):
@@ -30,6 +30,21 @@ class RunNotFoundError(StoreError, KeyError):
 
         self.run_id = run_id
         super().__init__(f"no run {run_id!r} in the store{did_you_mean(run_id, known)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ExperimentNotFoundError(StoreError, KeyError):
+    """No experiment with that id in the store."""
+
+    def __init__(self, experiment_id: str, known: Iterable[str] = ()):
+        from chainlab._text import did_you_mean
+
+        self.experiment_id = experiment_id
+        super().__init__(f"no experiment {experiment_id!r} in the store"
+                         f"{did_you_mean(experiment_id, known)}; `chainlab experiment --list` "
+                         "lists them")
 
     def __str__(self) -> str:
         return str(self.args[0])

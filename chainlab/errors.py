@@ -26,11 +26,14 @@
     │                             chainlab.events.status)
     ├── StoreError                the store cannot do what was asked
     │   ├── RunNotFoundError      no run with that id in the store
+    │   ├── ExperimentNotFoundError  no experiment with that id in the store
     │   ├── RunExistsError        a new run's id (or idempotency key) is taken already
     │   ├── StaleEpochError       a newer writer owns the run; this writer must stop
     │   ├── StoreFileError        the database file is gone, replaced, read-only or corrupt
     │   └── StoreServerError      the database server cannot be used (``.fault``, ``.fix``)
     ├── IdempotencyKeyError       an idempotency key names a run another request made
+    ├── ExperimentError           an experiment cannot start: its runs, change or scorers
+    │                             are wrong (``.problems``); nothing was started
     ├── NotJSONError              a value the value gate refuses (``.path``, ``.reason``;
     │                             also a TypeError; chainlab.tools, chainlab._json)
     ├── PlannerError              the planner could not produce a chain
@@ -72,6 +75,7 @@ from typing import Any
 from chainlab._error_root import ChainlabError
 from chainlab._problems import Problem, by_line, listing
 from chainlab._store_errors import (
+    ExperimentNotFoundError,
     RunExistsError,
     RunNotFoundError,
     StaleEpochError,
@@ -89,6 +93,8 @@ __all__ = [
     "DecisionError",
     "DecisionTimeoutError",
     "DriverAliveError",
+    "ExperimentError",
+    "ExperimentNotFoundError",
     "GuardrailError",
     "IdempotencyKeyError",
     "InputError",
@@ -120,8 +126,8 @@ __all__ = [
 
 # the classes that live below name this module, their public home, as theirs (tracebacks,
 # pickles and the API pages show ``chainlab.errors.StoreFileError`` as before)
-for _cls in (ChainlabError, RunExistsError, RunNotFoundError, StaleEpochError, StoreError,
-             StoreFileError, StoreServerError):
+for _cls in (ChainlabError, ExperimentNotFoundError, RunExistsError, RunNotFoundError,
+             StaleEpochError, StoreError, StoreFileError, StoreServerError):
     _cls.__module__ = __name__
 del _cls
 
@@ -378,6 +384,18 @@ class IdempotencyKeyError(ChainlabError, ValueError):
             f"idempotency key {key!r} was used for another request (it made run "
             f"{run_id!r}: another chain, context, options, run id or queue); a key names "
             "one request: use a new key for a new request")
+
+
+class ExperimentError(ChainlabError, ValueError):
+    """An experiment cannot start: a run that does not exist or is still running, runs of
+    different chains without ``chain=``, an agent the chains do not use, a scorer that is not
+    callable. ``.problems`` lists every one found (each names the fix); nothing was started.
+    A change that does not validate raises the plan's PlanError instead."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("the experiment cannot start (nothing was started):\n"
+                         + "\n".join(f"- {p}" for p in self.problems))
 
 
 class ReplayError(ChainlabError):

@@ -283,6 +283,8 @@ HOOKS = frozenset({
     ("chainlab.runtime.run", "chainlab.render"),  # Run._repr_mimebundle_ draws the run
     ("chainlab.runtime.run", "chainlab.timeline"),  # Run.attempts()/event_log()/plot_...
     ("chainlab.runtime.runtime", "chainlab.timeline"),  # Runtime.runs_frame()/estimates()
+    # Experiment.table()/plot(): an experiment's rows as a frame and a picture
+    ("chainlab.runtime.history.experiment", "chainlab.timeline"),
 })
 #: CONVENIENCES: an upward import inside a one-line method that hands over to a part above
 #: (an optional integration loaded on demand). The layer test exempts them; the import-cycle
@@ -300,14 +302,16 @@ VIEWS = ("chainlab.render", "chainlab.timeline")
 #: inside chainlab.runtime, bottom to top (DESIGN §1): the engine drives one run in one
 #: process; history reads recorded runs; Run is the handle, with what a run is compiled
 #: against (preparing: its toolbox_of, asked by the handle too); coordination spans
-#: processes; the Runtime's parts (host, starts, takeovers), the Runtime facade over them, and
-#: the faults demo (which starts a second Runtime) sit on top. A dotted key places one module
-#: of a package apart from the rest of it: the fleet's factory (``coordination.fleet``)
+#: processes; the Runtime's parts (host, starts, takeovers, experiments), the Runtime facade
+#: over them, and the faults demo (which starts a second Runtime) sit on top. A dotted key
+#: places one module of a package apart from the rest of it: the fleet's factory
+#: (``coordination.fleet``)
 #: builds a worker's Runtime, so it sits above the Runtime, beside the worker it builds
 #: (``coordination.workers``) in the tree
 RUNTIME_SUBLAYERS: dict[str, float] = {
     "engine": 0, "history": 1, "run": 2, "coordination": 3, "preparing": 2, "host": 4,
-    "starts": 4, "takeovers": 4, "runtime": 4, "faults": 4, "coordination.fleet": 5,
+    "starts": 4, "takeovers": 4, "experiments": 4, "runtime": 4, "faults": 4,
+    "coordination.fleet": 5,
 }
 
 

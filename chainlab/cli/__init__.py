@@ -26,6 +26,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from chainlab.cli.commands import experiment as commands_experiment
 from chainlab.cli.commands import export as commands_export
 from chainlab.cli.commands import fleet as commands_fleet
 from chainlab.cli.commands import fork as commands_fork
@@ -349,6 +350,7 @@ def demo(
 
 commands_runs.register(app)
 commands_fork.register(app)
+commands_experiment.register(app)
 commands_export.register(app)
 commands_watch.register(app)
 commands_serve.register(app)

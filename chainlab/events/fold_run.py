@@ -63,6 +63,7 @@ def _on_rollback_started(state: FoldState, ev: Event) -> None:
 def _on_forked(state: FoldState, ev: Event) -> None:
     payload = dict(ev.payload)
     state.confirm_first = dict(payload.pop("confirm_first", None) or {})
+    state.experiment = payload.pop("experiment", None)
     state.forked_from = payload
 
 

@@ -130,6 +130,10 @@ class FoldState:
         # run_forked: steps that wait for a person even if their tool does not ask (a fork's
         # side-effecting steps whose inputs changed), with what the approver should see
         self.confirm_first: dict[str, dict[str, Any]] = {}
+        # run_forked: an experiment's replay (DESIGN §22): its id, the recorded run, the tools
+        # listed live, and the recording's side effects and model turns that answer its calls
+        # (read by chainlab.runtime.engine.experiment, the one place that decides them)
+        self.experiment: dict[str, Any] | None = None
         self.faults: list[dict[str, Any]] = []  # fault_injected: seq, ts, epoch, step, payload
         self.fenced: list[dict[str, Any]] = []  # write_refused: the stale writers refused
         # the run's usage: its attempts' and its planner's (chainlab.events.usage)

@@ -174,6 +174,9 @@ def _on_skipped(state: FoldState, ev: Event) -> None:
     st = state.step(ev.step_id or "")
     state.set_status(st, S.SKIPPED)
     st.reason = ev.payload.get("reason")
+    call = ev.payload.get("call")
+    if call is not None:  # an experiment's call not made (needs_live_effect): what it was
+        st.preview, st.args = call, call.get("args")
 
 
 def _on_in_doubt(state: FoldState, ev: Event) -> None:

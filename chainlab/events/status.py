@@ -70,6 +70,9 @@ class SkipReason(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"  # a dependency failed (or was cancelled)
     REJECTED = "rejected"  # a dependency was rejected by a person
     CANCELLED = "cancelled"  # the run stopped before the step could run
+    # an experiment's replay met a side effect its recording does not have (DESIGN §22):
+    # the call was NOT made and the replay stops there
+    NEEDS_LIVE_EFFECT = "needs_live_effect"
 
 
 class StopReason(StrEnum):
@@ -161,9 +164,10 @@ _STEP: dict[StepStatus, frozenset[StepStatus]] = {
 }
 
 #: the only states a fork may copy a recorded output into (``step_reused``): a step the fork
-#: has not touched yet. Kept out of the table above so no live run can ever go pending ->
-#: succeeded without an attempt.
-REUSABLE_FROM = frozenset({S.PENDING})
+#: has not touched yet, or (an experiment's replay, DESIGN §22) a ready step whose args are
+#: now known and whose side effect the recording answers. Kept out of the table above so no
+#: live run can ever go pending -> succeeded without an attempt.
+REUSABLE_FROM = frozenset({S.PENDING, S.READY})
 
 R = RunStatus
 RUN_TERMINAL = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED, R.ROLLED_BACK, R.ROLLBACK_FAILED})

@@ -47,6 +47,8 @@ from chainlab.errors import (
     DecisionError,
     DecisionTimeoutError,
     DriverAliveError,
+    ExperimentError,
+    ExperimentNotFoundError,
     IdempotencyKeyError,
     MissingExtraError,
     PlanError,
@@ -146,6 +148,12 @@ def api_error(exc: BaseException) -> ApiError | None:
         return ApiError(400, "bad_request", str(exc), fix="send JSON data within the limits")
     if isinstance(exc, RunNotFoundError):
         return ApiError(404, "not_found", str(exc), fix="list the runs with GET /runs")
+    if isinstance(exc, ExperimentNotFoundError):
+        return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, ExperimentError):
+        return ApiError(422, "invalid_experiment", str(exc),
+                        fix="fix every problem listed; nothing was started",
+                        extra={"problems": exc.problems})
     if isinstance(exc, UnknownStepError | UnknownChainStepError):
         return ApiError(404, "not_found", str(exc),
                         fix="GET /runs/{run_id} lists the run's steps")

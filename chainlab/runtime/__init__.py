@@ -35,6 +35,7 @@ from chainlab.runtime.coordination.workers import LeaseExecutor, Worker
 from chainlab.runtime.engine.clock import Clock, SystemClock
 from chainlab.runtime.engine.decisions import check_approve_args, check_approver, check_rollback
 from chainlab.runtime.engine.executors import Executor, LocalExecutor
+from chainlab.runtime.experiments import Experiment
 from chainlab.runtime.runtime import Run, RunResult, Runtime
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Executor",
+    "Experiment",
     "LeaseExecutor",
     "LocalExecutor",
     "Run",

@@ -11,7 +11,9 @@ in one line to the part that does the work. ``self`` in a part means that part a
 * :attr:`Runtime.starts`, :class:`~chainlab.runtime.starts.Starts`: every way a NEW run
   begins (start, enqueue, fork);
 * :attr:`Runtime.takeovers`, :class:`~chainlab.runtime.takeovers.Takeovers`: every way a
-  STORED run is taken up (resume, a fleet worker's claim).
+  STORED run is taken up (resume, a fleet worker's claim);
+* :attr:`Runtime.experimenter`, :class:`~chainlab.runtime.experiments.ExperimentRunner`:
+  experiments (many recorded runs replayed under a change, DESIGN §22).
 
 Starts and Takeovers each hold the Host and nothing else; they inherit nothing. Reading runs
 and deciding on them delegate to the coordination code (:mod:`.coordination.routing`,
@@ -26,11 +28,12 @@ coroutines on the kernel's running loop; there is no second, blocking copy of th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import anyio
 
+from chainlab.runtime.experiments import Experiment, ExperimentRunner, Scorer
 from chainlab.runtime.host import Host, new_run_id
 from chainlab.runtime.run import Run, RunResult
 from chainlab.runtime.starts import Starts
@@ -51,8 +54,10 @@ if TYPE_CHECKING:
     from chainlab.runtime.coordination.watching import WatchedRun
     from chainlab.runtime.engine.clock import Clock
     from chainlab.runtime.engine.executors import Executor
+    from chainlab.runtime.history.experiment_plan import ExperimentPlan
     from chainlab.runtime.history.fork import ForkPlan
     from chainlab.store.base import RunRecord, Store
+    from chainlab.store.experiments import ExperimentRecord
     from chainlab.store.queue import Claim
     from chainlab.tools import Toolbox
 
@@ -117,6 +122,9 @@ class Runtime:
         self.starts = Starts(self.host)
         #: every way a stored run is taken up (:class:`~chainlab.runtime.takeovers.Takeovers`)
         self.takeovers = Takeovers(self.host)
+        #: experiments: many runs replayed under a change
+        #: (:class:`~chainlab.runtime.experiments.ExperimentRunner`)
+        self.experimenter = ExperimentRunner(self.host)
 
     # ------------------------------------------------------------------ its parts
     @property
@@ -371,9 +379,24 @@ class Runtime:
 
         return estimates_frame(self.host.estimates(chain))
 
-    def runs(self, limit: int | None = None) -> list[RunRecord]:
-        """Runs in the store, newest first."""
-        return self.host.store.list_runs(limit)
+    def runs(self, limit: int | None = None, *, chain: str | None = None,
+             status: str | Sequence[str] | None = None,
+             experiment: str | None = None) -> list[RunRecord]:
+        """Runs in the store, newest first: ``chain`` (its name) and ``status`` (one or
+        several) select among them, ``limit`` keeps the newest that many. An experiment's
+        replays are left out unless ``experiment`` names it (then only its runs). Blocking
+        read. The selection is what :meth:`experiment` takes as its ``runs``."""
+        store = self.host.store
+        # (a store written before experiments takes no ``experiment``: ask it only when set)
+        listed = (lambda n: store.list_runs(n)) if experiment is None else (
+            lambda n: store.list_runs(n, experiment=experiment))
+        if chain is None and status is None:
+            return listed(limit)
+        wanted = {status} if isinstance(status, str) else set(status or ())
+        found = [r for r in listed(None)
+                 if (chain is None or r.chain_name == chain)
+                 and (not wanted or str(r.status) in wanted)]
+        return found[:limit] if limit else found
 
     def waiting_decisions(self) -> list[WaitingDecision]:
         """The team inbox: every waiting confirmation and in-doubt step of every unfinished
@@ -395,6 +418,83 @@ class Runtime:
         from chainlab.timeline import runs_frame
 
         return runs_frame(self.host.store, limit)
+
+    # ------------------------------------------------------------------ experiments
+    async def experiment_plan(self, runs: Iterable[Any], **change: Any) -> ExperimentPlan:
+        """What :meth:`experiment` would do, before anything runs: per recorded run its
+        fork and, per step, the replay's decision (``live``: effect-free, it runs;
+        ``recorded``: answered from the recording, never made; ``needs_live_effect``: a new
+        side effect, NOT made, the replay stops there; ``ask``: a new side effect of a tool
+        listed in ``live``, made only after a person approves it; ``at_run_time``: a side
+        effect whose args are known only once upstream steps ran). ``change``: the keyword
+        arguments of :meth:`experiment` but ``concurrency`` and ``name``. Raises as
+        :meth:`experiment`; writes nothing."""
+        return await self.experimenter.plan(runs, **change)
+
+    async def experiment(self, runs: Iterable[Any], *, chain: Chain | None = None,
+                         agents: Mapping[str, Any] | None = None,
+                         tools: Iterable[Any] | None = None, context: Any = None,
+                         live: Iterable[str] = (), recorded: bool = False,
+                         scorers: Mapping[str, Scorer] | None = None, concurrency: int = 4,
+                         name: str | None = None,
+                         meta: Mapping[str, Any] | None = None) -> Experiment:
+        """Replay recorded runs under a change and compare (DESIGN §22). ``runs``: run ids
+        (or RunRecords: ``runtime.runs(chain=..., status=..., limit=...)``), each finished
+        or suspended. The change: ``chain`` a new version of the chain; ``agents``
+        ``{name: Agent}`` new instructions or another model; ``tools`` tools whose code
+        changed (each replaces the tool of its name); ``context`` a mapping merged over the
+        recorded context or a function of it.
+
+        Each run is replayed as a NEW run marked as the experiment's (left out of ordinary
+        run lists), up to ``concurrency`` at once; each call decided by its contract: an
+        effect-free call runs live (from the recording with ``recorded=True`` when nothing
+        changed it); a side-effecting call recorded with the same tool and args is answered
+        from the recording and never made; a NEW side effect is not made: the replay stops
+        there (outcome ``needs_live_effect``), unless its tool is in ``live``, and then it
+        waits for a person's approval like any confirmation. A model request identical to a
+        recorded one is answered from the recording (no tokens); a changed one asks the
+        model. ``scorers``: ``{name: fn(original, new) -> number | bool}`` over
+        :class:`RunResult` s (an error shows in its cell). ``meta``: kept with each replay
+        (besides the experiment's id and its lineage), as :meth:`fork`'s.
+
+        Returns when every replay is finished or waits for a person; the experiment is
+        stored (:meth:`experiment_result`, :meth:`experiments`). Raises ExperimentError
+        (runs missing or still running, runs of several chains without ``chain``, an agent
+        the chains do not use, a scorer that is not callable: all listed) or the plan's
+        PlanError for a change that does not validate; then nothing was started."""
+        return await self.experimenter.run(
+            runs, chain=chain, agents=agents, tools=tools, context=context, live=live,
+            recorded=recorded, scorers=scorers, concurrency=concurrency, name=name, meta=meta)
+
+    async def resume_experiment(self, experiment_id: str, *,
+                                scorers: Mapping[str, Scorer] | None = None,
+                                concurrency: int | None = None, force: bool = False,
+                                **change: Any) -> Experiment:
+        """Carry on a stored experiment that was interrupted (its process died, or it was
+        stopped): the recorded runs it had not replayed yet are replayed, and each replay
+        that is not finished is resumed (``force``: as :meth:`resume`); a recorded side
+        effect is still answered from the recording, so none is made twice. The chain and
+        a context mapping are read from the experiment's record; ``agents``, ``tools`` or a
+        context function (Python objects, not stored) must be given again, and
+        ``scorers`` to score the replays that finish now. Raises ExperimentNotFoundError,
+        ExperimentError (a Python part of the change missing)."""
+        return await self.experimenter.resume(experiment_id, scorers=scorers,
+                                              concurrency=concurrency, force=force, **change)
+
+    def experiment_result(self, experiment_id: str) -> Experiment:
+        """A stored experiment read back (from any process): its rows compared from the
+        stored runs as they are now (a replay resumed since shows its end) with the scores
+        stored when it ran. Blocking read. Raises ExperimentNotFoundError."""
+        return self.experimenter.result_sync(experiment_id)
+
+    def experiments(self) -> list[ExperimentRecord]:
+        """The stored experiments, newest first. Blocking read."""
+        return self.experimenter.list_sync()
+
+    def delete_experiment(self, experiment_id: str) -> list[str]:
+        """Delete an experiment and its replays (their logs with them); returns the deleted
+        run ids. The recorded runs are untouched. Raises ExperimentNotFoundError."""
+        return self.experimenter.delete_sync(experiment_id)
 
     # ------------------------------------------------------------------ decisions
     async def decide(

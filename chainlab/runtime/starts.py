@@ -272,15 +272,20 @@ class Starts:
             return None
 
     async def fork(self, run_id: str, *, meta: Mapping[str, Any] | None = None,
+                   experiment: Mapping[str, Any] | None = None, plan: ForkPlan | None = None,
                    **edits: Any) -> Run:
-        """See :meth:`chainlab.runtime.Runtime.fork` (``edits``: :meth:`fork_plan`'s)."""
-        plan = await self.fork_plan(run_id, **edits)
+        """See :meth:`chainlab.runtime.Runtime.fork` (``edits``: :meth:`fork_plan`'s).
+        ``experiment`` and ``plan``: an experiment's replay, its recording and its fork
+        plan made already (:mod:`chainlab.runtime.experiments`)."""
+        if plan is None:
+            plan = await self.fork_plan(run_id, **edits)
         # the fork keeps the parent's ad-hoc agent: a later resume of the fork finds it
         host = self.host
         parent = await host.run_io(host.store.get_run, run_id)
         meta = {**adhoc_meta(parent.meta), **dict(meta or {})}
         seed = fork_seed(plan, toolbox_of(host.toolbox, meta), host.chains,
-                         run_id=host.id_factory(), now=host.clock.now(), meta=meta)
+                         run_id=host.id_factory(), now=host.clock.now(), meta=meta,
+                         experiment=experiment)
         graph, record = seed.graph, seed.record
         priority, order = release_order(graph.nodes, plan.chain.name, plan.options.priority,
                                         host.history)

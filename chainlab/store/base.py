@@ -276,8 +276,10 @@ class RunLog(Protocol):
     def get_run(self, run_id: str) -> RunRecord:
         """The run record. Raises RunNotFoundError."""
 
-    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        """Runs, newest first."""
+    def list_runs(self, limit: int | None = None, *,
+                  experiment: str | None = None) -> list[RunRecord]:
+        """Runs, newest first: the ordinary runs (an experiment's replays are kept out), or
+        with ``experiment`` that experiment's runs (DESIGN §22)."""
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         """Committed events of the run with ``seq > after_seq``, in order."""

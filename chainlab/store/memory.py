@@ -9,7 +9,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from chainlab.errors import RunExistsError, RunNotFoundError, StaleEpochError, StoreError
+from chainlab.errors import (
+    ExperimentNotFoundError,
+    RunExistsError,
+    RunNotFoundError,
+    StaleEpochError,
+    StoreError,
+)
 from chainlab.events.event import Event
 from chainlab.store.base import (
     DecisionRequest,
@@ -23,6 +29,7 @@ from chainlab.store.base import (
     raise_if_refused,
     unknown_request,
 )
+from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord
 from chainlab.store.memory_queue import MemoryFleet, MemoryQueue
 
 __all__ = ["MemoryStore"]
@@ -137,6 +144,7 @@ class MemoryStore(MemoryQueue, MemoryLiveness):
         self._mail = MemoryMail()  # driver heartbeats and decision requests
         self._keys: dict[str, str] = {}  # idempotency key -> the run it names
         self._fleet = MemoryFleet()  # queue limits and workers
+        self._experiments: dict[str, ExperimentRecord] = {}
 
     def create_run(self, record: RunRecord, driver: DriverInfo | None = None,
                    events: Sequence[Event] = (), key: str | None = None) -> None:
@@ -224,10 +232,48 @@ class MemoryStore(MemoryQueue, MemoryLiveness):
         except KeyError:
             raise RunNotFoundError(run_id, self._runs) from None
 
-    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        runs = [self.get_run(run_id) for run_id in list(self._runs)]
+    def list_runs(self, limit: int | None = None, *,
+                  experiment: str | None = None) -> list[RunRecord]:
+        runs = [self.get_run(run_id) for run_id in list(self._runs)
+                if self._runs[run_id].meta.get(EXPERIMENT_META) == experiment]
         runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return runs[:limit] if limit else runs
+
+    # ------------------------------------------------------------------ experiments
+    def save_experiment(self, record: ExperimentRecord) -> None:
+        """See :meth:`chainlab.store.experiments.Experiments.save_experiment`."""
+        data = json.loads(json.dumps(record.data))  # stored as it would be read back
+        with self._lock:
+            self._experiments[record.experiment_id] = replace(record, data=data)
+
+    def get_experiment(self, experiment_id: str) -> ExperimentRecord:
+        """See :meth:`chainlab.store.experiments.Experiments.get_experiment`."""
+        with self._lock:
+            found = self._experiments.get(experiment_id)
+            if found is None:
+                raise ExperimentNotFoundError(experiment_id, self._experiments)
+            return found
+
+    def list_experiments(self) -> list[ExperimentRecord]:
+        """See :meth:`chainlab.store.experiments.Experiments.list_experiments`."""
+        with self._lock:
+            found = list(self._experiments.values())
+        return sorted(found, key=lambda r: (r.created_at, r.experiment_id), reverse=True)
+
+    def delete_experiment(self, experiment_id: str) -> list[str]:
+        """See :meth:`chainlab.store.experiments.Experiments.delete_experiment`."""
+        self.get_experiment(experiment_id)
+        with self._lock:
+            runs = [run_id for run_id, r in self._runs.items()
+                    if r.meta.get(EXPERIMENT_META) == experiment_id]
+            for run_id in runs:
+                for table in (self._runs, self._live, self._events, self._mail.drivers):
+                    table.pop(run_id, None)  # type: ignore[attr-defined]
+                self._mail.requests = {i: r for i, r in self._mail.requests.items()
+                                       if r.run_id != run_id}
+                self._keys = {k: v for k, v in self._keys.items() if v != run_id}
+            del self._experiments[experiment_id]
+        return runs
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         with self._lock:

@@ -32,8 +32,8 @@ from chainlab.tools import Toolbox
 if TYPE_CHECKING:
     from chainlab.store.base import Store
 
-__all__ = ["Exported", "default_live", "export_test", "fixture_path", "render_test",
-           "toolbox_spec"]
+__all__ = ["Exported", "default_live", "export_experiment_test", "export_test",
+           "fixture_path", "render_test", "toolbox_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +161,71 @@ def test_replays_{name}() -> None:
 def _identifier(run_id: str) -> str:
     """A chain name as the tail of a test function's name (``test_replays_`` + it)."""
     return re.sub(r"\W+", "_", run_id).strip("_") or "run"
+
+
+def export_experiment_test(store: Store, experiment_id: str, out: str | Path, *, tools: str,
+                           toolbox: Toolbox, live: Sequence[str] | None = None
+                           ) -> list[Exported]:
+    """Write one test file for a stored experiment (DESIGN §22): each replay that finished
+    is exported with its fixture (``test_NAME.N.replay.json``), and the test replays each
+    one and asserts what the experiment's table says of it (status, outputs, the calls not
+    made: a ``needs_live_effect`` step stays skipped). ``live``: as :func:`export_test`
+    (default: per replay). Raises ExperimentNotFoundError, ReplayError (no finished replay,
+    or as :func:`export_test`)."""
+    from chainlab.runtime import Runtime  # (the experiment's rows, read from the store)
+
+    out = Path(out)
+    result = Runtime(toolbox, store).experiment_result(experiment_id)
+    rows = [r for r in result.rows() if r["new_run"] and r["outcome"] not in (
+        "waiting", "unfinished", "not_started")]
+    if not rows:
+        raise ReplayError(f"experiment {experiment_id!r} has no finished replay to export "
+                          "(resume it first: runtime.resume_experiment)")
+    cases, done = [], []
+    for index, row in enumerate(rows):
+        test = out.with_name(f"{out.stem}.{index}.py")
+        exported = export_test(store, row["new_run"], test, tools=tools, toolbox=toolbox,
+                               live=live)
+        test.unlink()  # (only its fixture is kept: the one test file below replays them all)
+        cases.append((exported.fixture.name, row["run"], row["outcome"], exported.live))
+        done.append(exported)
+    out.write_text(_experiment_test(result.experiment_id, result.name, cases, tools),
+                   encoding="utf-8")
+    return done
+
+
+def _experiment_test(experiment_id: str, name: str,
+                     cases: list[tuple[str, str, str, list[str]]], tools: str) -> str:
+    lines = "\n".join(f"    ({fixture!r}, {run!r}, {outcome!r}, {live!r}),"
+                      for fixture, run, outcome, live in cases)
+    return f'''"""Regression test exported by chainlab from experiment {experiment_id} ({name!r}).
+
+Each case replays one of its replays from its recorded attempts (no database, no model, no
+side effect: only the tools in its LIVE list run) and asserts what the experiment's table
+says of it: the same statuses and outputs, and a call that was not made
+(needs_live_effect) still not made.
+Export it again: chainlab export-test --experiment {experiment_id} -o THIS_FILE --tools {tools}
+"""
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from chainlab.testing.replay import Recording, replay_run
+from chainlab.workspace import load_toolbox
+
+TOOLS = {tools!r}
+#: (fixture, the recorded run, the outcome in the experiment's table, the live tools)
+CASES = [
+{lines}
+]
+
+
+@pytest.mark.parametrize(("fixture", "run", "outcome", "live"), CASES)
+def test_experiment_replay(fixture: str, run: str, outcome: str, live: list[str]) -> None:
+    recording = Recording.load(Path(__file__).with_name(fixture))
+    toolbox = load_toolbox(TOOLS, extra_paths=[str(Path(__file__).parent)])
+    replayed = anyio.run(lambda: replay_run(recording, toolbox, live=live))
+    replayed.assert_same()
+'''

@@ -1,7 +1,8 @@
 """The store contract: the tests every :class:`~chainlab.store.Store` must pass, one class
-per protocol (:class:`RunLogContract`, :class:`DriversContract`, :class:`MailboxContract`),
-and :class:`StoreContract` for all three. chainlab runs them against MemoryStore, SQLiteStore
-(a file and ``:memory:``) and PostgresStore; a third-party store runs them the same way::
+per protocol (:class:`RunLogContract`, :class:`DriversContract`, :class:`MailboxContract`,
+:class:`ExperimentsContract`), and :class:`StoreContract` for all of them. chainlab runs
+them against MemoryStore, SQLiteStore (a file and ``:memory:``) and PostgresStore; a
+third-party store runs them the same way::
 
     import pytest
     from chainlab.testing.store_contract import StoreContract
@@ -26,11 +27,18 @@ from typing import Any
 import anyio
 import pytest
 
-from chainlab.errors import RunNotFoundError, StaleEpochError, StoreError
+from chainlab.errors import (
+    ExperimentNotFoundError,
+    RunNotFoundError,
+    StaleEpochError,
+    StoreError,
+)
 from chainlab.events.event import Event, EventKind
 from chainlab.store.base import DecisionRequest, DriverInfo, RunRecord, Store
+from chainlab.store.experiments import EXPERIMENT_META, ExperimentRecord
 
-__all__ = ["DriversContract", "MailboxContract", "RunLogContract", "StoreContract", "ev",
+__all__ = ["DriversContract", "ExperimentsContract", "MailboxContract", "RunLogContract",
+           "StoreContract", "ev",
            "record"]
 
 ME = DriverInfo("drv-1", "host-a", 4242)
@@ -313,5 +321,41 @@ class MailboxContract(_Base):
         assert store.pending_requests("r1") == []
 
 
-class StoreContract(RunLogContract, DriversContract, MailboxContract):
+class ExperimentsContract:
+    """:class:`~chainlab.store.experiments.Experiments`: experiments kept, read back, listed
+    and deleted with their runs; their runs kept out of the ordinary run list."""
+
+    def test_experiments_are_saved_read_back_and_listed(self, store: Any) -> None:
+        first = ExperimentRecord("e1", "first", 10.0, {"runs": ["r1"], "scores": {
+            "r1": {"ok": True, "n": 1.5, "why": "error: boom"}}})
+        store.save_experiment(first)
+        store.save_experiment(ExperimentRecord("e2", "second", 20.0, {"runs": []}))
+        assert store.get_experiment("e1") == first
+        assert [e.experiment_id for e in store.list_experiments()] == ["e2", "e1"]
+        newer = ExperimentRecord("e1", "first", 10.0, {"runs": ["r1"], "status": "finished"})
+        store.save_experiment(newer)  # a newer version of the same experiment
+        assert store.get_experiment("e1") == newer
+        with pytest.raises(ExperimentNotFoundError, match="'e3'"):
+            store.get_experiment("e3")
+
+    def test_an_experiments_runs_are_kept_apart_and_deleted_with_it(self, store: Any
+                                                                    ) -> None:
+        store.create_run(record("r1", created_at=100.0))
+        replay = record("r2", created_at=200.0)
+        store.create_run(replay.with_(meta={**replay.meta, EXPERIMENT_META: "e1"}),
+                         events=[ev(1, "run_started", run_id="r2", step_id=None)])
+        store.save_experiment(ExperimentRecord("e1", "e", 1.0, {"runs": ["r1"]}))
+        assert [r.run_id for r in store.list_runs()] == ["r1"]
+        assert [r.run_id for r in store.list_runs(experiment="e1")] == ["r2"]
+        assert store.delete_experiment("e1") == ["r2"]
+        assert store.list_experiments() == [] and store.list_runs(experiment="e1") == []
+        with pytest.raises(RunNotFoundError):
+            store.get_run("r2")
+        assert [r.run_id for r in store.list_runs()] == ["r1"]  # the recording stays
+        assert store.load_events("r1") == []
+        with pytest.raises(ExperimentNotFoundError):
+            store.delete_experiment("e1")
+
+
+class StoreContract(RunLogContract, DriversContract, MailboxContract, ExperimentsContract):
     """Everything a :class:`~chainlab.store.Store` must do."""

@@ -145,6 +145,13 @@ class Toolbox:
         box._owned = self._owned
         return box
 
+    def replace(self, tool: Tool) -> Tool:
+        """Register ``tool`` in place of the tool of its name (an experiment's changed tool,
+        on an :meth:`overlay`). Raises UnknownToolError when there is no such tool."""
+        self.get(tool.name)  # (raises naming the tools it has)
+        self._tools[tool.name] = tool
+        return tool
+
     def own(self, resource: Any) -> None:
         """Close ``resource`` (an object with ``async aclose()``) with the toolbox."""
         self._owned.append(resource)

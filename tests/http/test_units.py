@@ -29,7 +29,8 @@ EXPECTED = {
     "StaleEpochError": 409, "StoreError": 503, "StoreFileError": 503,
     "StoreServerError": 503, "MissingExtraError": 503, "DecisionError": 409,
     "IdempotencyKeyError": 422, "RunExistsError": 409, "NotJSONError": 400,
-    "CredentialInURLError": 400, "RedactionError": 422,
+    "CredentialInURLError": 400, "ExperimentError": 422, "ExperimentNotFoundError": 404,
+    "RedactionError": 422,
 }
 #: never a client's doing (a tool's own errors stay in the run; a bug is a 500)
 NOT_MAPPED = {"ChainlabError", "ToolDefinitionError", "UnknownToolError", "ToolError",
@@ -69,6 +70,8 @@ def _instance(cls: type[BaseException]) -> BaseException:
                                         stale_in_s=1),
         "StaleEpochError": lambda: cls("r", 1, 2),
         "RunNotFoundError": lambda: cls("r"),
+        "ExperimentNotFoundError": lambda: cls("e"),
+        "ExperimentError": lambda: cls(["a problem"]),
         "RunExistsError": lambda: cls("r"),
         "IdempotencyKeyError": lambda: cls("k", "r"),
         "UnknownStepError": lambda: cls("s", []),

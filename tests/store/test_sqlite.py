@@ -46,13 +46,13 @@ def test_wal_and_durability_settings(tmp_path: Path) -> None:
 async def test_schema_version_and_reopening(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     with SQLiteStore(path) as store:
-        assert store.schema_version == len(MIGRATIONS) == 6
+        assert store.schema_version == len(MIGRATIONS) == 7
         store.create_run(record())
         store.append("r1", 1, [ev(1), ev(2)], run_status="suspended")
         await store.flush("r1", 1)
     with SQLiteStore(path) as store:  # nothing is migrated twice, nothing is lost
         assert store.query("SELECT version FROM schema_version ORDER BY version") == [
-            (1,), (2,), (3,), (4,), (5,), (6,)]
+            (1,), (2,), (3,), (4,), (5,), (6,), (7,)]
         assert [e.seq for e in store.load_events("r1")] == [1, 2]
         assert store.get_run("r1").status == "suspended"
 
@@ -63,7 +63,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("INSERT INTO schema_version VALUES (99)")
     with pytest.raises(StoreError, match="schema version 99, newer than this chainlab "
-                                         r"understands \(6\); upgrade chainlab"):
+                                         r"understands \(7\); upgrade chainlab"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:  # untouched
         assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (99,)
@@ -85,8 +85,9 @@ def test_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
     conn.commit()
     assert conn.execute("SELECT status FROM attempts").fetchall() == [("succeeded",)]  # v1
     conn.close()
-    with SQLiteStore(path) as store:
-        assert store.schema_version == 6
+    with SQLiteStore(path) as store:  # a file of version 1 opens: migrated to experiments
+        assert store.schema_version == 7
+        assert store.list_experiments() == [] and store.list_runs()[0].run_id == "old"
         assert store.driver_of("old") is None and store.pending_requests("old") == []
         assert store.query("SELECT status, retry_delay_s FROM attempts") == [("interrupted", None)]
         assert store.get_run("old").epoch == 2

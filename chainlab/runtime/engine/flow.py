@@ -70,8 +70,11 @@ def unblocked(k: RunCore, node: Node) -> None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
-    if (confirm and not ((k.rules or k.state.grants) and node.tool is not None)) or (
-            confirm_first and node.id in confirm_first):
+    effect_in_experiment = k.state.experiment is not None and node.tool is not None \
+        and node.tool.side_effects  # (an experiment's side effect: the gate decides it)
+    if not effect_in_experiment and (
+            (confirm and not ((k.rules or k.state.grants) and node.tool is not None))
+            or (confirm_first and node.id in confirm_first)):
         # only a person can decide it: ask now (a call of a tool, with rules or grants in
         # force, is decided by the gate its kind passes, the one place that knows them:
         # DESIGN §21; a sub-chain step asks here, always)

@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 from chainlab.runtime.history.fork_plan import ForkDecision, ForkPlan, ForkRow
 from chainlab.runtime.history.fork_rules import Planner
 
-__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "ForkSeed", "fork_seed", "plan_fork"]
+__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "ForkSeed", "fork_inputs", "fork_seed",
+           "plan_fork"]
 
 S = StepStatus
 K = EventKind
@@ -74,6 +75,7 @@ def plan_fork(
     chain: Chain | None = None,
     rerun: Iterable[str] | str | None = None,
     origin: Callable[[str], RunState | None] | None = None,
+    live_effect_free: bool = False,
 ) -> ForkPlan:
     """Decide every step of a fork of the stored run ``record`` (whose log is ``events``).
     Writes nothing; reads only through ``origin(run_id)``, the current state of a run an
@@ -83,7 +85,8 @@ def plan_fork(
     ``args``: ``{step_id: {arg: value}}`` merged over the step's args (top-level steps);
     ``outputs``: ``{step_id: output}`` to record instead of running; ``context``: merged
     over the parent's; ``chain``: the chain to run instead of the parent's (same step ids
-    are compared); ``rerun``: step ids to run again even if they could be reused.
+    are compared); ``rerun``: step ids to run again even if they could be reused;
+    ``live_effect_free``: every effect-free step runs again (an experiment's replay).
 
     Raises RunStateError (the parent is still running), UnknownStepError (an id that is not
     a step), PlanError (edited args, context or chain that do not validate), DecisionError
@@ -92,13 +95,8 @@ def plan_fork(
     run_id = record.run_id
     pstate = RunState.from_events(run_id, events)
     _check_parent(pstate)
-    base = chain if chain is not None else Chain.from_dict(record.chain)
-    all_chains = dict(chains)
-    all_chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
-    new_chain = _edit_args(base, args or {}, run_id)
-    ctx = _json_data(dict(record.context) | dict(context or {}), "context")
-    options = chain.options if chain is not None else RunOptions.model_validate(record.options)
-    raise_for_problems(new_chain, toolbox, context=ctx, chains=all_chains)
+    new_chain, ctx, options, all_chains = fork_inputs(record, toolbox, chains, args=args,
+                                                      context=context, chain=chain)
     graph = compile_chain(new_chain, toolbox, all_chains, options)
     rerun_ids = [rerun] if isinstance(rerun, str) else list(rerun or ())
     given = dict(outputs or {})
@@ -107,6 +105,7 @@ def plan_fork(
             raise UnknownStepError(step_id, graph.nodes, run_id=run_id)
     planner = Planner(run_id, pstate, graph, ctx, set(rerun_ids), given, set(args or ()),
                        origin)
+    planner.live_effect_free = live_effect_free
     planner.level(graph.top)
     rows = []
     for step_id in graph.nodes:  # a for_each step's instances after it, when known
@@ -122,6 +121,23 @@ def plan_fork(
         rows=rows,
         instances={k: v for k, v in planner.instances.items() if v},
     )
+
+
+def fork_inputs(record: RunRecord, toolbox: Toolbox, chains: Mapping[str, Chain], *,
+                args: Mapping[str, Mapping[str, Any]] | None = None,
+                context: Mapping[str, Any] | None = None, chain: Chain | None = None,
+                ) -> tuple[Chain, dict[str, Any], RunOptions, dict[str, Chain]]:
+    """What a fork of ``record`` would run, checked (no log read): its chain (``args``
+    edited in), context, options and the chains it may use. Raises UnknownStepError,
+    PlanError (the change does not validate)."""
+    base = chain if chain is not None else Chain.from_dict(record.chain)
+    all_chains = dict(chains)
+    all_chains.update({n: Chain.from_dict(c) for n, c in record.chains.items()})
+    new_chain = _edit_args(base, args or {}, record.run_id)
+    ctx = _json_data(dict(record.context) | dict(context or {}), "context")
+    options = chain.options if chain is not None else RunOptions.model_validate(record.options)
+    raise_for_problems(new_chain, toolbox, context=ctx, chains=all_chains)
+    return new_chain, ctx, options, all_chains
 
 
 def _check_parent(state: RunState) -> None:
@@ -186,11 +202,14 @@ class ForkSeed:
 
 
 def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, run_id: str,
-              now: float, meta: Mapping[str, Any] | None = None) -> ForkSeed:
+              now: float, meta: Mapping[str, Any] | None = None,
+              experiment: Mapping[str, Any] | None = None) -> ForkSeed:
     """The new run a fork plan makes: its record, compiled graph and first events.
     Reused and overridden steps are recorded as ``step_reused`` (their tools are not
     called); the runtime then rebuilds the scheduler as after a restart, so their
-    dependants are released; ``confirm`` steps wait for a person."""
+    dependants are released; ``confirm`` steps wait for a person. ``experiment``: the run
+    is an experiment's replay (DESIGN §22): its side effects are decided by the recording
+    given there (:mod:`chainlab.runtime.engine.experiment`), durable in ``run_forked``."""
     chain = plan.chain
     all_chains = dict(chains)
     all_chains.update({n: Chain.from_dict(c) for n, c in plan.chains.items()})
@@ -216,6 +235,8 @@ def fork_seed(plan: ForkPlan, toolbox: Toolbox, chains: Mapping[str, Chain], *, 
                               "confirm_first": confirm_first}
     if plan.instances:  # what the parent's instances did: the fork reuses them as it grows
         forked["instances"] = plan.instances
+    if experiment is not None:
+        forked["experiment"] = dict(experiment)
     events: list[tuple[EventKind, str | None, dict[str, Any]]] = [(K.RUN_FORKED, None, forked)]
     for row in _reuse_order(plan, graph):
         override = row.decision == ForkDecision.OVERRIDE

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 S = StepStatus
 K = EventKind
 
-__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "args_diff", "same"]
+__all__ = ["ForkDecision", "ForkPlan", "ForkRow", "args_diff", "same", "text_table"]
 
 
 class ForkDecision(StrEnum):
@@ -115,13 +115,17 @@ class ForkPlan:
         ]
 
     def __str__(self) -> str:
-        cols = ["step", "tool", "parent", "decision", "reason"]
-        rows = [[str(r[c]) for c in cols] for r in self.table()]
-        width = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(cols, width, strict=True)).rstrip()]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)).rstrip()
-                  for r in rows]
-        return "\n".join(lines)
+        return text_table(self.table(), ["step", "tool", "parent", "decision", "reason"])
+
+
+def text_table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    """``rows`` as aligned plain text under a header of ``cols`` (a plan printed)."""
+    cells = [[str(r[c]) for c in cols] for r in rows]
+    width = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, width, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)).rstrip()
+              for r in cells]
+    return "\n".join(lines)
 
 
 def same(a: Any, b: Any) -> bool:

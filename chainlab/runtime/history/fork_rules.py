@@ -62,6 +62,8 @@ class Planner:
         self.outputs = outputs
         self.edited = edited
         self.graph = graph
+        #: an experiment's replay: every effect-free step runs again (not reused)
+        self.live_effect_free = False
         self.rows: dict[str, ForkRow] = {}
         # a for_each step -> its instances' rows (when its list is known before the fork
         # runs), and what each of its parent's instances did (the fork's run reuses by it)
@@ -143,6 +145,9 @@ class Planner:
         why, source = self._why_not_reuse(node, ps, args)
         if why is None and node.id in self.rerun:
             why = "named in rerun"
+        elif why is None and self.live_effect_free and tool is not None \
+                and not tool.side_effects:
+            why = "effect-free: runs live"
         job = self._waiting_job(node, ps, args)
         if job is not None:
             return ForkRow(**base, decision=ForkDecision.ATTACH, job=job,

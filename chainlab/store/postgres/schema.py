@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chainlab.store.sql_experiments import experiments_schema
 from chainlab.store.sql_queue import queue_schema
 from chainlab.store.sql_views import view_sql
 
@@ -89,6 +90,9 @@ MIGRATIONS: list[str] = [
     # 5: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
     #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
     queue_schema("postgres"),
+    # 6: experiments (DESIGN §22): many runs replayed under a change, their record
+    #    (chainlab.store.sql_experiments); their runs are the runs whose meta names them
+    experiments_schema("postgres"),
 ]
 
 

@@ -52,6 +52,7 @@ from chainlab.store.postgres.listen import CHANNEL, EventListener, PostgresWatch
 from chainlab.store.postgres.pool import lend, make_pool
 from chainlab.store.postgres.queue import PostgresQueue
 from chainlab.store.postgres.schema import MIGRATIONS, migrate
+from chainlab.store.sql_experiments import SqlExperiments, listing
 from chainlab.store.sql_rows import (
     Append,
     event_rows,
@@ -76,7 +77,8 @@ _RETRIES = 3  # a batch that met a deadlock or a serialization failure is tried 
 _RUN_COLUMNS = run_select("postgres")
 
 
-class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterStore):
+class PostgresStore(PostgresWatching, PostgresQueue, SqlExperiments, PostgresLiveness,
+                    WriterStore):
     """Runs and events in a PostgreSQL database, e.g.
     ``PostgresStore("postgresql://user:pw@host/db")`` or a libpq conninfo string
     (``"host=/run/postgresql dbname=chainlab"``).
@@ -230,11 +232,13 @@ class PostgresStore(PostgresWatching, PostgresQueue, PostgresLiveness, WriterSto
 
         return self._read(read)  # type: ignore[no-any-return]
 
-    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLUMNS} ORDER BY created_at DESC, runs.run_id DESC"
+    def list_runs(self, limit: int | None = None, *,
+                  experiment: str | None = None) -> list[RunRecord]:
+        where, params = listing("postgres", experiment)
+        sql = f"SELECT {_RUN_COLUMNS}{where} ORDER BY created_at DESC, runs.run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return self._read(lambda c: [record_of(r) for r in c.execute(sql).fetchall()])  # type: ignore[no-any-return]
+        return self._read(lambda c: [record_of(r) for r in c.execute(sql, params).fetchall()])  # type: ignore[no-any-return]
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         def read(conn: psycopg.Connection) -> list[Event]:

@@ -14,6 +14,7 @@ import contextlib
 import sqlite3
 
 from chainlab.errors import StoreError, StoreFileError
+from chainlab.store.sql_experiments import experiments_schema
 from chainlab.store.sql_queue import queue_schema
 from chainlab.store.sql_views import view_sql
 
@@ -199,6 +200,9 @@ MIGRATIONS: list[str] = [
     # 6: the queue a worker fleet drains (DESIGN §19): queue and concurrency key columns,
     #    idempotency keys, queue limits and the registered workers (chainlab.store.sql_queue)
     queue_schema("sqlite"),
+    # 7: experiments (DESIGN §22): many runs replayed under a change, their record
+    #    (chainlab.store.sql_experiments); their runs are the runs whose meta names them
+    experiments_schema("sqlite"),
 ]
 
 

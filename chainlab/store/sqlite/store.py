@@ -48,6 +48,7 @@ from chainlab.errors import (
 from chainlab.events.event import Event, event_kind
 from chainlab.store._writer import GroupCommitWriter, WriterStore
 from chainlab.store.base import DriverInfo, RunRecord, check_run_id
+from chainlab.store.sql_experiments import SqlExperiments, listing
 from chainlab.store.sql_rows import (
     Append,
     event_rows,
@@ -69,7 +70,7 @@ _SYNC_MODES = ("full", "normal", "off")
 _RUN_COLUMNS = run_select("sqlite")
 
 
-class SQLiteStore(SQLiteQueue, WriterStore):
+class SQLiteStore(SQLiteQueue, SqlExperiments, WriterStore):
     """Runs and events in a SQLite file (``.chainlab/chainlab.db`` by default, ``":memory:"``
     for a throwaway database).
 
@@ -307,11 +308,13 @@ class SQLiteStore(SQLiteQueue, WriterStore):
         return [r[0] for r in conn.execute(
             "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 200")]
 
-    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLUMNS} ORDER BY created_at DESC, runs.run_id DESC"
+    def list_runs(self, limit: int | None = None, *,
+                  experiment: str | None = None) -> list[RunRecord]:
+        where, params = listing("sqlite", experiment)
+        sql = f"SELECT {_RUN_COLUMNS}{where} ORDER BY created_at DESC, runs.run_id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [record_of(r) for r in self._fetch(sql)]
+        return [record_of(r) for r in self._fetch(sql.replace("%s", "?"), params)]
 
     def load_events(self, run_id: str, after_seq: int = 0) -> list[Event]:
         with self._lock, self._sqlite_errors("read"):

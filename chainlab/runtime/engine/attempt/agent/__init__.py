@@ -65,6 +65,7 @@ from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, classify
 from chainlab.runtime.engine.attempt.kind import Parent
 from chainlab.runtime.engine.budget import turn_usage
+from chainlab.runtime.engine.experiment import recorded_turn
 from chainlab.runtime.engine.flow import finished, make_ready, start_children
 from chainlab.tools import args_hash
 
@@ -83,6 +84,8 @@ S = StepStatus
 LIMIT_REACHED = "limit_reached"
 #: turns in a row that make no step before the agent step fails
 FRUITLESS_TURNS = 3
+#: the usage of a turn an experiment answered from its recording: no model was asked
+_NOTHING_SPENT = {"input_tokens": 0, "output_tokens": 0, "tokens": 0}
 
 
 class AgentStep(Parent):
@@ -121,18 +124,23 @@ class AgentStep(Parent):
         except GuardrailError as exc:
             self._guard_failed(k, node, None, exc)
             return
-        k.emit(K.STEP_STARTED, node.id, attempt, _asked(k, node.id, agent, request, {
+        started = _asked(k, node.id, agent, request, {
             "args": args, "tool": node.step.tool, "turn": turn,
             "code": node.tool.fingerprint if node.tool else None,
             "model": agent.endpoint.model,  # (what a trace's chat span names)
-            **guard.input_checks()}))
+            **guard.input_checks()})
+        replayed = recorded_turn(k, started["request_hash"])  # an experiment's same request
+        if replayed is not None:
+            started["answered_from"] = replayed["source_run"]
+        k.emit(K.STEP_STARTED, node.id, attempt, started)
         if stop is not None:  # before the model is asked
             self._guard_failed(k, node, attempt, stop)
             return
         tries = attempt - (turns[-1].attempt if turns else 0)
         try:
             with anyio.move_on_after(node.timeout_s or float("inf")) as deadline:
-                answer = await agent.client.complete(request)
+                answer = (ModelTurn.from_dict(replayed["answer"], dict(_NOTHING_SPENT))
+                          if replayed is not None else await agent.client.complete(request))
         except anyio.get_cancelled_exc_class():
             if k.stopping:  # run.cancel()/rollback(): record the attempt, then stop
                 record(k, node, attempt, Outcome(failure=Failure(ErrorKind.CANCELLED,

@@ -20,6 +20,7 @@ from chainlab.runtime.engine.attempt.call.fate import record
 from chainlab.runtime.engine.attempt.call.seam import Failure, Outcome, call_tool
 from chainlab.runtime.engine.attempt.kind import Kind
 from chainlab.runtime.engine.budget import check_budget
+from chainlab.runtime.engine.experiment import answered
 from chainlab.runtime.engine.flow import finished, make_ready, request_confirmation
 from chainlab.runtime.engine.masked import masked_inputs, person_gave_args, wait_for_real_values
 from chainlab.tools import CallContext, Reconciliation, args_hash, idempotency_key
@@ -43,13 +44,21 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     THE rule every path goes through (a start, a resume, a takeover, a fork, a decision from
     another process): a step that needs a person runs only with an approval recorded in THIS
     run for exactly these args (or decided, before the call, by a rule or a grant: DESIGN
-    §21, :mod:`chainlab.runtime.engine.approvals`); and the budget, counting what is already
-    under way."""
+    §21, :mod:`chainlab.runtime.engine.approvals`); in an experiment's replay a side effect
+    is answered from the recording, stopped or asked of a person alone
+    (:mod:`chainlab.runtime.engine.experiment`), never made unapproved; and the budget,
+    counting what is already under way."""
     step_id = node.id
     st = k.steps[step_id]
     args = k.args.get(step_id)
     if args is None:
         args = k.args[step_id] = dict(st.args or {})
+    live_effect = False  # a replay's new effect of a live= tool: a person's alone (§22)
+    if k.state.experiment is not None:  # a replay's side effect: recorded, stopped or asked
+        settled = answered(k, node, args)
+        if settled:
+            return None
+        live_effect = settled is False
     masked = masked_inputs(k, node)  # (a resumed run: a value its log holds redacted)
     if masked and not person_gave_args(st, args):
         wait_for_real_values(k, node, args, masked)
@@ -59,7 +68,7 @@ def gate(k: RunCore, node: Node) -> tuple[int, dict[str, Any], bool] | None:
     if confirm is None:
         confirm = node.needs_confirmation(args)
     confirm_first = k.state.confirm_first
-    first = bool(confirm_first) and step_id in confirm_first
+    first = live_effect or (bool(confirm_first) and step_id in confirm_first)
     if confirm or first or k.rules:
         h = args_hash(args)
         if st.approved_hash != h:
