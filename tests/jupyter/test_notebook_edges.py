@@ -122,8 +122,11 @@ async def test_the_inbox_follows_the_store_by_itself(sh: Harness) -> None:
     reads = inbox.reads
     await sh.ok(f"a = %chain run bill --tools tb --db '{db}'")
     await sh.ok(f"b = %chain run bill --tools tb --db '{db}'")
-    await _until(lambda: len(inbox.cards) == 2, "second card")
-    assert inbox.reads > reads and "2 decisions wait in 2 runs" in inbox.summary.value
+    # (the inbox reads the store on its own thread: its cards are set a moment before its
+    # summary, so wait for both)
+    await _until(lambda: len(inbox.cards) == 2
+                 and "2 decisions wait in 2 runs" in inbox.summary.value, "second card")
+    assert inbox.reads > reads
     await sh.ok("await a.approve('pay')\nawait a.wait()")  # decided elsewhere (a cell)
     await _until(lambda: list(inbox.cards) == [(sh.ns["b"].run_id, "pay")], "the card leave")
     assert inbox.following

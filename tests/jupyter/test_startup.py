@@ -115,10 +115,13 @@ async def test_a_paused_run_draws_without_a_step(quick: Harness) -> None:
     w = quick.session.widgets[quick.ns["run"].run_id]
     await quick.ok("import asyncio\nwhile not run.ready_steps(): await asyncio.sleep(0.01)")
     await quick.settle()
-    await quick.ok("await asyncio.sleep(0.05)")
+    for _ in range(500):  # (the widget redraws on its own loop: under load, a moment later)
+        if not w.buttons["step"].disabled:
+            break
+        await quick.ok("await asyncio.sleep(0.01)")
     assert not w.buttons["step"].disabled
     w.buttons["step"].click()
-    await quick.ok("for _ in range(200):\n    if run.steps['a'].status == 'succeeded': break\n"
+    await quick.ok("for _ in range(2000):\n    if run.steps['a'].status == 'succeeded': break\n"
                    "    await asyncio.sleep(0.01)")
     assert w.last_error is None, w.last_error
     assert any(ev.kind == EventKind.STEP_STARTED for ev in quick.ns["run"].event_list())
