@@ -631,6 +631,8 @@ def test_describe(tb: Toolbox) -> None:
         "resources": {"db": 1},
         "compensate": "delete_records",
         "reconcile": False,
+        "always_ask": False,  # (issue 46: only a person decides its calls when True)
+        "approvers": None,  # (issue 46: the roles that may approve or grant for it)
     }
     assert tb.describe() == [create_records.describe()]
 
